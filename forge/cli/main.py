@@ -1,0 +1,125 @@
+"""`forge`: the Click group. Commands load lazily, so `forge --help` stays light.
+
+Exceptions are translated once, here: ForgeError and any other failure become one line on
+stderr and exit 1 (`FORGE_DEBUG=1` re-raises with the traceback); Click's usage errors exit 2.
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from typing import Any
+
+import click
+
+# name -> "module:attribute" under forge.cli. Keep each module's imports light at top level.
+COMMANDS: dict[str, str] = {
+    "chat": "chat_cmds:chat",
+    "remember": "memory_cmds:remember",
+    "recall": "memory_cmds:recall",
+    "memory": "memory_cmds:memory",
+    "reindex": "memory_cmds:reindex",
+    "compact": "compact_cmds:compact",
+    "context": "compact_cmds:context",
+    "history": "history_cmds:history",
+    "pin": "history_cmds:pin",
+    "unpin": "history_cmds:unpin",
+    "drawer": "history_cmds:drawer",
+    "trace": "trace_cmds:trace",
+    "config": "config_cmds:config",
+    "doctor": "doctor_cmds:doctor",
+}
+
+
+def debug_enabled() -> bool:
+    return os.environ.get("FORGE_DEBUG", "").strip() not in ("", "0", "false")
+
+
+class ForgeGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(name for name in COMMANDS if self._module_exists(name))
+
+    @staticmethod
+    def _module_exists(name: str) -> bool:
+        module = COMMANDS[name].split(":")[0]
+        return importlib.util.find_spec(f"forge.cli.{module}") is not None
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None or not self._module_exists(name):
+            return None
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(f"forge.cli.{module}"), attr)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except BrokenPipeError:
+            # `forge history --nl | head`: the reader left; that is not an error.
+            sys.stderr.close()
+            raise click.exceptions.Exit(0)
+        except KeyboardInterrupt:
+            if debug_enabled():
+                raise
+            raise click.ClickException("interrupted") from None
+        except Exception as e:
+            if debug_enabled():
+                raise
+            from ..errors import ForgeError
+
+            if isinstance(e, ForgeError):
+                message = str(e)
+            else:
+                message = f"{type(e).__name__}: {e} (FORGE_DEBUG=1 shows the traceback)"
+            raise click.ClickException(message.splitlines()[0] if message else type(e).__name__) from None
+
+
+class _StderrFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        level = "warning" if record.levelno >= logging.WARNING else "info"
+        if record.levelno >= logging.ERROR:
+            level = "error"
+        return f"{level}: {record.getMessage()}"
+
+
+def setup_logging(verbose: bool) -> None:
+    logger = logging.getLogger("forge")
+    for handler in list(logger.handlers):
+        if getattr(handler, "_forge", False):
+            logger.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_StderrFormatter())
+    handler._forge = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO if verbose else logging.WARNING)
+    logger.propagate = True
+
+
+@click.group(cls=ForgeGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", is_flag=True, help="Also print informational messages on stderr.")
+@click.version_option(package_name="forge-memory", prog_name="forge")
+@click.pass_context
+def cli(ctx: click.Context, verbose: bool) -> None:
+    """Forge: a personal assistant with a durable, explainable memory, for llama.cpp users.
+
+    Three plain stores: the conversation history (JSON), the deliberate memory (SQLite with
+    sqlite-vec and FTS5) and the execution traces (JSONL). Settings come from the environment
+    and a `.env` file in the working directory; `forge config` shows them.
+    """
+    setup_logging(verbose)
+    ctx.ensure_object(dict)
+
+
+def get_settings(ctx: click.Context | None = None) -> Any:
+    """Load and validate settings once per invocation (never at import, so --help needs none)."""
+    ctx = ctx or click.get_current_context()
+    root = ctx.find_root()
+    root.ensure_object(dict)
+    if "settings" not in root.obj:
+        from ..settings import load_settings
+
+        root.obj["settings"] = load_settings()
+    return root.obj["settings"]

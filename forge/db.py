@@ -1,0 +1,204 @@
+"""The one SQLite connection helper every command uses.
+
+Binding: `sqlean.py` (a sqlite3 work-alike bundling a recent SQLite that can load extensions
+everywhere) first, then the standard `sqlite3` where it can load extensions, then `pysqlite3`.
+`FORGE_SQLITE_BINDING=sqlean|sqlite3|pysqlite3` forces one. Every connection: WAL, a busy
+timeout so a concurrent forge process is waited for, sqlite-vec loaded and checked with
+`vec_version()`, FTS5 probed once.
+
+Migrations are an ordered list of small functions; `migrate` applies the missing ones on open,
+each in its own transaction, and `PRAGMA user_version` records how many ran.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Iterator, Sequence
+
+from .errors import StoreError
+
+log = logging.getLogger("forge")
+
+BUSY_TIMEOUT_MS = 10_000
+BINDINGS = ("sqlean", "sqlite3", "pysqlite3")
+_IMPORT_NAME = {"sqlean": "sqlean", "sqlite3": "sqlite3", "pysqlite3": "pysqlite3.dbapi2"}
+
+
+@dataclass(frozen=True)
+class Binding:
+    name: str
+    module: ModuleType
+
+    @property
+    def sqlite_version(self) -> str:
+        return self.module.sqlite_version
+
+
+def _can_load_extensions(module: ModuleType) -> bool:
+    return hasattr(module.Connection, "enable_load_extension")
+
+
+_binding: Binding | None = None
+
+
+def binding() -> Binding:
+    """The first binding that can load extensions (cached)."""
+    global _binding
+    if _binding is not None:
+        return _binding
+    forced = os.environ.get("FORGE_SQLITE_BINDING", "").strip()
+    if forced and forced not in BINDINGS:
+        raise StoreError(f"FORGE_SQLITE_BINDING: unknown binding {forced!r}; expected one of "
+                         f"{', '.join(BINDINGS)}")
+    tried = []
+    for name in ([forced] if forced else BINDINGS):
+        try:
+            module = importlib.import_module(_IMPORT_NAME[name])
+        except ImportError:
+            tried.append(f"{name} (not installed)")
+            continue
+        if not _can_load_extensions(module):
+            tried.append(f"{name} (cannot load extensions)")
+            continue
+        _binding = Binding(name, module)
+        return _binding
+    raise StoreError("no SQLite binding here can load sqlite-vec: tried " + ", ".join(tried)
+                     + "; install one with `pip install sqlean.py`")
+
+
+def _load_vec(conn: Any) -> str:
+    try:
+        import sqlite_vec
+    except ImportError:
+        raise StoreError("sqlite-vec is not installed; `pip install sqlite-vec`") from None
+    try:
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+        conn.enable_load_extension(False)
+        (version,) = conn.execute("select vec_version()").fetchone()
+    except Exception as e:  # the binding's OperationalError, AttributeError on odd builds
+        raise StoreError(f"cannot load sqlite-vec with the {binding().name} binding: {e}") from None
+    return version
+
+
+def connect(path: Path | str, *, readonly: bool = False, vec: bool = True) -> Any:
+    """Open `path` (":memory:" allowed) with WAL, a busy timeout and sqlite-vec.
+
+    `readonly` opens without creating or changing anything (doctor). Autocommit mode:
+    writes go through `transaction()`.
+    """
+    b = binding()
+    if str(path) != ":memory:" and not readonly:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if readonly:
+            uri = f"file:{Path(path).resolve()}?mode=ro"
+            conn = b.module.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+                                    isolation_level=None, check_same_thread=False)
+        else:
+            conn = b.module.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000,
+                                    isolation_level=None, check_same_thread=False)
+        conn.execute(f"pragma busy_timeout = {BUSY_TIMEOUT_MS}")
+        if not readonly and str(path) != ":memory:":
+            conn.execute("pragma journal_mode = wal")
+            conn.execute("pragma synchronous = normal")
+        conn.execute("pragma foreign_keys = on")
+    except b.module.Error as e:
+        raise StoreError(f"cannot open {path}: {e}") from None
+    if vec:
+        _load_vec(conn)
+    return conn
+
+
+_fts5: dict[str, bool] = {}
+
+
+def has_fts5(conn: Any) -> bool:
+    """Whether this SQLite was built with FTS5 (probed once per binding)."""
+    name = binding().name
+    if name not in _fts5:
+        try:
+            conn.execute("create virtual table temp._forge_fts5_probe using fts5(x)")
+            conn.execute("drop table temp._forge_fts5_probe")
+            _fts5[name] = True
+        except Exception:
+            _fts5[name] = False
+    return _fts5[name]
+
+
+def vec_version(conn: Any) -> str | None:
+    try:
+        return conn.execute("select vec_version()").fetchone()[0]
+    except Exception:
+        return None
+
+
+@contextlib.contextmanager
+def transaction(conn: Any) -> Iterator[Any]:
+    """BEGIN IMMEDIATE … COMMIT, ROLLBACK on any exception. Takes the write lock up front, so
+    a second writer waits (busy timeout) instead of failing half-way."""
+    try:
+        conn.execute("begin immediate")
+    except binding().module.OperationalError as e:
+        raise StoreError(_locked_message(conn, e)) from None
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("rollback")
+        raise
+    else:
+        conn.execute("commit")
+
+
+def _locked_message(conn: Any, e: Exception) -> str:
+    if "locked" in str(e) or "busy" in str(e):
+        return (f"the database is locked by another process for more than "
+                f"{BUSY_TIMEOUT_MS // 1000}s: {e}")
+    return str(e)
+
+
+Migration = Callable[[Any], None]
+
+
+def schema_version(conn: Any) -> int:
+    return conn.execute("pragma user_version").fetchone()[0]
+
+
+def migrate(conn: Any, migrations: Sequence[Migration]) -> list[str]:
+    """Apply the migrations not applied yet, in order, each in a transaction. Returns their names."""
+    applied = []
+    current = schema_version(conn)
+    if current > len(migrations):
+        raise StoreError(f"this store has schema version {current}, newer than this forge "
+                         f"({len(migrations)}); upgrade forge")
+    for number, step in enumerate(migrations[current:], start=current + 1):
+        with transaction(conn):
+            if schema_version(conn) >= number:  # another process migrated meanwhile
+                continue
+            step(conn)
+            conn.execute(f"pragma user_version = {number}")
+        applied.append(step.__name__)
+    return applied
+
+
+def snapshot(source: Path, dest: Path) -> Path:
+    """A consistent copy of a live store via SQLite's backup API (a plain file copy of a WAL
+    database misses the pages still in the WAL). Used by every `bench/` harness (C2)."""
+    if not Path(source).exists():
+        raise StoreError(f"no database at {source}")
+    dest = Path(dest)
+    if dest.exists():
+        dest.unlink()
+    src = connect(source, readonly=True, vec=False)
+    dst = connect(dest, vec=False)
+    try:
+        src.backup(dst)
+    finally:
+        src.close()
+        dst.close()
+    return dest

@@ -1,0 +1,85 @@
+"""Crash- and concurrency-safe file primitives shared by the JSON and JSONL stores.
+
+- `locked(path)`: an exclusive advisory lock on `path + ".lock"` that another forge process
+  waits on. It is a separate file so the data file itself can be replaced by rename.
+- `atomic_write(path, data)`: temporary file in the same folder, fsync, rename, fsync the folder.
+- `append_line(path, line)`: one `write()` of the whole line on an O_APPEND descriptor, so two
+  processes never interleave (Python's buffered writer may split a long line in several writes).
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterator
+
+from .errors import LockTimeout
+
+DEFAULT_LOCK_TIMEOUT = 60.0
+
+
+@contextlib.contextmanager
+def locked(path: Path, *, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[None]:
+    lock_path = Path(str(path) + ".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        delay = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LockTimeout(
+                        f"{path} is locked by another forge process for more than {timeout:.0f}s"
+                    ) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def append_line(path: Path, line: bytes) -> None:
+    if not line.endswith(b"\n"):
+        line += b"\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        # A short write to a regular file is near impossible, but if it ever happens the rest
+        # must follow before anyone else appends: the flock makes the loop one unit.
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        view = memoryview(line)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+    finally:
+        os.close(fd)

@@ -1,0 +1,181 @@
+"""Execution traces: one JSON line per run in `traces.jsonl` (T1–T3).
+
+A record holds run_id, timestamp, user_input_preview (first 120 characters), steps (tool,
+duration_ms), total_ms, ok, not_answered (a reason value or null), error, and llm (calls,
+prompt_n, predicted_n, prompt_ms, predicted_ms, cache_n, models). Traces record what ran, never
+tool output or file contents.
+
+`ok` says "show as a message, not a crash"; `not_answered` is the verdict. Three states follow:
+✓ answered, ∅ ran and answered nothing, ✗ failed.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from .fileio import append_line
+from .history import utc_now
+
+log = logging.getLogger("forge")
+
+PREVIEW_CHARS = 120
+_BLOCK = 64 * 1024
+
+# The documented `not_answered` reasons. Chat and the recall graph use only these.
+NOT_ANSWERED_REASONS = {
+    "placeholder_empty": "the model returned nothing",
+    "placeholder_garbled": "the model returned garbled text",
+    "placeholder_repetition": "the model fell into a repetition loop",
+    "placeholder_leak": "the model echoed its prompt instructions",
+    "recall_nothing_found": "recall found nothing in the store",
+    "recall_cutoff": "the distance cutoff dropped every row recall found",
+    "non_answer_reply": "the reply is one of Forge's fixed non-answers",
+    "tool_refused": "a tool refused to run",
+    "interrupted": "the turn was interrupted",
+}
+
+
+@dataclass
+class LLMUsage:
+    calls: int = 0
+    prompt_n: int = 0
+    predicted_n: int = 0
+    prompt_ms: float = 0.0
+    predicted_ms: float = 0.0
+    cache_n: int = 0
+    models: list[str] = field(default_factory=list)
+
+    def add(self, *, prompt_n: int = 0, predicted_n: int = 0, prompt_ms: float = 0.0,
+            predicted_ms: float = 0.0, cache_n: int = 0, model: str | None = None) -> None:
+        self.calls += 1
+        self.prompt_n += prompt_n
+        self.predicted_n += predicted_n
+        self.prompt_ms += prompt_ms
+        self.predicted_ms += predicted_ms
+        self.cache_n += cache_n
+        if model and model not in self.models:
+            self.models.append(model)
+
+
+@dataclass
+class Step:
+    tool: str
+    duration_ms: float
+
+
+@dataclass
+class TraceRecord:
+    run_id: str
+    timestamp: str
+    user_input_preview: str
+    steps: list[Step]
+    total_ms: float
+    ok: bool
+    not_answered: str | None
+    error: str | None
+    llm: LLMUsage
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def make_record(*, run_id: str, user_input: str, steps: list[Step], started: float, ok: bool,
+                not_answered: str | None, error: str | None, llm: LLMUsage) -> TraceRecord:
+    if not_answered is not None and not_answered not in NOT_ANSWERED_REASONS:
+        raise ValueError(f"undocumented not_answered reason {not_answered!r}")
+    return TraceRecord(run_id=run_id, timestamp=utc_now(),
+                       user_input_preview=user_input[:PREVIEW_CHARS], steps=steps,
+                       total_ms=round((time.monotonic() - started) * 1000, 1), ok=ok,
+                       not_answered=not_answered, error=error, llm=llm)
+
+
+def append(path: Path, record: TraceRecord | dict[str, Any]) -> None:
+    data = record.to_dict() if isinstance(record, TraceRecord) else record
+    append_line(path, json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+def state(record: dict[str, Any]) -> str:
+    """✓ answered, ∅ ran and answered nothing, ✗ failed (T3)."""
+    if not record.get("ok"):
+        return "✗"
+    if record.get("not_answered"):
+        return "∅"
+    return "✓"
+
+
+def _parse_lines(lines: list[bytes], path: Path, torn_ok_index: int | None) -> list[dict[str, Any]]:
+    records = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            where = "a torn last line" if i == torn_ok_index else "a line that is not JSON"
+            log.warning("%s: skipped %s", path, where)
+    return records
+
+
+def tail(path: Path, n: int = 10) -> list[dict[str, Any]]:
+    """The last `n` records, reading backwards from the end of the file, never the whole file."""
+    if n <= 0:
+        return []
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        return []
+    with fh:
+        fh.seek(0, os.SEEK_END)
+        end = fh.tell()
+        pos = end
+        buf = b""
+        # A record that ends without "\n" is a torn last line; we need n complete lines plus it.
+        while pos > 0 and buf.count(b"\n") <= n + 1:
+            step = min(_BLOCK, pos)
+            pos -= step
+            fh.seek(pos)
+            buf = fh.read(step) + buf
+    lines = buf.split(b"\n")
+    if pos > 0:
+        lines = lines[1:]  # the first piece may be the middle of a line
+    torn_index = None
+    if lines and lines[-1] == b"":
+        lines.pop()
+    elif lines:
+        torn_index = len(lines) - 1  # the file does not end with a newline
+    records = _parse_lines(lines, path, torn_index)
+    return records[-n:]
+
+
+def follow(path: Path, *, poll: float = 0.5, stop_after: float | None = None) -> Iterator[dict[str, Any]]:
+    """Yield records appended after now, like `tail -f`. Partial lines wait for their end."""
+    started = time.monotonic()
+    pos = path.stat().st_size if path.exists() else 0
+    pending = b""
+    while stop_after is None or time.monotonic() - started < stop_after:
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            size = 0
+        if size < pos:  # truncated or replaced
+            pos, pending = 0, b""
+        if size > pos:
+            with open(path, "rb") as fh:
+                fh.seek(pos)
+                chunk = fh.read(size - pos)
+            pos = size
+            pending += chunk
+            *complete, pending = pending.split(b"\n")
+            yield from _parse_lines(complete, path, None)
+        else:
+            time.sleep(poll)

@@ -1,0 +1,58 @@
+"""Shared fixtures. Every test gets its own data folder and a clean Forge environment."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["servers"]  # tests/servers.py: real llama-server fixtures and the fake server
+
+FORGE_VARS = (
+    "FORGE_DATA_DIR", "MEMORY_FILE", "RAG_DB_FILE", "TRACE_FILE", "MEMORY_MAX_HISTORY",
+    "COMPACTION_THRESHOLD", "COMPACTION_KEEP_RECENT", "COMPACTION_TOKEN_THRESHOLD",
+    "COMPACTION_TOKEN_TARGET", "COMPACTION_STRATEGY", "COMPACTION_AGGREGATE",
+    "COMPACTION_AGGREGATE_MIN_SOURCES", "EMBEDDING_URL", "EMBEDDING_DIM",
+    "EMBEDDING_QUERY_INSTRUCT", "RECALL_MAX_DISTANCE", "RECALL_LEXICAL_MAX_DF",
+    "RECALL_HOT_MAX_TOKENS", "LLAMA_CPP_URL", "LLAMA_CPP_ID_SLOT", "ENABLED_TOOLS", "MAX_STEPS",
+    "API_TOKEN", "FORGE_WORKSPACE", "FORGE_SHELL_AUTO", "FORGE_DEBUG", "LLAMA_CPP_TIMEOUT",
+    "EMBEDDING_TIMEOUT",
+)
+
+
+@pytest.fixture(autouse=True)
+def forge_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run every test in an empty working directory with its own data folder.
+
+    No chat server is configured by default: LLAMA_CPP_URL points at a closed loopback port so
+    a test that forgets to start one fails fast instead of reaching a developer's own server.
+    """
+    for name in FORGE_VARS:
+        monkeypatch.delenv(name, raising=False)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("FORGE_DATA_DIR", str(work / "data"))
+    monkeypatch.setenv("LLAMA_CPP_URL", "http://127.0.0.1:9")
+    return work / "data"
+
+
+@pytest.fixture
+def settings(forge_env: Path):
+    from forge.settings import load_settings
+
+    return load_settings()
+
+
+@pytest.fixture
+def runner():
+    from click.testing import CliRunner
+
+    return CliRunner()
+
+
+def invoke(runner, *args: str, input: str | None = None, env: dict | None = None):
+    """Invoke the real CLI in-process; stdout and stderr kept apart."""
+    from forge.cli.main import cli
+
+    return runner.invoke(cli, list(args), input=input, env=env, catch_exceptions=False)

@@ -1,0 +1,1 @@
+"""Placeholder until the real-servers work lands: real llama-server fixtures and the fake server."""
