@@ -1,0 +1,284 @@
+"""The one chat-server client: OpenAI-compatible `/v1/chat/completions`, plus llama.cpp's extras.
+
+llama-server gets `cache_prompt` (reuse the KV cache of the longest common prefix), `id_slot`
+(from `LLAMA_CPP_ID_SLOT`, so a prompt lands on the slot that holds its prefix) and answers with
+a `timings` block (prompt_n, prompt_ms, predicted_n, predicted_ms, cache_n) that the trace keeps.
+Other OpenAI-compatible servers (Ollama, vLLM, LM Studio) work unchanged: when a server rejects
+the extras with a 400/422, the request is sent again without them and the client remembers it;
+usage numbers then come from the standard `usage` block.
+
+Every failure is a `ServerError` naming the URL and how to start a server. httpx is imported
+inside the functions so `forge --help` stays light.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from .errors import ServerError
+
+START_HINT = "start one with `tools/llama-server chat` or point LLAMA_CPP_URL at a running server"
+
+# Fields only llama.cpp understands; dropped for servers that reject unknown fields.
+_EXTRAS = ("cache_prompt", "id_slot", "stream_options")
+
+# Base URLs whose server rejected the extras once, for the life of the process.
+_NO_EXTRAS: set[str] = set()
+
+
+@dataclass
+class Completion:
+    content: str
+    model: str | None
+    prompt_n: int
+    predicted_n: int
+    prompt_ms: float
+    predicted_ms: float
+    cache_n: int
+    raw_timings: dict | None
+    finish_reason: str | None = None
+
+
+def base_url(url: str) -> str:
+    """`http://host:8080`, also when the setting was given as `http://host:8080/v1`."""
+    url = url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+class ChatClient:
+    """A client for one chat server. Reuses one HTTP connection; `close()` or `with` ends it."""
+
+    def __init__(self, settings: Any):
+        self.url = base_url(settings.llama_cpp_url)
+        self.id_slot: int | None = settings.llama_cpp_id_slot
+        self.timeout: float = settings.llama_cpp_timeout
+        self._client: Any = None
+
+    # -- plumbing ---------------------------------------------------------------------------
+    @property
+    def chat_url(self) -> str:
+        return f"{self.url}/v1/chat/completions"
+
+    def _http(self) -> Any:
+        if self._client is None:
+            import httpx
+
+            self._client = httpx.Client(timeout=httpx.Timeout(self.timeout), trust_env=False)
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def __enter__(self) -> "ChatClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _error(self, problem: str, url: str | None = None) -> ServerError:
+        return ServerError(url or self.chat_url, problem, START_HINT)
+
+    def _translate(self, exc: Exception, url: str) -> ServerError:
+        """One line for each way httpx can fail."""
+        import httpx
+
+        if isinstance(exc, httpx.TimeoutException):
+            return self._error(f"chat server did not answer within {self.timeout:g}s "
+                               "(LLAMA_CPP_TIMEOUT)", url)
+        if isinstance(exc, httpx.ConnectError):
+            return self._error("cannot reach the chat server", url)
+        if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
+            return self._error("the chat server closed the connection mid-answer", url)
+        return self._error(f"chat request failed: {type(exc).__name__}: {exc}", url)
+
+    # -- the request body -------------------------------------------------------------------
+    def _body(self, messages: list[dict], *, max_tokens: int | None, temperature: float,
+              stream: bool, extras: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {"messages": messages, "temperature": temperature, "stream": stream}
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        if extras:
+            body["cache_prompt"] = True
+            if self.id_slot is not None:
+                body["id_slot"] = self.id_slot
+            if stream:
+                body["stream_options"] = {"include_usage": True}
+        return body
+
+    # -- the public calls -------------------------------------------------------------------
+    def complete(self, messages: list[dict], *, max_tokens: int | None = None,
+                 temperature: float = 0.2, stream: bool = False,
+                 on_token: Callable[[str], None] | None = None) -> Completion:
+        """One chat completion. With `stream`, `on_token` gets each piece of text as it comes;
+        an exception raised by `on_token` (KeyboardInterrupt included) aborts the request."""
+        extras = self.url not in _NO_EXTRAS
+        try:
+            return self._complete(messages, max_tokens=max_tokens, temperature=temperature,
+                                  stream=stream, on_token=on_token, extras=extras)
+        except _ExtrasRejected:
+            _NO_EXTRAS.add(self.url)
+            return self._complete(messages, max_tokens=max_tokens, temperature=temperature,
+                                  stream=stream, on_token=on_token, extras=False)
+
+    def _complete(self, messages: list[dict], *, max_tokens: int | None, temperature: float,
+                  stream: bool, on_token: Callable[[str], None] | None,
+                  extras: bool) -> Completion:
+        import httpx
+
+        body = self._body(messages, max_tokens=max_tokens, temperature=temperature,
+                          stream=stream, extras=extras)
+        started = time.monotonic()
+        try:
+            if not stream:
+                response = self._http().post(self.chat_url, json=body)
+                self._check_status(response, extras)
+                return self._parse_full(response, started)
+            with self._http().stream("POST", self.chat_url, json=body) as response:
+                if response.status_code >= 400:
+                    response.read()
+                self._check_status(response, extras)
+                return self._parse_stream(response.iter_lines(), on_token, started)
+        except httpx.HTTPError as e:
+            raise self._translate(e, self.chat_url) from None
+
+    def _check_status(self, response: Any, extras: bool) -> None:
+        if response.status_code < 400:
+            return
+        if extras and response.status_code in (400, 422) and _mentions_extras(response.text):
+            raise _ExtrasRejected()
+        snippet = " ".join(response.text.split())[:160]
+        raise self._error(f"chat server answered HTTP {response.status_code}: {snippet}")
+
+    def _parse_full(self, response: Any, started: float) -> Completion:
+        try:
+            data = response.json()
+            choice = data["choices"][0]
+            content = choice["message"].get("content") or ""
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            raise self._error("chat server answered something that is not a chat completion: "
+                              + " ".join(response.text.split())[:120]) from None
+        return _completion(content, data, choice.get("finish_reason"), started)
+
+    def _parse_stream(self, lines: Iterator[str], on_token: Callable[[str], None] | None,
+                      started: float) -> Completion:
+        pieces: list[str] = []
+        last: dict[str, Any] = {}
+        timings: dict[str, Any] | None = None
+        usage: dict[str, Any] | None = None
+        finish: str | None = None
+        done = False
+        for line in lines:
+            line = line.strip()
+            if not line or line.startswith(":") or not line.startswith("data:"):
+                continue
+            payload = line[len("data:"):].strip()
+            if payload == "[DONE]":
+                done = True
+                break
+            try:
+                chunk = json.loads(payload)
+            except ValueError:
+                raise self._error("chat server streamed a line that is not JSON: "
+                                  + payload[:120]) from None
+            if not isinstance(chunk, dict):
+                raise self._error("chat server streamed something that is not a chat chunk")
+            if "error" in chunk:
+                raise self._error(f"chat server reported an error mid-answer: {chunk['error']}")
+            last = chunk
+            timings = chunk.get("timings") or timings
+            usage = chunk.get("usage") or usage
+            for choice in chunk.get("choices") or []:
+                delta = (choice.get("delta") or {}).get("content")
+                if delta:
+                    pieces.append(delta)
+                    if on_token is not None:
+                        on_token(delta)
+                finish = choice.get("finish_reason") or finish
+        if not done and finish is None:
+            raise self._error("the chat server's stream ended before the answer did")
+        data = dict(last)
+        if timings is not None:
+            data["timings"] = timings
+        if usage is not None:
+            data["usage"] = usage
+        return _completion("".join(pieces), data, finish, started)
+
+    def tokenize(self, text: str) -> list[int]:
+        """llama-server's `/tokenize`: the model's own token ids for `text`."""
+        import httpx
+
+        url = f"{self.url}/tokenize"
+        try:
+            response = self._http().post(url, json={"content": text})
+        except httpx.HTTPError as e:
+            raise self._translate(e, url) from None
+        if response.status_code >= 400:
+            raise self._error(f"/tokenize answered HTTP {response.status_code} "
+                              "(not a llama.cpp server?)", url)
+        try:
+            tokens = response.json()["tokens"]
+            return [t if isinstance(t, int) else int(t["id"]) for t in tokens]
+        except (ValueError, KeyError, TypeError):
+            raise self._error("/tokenize answered something without a token list", url) from None
+
+    def health(self) -> bool:
+        """True when the server answers `/health` (llama.cpp) or `/v1/models` (others)."""
+        import httpx
+
+        for path in ("/health", "/v1/models"):
+            try:
+                if self._http().get(self.url + path).status_code == 200:
+                    return True
+            except httpx.HTTPError:
+                return False
+        return False
+
+
+class _ExtrasRejected(Exception):
+    """The server refused a llama.cpp-only field; retry without them."""
+
+
+def _mentions_extras(text: str) -> bool:
+    lowered = text.lower()
+    return any(name in lowered for name in _EXTRAS) or "unrecognized" in lowered \
+        or "extra" in lowered or "unknown" in lowered
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _completion(content: str, data: dict[str, Any], finish: str | None,
+                started: float) -> Completion:
+    """Usage from llama.cpp's `timings` when present, else from the standard `usage` block."""
+    timings = data.get("timings") if isinstance(data.get("timings"), dict) else None
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    if timings is not None:
+        prompt_n, predicted_n = _int(timings.get("prompt_n")), _int(timings.get("predicted_n"))
+        prompt_ms, predicted_ms = _float(timings.get("prompt_ms")), _float(timings.get("predicted_ms"))
+        cache_n = _int(timings.get("cache_n"))
+    else:
+        details = usage.get("prompt_tokens_details") or {}
+        cache_n = _int(details.get("cached_tokens")) if isinstance(details, dict) else 0
+        prompt_n = max(0, _int(usage.get("prompt_tokens")) - cache_n)
+        predicted_n = _int(usage.get("completion_tokens"))
+        prompt_ms = 0.0
+        predicted_ms = round((time.monotonic() - started) * 1000, 1)
+    model = data.get("model")
+    return Completion(content=content, model=str(model) if model else None, prompt_n=prompt_n,
+                      predicted_n=predicted_n, prompt_ms=prompt_ms, predicted_ms=predicted_ms,
+                      cache_n=cache_n, raw_timings=timings, finish_reason=finish)
