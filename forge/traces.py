@@ -159,8 +159,13 @@ def tail(path: Path, n: int = 10) -> list[dict[str, Any]]:
 
 def follow(path: Path, *, poll: float = 0.5, stop_after: float | None = None) -> Iterator[dict[str, Any]]:
     """Yield records appended after now, like `tail -f`. Partial lines wait for their end."""
+    # The starting point is taken now, not at the first next(): a generator body would only
+    # run then, and records appended in between would be lost.
+    return _follow(path, path.stat().st_size if path.exists() else 0, poll, stop_after)
+
+
+def _follow(path: Path, pos: int, poll: float, stop_after: float | None) -> Iterator[dict[str, Any]]:
     started = time.monotonic()
-    pos = path.stat().st_size if path.exists() else 0
     pending = b""
     while stop_after is None or time.monotonic() - started < stop_after:
         try:

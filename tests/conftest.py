@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,10 @@ def forge_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(work)
     monkeypatch.setenv("FORGE_DATA_DIR", str(work / "data"))
     monkeypatch.setenv("LLAMA_CPP_URL", "http://127.0.0.1:9")
+    # The real `forge` script of this interpreter's environment, even when the venv is not
+    # activated (`.venv/bin/pytest`): pytest-console-scripts looks it up on PATH.
+    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent),
+                                                os.environ.get("PATH", "")]))
     return work / "data"
 
 

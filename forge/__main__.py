@@ -1,0 +1,3 @@
+from forge.cli.main import cli
+
+cli(prog_name="forge")

