@@ -1,0 +1,102 @@
+"""The one SQLite helper: binding fallback, sqlite-vec, FTS5, transactions, migrations, snapshots."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from forge import db
+from forge.errors import StoreError
+
+
+def test_connection_has_sqlite_vec_wal_and_fts5(tmp_path):
+    conn = db.connect(tmp_path / "x.db")
+    assert db.vec_version(conn).startswith("v")
+    assert conn.execute("pragma journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("pragma busy_timeout").fetchone()[0] == db.BUSY_TIMEOUT_MS
+    assert db.has_fts5(conn)
+
+
+def test_a_binding_that_cannot_load_extensions_is_refused_clearly():
+    """This machine's stdlib sqlite3 has no enable_load_extension: forcing it must say so."""
+    import sqlite3
+
+    code = "from forge import db\ntry:\n    db.binding()\nexcept Exception as e:\n    print(e)\nelse:\n    print('ok', db.binding().name)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={"FORGE_SQLITE_BINDING": "sqlite3", "PATH": ""}).stdout
+    if hasattr(sqlite3.Connection, "enable_load_extension"):
+        assert out.strip() == "ok sqlite3"  # where the standard binding can, it is used
+    else:
+        assert "sqlite3 (cannot load extensions)" in out and "pip install sqlean.py" in out
+
+
+def test_unknown_forced_binding_is_an_error(monkeypatch):
+    monkeypatch.setattr(db, "_binding", None)
+    monkeypatch.setenv("FORGE_SQLITE_BINDING", "oracle")
+    with pytest.raises(StoreError, match="FORGE_SQLITE_BINDING: unknown binding 'oracle'"):
+        db.binding()
+
+
+def test_transaction_rolls_back_on_error(tmp_path):
+    conn = db.connect(tmp_path / "x.db")
+    conn.execute("create table t (x)")
+    with pytest.raises(RuntimeError):
+        with db.transaction(conn):
+            conn.execute("insert into t values (1)")
+            raise RuntimeError("half-way")
+    assert conn.execute("select count(*) from t").fetchone()[0] == 0
+
+
+def test_migrations_apply_in_order_once(tmp_path):
+    calls = []
+
+    def m1(conn):
+        calls.append("m1")
+        conn.execute("create table a (x)")
+
+    def m2(conn):
+        calls.append("m2")
+        conn.execute("create table b (x)")
+
+    conn = db.connect(tmp_path / "x.db")
+    assert db.migrate(conn, [m1]) == ["m1"]
+    assert db.migrate(conn, [m1, m2]) == ["m2"]
+    assert db.migrate(conn, [m1, m2]) == []
+    assert calls == ["m1", "m2"] and db.schema_version(conn) == 2
+    with pytest.raises(StoreError, match="newer than this forge"):
+        db.migrate(conn, [m1])
+
+
+def test_a_failing_migration_leaves_the_schema_as_it_was(tmp_path):
+    def good(conn):
+        conn.execute("create table a (x)")
+
+    def bad(conn):
+        conn.execute("create table b (x)")
+        raise RuntimeError("boom")
+
+    conn = db.connect(tmp_path / "x.db")
+    with pytest.raises(RuntimeError):
+        db.migrate(conn, [good, bad])
+    assert db.schema_version(conn) == 1
+    assert conn.execute("select name from sqlite_master where name = 'b'").fetchone() is None
+
+
+def test_snapshot_includes_pages_still_in_the_wal(tmp_path):
+    live = db.connect(tmp_path / "live.db")
+    live.execute("pragma wal_autocheckpoint = 0")  # keep everything in the WAL
+    live.execute("create table t (x)")
+    with db.transaction(live):
+        live.executemany("insert into t values (?)", [(i,) for i in range(1000)])
+    assert (tmp_path / "live.db-wal").stat().st_size > 0
+    copy = db.snapshot(tmp_path / "live.db", tmp_path / "copy.db")
+    assert db.connect(copy).execute("select count(*) from t").fetchone()[0] == 1000
+
+
+def test_a_readonly_connection_cannot_write(tmp_path):
+    conn = db.connect(tmp_path / "x.db")
+    conn.execute("create table t (x)")
+    ro = db.connect(tmp_path / "x.db", readonly=True)
+    with pytest.raises(Exception, match="readonly"):
+        ro.execute("insert into t values (1)")
