@@ -1,0 +1,111 @@
+"""Token counts: the chat server's `/tokenize` when one is configured and reachable, else an
+offline estimate.
+
+The estimate is a few regular-expression rules tuned against a real tokenizer (Gemma 3's, through
+llama-server's `/tokenize`); `bench/token_estimator.py` measures its error on French, English and
+code, and the README states the result. Every threshold it feeds (the compaction token trigger,
+the hot block budget) is a coarse budget, so a bounded error is enough; what matters is that the
+error is known.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger("forge")
+
+# Letters (any script, accents included), digit runs, whitespace runs, any other single symbol.
+_PIECES = re.compile(r"[^\W\d_]+|\d+|\n+|[ \t]+|[^\w\s]|_", re.UNICODE)
+_CAMEL = re.compile(r"[a-z][A-Z]")
+
+# Tuned with bench/token_estimator.py against Gemma 3's tokenizer.
+WORD_CHARS_FREE = 7      # a word up to this length is usually one token
+WORD_CHARS_PER_TOKEN = 4.0   # longer (rarer) words split about every this many characters
+ACCENTED_EXTRA = 0.0
+
+
+def _word_tokens(word: str) -> int:
+    if len(word) <= WORD_CHARS_FREE and not _CAMEL.search(word):
+        return 1
+    parts = len(_CAMEL.findall(word)) + 1
+    return max(parts, math.ceil(len(word) / WORD_CHARS_PER_TOKEN))
+
+
+def estimate_tokens(text: str) -> int:
+    """An offline estimate of the tokens `text` costs; error measured in bench/token_estimator.py."""
+    total = 0
+    for m in _PIECES.finditer(text):
+        piece = m.group(0)
+        first = piece[0]
+        if first.isalpha():
+            total += _word_tokens(piece)
+        elif first.isdigit():
+            total += len(piece)          # Gemma and Llama 3 split numbers digit by digit or in threes
+        elif first == "\n":
+            total += 1
+        elif first in " \t":
+            # A single space is glued to the next word; indentation runs cost about one token.
+            total += 0 if len(piece) == 1 else 1
+        else:
+            total += 1
+    return total
+
+
+@dataclass
+class TokenCounter:
+    """Counts with the server while it answers, with the estimate otherwise. `source` says which."""
+
+    url: str
+    client: Any = None
+    source: str = "estimate"
+    failures: list[str] = field(default_factory=list)
+
+    def __call__(self, text: str) -> int:
+        if self.client is not None:
+            try:
+                return len(self.client.tokenize(text))
+            except Exception as e:  # a server that stops answering: fall back, say so once
+                self.failures.append(str(e))
+                log.info("token counts fall back to the estimate: %s", e)
+                self.client = None
+                self.source = "estimate"
+                _REACHABLE[self.url] = (False, time.monotonic())
+        return estimate_tokens(text)
+
+
+# url -> (reachable, when it was checked): one probe per process and minute, not per count.
+_REACHABLE: dict[str, tuple[bool, float]] = {}
+_RECHECK_SECONDS = 60.0
+
+
+def token_counter(settings: Any) -> TokenCounter:
+    """A counter for this settings' chat server: probes `/tokenize` once, then sticks to it."""
+    url = settings.llama_cpp_url
+    counter = TokenCounter(url=url)
+    if not url:
+        return counter
+    known = _REACHABLE.get(url)
+    if known and not known[0] and time.monotonic() - known[1] < _RECHECK_SECONDS:
+        return counter
+    try:
+        from .llm import ChatClient
+
+        client = ChatClient(settings)
+        client.tokenize("probe")
+    except Exception as e:
+        log.info("no /tokenize at %s (%s): token counts are estimates", url, e)
+        _REACHABLE[url] = (False, time.monotonic())
+        return counter
+    _REACHABLE[url] = (True, time.monotonic())
+    counter.client = client
+    counter.source = "server"
+    return counter
+
+
+def count_tokens(settings: Any, text: str) -> int:
+    """Tokens of `text`: the chat server's `/tokenize` when configured and reachable, else estimated."""
+    return token_counter(settings)(text)
