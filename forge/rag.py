@@ -1,0 +1,949 @@
+"""The deliberate store: one SQLite file with rows, vectors (sqlite-vec) and words (FTS5).
+
+Tables (V1):
+- `memory_entries`: the rows. Text is the truth; vectors and the word index are derived.
+- `memory_vectors`: vec0, rowid = entry id, a `project` metadata column so a project filter
+  runs inside the KNN and `k` rows come back whenever k exist in the project.
+- `memory_fts`: FTS5 over `memory_entries.content` (external content), case- and
+  accent-folding, kept in sync by triggers — a human with a plain `sqlite3` shell deletes
+  through them too. No trigger touches vec0 (such a shell cannot load it): a delete trigger
+  notes the id in `memory_vector_orphans`, and opening the store sweeps those vectors.
+- `memory_events`: append-only log of changes (ids, kinds, links — never content).
+- `memory_message_refs`: history message id -> archive entry (compaction's crash recovery).
+- `meta`: the embedding identity (SPEC §5), plus reindex progress.
+
+Embedding identity: the store records backend, model, dimension, document prefix and a probe
+sentence's vector. The first vector read or write of a Store re-embeds the probe and compares
+by cosine; a store written under another model refuses until `forge reindex`.
+"""
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import hashlib
+import json
+import logging
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+from . import db
+from .errors import ForgeError, NotFoundError, StoreError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .embedders import Embedder
+    from .settings import Settings
+
+log = logging.getLogger("forge")
+
+KINDS = ("decision", "todo", "fact", "preference", "correction")   # user kinds
+ARCHIVE_KIND = "archive"
+SOURCES = ("remember", "compaction", "aggregate", "import")
+ARCHIVE_SOURCES = ("compaction", "import")
+
+# Caps on what a user types (SPEC §5). Archive entries have none.
+MAX_CONTENT_CHARS = 8000
+MAX_NAME_CHARS = 64
+# A project name: letters (accents included), digits, `_ . - /` and inner spaces.
+PROJECT_RE = re.compile(r"[^\W_]|[^\W_][\w .\-/]*[\w.\-/]", re.UNICODE)
+
+TOKENIZER = "unicode61 remove_diacritics 2"
+PROBE_TEXT = ("Forge embedding identity probe: le NiPoGi a 32 Go de RAM, "
+              "the Steam Deck runs Podman containers.")
+PROBE_MIN_COSINE = 0.999
+REINDEX_BATCH = 64
+
+
+class EmbeddingMismatch(StoreError):
+    """The configured embedder is not the one that wrote the store's vectors."""
+
+
+# --------------------------------------------------------------------------- dataclasses
+
+@dataclass
+class Entry:
+    id: int
+    kind: str
+    project: str | None
+    content: str
+    source: str
+    refs: dict
+    created: str
+    updated: str
+    superseded_by: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class NewEntry:
+    kind: str
+    content: str
+    project: str | None = None
+    source: str = "remember"
+    refs: dict | None = None
+
+
+@dataclass
+class Remembered:
+    id: int
+    created: bool   # False: an exact duplicate, `id` is the existing entry (V11)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SearchRow:
+    entry: Entry
+    channel: str            # "vector" | "lexical" | "both"
+    distance: float | None  # L2 between unit vectors; None for word-only rows
+    bm25: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.entry.to_dict()
+        out.update(channel=self.channel, distance=self.distance, bm25=self.bm25)
+        return out
+
+
+@dataclass
+class SearchResult:
+    rows: list[SearchRow]
+    dropped_by_cutoff: int
+    nearest_dropped: float | None
+    cutoff: float | None   # the cutoff actually applied (None = off)
+    fingerprint: str
+    admitted_words: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rows": [r.to_dict() for r in self.rows], "dropped_by_cutoff": self.dropped_by_cutoff,
+                "nearest_dropped": self.nearest_dropped, "cutoff": self.cutoff,
+                "fingerprint": self.fingerprint, "admitted_words": self.admitted_words}
+
+
+# --------------------------------------------------------------------------- schema
+
+def _m1_entries(conn: Any) -> None:
+    conn.execute("create table if not exists meta (key text primary key, value text not null)")
+    conn.execute("""
+        create table memory_entries (
+            id integer primary key autoincrement,
+            kind text not null,
+            project text,
+            content text not null,
+            source text not null default 'remember',
+            refs text not null default '{}',
+            created text not null,
+            updated text not null,
+            superseded_by integer,
+            dedup_key text
+        )""")
+    conn.execute("create unique index memory_entries_dedup on memory_entries(dedup_key) "
+                 "where dedup_key is not null")
+    conn.execute("create index memory_entries_kind on memory_entries(kind)")
+    conn.execute("create index memory_entries_project on memory_entries(project)")
+    conn.execute("create index memory_entries_superseded on memory_entries(superseded_by)")
+    conn.execute("""
+        create table memory_events (
+            id integer primary key autoincrement,
+            at text not null,
+            event text not null,     -- remember | forget | supersede | release | reindex
+            entry_id integer,
+            kind text,
+            link integer,            -- the other entry of a supersede / release
+            info text                -- JSON without content: source, counts, model
+        )""")
+    conn.execute("create index memory_events_entry on memory_events(entry_id)")
+    conn.execute("""
+        create table memory_message_refs (
+            message_id integer not null,
+            entry_id integer not null,
+            primary key (message_id, entry_id)
+        )""")
+    conn.execute("create index memory_message_refs_entry on memory_message_refs(entry_id)")
+    conn.execute("create table memory_vector_orphans (id integer primary key)")
+    # Triggers on plain tables only, so a plain sqlite3 shell's DELETE keeps everything sane.
+    conn.execute("""
+        create trigger memory_entries_ad_side after delete on memory_entries begin
+            delete from memory_message_refs where entry_id = old.id;
+            update memory_entries set superseded_by = null where superseded_by = old.id;
+            insert or ignore into memory_vector_orphans(id) values (old.id);
+        end""")
+
+
+MIGRATIONS: tuple[Callable[[Any], None], ...] = (_m1_entries,)
+
+FTS_TRIGGERS = (
+    """create trigger memory_fts_ai after insert on memory_entries begin
+           insert into memory_fts(rowid, content) values (new.id, new.content);
+       end""",
+    """create trigger memory_fts_ad after delete on memory_entries begin
+           insert into memory_fts(memory_fts, rowid, content) values ('delete', old.id, old.content);
+       end""",
+    """create trigger memory_fts_au after update of content on memory_entries begin
+           insert into memory_fts(memory_fts, rowid, content) values ('delete', old.id, old.content);
+           insert into memory_fts(rowid, content) values (new.id, new.content);
+       end""",
+)
+
+_fts_warned = False
+
+
+def _ensure_fts(conn: Any) -> bool:
+    """Create and backfill the word index on the first connection that can (an upgrade)."""
+    global _fts_warned
+    if not db.has_fts5(conn):
+        if not _fts_warned:
+            log.warning("this SQLite has no FTS5: recall uses the vector channel only "
+                        "(install sqlean.py for a SQLite with FTS5)")
+            _fts_warned = True
+        return False
+    if _table_exists(conn, "memory_fts"):
+        return True
+    with db.transaction(conn):
+        if _table_exists(conn, "memory_fts"):
+            return True
+        conn.execute(f"create virtual table memory_fts using fts5(content, "
+                     f"content='memory_entries', content_rowid='id', tokenize='{TOKENIZER}')")
+        conn.execute("create virtual table memory_fts_vocab using fts5vocab(memory_fts, row)")
+        for trigger in FTS_TRIGGERS:
+            conn.execute(trigger)
+        conn.execute("insert into memory_fts(memory_fts) values ('rebuild')")
+    log.info("built the word index (memory_fts) over the existing entries")
+    return True
+
+
+def _table_exists(conn: Any, name: str) -> bool:
+    return conn.execute("select 1 from sqlite_master where name = ?", (name,)).fetchone() is not None
+
+
+def _sweep_orphans(conn: Any) -> int:
+    """Vectors whose entry was deleted without sqlite-vec loaded (a plain sqlite3 shell)."""
+    ids = [r[0] for r in conn.execute("select id from memory_vector_orphans")]
+    if not ids:
+        return 0
+    with db.transaction(conn):
+        if _table_exists(conn, "memory_vectors"):
+            for entry_id in ids:
+                if not _entry_exists(conn, entry_id):
+                    conn.execute("delete from memory_vectors where rowid = ?", (entry_id,))
+        conn.execute("delete from memory_vector_orphans")
+    return len(ids)
+
+
+def _entry_exists(conn: Any, entry_id: int) -> bool:
+    return conn.execute("select 1 from memory_entries where id = ?", (entry_id,)).fetchone() is not None
+
+
+# --------------------------------------------------------------------------- the store
+
+class Store:
+    """An open deliberate store. The embedder is created and checked on first vector use."""
+
+    def __init__(self, conn: Any, settings: "Settings", path: Path, *, fts: bool,
+                 embedder: "Embedder | None", check_identity: bool):
+        self.conn = conn
+        self.settings = settings
+        self.path = path
+        self.fts = fts
+        self._embedder = embedder
+        self._check_identity = check_identity
+        self._checked = False
+        self._pending_identity: dict[str, Any] | None = None
+        self._cutoff_warned = False
+
+    # identity as recorded in the file (no network)
+    @property
+    def identity(self) -> dict[str, Any] | None:
+        return _read_identity(self.conn)
+
+    @property
+    def embedder(self) -> "Embedder":
+        if self._embedder is None:
+            from .embedders import make_embedder
+
+            self._embedder = make_embedder(self.settings)
+        return self._embedder
+
+    def checked_embedder(self) -> "Embedder":
+        """The embedder, after making sure it is the one that wrote this store's vectors."""
+        embedder = self.embedder
+        if self._checked or not self._check_identity:
+            return embedder
+        current = embedder.identity()
+        expected_dim = self.settings.embedding_dim
+        if expected_dim is not None and current["dim"] != expected_dim:
+            raise StoreError(f"EMBEDDING_DIM is {expected_dim} but {_describe(current)} returns "
+                             f"{current['dim']} dimensions; fix EMBEDDING_DIM or the server")
+        recorded = self.identity
+        probe = embedder.embed_documents([PROBE_TEXT])[0]
+        if recorded is None:
+            self._pending_identity = {**_identity_core(current), "probe": _encode_vec(probe)}
+        else:
+            _compare_identity(recorded, current, probe)
+        self._checked = True
+        return embedder
+
+    def close(self) -> None:
+        if self._embedder is not None:
+            self._embedder.close()
+        self.conn.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def open_store(settings: "Settings", *, embedder: "Embedder | None" = None,
+               check_identity: bool = True, path: Path | str | None = None) -> Store:
+    """Open (creating and migrating) `RAG_DB_FILE`. Embeds nothing until a vector is needed."""
+    path = Path(path) if path is not None else Path(settings.rag_db_file)
+    conn = db.connect(path)
+    try:
+        db.migrate(conn, MIGRATIONS)
+        fts = _ensure_fts(conn)
+        _sweep_orphans(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return Store(conn, settings, path, fts=fts, embedder=embedder, check_identity=check_identity)
+
+
+# --------------------------------------------------------------------------- identity
+
+_IDENTITY_KEYS = ("backend", "model", "dim", "document_prefix")
+
+
+def _identity_core(identity: dict[str, Any]) -> dict[str, Any]:
+    return {k: identity.get(k) for k in _IDENTITY_KEYS}
+
+
+def _describe(identity: dict[str, Any]) -> str:
+    return f"{identity.get('backend')} model {identity.get('model')!r} ({identity.get('dim')} dims)"
+
+
+def _encode_vec(vec: "np.ndarray") -> str:
+    import numpy as np
+
+    return base64.b64encode(np.asarray(vec, dtype=np.float32).tobytes()).decode()
+
+
+def _decode_vec(text: str) -> "np.ndarray":
+    import numpy as np
+
+    return np.frombuffer(base64.b64decode(text), dtype=np.float32)
+
+
+def _read_identity(conn: Any) -> dict[str, Any] | None:
+    row = conn.execute("select value from meta where key = 'identity'").fetchone()
+    return json.loads(row[0]) if row else None
+
+
+def _write_identity(conn: Any, identity: dict[str, Any]) -> None:
+    conn.execute("insert into meta(key, value) values ('identity', ?) "
+                 "on conflict(key) do update set value = excluded.value", (json.dumps(identity),))
+
+
+def _family(backend: str | None) -> str:
+    # /embedding and /v1/embeddings of one server give the same vectors: compare server vs embedded.
+    return "embedded" if backend == "embedded" else "server"
+
+
+def _compare_identity(recorded: dict[str, Any], current: dict[str, Any], probe: "np.ndarray") -> None:
+    import numpy as np
+
+    differs = []
+    if _family(recorded.get("backend")) != _family(current.get("backend")):
+        differs.append(f"backend {recorded.get('backend')} -> {current.get('backend')}")
+    if recorded.get("model") != current.get("model") and "unknown" not in (
+            recorded.get("model"), current.get("model")):
+        differs.append(f"model {recorded.get('model')!r} -> {current.get('model')!r}")
+    if recorded.get("dim") != current.get("dim"):
+        differs.append(f"dimension {recorded.get('dim')} -> {current.get('dim')}")
+    if recorded.get("document_prefix") != current.get("document_prefix"):
+        differs.append(f"document prefix {recorded.get('document_prefix')!r} -> "
+                       f"{current.get('document_prefix')!r}")
+    if not differs and recorded.get("probe"):
+        old = _decode_vec(recorded["probe"])
+        if old.shape == probe.shape:
+            cosine = float(np.dot(old, probe))
+            if cosine < PROBE_MIN_COSINE:
+                differs.append(f"probe sentence cosine {cosine:.4f} < {PROBE_MIN_COSINE} "
+                               "(another model behind the same name)")
+    if differs:
+        raise EmbeddingMismatch(
+            f"this store's vectors were written by {_describe(recorded)}, not the configured "
+            f"{_describe(current)} ({'; '.join(differs)}): run `forge reindex` to re-embed "
+            "every entry, or configure the original embedder")
+
+
+def query_fingerprint(settings: "Settings", identity: dict | None) -> str:
+    """Six hex of SHA-256 over the query wrapper and the store's embedding identity (V4).
+
+    No network call: the wrapper comes from settings, the identity from the store's meta
+    table. With no identity recorded yet (an empty store), only the backend kind stands in.
+    """
+    from .embedders import backend_for, query_wrapper_for
+
+    core = _identity_core(identity) if identity else {"backend": backend_for(settings)}
+    payload = json.dumps({"query_wrapper": query_wrapper_for(settings), "identity": core},
+                         sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(payload.encode()).hexdigest()[:6]
+
+
+def resolve_cutoff(settings: "Settings", fingerprint: str) -> tuple[float | None, str | None]:
+    """(the cutoff to apply or None, a warning or None) for `RECALL_MAX_DISTANCE=value@tag`."""
+    cutoff = settings.recall_max_distance
+    if cutoff is None:
+        return None, None
+    if cutoff.tag == fingerprint:
+        return cutoff.value, None
+    if cutoff.tag is None:
+        return cutoff.value, (f"RECALL_MAX_DISTANCE={cutoff.value} carries no fingerprint; "
+                              f"write it back as RECALL_MAX_DISTANCE={cutoff.value}@{fingerprint}")
+    return None, (f"RECALL_MAX_DISTANCE={cutoff} was measured under fingerprint {cutoff.tag}, "
+                  f"but this store and query wrapper are {fingerprint}: cutoff off; "
+                  "re-measure it with `forge calibrate`")
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _normalize_text(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _row_to_entry(row: Sequence[Any]) -> Entry:
+    return Entry(id=row[0], kind=row[1], project=row[2], content=row[3], source=row[4],
+                 refs=json.loads(row[5] or "{}"), created=row[6], updated=row[7],
+                 superseded_by=row[8])
+
+
+_ENTRY_COLS = "id, kind, project, content, source, refs, created, updated, superseded_by"
+
+
+def _entries_by_id(conn: Any, ids: Iterable[int]) -> dict[int, Entry]:
+    ids = list(ids)
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(f"select {_ENTRY_COLS} from memory_entries where id in ({marks})", ids)
+    return {r[0]: _row_to_entry(r) for r in rows}
+
+
+def _log_event(conn: Any, event: str, entry_id: int | None, kind: str | None = None,
+               link: int | None = None, info: dict | None = None) -> None:
+    conn.execute("insert into memory_events(at, event, entry_id, kind, link, info) "
+                 "values (?, ?, ?, ?, ?, ?)",
+                 (_now(), event, entry_id, kind, link, json.dumps(info) if info else None))
+
+
+def _message_ids(refs: dict | None) -> list[int]:
+    return sorted({int(m) for m in (refs or {}).get("messages") or []})
+
+
+def validate_new(item: NewEntry) -> NewEntry:
+    """Kind, source, project and caps; returns the cleaned item or raises ForgeError."""
+    kind = (item.kind or "fact").strip().lower()
+    source = item.source or "remember"
+    if source not in SOURCES:
+        raise ForgeError(f"unknown source {source!r}; expected one of {', '.join(SOURCES)}")
+    if kind == ARCHIVE_KIND:
+        if source not in ARCHIVE_SOURCES:
+            raise ForgeError(f"kind 'archive' is written by compaction; valid kinds: {', '.join(KINDS)}")
+    elif kind not in KINDS:
+        shown = kind if len(kind) <= MAX_NAME_CHARS else kind[:MAX_NAME_CHARS] + "…"
+        raise ForgeError(f"unknown kind {shown!r}; valid kinds: {', '.join(KINDS)}")
+    content = item.content
+    if not isinstance(content, str) or not content.strip():
+        raise ForgeError("the content is empty; write something to remember")
+    if kind != ARCHIVE_KIND and len(content) > MAX_CONTENT_CHARS:
+        raise ForgeError(f"the content is {len(content)} characters, over the cap of "
+                         f"{MAX_CONTENT_CHARS}; split it into several entries")
+    project = item.project.strip() if isinstance(item.project, str) else item.project
+    project = project or None
+    if project is not None and kind != ARCHIVE_KIND:
+        if len(project) > MAX_NAME_CHARS:
+            raise ForgeError(f"the project name is {len(project)} characters, over the cap of "
+                             f"{MAX_NAME_CHARS}")
+        if not PROJECT_RE.fullmatch(project):
+            raise ForgeError(f"invalid project name {project!r}: use letters, digits, spaces "
+                             "and _ . - /")
+    refs = dict(item.refs or {})
+    return NewEntry(kind=kind, content=content, project=project, source=source, refs=refs)
+
+
+def _dedup_key(item: NewEntry) -> str | None:
+    """V11: a deliberate entry by kind, project and whitespace-normalised content; an archive
+    entry by the history message ids it holds (identical text of other messages is kept)."""
+    if item.kind == ARCHIVE_KIND:
+        ids = _message_ids(item.refs)
+        if ids:
+            return "m:" + ",".join(map(str, ids))
+        external = sorted(str(x) for x in (item.refs or {}).get("external") or [])
+        return "x:" + json.dumps(external) if external else None
+    digest = hashlib.sha256(json.dumps([item.kind, item.project, _normalize_text(item.content)],
+                                       ensure_ascii=False).encode()).hexdigest()
+    return "c:" + digest
+
+
+def _existing_by_key(conn: Any, key: str | None) -> int | None:
+    if key is None:
+        return None
+    row = conn.execute("select id from memory_entries where dedup_key = ?", (key,)).fetchone()
+    return row[0] if row else None
+
+
+# --------------------------------------------------------------------------- writing
+
+def remember(store: Store, kind: str | None, content: str, *, project: str | None = None,
+             source: str = "remember", refs: dict | None = None) -> Remembered:
+    return remember_many(store, [NewEntry(kind or "fact", content, project, source, refs)])[0]
+
+
+def remember_many(store: Store, items: list[NewEntry], *, batch_size: int = 32,
+                  on_progress: Callable[[int], None] | None = None) -> list[Remembered]:
+    """Validate all, embed the new ones (batched), then write them in ONE transaction.
+
+    Nothing is written when validation or embedding fails. Exact duplicates (V11), within
+    the store or the batch, write nothing and return the existing id.
+    """
+    cleaned = [validate_new(item) for item in items]
+    keys = [_dedup_key(item) for item in cleaned]
+    results: list[Remembered | None] = [None] * len(cleaned)
+    first_in_batch: dict[str, int] = {}
+    todo: list[int] = []
+    for i, key in enumerate(keys):
+        existing = _existing_by_key(store.conn, key)
+        if existing is not None:
+            results[i] = Remembered(existing, False)
+        elif key is not None and key in first_in_batch:
+            continue  # resolved after the insert of its first occurrence
+        else:
+            if key is not None:
+                first_in_batch[key] = i
+            todo.append(i)
+    vectors = _embed_batched(store, [cleaned[i].content for i in todo], batch_size, on_progress)
+    if todo:
+        _write_new(store, cleaned, keys, todo, vectors, results)
+    for i, key in enumerate(keys):
+        if results[i] is None:
+            results[i] = Remembered(results[first_in_batch[key]].id, False)  # type: ignore[index,union-attr]
+    return results  # type: ignore[return-value]
+
+
+def _write_new(store: Store, cleaned: list[NewEntry], keys: list[str | None], todo: list[int],
+               vectors: "np.ndarray", results: list[Remembered | None]) -> None:
+    with db.transaction(store.conn) as conn:
+        _prepare_vectors(store, conn, vectors.shape[1])
+        now = _now()
+        for i, vec in zip(todo, vectors):
+            existing = _existing_by_key(conn, keys[i])  # a concurrent writer got there first
+            if existing is not None:
+                results[i] = Remembered(existing, False)
+                continue
+            results[i] = Remembered(_insert(conn, cleaned[i], keys[i], vec, now), True)
+
+
+def _embed_batched(store: Store, texts: list[str], batch_size: int,
+                   on_progress: Callable[[int], None] | None) -> "np.ndarray":
+    import numpy as np
+
+    if not texts:
+        return np.zeros((0, 0), dtype=np.float32)
+    embedder = store.checked_embedder()
+    parts = []
+    for start in range(0, len(texts), batch_size):
+        chunk = texts[start:start + batch_size]
+        parts.append(embedder.embed_documents(chunk))
+        if on_progress:
+            on_progress(len(chunk))
+    return np.vstack(parts)
+
+
+def _prepare_vectors(store: Store, conn: Any, dim: int | None) -> None:
+    """Create memory_vectors at the first write (the dimension comes from the backend) and
+    record the identity checked by `checked_embedder`."""
+    if dim is None:
+        return
+    if store._pending_identity is not None and _read_identity(conn) is None:
+        _write_identity(conn, store._pending_identity)
+        store._pending_identity = None
+    if not _table_exists(conn, "memory_vectors"):
+        _create_vectors(conn, "memory_vectors", dim)
+
+
+def _create_vectors(conn: Any, name: str, dim: int) -> None:
+    conn.execute(f"create virtual table {name} using vec0("
+                 f"embedding float[{int(dim)}], project text)")
+
+
+def _insert(conn: Any, item: NewEntry, key: str | None, vec: "np.ndarray", now: str) -> int:
+    cur = conn.execute(
+        "insert into memory_entries(kind, project, content, source, refs, created, updated, dedup_key) "
+        "values (?, ?, ?, ?, ?, ?, ?, ?)",
+        (item.kind, item.project, item.content, item.source,
+         json.dumps(item.refs or {}, ensure_ascii=False), now, now, key))
+    entry_id = cur.lastrowid
+    conn.execute("insert into memory_vectors(rowid, embedding, project) values (?, ?, ?)",
+                 (entry_id, vec.tobytes(), item.project or ""))
+    for message_id in _message_ids(item.refs):
+        conn.execute("insert or ignore into memory_message_refs(message_id, entry_id) values (?, ?)",
+                     (message_id, entry_id))
+    _log_event(conn, "remember", entry_id, item.kind, info={"source": item.source})
+    return entry_id
+
+
+def supersede(store: Store, source_ids: Iterable[int], by: int) -> None:
+    """Link sources to the entry that now speaks for them (A5); never deletes."""
+    source_ids = list(source_ids)
+    with db.transaction(store.conn) as conn:
+        target = _entries_by_id(conn, [by]).get(by)
+        if target is None:
+            raise NotFoundError(f"no memory entry #{by}")
+        for sid in source_ids:
+            entry = _entries_by_id(conn, [sid]).get(sid)
+            if entry is None:
+                raise NotFoundError(f"no memory entry #{sid}")
+            conn.execute("update memory_entries set superseded_by = ?, updated = ? where id = ?",
+                         (by, _now(), sid))
+            _log_event(conn, "supersede", sid, entry.kind, link=by)
+
+
+def forget(store: Store, entry_id: int) -> Entry:
+    """Remove an entry from all three tables; release what it superseded. Needs no embedder."""
+    with db.transaction(store.conn) as conn:
+        entry = _entries_by_id(conn, [entry_id]).get(entry_id)
+        if entry is None:
+            raise NotFoundError(f"no memory entry #{entry_id}; `forge memory ls` lists them")
+        released = conn.execute("select id, kind from memory_entries where superseded_by = ?",
+                                (entry_id,)).fetchall()
+        for rid, rkind in released:
+            conn.execute("update memory_entries set superseded_by = null, updated = ? where id = ?",
+                         (_now(), rid))
+            _log_event(conn, "release", rid, rkind, link=entry_id)
+        if _table_exists(conn, "memory_vectors"):
+            conn.execute("delete from memory_vectors where rowid = ?", (entry_id,))
+        if _table_exists(conn, "memory_reindex"):
+            conn.execute("delete from memory_reindex where id = ?", (entry_id,))
+        conn.execute("delete from memory_entries where id = ?", (entry_id,))
+        conn.execute("delete from memory_vector_orphans where id = ?", (entry_id,))
+        _log_event(conn, "forget", entry_id, entry.kind)
+    return entry
+
+
+def released_by(store: Store, entry_id: int) -> list[int]:
+    """Entries a forget of `entry_id` released (from the event log)."""
+    rows = store.conn.execute("select entry_id from memory_events where event = 'release' and "
+                              "link = ? order by id", (entry_id,))
+    return [r[0] for r in rows]
+
+
+# --------------------------------------------------------------------------- reading
+
+def get_entry(store: Store, entry_id: int) -> Entry:
+    entry = _entries_by_id(store.conn, [entry_id]).get(entry_id)
+    if entry is None:
+        raise NotFoundError(f"no memory entry #{entry_id}; `forge memory ls` lists them")
+    return entry
+
+
+def list_entries(store: Store, *, kind: str | None = None, project: str | None = None) -> list[Entry]:
+    where, args = [], []
+    if kind is not None:
+        if kind not in KINDS and kind != ARCHIVE_KIND:
+            raise ForgeError(f"unknown kind {kind!r}; valid kinds: {', '.join(KINDS + (ARCHIVE_KIND,))}")
+        where.append("kind = ?")
+        args.append(kind)
+    if project is not None:
+        where.append("project = ?")
+        args.append(project)
+    sql = f"select {_ENTRY_COLS} from memory_entries"
+    if where:
+        sql += " where " + " and ".join(where)
+    return [_row_to_entry(r) for r in store.conn.execute(sql + " order by id", args)]
+
+
+def hot_entries(store: Store, *, project: str | None = None) -> list[Entry]:
+    """The hot tier (V7): every non-archive, non-superseded entry, oldest first."""
+    sql = (f"select {_ENTRY_COLS} from memory_entries where kind != ? and superseded_by is null")
+    args: list[Any] = [ARCHIVE_KIND]
+    if project is not None:
+        sql += " and project = ?"
+        args.append(project)
+    return [_row_to_entry(r) for r in store.conn.execute(sql + " order by created, id", args)]
+
+
+def count_entries(store: Store) -> int:
+    return store.conn.execute("select count(*) from memory_entries").fetchone()[0]
+
+
+def counts_by_kind(store: Store, *, project: str | None = None) -> dict[str, int]:
+    sql, args = "select kind, count(*) from memory_entries", []
+    if project is not None:
+        sql += " where project = ?"
+        args.append(project)
+    return dict(store.conn.execute(sql + " group by kind order by kind", args).fetchall())
+
+
+def find_by_message_ids(store: Store, message_ids: Iterable[int]) -> dict[int, int]:
+    """History message id -> the archive entry holding it (compaction's crash recovery)."""
+    ids = sorted({int(m) for m in message_ids})
+    out: dict[int, int] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        marks = ",".join("?" * len(chunk))
+        for message_id, entry_id in store.conn.execute(
+                f"select r.message_id, min(r.entry_id) from memory_message_refs r "
+                f"join memory_entries e on e.id = r.entry_id "
+                f"where e.kind = '{ARCHIVE_KIND}' and r.message_id in ({marks}) "
+                f"group by r.message_id", chunk):
+            out[message_id] = entry_id
+    return out
+
+
+def entry_events(store: Store, entry_id: int) -> list[dict[str, Any]]:
+    rows = store.conn.execute("select at, event, entry_id, kind, link, info from memory_events "
+                              "where entry_id = ? or link = ? order by id", (entry_id, entry_id))
+    return [{"at": r[0], "event": r[1], "entry_id": r[2], "kind": r[3], "link": r[4],
+             "info": json.loads(r[5]) if r[5] else None} for r in rows]
+
+
+# --------------------------------------------------------------------------- search
+
+def search_vector(store: Store, qvec: "np.ndarray", *, k: int,
+                  project: str | None = None) -> list[tuple[int, float]]:
+    """(entry id, distance) of the k nearest, the project filter inside the KNN."""
+    if k <= 0 or not _table_exists(store.conn, "memory_vectors"):
+        return []
+    sql = "select rowid, distance from memory_vectors where embedding match ? and k = ?"
+    args: list[Any] = [qvec.astype("float32").tobytes(), k]
+    if project is not None:
+        sql += " and project = ?"
+        args.append(project)
+    return [(r[0], r[1]) for r in store.conn.execute(sql + " order by distance", args)]
+
+
+def query_words(store: Store, text: str) -> list[str]:
+    """The query's words as the FTS5 tokenizer itself cuts and folds them, in order."""
+    conn = store.conn
+    conn.execute(f"create virtual table if not exists temp.forge_query_tokens using "
+                 f"fts5(t, tokenize='{TOKENIZER}')")
+    conn.execute("create virtual table if not exists temp.forge_query_vocab using "
+                 "fts5vocab(temp, forge_query_tokens, instance)")
+    conn.execute("delete from temp.forge_query_tokens")
+    conn.execute("insert into temp.forge_query_tokens(rowid, t) values (1, ?)", (text,))
+    rows = conn.execute("select term, offset from temp.forge_query_vocab order by offset").fetchall()
+    conn.execute("delete from temp.forge_query_tokens")
+    seen: dict[str, None] = {}
+    for term, _offset in rows:
+        seen.setdefault(term, None)
+    return list(seen)
+
+
+def admitted_words(store: Store, text: str) -> list[str]:
+    """V5: words that appear in at most max(1, RECALL_LEXICAL_MAX_DF × entries) entries."""
+    if not store.fts:
+        return []
+    total = count_entries(store)
+    if total == 0:
+        return []
+    bound = max(1.0, store.settings.recall_lexical_max_df * total)
+    admitted = []
+    for word in query_words(store, text):
+        row = store.conn.execute("select doc from memory_fts_vocab where term = ?", (word,)).fetchone()
+        if row and 1 <= row[0] <= bound:
+            admitted.append(word)
+    return admitted
+
+
+def search_lexical(store: Store, words: Sequence[str], *, k: int,
+                   project: str | None = None) -> list[tuple[int, float]]:
+    """(entry id, bm25) of the best k entries holding any admitted word. The FTS5 query is
+    built from tokenizer output only, each word quoted: user text never reaches its syntax."""
+    if k <= 0 or not words or not store.fts:
+        return []
+    match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+    sql = ("select memory_fts.rowid, bm25(memory_fts) as score from memory_fts "
+           "join memory_entries e on e.id = memory_fts.rowid where memory_fts match ?")
+    args: list[Any] = [match]
+    if project is not None:
+        sql += " and e.project = ?"
+        args.append(project)
+    sql += " order by score limit ?"
+    args.append(k)
+    return [(r[0], r[1]) for r in store.conn.execute(sql, args)]
+
+
+def search_hybrid(store: Store, query: str, *, project: str | None = None, vector_k: int = 5,
+                  lexical_k: int = 5) -> SearchResult:
+    """V6: a union on entry id — vector rows by distance, then word-only rows by bm25; the
+    cutoff (V4) applies to vector-only rows. Raises ServerError when the embedder is down."""
+    embedder = store.checked_embedder()
+    qvec = embedder.embed_query(query)
+    fingerprint = query_fingerprint(store.settings, store.identity)
+    cutoff, warning = resolve_cutoff(store.settings, fingerprint)
+    if warning and not store._cutoff_warned:
+        log.warning(warning)
+        store._cutoff_warned = True
+    vector = search_vector(store, qvec, k=vector_k, project=project)
+    words = admitted_words(store, query)
+    lexical = search_lexical(store, words, k=lexical_k, project=project)
+    entries = _entries_by_id(store.conn, [i for i, _ in vector] + [i for i, _ in lexical])
+    bm25 = dict(lexical)
+    rows: list[SearchRow] = []
+    dropped: list[float] = []
+    for entry_id, distance in vector:
+        entry = entries.get(entry_id)
+        if entry is None:  # an orphan vector not swept yet
+            continue
+        channel = "both" if entry_id in bm25 else "vector"
+        if channel == "vector" and cutoff is not None and distance > cutoff:
+            dropped.append(distance)
+            continue
+        rows.append(SearchRow(entry, channel, distance, bm25.get(entry_id)))
+    vector_ids = {i for i, _ in vector}
+    for entry_id, score in lexical:
+        if entry_id not in vector_ids and entry_id in entries:
+            rows.append(SearchRow(entries[entry_id], "lexical", None, score))
+    return SearchResult(rows, len(dropped), min(dropped) if dropped else None, cutoff,
+                        fingerprint, words)
+
+
+# --------------------------------------------------------------------------- reindex
+
+@dataclass
+class ReindexResult:
+    entries: int
+    identity: dict[str, Any]
+    resumed_from: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"entries": self.entries, "resumed_from": self.resumed_from,
+                "identity": {k: v for k, v in self.identity.items() if k != "probe"}}
+
+
+def reindex(store: Store, *, batch_size: int = REINDEX_BATCH,
+            on_progress: Callable[[int, int], None] | None = None) -> ReindexResult:
+    """Re-embed every entry from its text under the configured embedder.
+
+    Vectors are staged in `memory_reindex`, one transaction per batch, so an interrupted run
+    resumes where it stopped; the last transaction swaps them into `memory_vectors` and
+    records the new identity. Until then the store keeps its old vectors and identity.
+    """
+    import numpy as np
+
+    embedder = store.embedder
+    current = embedder.identity()
+    if store.settings.embedding_dim is not None and current["dim"] != store.settings.embedding_dim:
+        raise StoreError(f"EMBEDDING_DIM is {store.settings.embedding_dim} but "
+                         f"{_describe(current)} returns {current['dim']} dimensions")
+    probe = embedder.embed_documents([PROBE_TEXT])[0]
+    target = {**_identity_core(current), "probe": _encode_vec(probe)}
+    conn = store.conn
+    resumed_from = _reindex_resume_point(conn, target, probe)
+    total = count_entries(store)
+    done = conn.execute("select count(*) from memory_reindex").fetchone()[0]
+    if on_progress:
+        on_progress(done, total)
+    while True:
+        batch = conn.execute("select id, content from memory_entries where id not in "
+                             "(select id from memory_reindex) order by id limit ?",
+                             (batch_size,)).fetchall()
+        if not batch:
+            break
+        vectors = embedder.embed_documents([c for _, c in batch])
+        with db.transaction(conn):
+            conn.executemany("insert or replace into memory_reindex(id, embedding) values (?, ?)",
+                             [(i, np.asarray(v, dtype=np.float32).tobytes())
+                              for (i, _), v in zip(batch, vectors)])
+        done += len(batch)
+        if on_progress:
+            on_progress(len(batch), total)
+    with db.transaction(conn):
+        if _table_exists(conn, "memory_vectors"):
+            conn.execute("drop table memory_vectors")
+        _create_vectors(conn, "memory_vectors", current["dim"])
+        conn.execute("insert into memory_vectors(rowid, embedding, project) "
+                     "select r.id, r.embedding, coalesce(e.project, '') from memory_reindex r "
+                     "join memory_entries e on e.id = r.id")
+        count = conn.execute("select count(*) from memory_reindex r join memory_entries e "
+                             "on e.id = r.id").fetchone()[0]
+        conn.execute("drop table memory_reindex")
+        conn.execute("delete from meta where key = 'reindex'")
+        conn.execute("delete from memory_vector_orphans")
+        _write_identity(conn, target)
+        _log_event(conn, "reindex", None, info={"entries": count, "model": current.get("model"),
+                                                "dim": current["dim"], "resumed_from": resumed_from})
+    store._checked = True
+    store._pending_identity = None
+    return ReindexResult(count, target, resumed_from)
+
+
+def _reindex_resume_point(conn: Any, target: dict[str, Any], probe: "np.ndarray") -> int:
+    """Keep staged vectors of an interrupted run by the same embedder; else start over."""
+    import numpy as np
+
+    row = conn.execute("select value from meta where key = 'reindex'").fetchone()
+    same = False
+    if row and _table_exists(conn, "memory_reindex"):
+        staged = json.loads(row[0])
+        if _identity_core(staged) == _identity_core(target):
+            old = _decode_vec(staged["probe"])
+            same = old.shape == probe.shape and float(np.dot(old, probe)) >= PROBE_MIN_COSINE
+    if same:
+        return conn.execute("select count(*) from memory_reindex").fetchone()[0]
+    with db.transaction(conn):
+        conn.execute("drop table if exists memory_reindex")
+        conn.execute("create table memory_reindex (id integer primary key, embedding blob not null)")
+        conn.execute("insert into meta(key, value) values ('reindex', ?) on conflict(key) "
+                     "do update set value = excluded.value", (json.dumps(target),))
+    return 0
+
+
+# --------------------------------------------------------------------------- doctor
+
+def store_report(path: Path | str, settings: "Settings") -> dict[str, Any]:
+    """What doctor shows about the store: read-only, no embedding call, no network."""
+    path = Path(path)
+    report: dict[str, Any] = {"path": str(path), "exists": path.exists()}
+    if not path.exists():
+        report.update(entries=0, by_kind={}, identity=None, schema_version=0,
+                      fts5=None, fingerprint=query_fingerprint(settings, None))
+        return report
+    conn = db.connect(path, readonly=True)
+    try:
+        version = db.schema_version(conn)
+        report["schema_version"] = version
+        report["schema_current"] = len(MIGRATIONS)
+        if version == 0:
+            report.update(entries=0, by_kind={}, identity=None, fts5=db.has_fts5(conn),
+                          fts_index=False, fingerprint=query_fingerprint(settings, None))
+            return report
+        identity = _read_identity(conn)
+        report["entries"] = conn.execute("select count(*) from memory_entries").fetchone()[0]
+        report["by_kind"] = dict(conn.execute(
+            "select kind, count(*) from memory_entries group by kind order by kind").fetchall())
+        report["superseded"] = conn.execute(
+            "select count(*) from memory_entries where superseded_by is not null").fetchone()[0]
+        report["vectors"] = (conn.execute("select count(*) from memory_vectors").fetchone()[0]
+                             if _table_exists(conn, "memory_vectors") else 0)
+        report["identity"] = ({k: v for k, v in identity.items() if k != "probe"}
+                              if identity else None)
+        report["fts5"] = db.has_fts5(conn)
+        report["fts_index"] = _table_exists(conn, "memory_fts")
+        report["reindex_in_progress"] = conn.execute(
+            "select 1 from meta where key = 'reindex'").fetchone() is not None
+        report["fingerprint"] = query_fingerprint(settings, identity)
+    finally:
+        conn.close()
+    return report
