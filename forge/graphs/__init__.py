@@ -1,0 +1,1 @@
+"""Multi-step flows that end in one answer (the recall graph)."""

@@ -1,0 +1,77 @@
+"""The recall graph (V8): hybrid search → refusal paths → synthesis prompt → one LLM call.
+
+The synthesis prompt is ordered preamble → hot block → question → retrieved entries. The
+preamble and the hot block form the system message, byte-identical from one recall to the next,
+so the server's prompt cache keeps them; everything that changes per turn comes after.
+
+Two refusals end the run with no LLM call, `ok=true` and a `not_answered` reason — the search
+found nothing (`recall_nothing_found`), or the distance cutoff dropped every row (`recall_cutoff`)
+— unless a hot block exists, in which case synthesis runs on it. An embedding outage never falls
+back to the hot block: answering fluently from a partial capability is how an outage lasts a
+week, so it fails the same way as every other entry point (here an `[error]` result string).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+from .. import non_answer
+from ..errors import ForgeError
+from ..hot_memory import HotBlock, entry_line, render_hot_block
+from ..tools import ToolResult
+from ..traces import LLMUsage
+
+log = logging.getLogger("forge")
+
+PREAMBLE = (
+    "You answer the user's question from their own memory, shown below. "
+    "Answer in the user's language, in a few plain sentences, without JSON. "
+    "When the memory does not hold the answer, say that you do not know."
+)
+SYNTHESIS_MAX_TOKENS = 512
+
+
+def synthesis_messages(hot: HotBlock, question: str, rows: list) -> list[dict[str, str]]:
+    system = PREAMBLE if not hot.text else f"{PREAMBLE}\n\n{hot.text}"
+    if rows:
+        retrieved = "\n".join(f"{entry_line(r.entry)} (#{r.entry.id})" for r in rows)
+        tail = f"Entries retrieved for this question, closest first:\n{retrieved}"
+    else:
+        tail = "No entry was retrieved for this question; answer from the memory above."
+    return [{"role": "system", "content": system},
+            {"role": "user", "content": f"Question: {question.strip()}\n\n{tail}"}]
+
+
+def prompt_texts() -> list[str]:
+    """The instructions a synthesis answer must not echo (placeholder leak detection)."""
+    from ..hot_memory import HEADER_COMPLETE, HEADER_PARTIAL
+
+    return [PREAMBLE, HEADER_COMPLETE, HEADER_PARTIAL]
+
+
+def run(settings: Any, question: str, *, client: Any, usage: LLMUsage,
+        project: str | None = None,
+        on_token: Callable[[str], None] | None = None) -> ToolResult:
+    from .. import rag
+
+    try:
+        with rag.open_store(settings) as store:
+            found = rag.search_hybrid(store, question, project=project)
+            hot = render_hot_block(rag.hot_entries(store, project=project),
+                                   max_tokens=settings.recall_hot_max_tokens)
+    except ForgeError as e:
+        # Outage (or an unusable store): deliberately no hot-block fallback.
+        return ToolResult(f"{non_answer.ERROR} memory: {e}", not_answered="tool_error", final=True)
+    rows = list(found.rows)
+    if not rows and not hot.text:
+        if found.dropped_by_cutoff:
+            return ToolResult(non_answer.CUTOFF_REFUSAL, not_answered="recall_cutoff", final=True)
+        return ToolResult(non_answer.NOTHING_FOUND, not_answered="recall_nothing_found", final=True)
+    completion = client.complete(synthesis_messages(hot, question, rows),
+                                 max_tokens=SYNTHESIS_MAX_TOKENS, stream=on_token is not None,
+                                 on_token=on_token)
+    usage.add(prompt_n=completion.prompt_n, predicted_n=completion.predicted_n,
+              prompt_ms=completion.prompt_ms, predicted_ms=completion.predicted_ms,
+              cache_n=completion.cache_n, model=completion.model)
+    return ToolResult(completion.content, final=True, streamed=on_token is not None,
+                      from_model=True)
