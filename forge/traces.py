@@ -37,6 +37,7 @@ NOT_ANSWERED_REASONS = {
     "recall_cutoff": "the distance cutoff dropped every row recall found",
     "non_answer_reply": "the reply is one of Forge's fixed non-answers",
     "tool_refused": "a tool refused to run",
+    "tool_error": "a tool failed (an outage, a bad payload); its error string is the reply",
     "interrupted": "the turn was interrupted",
 }
 
