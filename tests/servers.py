@@ -1,1 +1,123 @@
-"""Placeholder until the real-servers work lands: real llama-server fixtures and the fake server."""
+"""pytest plugin: real llama-server fixtures, the fake server fixture, and a `llama` test summary.
+
+`llama_chat_server` and `llama_embedding_server` start real servers once per session through
+`tools/llama_server.py` (the same code as `tools/llama-server`), and stop them at the end even
+when tests fail (fixture finalizer, plus atexit by pid for an interrupted run). Where no
+llama-server can be had the tests that use them are skipped with a reason saying how to get one;
+with `FORGE_REQUIRE_LLAMA=1` (set by `.ci/run`) that is a failure instead.
+"""
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from fakeserver import FakeServer
+
+TOOLS = Path(__file__).resolve().parent.parent / "tools"
+THREADS = 1  # two servers plus the embedded embedder share 2 cores in CI
+
+
+def llama_server_module():
+    """tools/llama_server.py, imported by path (tools/ is not a package)."""
+    name = "llama_server"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, TOOLS / "llama_server.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # before exec: dataclasses look their module up
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def _required() -> bool:
+    return os.environ.get("FORGE_REQUIRE_LLAMA", "").strip() in ("1", "true", "yes")
+
+
+def _unavailable(reason: str):
+    if _required():
+        pytest.fail(f"FORGE_REQUIRE_LLAMA=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+_STARTED: list = []  # servers started this session, for the summary
+
+
+def _serve(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    ls = llama_server_module()
+    try:
+        paths = ls.find()
+    except ls.LlamaServerError as exc:
+        _unavailable(str(exc))
+    if paths is None:
+        _unavailable("no llama-server installed: run `tools/llama-server install` "
+                     "(`--find-links DIR` for a wheelhouse) or set LLAMA_SERVER_BIN and FORGE_GGUF_MODEL")
+    try:
+        server = ls.start(kind, threads=THREADS, paths=paths,
+                          log_dir=tmp_path_factory.mktemp(f"llama-{kind}"))
+    except ls.LlamaServerError as exc:
+        _unavailable(f"llama-server ({kind}) did not start: {exc}")
+    atexit.register(ls.stop, server)  # an interrupted session still ends it, by its pid
+    _STARTED.append(server)
+    try:
+        yield server
+    finally:
+        ls.stop(server)
+
+
+@pytest.fixture(scope="session")
+def llama_chat_server(tmp_path_factory: pytest.TempPathFactory):
+    """A real llama-server chat server (one slot): `.url`, `.model_path`, `.pid`."""
+    yield from _serve("chat", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def llama_embedding_server(tmp_path_factory: pytest.TempPathFactory):
+    """A real llama-server embedding server (`--embeddings --pooling last --embd-normalize 2`)."""
+    yield from _serve("embedding", tmp_path_factory)
+
+
+@pytest.fixture
+def fake_server() -> Iterator[FakeServer]:
+    """A fresh scriptable fake llama-server on a loopback port (see tests/fakeserver.py)."""
+    with FakeServer() as server:
+        yield server
+
+
+# -- how many `llama` tests ran: printed at the end of every session that selected some
+
+_LLAMA_IDS: set[str] = set()
+_OUTCOMES: dict[str, str] = {}
+
+
+def pytest_collection_modifyitems(items) -> None:
+    _LLAMA_IDS.update(item.nodeid for item in items if item.get_closest_marker("llama"))
+
+
+def pytest_runtest_logreport(report) -> None:
+    if report.nodeid not in _LLAMA_IDS:
+        return
+    if report.failed:
+        _OUTCOMES[report.nodeid] = "failed"
+    elif report.skipped and _OUTCOMES.get(report.nodeid) != "failed":
+        _OUTCOMES[report.nodeid] = "skipped"
+    elif report.when == "call" and report.passed:
+        _OUTCOMES.setdefault(report.nodeid, "passed")
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if not _LLAMA_IDS:
+        return
+    counts = {k: sum(1 for v in _OUTCOMES.values() if v == k) for k in ("passed", "failed", "skipped")}
+    ran = counts["passed"] + counts["failed"]
+    terminalreporter.write_line(
+        f"llama-server tests: {ran} ran ({counts['passed']} passed, {counts['failed']} failed), "
+        f"{counts['skipped']} skipped, of {len(_LLAMA_IDS)} selected")
+    for server in _STARTED:
+        terminalreporter.write_line(
+            f"  {server.kind} server {server.url} (pid {server.pid}) started in "
+            f"{server.start_seconds:.1f} s; log {server.log_path}")
