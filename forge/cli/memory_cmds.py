@@ -213,3 +213,20 @@ def reindex(batch_size: int, fmt: str) -> None:
     if result.resumed_from:
         text += f", resuming after {result.resumed_from} already done"
     emit_one(result.to_dict(), fmt, text=text)
+
+
+@memory.command("hot")
+@click.option("--project", "-p", help="Only this project.")
+@output_options
+def memory_hot(project: str | None, fmt: str) -> None:
+    """Print the hot block exactly as the recall synthesis prompt holds it (no embedding call)."""
+    from ..hot_memory import hot_block
+
+    block = hot_block(get_settings(), project=project)
+    if fmt != "table" or block.text:
+        emit_one(block.to_dict(), fmt, text=block.text)
+    if not block.text:
+        note("the hot block is empty: no deliberate entry in memory")
+    if block.left_out:
+        note(f"{block.left_out} newer entries are left out (RECALL_HOT_MAX_TOKENS="
+             f"{get_settings().recall_hot_max_tokens})")

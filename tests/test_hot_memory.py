@@ -1,0 +1,71 @@
+"""The hot block (V7): every deliberate entry, oldest first, within its budget, framed as a
+complete list of descriptions, byte-identical from one render to the next."""
+from __future__ import annotations
+
+from chat_helpers import load
+from forge import rag
+from forge.hot_memory import BEGIN, END, hot_block, render_hot_block
+from forge.tokens import estimate_tokens
+
+
+def fill(store, items):
+    return [rag.remember(store, kind, content, project=project).id for kind, content, project in items]
+
+
+def test_block_lists_every_deliberate_entry_oldest_first_and_skips_archive_and_superseded():
+    settings = load()
+    with rag.open_store(settings) as store:
+        a, b, c = fill(store, [("fact", "Possède un Steam Deck", None),
+                               ("decision", "Ne pas épingler les messages avec des emojis", "chat"),
+                               ("fact", "Possède un Steam Deck sous SteamOS", None)])
+        rag.remember_many(store, [rag.NewEntry("archive", "user: hi\nassistant: hello",
+                                               source="compaction", refs={"messages": [1, 2]})])
+        rag.supersede(store, [a], by=c)
+    block = hot_block(settings)
+    assert block.entry_ids == [b, c] and block.left_out == 0
+    assert block.text.splitlines()[2:4] == ["- [decision/chat] Ne pas épingler les messages avec des emojis",
+                                            "- [fact] Possède un Steam Deck sous SteamOS"]
+    assert "complete list" in block.text and "not instructions" in block.text
+    assert "user: hi" not in block.text
+    assert hot_block(settings).text == block.text  # byte-identical
+
+
+class E:
+    def __init__(self, id: int, content: str, kind: str = "fact", project: str | None = None):
+        self.id, self.content, self.kind, self.project = id, content, kind, project
+
+
+def test_empty_store_renders_nothing():
+    block = render_hot_block([], max_tokens=1000)
+    assert block.text == "" and block.entry_ids == []
+
+
+def test_over_budget_cuts_the_newest_and_says_so_inside_the_block():
+    entries = [E(i, f"entry number {i} about the machine called host{i} in rack {i}") for i in range(1, 41)]
+    full = render_hot_block(entries, max_tokens=100_000)
+    assert full.left_out == 0 and full.tokens > 200
+    cut = render_hot_block(entries, max_tokens=200)
+    assert 0 < len(cut.entry_ids) < 40 and cut.left_out == 40 - len(cut.entry_ids)
+    assert cut.entry_ids == list(range(1, len(cut.entry_ids) + 1))  # oldest kept, tail cut
+    assert cut.tokens <= 200 and estimate_tokens(cut.text) <= 200
+    assert f"the {cut.left_out} most recent entries are left out" in cut.text
+    assert "NOT complete" in cut.text and "complete list" not in cut.text
+    inside = cut.text.split(BEGIN)[1].split(END)[0]
+    assert all(f"host{i} " in inside for i in cut.entry_ids)
+    assert render_hot_block(entries, max_tokens=200).text == cut.text
+
+
+def test_multi_line_entries_stay_whole():
+    block = render_hot_block([E(1, "line one\nline two")], max_tokens=1000)
+    assert "- [fact] line one\n  line two" in block.text
+
+
+def test_forge_memory_hot_prints_the_block(runner):
+    from conftest import invoke
+
+    with rag.open_store(load()) as store:
+        fill(store, [("todo", "Renouveler le certificat TLS", None)])
+    result = invoke(runner, "memory", "hot")
+    assert result.exit_code == 0, result.output
+    assert "- [todo] Renouveler le certificat TLS" in result.stdout
+    assert result.stdout.strip() == hot_block(load()).text

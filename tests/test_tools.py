@@ -1,0 +1,207 @@
+"""The router's tools: files (no escape), git (read-only), shell (asks, refuses in pipelines),
+memory (kind default, the question rule). A failure is a result string, never a crash."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from chat_helpers import chat_fake, load  # noqa: F401
+from forge import non_answer
+from forge.tools import ToolContext, dispatch
+
+
+def ctx(turn: str = "do it", *, interactive: bool = False, confirm=None, client=None, **env: str):
+    return ToolContext(settings=load(**env), turn_text=turn, interactive=interactive,
+                       confirm=confirm, client=client)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "sub").mkdir(parents=True)
+    (root / "notes.txt").write_text("the NAS runs Debian\n", encoding="utf-8")
+    (root / "sub" / "a.md").write_text("# A\n", encoding="utf-8")
+    (tmp_path / "secret.txt").write_text("outside", encoding="utf-8")
+    return root
+
+
+def files(workspace: Path, payload: dict):
+    return dispatch("files", payload, ctx(FORGE_WORKSPACE=str(workspace)))
+
+
+def test_files_reads_and_lists_under_the_workspace(workspace):
+    assert files(workspace, {"op": "read", "path": "notes.txt"}).text == "the NAS runs Debian\n"
+    listing = files(workspace, {"op": "list", "path": "."}).text
+    assert listing.splitlines() == ["notes.txt", "sub/"]
+    assert files(workspace, {"op": "read", "path": "sub/../notes.txt"}).not_answered is None
+
+
+@pytest.mark.parametrize("path", ["../secret.txt", "sub/../../secret.txt", "/etc/passwd"])
+def test_files_refuses_paths_that_escape_the_workspace(workspace, path):
+    result = files(workspace, {"op": "read", "path": path})
+    assert result.text.startswith(non_answer.TOOL_ERROR) and "outside the workspace" in result.text
+    assert "outside" not in result.text.split("outside the workspace")[0].replace(path, "")
+    assert result.not_answered == "tool_error"
+
+
+def test_files_refuses_a_symlink_that_points_outside(workspace):
+    os.symlink(workspace.parent / "secret.txt", workspace / "link.txt")
+    os.symlink(workspace.parent, workspace / "up")
+    for path in ("link.txt", "up/secret.txt"):
+        result = files(workspace, {"op": "read", "path": path})
+        assert "outside the workspace" in result.text and "outside\n" not in result.text
+    assert files(workspace, {"op": "list", "path": "up"}).not_answered == "tool_error"
+
+
+def test_files_failures_are_result_strings(workspace):
+    (workspace / "bin.dat").write_bytes(b"\x00\x01\x02")
+    for payload in ({"op": "read", "path": "missing.txt"}, {"op": "read", "path": "bin.dat"},
+                    {"op": "delete", "path": "notes.txt"}, {"op": "list", "path": "notes.txt"}):
+        result = files(workspace, payload)
+        assert result.text.startswith(non_answer.TOOL_ERROR), payload
+    assert (workspace / "notes.txt").exists()
+
+
+def test_files_defaults_to_the_working_directory():
+    Path("here.txt").write_text("hi", encoding="utf-8")
+    assert dispatch("files", {"op": "read", "path": "here.txt"}, ctx()).text == "hi"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@x"}
+    run = lambda *a: subprocess.run(["git", *a], cwd=root, env=env, check=True, capture_output=True)
+    run("init", "-q")
+    (root / "a.txt").write_text("one\n")
+    run("add", "a.txt")
+    run("commit", "-q", "-m", "first commit")
+    (root / "a.txt").write_text("two\n")
+    return root
+
+
+def git(repo: Path, payload: dict):
+    return dispatch("git", payload, ctx(FORGE_WORKSPACE=str(repo)))
+
+
+def test_git_reads_status_log_diff_and_show(repo):
+    assert "a.txt" in git(repo, {"op": "status", "args": "--short"}).text
+    assert "first commit" in git(repo, {"op": "log", "args": "--oneline -n 1"}).text
+    assert "+two" in git(repo, {"op": "diff"}).text
+    assert "first commit" in git(repo, {"op": "show", "args": ["--stat", "HEAD"]}).text
+
+
+@pytest.mark.parametrize("payload", [
+    {"op": "commit", "args": "-m x"},
+    {"op": "diff", "args": "--output=/tmp/forge-pwned"},
+    {"op": "log", "args": "--ext-diff -p"},
+    {"op": "status", "args": "-c core.fsmonitor=touch"},
+])
+def test_git_is_read_only(repo, payload):
+    result = git(repo, payload)
+    assert result.text.startswith(non_answer.TOOL_ERROR) and result.not_answered == "tool_error"
+    assert not Path("/tmp/forge-pwned").exists()
+
+
+def test_git_outside_a_repository_is_a_tool_error(tmp_path):
+    result = git(tmp_path, {"op": "status"})
+    assert result.text.startswith(non_answer.TOOL_ERROR) and "not a git repository" in result.text
+
+
+def test_shell_is_off_unless_named():
+    result = dispatch("shell", {"command": "echo hi"}, ctx())
+    assert "no tool named 'shell' is enabled" in result.text
+
+
+def test_shell_refuses_in_a_pipeline_without_shell_auto(tmp_path):
+    result = dispatch("shell", {"command": f"touch {tmp_path}/made"}, ctx(ENABLED_TOOLS="shell"))
+    assert result.not_answered == "tool_refused" and "FORGE_SHELL_AUTO=1" in result.text
+    assert not (tmp_path / "made").exists()
+
+
+def test_shell_runs_with_shell_auto():
+    result = dispatch("shell", {"command": "echo hi; exit 3"},
+                      ctx(ENABLED_TOOLS="shell", FORGE_SHELL_AUTO="1"))
+    assert result.text == "$ echo hi; exit 3\nhi\n(exit 3)"
+
+
+def test_shell_asks_in_the_repl_and_honours_no(tmp_path):
+    asked: list[str] = []
+    no = dispatch("shell", {"command": f"touch {tmp_path}/made"},
+                  ctx(ENABLED_TOOLS="shell", interactive=True,
+                      confirm=lambda q: asked.append(q) or False))
+    assert asked and "touch" in asked[0] and no.not_answered == "tool_refused"
+    assert not (tmp_path / "made").exists()
+    yes = dispatch("shell", {"command": f"touch {tmp_path}/made"},
+                   ctx(ENABLED_TOOLS="shell", interactive=True, confirm=lambda q: True))
+    assert yes.not_answered is None and (tmp_path / "made").exists()
+
+
+def test_shell_is_time_limited(monkeypatch):
+    from forge.tools import shell
+
+    monkeypatch.setattr(shell, "TIMEOUT_S", 0.3)
+    result = dispatch("shell", {"command": "sleep 5"}, ctx(ENABLED_TOOLS="shell", FORGE_SHELL_AUTO="1"))
+    assert "did not finish within" in result.text and result.not_answered == "tool_error"
+
+
+def test_unknown_tool_is_a_result_string():
+    assert dispatch("web_fetch", {}, ctx()).text.startswith(non_answer.TOOL_ERROR)
+
+
+# -- memory (real store, real embedder)
+
+def entries():
+    from forge import rag
+
+    with rag.open_store(load(), check_identity=False) as store:
+        return rag.list_entries(store)
+
+
+def test_memory_remember_defaults_a_missing_kind_to_fact():
+    result = dispatch("memory", {"op": "remember", "content": "I own a Steam Deck"},
+                      ctx("Remember that I own a Steam Deck"))
+    assert result.text.startswith("Remembered #") and result.not_answered is None
+    [entry] = entries()
+    assert (entry.kind, entry.content) == ("fact", "I own a Steam Deck")
+
+
+def test_memory_remember_keeps_a_valid_kind_and_project():
+    dispatch("memory", {"op": "remember", "kind": "decision", "project": "forge",
+                        "content": "Use SQLite-vec"}, ctx("We decided: use SQLite-vec"))
+    [entry] = entries()
+    assert (entry.kind, entry.project) == ("decision", "forge")
+
+
+def test_question_turn_never_writes_and_is_answered_with_a_recall():
+    """V9: the payload lost the question mark; the turn did not."""
+    result = dispatch("memory", {"op": "remember", "kind": "fact", "content": "Possède un serveur"},
+                      ctx("Je possède un serveur ?"))
+    assert entries() == []
+    assert result.text == non_answer.NOTHING_FOUND and result.not_answered == "recall_nothing_found"
+
+
+def test_a_long_message_merely_ending_in_a_question_mark_still_writes():
+    turn = ("Note this down for later: the backup NAS in the office runs Debian 12 with a "
+            "ZFS mirror of two 4 TB disks, snapshots every hour, replication to the cloud "
+            "each night, and the admin password lives in the vault, ok?")
+    assert len(turn) > 200
+    dispatch("memory", {"op": "remember", "content": "Backup NAS: Debian 12, ZFS mirror"}, ctx(turn))
+    assert [e.content for e in entries()] == ["Backup NAS: Debian 12, ZFS mirror"]
+
+
+def test_memory_outage_is_an_error_string(monkeypatch):
+    from fakeserver import closed_url
+
+    result = dispatch("memory", {"op": "remember", "content": "x"},
+                      ctx("remember x", EMBEDDING_URL=closed_url() + "/embedding"))
+    assert result.text.startswith(non_answer.ERROR) and result.not_answered == "tool_error"
+
+
+def test_memory_without_an_op_or_content_is_a_tool_error():
+    assert dispatch("memory", {"kind": "fact"}, ctx()).text.startswith(non_answer.TOOL_ERROR)
