@@ -103,6 +103,8 @@ def classify(text: str, *, prompt_texts: Iterable[str] = ()) -> str | None:
     (the system text, tool descriptions, a synthesis preamble).
     """
     body = clean(text)
+    if "\ufffd" in body and _is_garbled(body):
+        return "placeholder_garbled"
     if _is_empty(body):
         rest = _TEMPLATE_TOKEN.sub(" ", text)
         return "placeholder_leak" if not _is_empty(rest) else "placeholder_empty"
