@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from ..errors import ServerError
-from . import HINT, Embedder
+from . import HINT, Embedder, normalize
 
 log = logging.getLogger("forge")
 
@@ -119,7 +119,7 @@ class ServerEmbedder(Embedder):
             rows = self._parse(body, len(texts))
         except (KeyError, IndexError, TypeError, ValueError) as e:
             raise ServerError(self.url, f"the embedding server's answer has no usable embeddings "
-                              f"({type(e).__name__}: {str(e)[:80]})", HINT) from None
+                              f"({type(e).__name__}: {str(e)[:200]})", HINT) from None
         if len(rows) != len(texts):
             raise ServerError(self.url, f"the embedding server returned {len(rows)} embeddings "
                               f"for {len(texts)} inputs", HINT)
@@ -149,7 +149,7 @@ class ServerEmbedder(Embedder):
     def identity(self) -> dict[str, Any]:
         if self._identity is None:
             model = self.model_name()
-            dim = len(self._post(["dimension probe"])[0])
+            dim = int(normalize(self._post(["dimension probe"]), self.url).shape[1])
             self._identity = {"backend": self.backend, "model": model, "dim": dim,
                               "document_prefix": self.document_prefix,
                               "query_wrapper": self._wrapper}

@@ -1,0 +1,236 @@
+"""Embedders: the embedded model, the real llama.cpp embedding server (both endpoints), and the
+faults a real server will not produce on demand (fake server)."""
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from fakeserver import closed_url
+
+from conftest import invoke
+from forge import rag
+from forge.embedders import make_embedder, server_kind
+from forge.embedders.embedded import EmbeddedEmbedder
+from forge.embedders.llamacpp import LlamaCppEmbedder
+from forge.embedders.openai import OpenAIEmbedder
+from forge.errors import ServerError, SettingsError
+from forge.settings import DEFAULT_QUERY_INSTRUCT
+
+
+def server_settings(settings, url: str, **extra):
+    return replace(settings, embedding_url=url, **extra)
+
+
+# ------------------------------------------------------------------ choosing a backend
+
+def test_backend_follows_embedding_url(settings):
+    assert isinstance(make_embedder(settings), EmbeddedEmbedder)
+    assert isinstance(make_embedder(server_settings(settings, "http://h:8082/embedding")), LlamaCppEmbedder)
+    assert isinstance(make_embedder(server_settings(settings, "http://h:8082/v1/embeddings")), OpenAIEmbedder)
+    with pytest.raises(SettingsError, match="EMBEDDING_URL"):
+        server_kind("http://h:8082/")
+
+
+def test_embedded_model_is_asymmetric_and_unit(settings):
+    emb = make_embedder(settings)
+    docs = emb.embed_documents(["Le NiPoGi a 32 Go de RAM", "Possède un Steam Deck"])
+    query = emb.embed_query("Combien de RAM a le NiPoGi ?")
+    assert docs.shape == (2, 384) and query.shape == (384,)
+    assert np.allclose(np.linalg.norm(docs, axis=1), 1.0, atol=1e-5)
+    # query: and passage: differ: the same text embedded both ways is not the same vector
+    same = emb.embed_documents(["Combien de RAM a le NiPoGi ?"])[0]
+    assert float(np.dot(same, query)) < 0.999
+    assert emb.identity()["document_prefix"] == "passage: " and emb.url is None
+
+
+def test_embedded_model_cuts_long_input_with_a_warning(settings, caplog):
+    emb = make_embedder(settings)
+    with caplog.at_level(logging.WARNING, logger="forge"):
+        vec = emb.embed_documents(["mot " * 600])
+    assert vec.shape == (1, 384)
+    assert "stored text is whole" in caplog.text
+
+
+# ------------------------------------------------------------------ the real llama.cpp server
+
+@pytest.mark.llama
+def test_native_endpoint_batches_and_normalises(llama_embedding_server, settings):
+    emb = make_embedder(server_settings(settings, llama_embedding_server.url + "/embedding"))
+    texts = ["Le NiPoGi a 32 Go de RAM", "Possède un Steam Deck", "Use SQLite-vec"]
+    vectors = emb.embed_documents(texts)
+    assert vectors.shape[0] == 3 and vectors.shape[1] > 0
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    one_by_one = np.vstack([emb.embed_documents([t]) for t in texts])
+    assert np.all(np.sum(vectors * one_by_one, axis=1) > 0.999)
+    ident = emb.identity()
+    assert ident["backend"] == "llamacpp" and ident["dim"] == vectors.shape[1]
+    assert ident["model"].endswith(".gguf") and "/" not in ident["model"]
+    assert ident["document_prefix"] == ""
+
+
+@pytest.mark.llama
+def test_openai_endpoint_gives_the_same_vectors(llama_embedding_server, settings):
+    native = make_embedder(server_settings(settings, llama_embedding_server.url + "/embedding"))
+    openai = make_embedder(server_settings(settings, llama_embedding_server.url + "/v1/embeddings"))
+    texts = ["Matériel : NiPoGi AM06PRO", "Steam Deck, SteamOS, conteneurs Podman"]
+    a, b = native.embed_documents(texts), openai.embed_documents(texts)
+    assert np.all(np.sum(a * b, axis=1) > 0.999)
+    assert openai.identity()["model"] == native.identity()["model"]
+
+
+@pytest.mark.llama
+def test_query_wrapper_only_on_queries(llama_embedding_server, settings):
+    url = llama_embedding_server.url + "/embedding"
+    emb = make_embedder(server_settings(settings, url))
+    text = "Quel processeur a mon NiPoGi ?"
+    wrapped = f"Instruct: {DEFAULT_QUERY_INSTRUCT}\nQuery: {text}"
+    assert float(np.dot(emb.embed_query(text), emb.embed_documents([wrapped])[0])) > 0.999
+    assert float(np.dot(emb.embed_query(text), emb.embed_documents([text])[0])) < 0.999
+    bare = make_embedder(server_settings(settings, url, embedding_query_instruct=""))
+    assert float(np.dot(bare.embed_query(text), emb.embed_documents([text])[0])) > 0.999
+
+
+@pytest.fixture(scope="module")
+def small_context_server(tmp_path_factory):
+    """A real embedding server with a 256-token context, so "too long" is cheap to reach."""
+    from servers import llama_server_module
+
+    ls = llama_server_module()
+    paths = ls.find()
+    if paths is None:
+        pytest.skip("no llama-server installed: run `tools/llama-server install`")
+    server = ls.start("embedding", ctx=256, threads=1, paths=paths,
+                      log_dir=tmp_path_factory.mktemp("llama-small"))
+    try:
+        yield server
+    finally:
+        ls.stop(server)
+
+
+@pytest.mark.llama
+def test_input_too_long_for_the_server_is_cut_and_stored_whole(small_context_server, settings, caplog):
+    s = server_settings(settings, small_context_server.url + "/embedding")
+    long_text = "Le NiPoGi tourne sous Arch avec Podman. " * 60  # past the server's 256 tokens
+    with rag.open_store(s) as store, caplog.at_level(logging.WARNING, logger="forge"):
+        short = rag.remember(store, "fact", "Possède un Steam Deck")
+        big = rag.remember(store, rag.ARCHIVE_KIND, long_text, source="compaction", refs={"messages": [1]})
+        assert rag.get_entry(store, big.id).content == long_text
+        assert short.created and big.created
+    assert "refused an input" in caplog.text and "stored text is whole" in caplog.text
+
+
+@pytest.mark.llama
+def test_store_written_by_embedded_model_refuses_the_server_until_reindex(
+        llama_embedding_server, runner, monkeypatch):
+    assert invoke(runner, "remember", "fact", "Le NiPoGi a 32 Go de RAM").exit_code == 0
+    assert invoke(runner, "remember", "todo", "Renouveler le certificat TLS").exit_code == 0
+    monkeypatch.setenv("EMBEDDING_URL", llama_embedding_server.url + "/embedding")
+    refused = invoke(runner, "recall", "RAM du NiPoGi")
+    assert refused.exit_code == 1
+    assert "forge reindex" in refused.stderr and "multilingual-e5-small" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    listed = invoke(runner, "memory", "ls")  # no embedding needed
+    assert listed.exit_code == 0 and "NiPoGi" in listed.stdout
+    done = invoke(runner, "reindex")
+    assert done.exit_code == 0, done.stderr
+    assert "re-embedded 2 entries" in done.stdout and ".gguf" in done.stdout
+    found = invoke(runner, "recall", "RAM du NiPoGi", "--json")
+    assert found.exit_code == 0, found.stderr
+    assert '"fingerprint"' in found.stdout
+    monkeypatch.delenv("EMBEDDING_URL")
+    assert invoke(runner, "recall", "RAM").exit_code == 1  # now the embedded model is the stranger
+
+
+# ------------------------------------------------------------------ faults (fake server)
+
+def test_server_down_names_the_url_and_writes_nothing(settings):
+    url = closed_url() + "/embedding"
+    with rag.open_store(server_settings(settings, url)) as store:
+        with pytest.raises(ServerError) as err:
+            rag.remember(store, "fact", "Possède un Steam Deck")
+        assert url in str(err.value) and "tools/llama-server embedding" in str(err.value)
+        assert rag.count_entries(store) == 0
+        assert store.identity is None
+
+
+def fill_through(fake_server, settings, path="/embedding"):
+    s = server_settings(settings, fake_server.url + path, embedding_timeout=0.5)
+    with rag.open_store(s) as store:
+        rag.remember(store, "fact", "Le NiPoGi a 32 Go de RAM")
+    return s
+
+
+@pytest.mark.parametrize("fault", ["timeout", "html", "wrong-shape", "http-500", "per-token", "count", "nan"])
+def test_faults_fail_in_one_line_and_leave_the_store_unchanged(fake_server, settings, fault):
+    s = fill_through(fake_server, settings)
+    path = "/embedding"
+    if fault == "timeout":
+        fake_server.delay(path, 2)
+    elif fault == "html":
+        fake_server.body(path, b"<html>Bad Gateway</html>")
+    elif fault == "wrong-shape":
+        fake_server.body(path, {"data": "wrong shape"})
+    elif fault == "http-500":
+        fake_server.status(path, 500, {"error": {"code": 500, "message": "model crashed"}})
+    elif fault == "per-token":
+        fake_server.body(path, [{"index": 0, "embedding": [[0.1] * 16, [0.2] * 16]}])
+    elif fault == "count":
+        fake_server.body(path, [])
+    elif fault == "nan":
+        fake_server.body(path, b'[{"index": 0, "embedding": [[0.0, 0.0, 0.0]]}]')
+    with rag.open_store(s) as store:
+        before = store.conn.execute("select count(*), (select count(*) from memory_vectors), "
+                                    "(select count(*) from memory_events) from memory_entries").fetchone()
+        with pytest.raises(ServerError) as err:
+            rag.remember(store, "fact", "Possède un Steam Deck")
+        after = store.conn.execute("select count(*), (select count(*) from memory_vectors), "
+                                   "(select count(*) from memory_events) from memory_entries").fetchone()
+    message = str(err.value)
+    assert fake_server.url in message and "\n" not in message
+    assert before == after
+    if fault == "timeout":
+        assert "did not answer within 0.5s" in message
+    if fault == "per-token":
+        assert "--pooling" in message
+    if fault == "http-500":
+        assert "HTTP 500" in message and "model crashed" in message
+
+
+def test_cli_outage_is_one_line_exit_1(fake_server, runner, monkeypatch):
+    monkeypatch.setenv("EMBEDDING_URL", fake_server.url + "/v1/embeddings")
+    assert invoke(runner, "remember", "fact", "Le NiPoGi a 32 Go de RAM").exit_code == 0
+    fake_server.refuse()
+    for args in (("remember", "todo", "Acheter un onduleur"), ("recall", "NiPoGi")):
+        result = invoke(runner, *args)
+        assert result.exit_code == 1
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and fake_server.url in lines[0] and "Traceback" not in result.stderr
+    ls = invoke(runner, "memory", "ls", "--nl")  # needs no server
+    assert ls.exit_code == 0 and ls.stdout.count("\n") == 1
+
+
+def test_too_long_answer_from_server_cuts_input(fake_server, settings, caplog):
+    s = server_settings(settings, fake_server.url + "/embedding")
+    emb = make_embedder(s)
+    message = {"error": {"code": 400, "message": "request (3002 tokens) exceeds the available "
+                         "context size (512 tokens), try increasing it"}}
+    fake_server.status("/embedding", 400, message, times=2)  # the batch, then the first text alone
+    with caplog.at_level(logging.WARNING, logger="forge"):
+        vectors = emb.embed_documents(["x" * 3000, "court"])
+    assert vectors.shape == (2, 16)
+    sent = [r.json["content"] for r in fake_server.requests_to("/embedding")]
+    assert sent[0] == ["x" * 3000, "court"]          # one request for the batch
+    assert len(sent[2][0]) < 3000 * 512 / 3002      # cut in proportion to the server's numbers
+    assert sent[-1] == ["court"]
+    assert "refused an input of 3000 characters" in caplog.text
+
+
+def test_wrapper_sent_to_the_server(fake_server, settings):
+    emb = make_embedder(server_settings(settings, fake_server.url + "/v1/embeddings",
+                                        embedding_query_instruct="Find notes"))
+    emb.embed_query("Steam Deck")
+    emb.embed_documents(["Possède un Steam Deck"])
+    inputs = [r.json["input"] for r in fake_server.requests_to("/v1/embeddings")]
+    assert inputs == [["Instruct: Find notes\nQuery: Steam Deck"], ["Possède un Steam Deck"]]
