@@ -15,16 +15,6 @@ from forge.settings import load_settings
 SAMPLE = Path(__file__).resolve().parents[1] / "forge" / "samples" / "transcript.jsonl"
 
 
-@pytest.fixture(autouse=True)
-def wired():
-    """`forge history import` as the lead attaches it to the history group."""
-    from forge.cli.compact_cmds import history_import
-    from forge.cli.history_cmds import history as group
-
-    if "import" not in group.commands:
-        group.add_command(history_import, "import")
-
-
 def jsonl(records) -> str:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
 
