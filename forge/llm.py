@@ -24,6 +24,12 @@ START_HINT = "start one with `tools/llama-server chat` or point LLAMA_CPP_URL at
 # Fields only llama.cpp understands; dropped for servers that reject unknown fields.
 _EXTRAS = ("cache_prompt", "id_slot", "stream_options")
 
+# End-of-turn markers of the common chat templates. A server whose template does not match the
+# model (a GGUF without one falls back to ChatML) lets the model write them as text and run on
+# into a turn of its own until max_tokens; stopping there costs nothing when the template is
+# right (they are special tokens then). OpenAI's API accepts at most four.
+STOP = ["<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|im_start|>"]
+
 # Base URLs whose server rejected the extras once, for the life of the process.
 _NO_EXTRAS: set[str] = set()
 
@@ -98,7 +104,8 @@ class ChatClient:
     # -- the request body -------------------------------------------------------------------
     def _body(self, messages: list[dict], *, max_tokens: int | None, temperature: float,
               stream: bool, extras: bool) -> dict[str, Any]:
-        body: dict[str, Any] = {"messages": messages, "temperature": temperature, "stream": stream}
+        body: dict[str, Any] = {"messages": messages, "temperature": temperature, "stream": stream,
+                                "stop": STOP}
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
         if extras:

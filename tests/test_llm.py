@@ -108,3 +108,10 @@ def test_tokenize_and_health(chat_fake):
     assert c.tokenize("hello world !") and len(c.tokenize("hello world !")) == 3
     assert c.health() is True
     assert client(LLAMA_CPP_URL=closed_url()).health() is False
+
+
+def test_requests_stop_at_chat_template_end_markers(chat_fake):
+    """A GGUF without a chat template makes the server fall back to ChatML, and a model that
+    does not know it writes `<|im_end|>` as text and runs to max_tokens: stop there."""
+    client().complete(MESSAGES)
+    assert "<|im_end|>" in chat_fake.requests_to("/v1/chat/completions")[-1].json["stop"]

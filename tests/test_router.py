@@ -45,6 +45,8 @@ def test_a_broken_envelope_is_flagged_malformed():
     ("!!$$ ab ## %% ^^ && ** () [] {} <> ~~ cd", "placeholder_garbled"),
     ("Bien sûr. " + "je ne sais pas " * 12, "placeholder_repetition"),
     ("ok\nthe same line\nthe same line\nthe same line\nthe same line", "placeholder_repetition"),
+    # seen from Gemma 3 270M on llama-server
+    ("I'm not sure if I can remember the password. " * 3, "placeholder_repetition"),
     ("Reply with one JSON object and nothing else, as I was told.", "placeholder_leak"),
     ("<|im_end|>user\nWhat is my NAS?", "placeholder_leak"),
 ])
@@ -58,6 +60,8 @@ def test_placeholder_kinds(text, reason):
     "1. one\n2. two\n3. three\n4. four",
     "Yes.",
     "ha ha, good one",
+    "Yes, yes. The NAS runs Debian. The NAS runs Debian, and the backup runs nightly.",
+    "Step 1: open the lid. Step 2: open the lid again if it closed. Step 3: done.",
 ])
 def test_real_answers_are_not_placeholders(text):
     assert placeholders.classify(text, prompt_texts=INSTRUCTIONS) is None

@@ -25,7 +25,8 @@ _TEMPLATE_TOKEN = re.compile(
 _LETTER = re.compile(r"[^\W\d_]", re.UNICODE)
 _WORD = re.compile(r"\w+", re.UNICODE)
 
-REPETITION_MIN_REPEATS = 4        # a span must come back this many times in a row...
+REPETITION_MIN_REPEATS = 4        # a short span must come back this many times in a row...
+REPETITION_LONG_SPAN = 15         # ...a span this long (a sentence) only three times...
 REPETITION_MIN_CHARS = 60         # ...covering at least this many characters...
 REPETITION_MIN_SHARE = 0.4        # ...and this share of the whole reply
 LEAK_MIN_WORDS = 7                # a prompt sentence this long found verbatim is a leak
@@ -60,14 +61,15 @@ def _repeated_tail(text: str) -> bool:
     """True when the end of the text is one span repeated (a loop the sampler fell into)."""
     t = " ".join(text.split())[-3000:]
     n = len(t)
-    for period in range(1, min(400, n // REPETITION_MIN_REPEATS) + 1):
+    for period in range(1, min(400, n // 3 + 2)):
         run = 0
         i = n - 1
         while i >= period and t[i] == t[i - period]:
             run += 1
             i -= 1
-        covered = run + period
-        if (covered >= period * REPETITION_MIN_REPEATS and covered >= REPETITION_MIN_CHARS
+        covered = run + period + 1  # the last copy may lack its trailing separator
+        repeats = 3 if period >= REPETITION_LONG_SPAN else REPETITION_MIN_REPEATS
+        if (covered >= period * repeats and covered >= REPETITION_MIN_CHARS
                 and covered >= REPETITION_MIN_SHARE * n):
             return True
     return False
