@@ -785,11 +785,13 @@ def search_lexical(store: Store, words: Sequence[str], *, k: int,
 
 
 def search_hybrid(store: Store, query: str, *, project: str | None = None, vector_k: int = 5,
-                  lexical_k: int = 5) -> SearchResult:
+                  lexical_k: int = 5, query_vector: "np.ndarray | None" = None) -> SearchResult:
     """V6: a union on entry id — vector rows by distance, then word-only rows by bm25; the
-    cutoff (V4) applies to vector-only rows. Raises ServerError when the embedder is down."""
-    embedder = store.checked_embedder()
-    qvec = embedder.embed_query(query)
+    cutoff (V4) applies to vector-only rows. Raises ServerError when the embedder is down.
+
+    `query_vector`: an already embedded query (calibration, benchmarks) — no embedding call.
+    """
+    qvec = query_vector if query_vector is not None else store.checked_embedder().embed_query(query)
     fingerprint = query_fingerprint(store.settings, store.identity)
     cutoff, warning = resolve_cutoff(store.settings, fingerprint)
     if warning and not store._cutoff_warned:
@@ -918,7 +920,8 @@ def store_report(path: Path | str, settings: "Settings") -> dict[str, Any]:
     report: dict[str, Any] = {"path": str(path), "exists": path.exists()}
     if not path.exists():
         report.update(entries=0, by_kind={}, identity=None, schema_version=0,
-                      fts5=None, fingerprint=query_fingerprint(settings, None))
+                      fts5=None, fingerprint=query_fingerprint(settings, None),
+                      status="info", detail="not created yet")
         return report
     conn = db.connect(path, readonly=True)
     try:
@@ -927,7 +930,8 @@ def store_report(path: Path | str, settings: "Settings") -> dict[str, Any]:
         report["schema_current"] = len(MIGRATIONS)
         if version == 0:
             report.update(entries=0, by_kind={}, identity=None, fts5=db.has_fts5(conn),
-                          fts_index=False, fingerprint=query_fingerprint(settings, None))
+                          fts_index=False, fingerprint=query_fingerprint(settings, None),
+                          status="info", detail="empty (no schema yet)")
             return report
         identity = _read_identity(conn)
         report["entries"] = conn.execute("select count(*) from memory_entries").fetchone()[0]
@@ -946,4 +950,33 @@ def store_report(path: Path | str, settings: "Settings") -> dict[str, Any]:
         report["fingerprint"] = query_fingerprint(settings, identity)
     finally:
         conn.close()
+    report["status"], report["detail"] = _report_verdict(report, settings)
     return report
+
+
+def _report_verdict(report: dict[str, Any], settings: "Settings") -> tuple[str, str]:
+    """One status and one line for doctor. The backend comparison needs no network: the model
+    itself is compared (with the probe) on the first vector use."""
+    from .embedders import backend_for
+
+    kinds = ", ".join(f"{k} {n}" for k, n in report.get("by_kind", {}).items())
+    parts = [f"{report.get('entries', 0)} entries" + (f" ({kinds})" if kinds else "")]
+    ident = report.get("identity")
+    if ident:
+        parts.append(f"embedded by {_describe(ident)}")
+    parts.append(f"fingerprint {report['fingerprint']}")
+    status, problems = "ok", []
+    configured = backend_for(settings)
+    if ident and _family(ident.get("backend")) != _family(configured):
+        problems.append(f"the configured embedder is {configured}: run `forge reindex`")
+    if report.get("reindex_in_progress"):
+        problems.append("an interrupted reindex: run `forge reindex` to finish it")
+    if report.get("fts5") and not report.get("fts_index"):
+        problems.append("no word index yet (built on the next open)")
+    elif report.get("fts5") is False:
+        problems.append("no FTS5: vector channel only")
+    if report.get("schema_version", 0) < len(MIGRATIONS):
+        problems.append(f"schema {report.get('schema_version')} < {len(MIGRATIONS)} (migrated on the next open)")
+    if problems:
+        status = "warn"
+    return status, "; ".join(parts + problems)

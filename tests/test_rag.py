@@ -369,5 +369,9 @@ def test_store_report_reads_without_embedding(store, settings):
     assert "probe" not in report["identity"]
     assert report["fts5"] is True and report["schema_version"] == len(rag.MIGRATIONS)
     assert report["fingerprint"] == rag.query_fingerprint(settings, store.identity)
+    assert report["status"] == "ok" and "52 entries" in report["detail"]
+    server = replace(settings, embedding_url="http://127.0.0.1:9/embedding")  # nothing listens
+    mismatch = rag.store_report(settings.rag_db_file, server)
+    assert mismatch["status"] == "warn" and "forge reindex" in mismatch["detail"]
     missing = rag.store_report(settings.data_dir / "none.db", settings)
     assert missing["exists"] is False and missing["entries"] == 0

@@ -1,0 +1,195 @@
+"""Database-side recall and remember time of the deliberate store at 10k and 100k entries.
+
+    python bench/recall_latency.py [--sizes 10000,100000] [--queries 30] [--keep DIR]
+
+Embedding is excluded on purpose: it depends on the model and the server, not on the store.
+Vectors are random unit vectors of 384 dimensions (multilingual-e5-small's size); texts are
+random French/English-like sentences drawn from a Zipf vocabulary, so the word channel has
+common words to refuse and rare ones to admit.
+
+- remember: `rag.remember_many` in batches of 500 with an embedder that returns precomputed
+  vectors — validation, duplicate lookups, the insert into rows, vec0, FTS5 (triggers), refs
+  and the event log, one transaction per batch. Reported per entry.
+- recall: `rag.search_hybrid` with a given query vector (vector KNN + admitted words + FTS5 +
+  merge), measured in a fresh process per size: the first query (cold) and the median of the
+  next ones (warm), unfiltered and with a project filter.
+
+Targets (issue 4): recall <= 60 ms at 10k and <= 150 ms at 100k; remember <= 2 ms per entry.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+DIM = 384
+PROJECTS = ["homelab", "forge", "cuisine", "chat preferences", None]
+KINDS = ["fact", "decision", "todo", "preference", "correction"]
+COMMON = ("le la les de du des un une et est à en pour sur avec dans mon ma mes que qui "
+          "the a of to and is in for on with my").split()
+
+
+def vocabulary(n: int, rng) -> list[str]:
+    letters = "abcdefghijklmnopqrstuvwxyzéèàç"
+    return ["".join(rng.choice(list(letters), size=rng.integers(3, 10))) for _ in range(n)]
+
+
+def sentences(count: int, rng) -> list[str]:
+    import numpy as np
+
+    rare = vocabulary(20000, rng)
+    out = []
+    for _ in range(count):
+        n = int(rng.integers(6, 18))
+        words = []
+        for _ in range(n):
+            if rng.random() < 0.45:
+                words.append(COMMON[int(rng.integers(len(COMMON)))])
+            else:  # Zipf over the rare vocabulary: a few frequent words, a long tail
+                words.append(rare[min(int(rng.zipf(1.3)) - 1, len(rare) - 1)])
+        out.append(" ".join(words).capitalize())
+    return out
+
+
+def unit_vectors(n: int, rng):
+    import numpy as np
+
+    v = rng.standard_normal((n, DIM)).astype(np.float32)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    return v
+
+
+class Precomputed:
+    """An embedder that hands out vectors computed beforehand (no model in the timing)."""
+
+    backend = "bench"
+    url = None
+
+    def __init__(self, vectors):
+        self.vectors = vectors
+        self.cursor = 0
+
+    def identity(self):
+        return {"backend": "bench", "model": "random-unit-384", "dim": DIM, "document_prefix": ""}
+
+    def embed_documents(self, texts):
+        from forge.rag import PROBE_TEXT
+        import numpy as np
+
+        if list(texts) == [PROBE_TEXT]:
+            v = np.zeros((1, DIM), dtype=np.float32)
+            v[0, 0] = 1.0
+            return v
+        out = self.vectors[self.cursor:self.cursor + len(texts)]
+        self.cursor += len(texts)
+        return out
+
+    def embed_query(self, text):
+        raise AssertionError("the bench passes query vectors")
+
+    def close(self):
+        pass
+
+
+def build(path: Path, size: int, seed: int) -> float:
+    """Fill a store; returns the database-side seconds per entry."""
+    import numpy as np
+
+    from forge import rag
+    from forge.settings import load_settings
+
+    rng = np.random.default_rng(seed)
+    texts = sentences(size, rng)
+    vectors = unit_vectors(size, rng)
+    settings = load_settings({"FORGE_DATA_DIR": str(path.parent), "RAG_DB_FILE": str(path)},
+                             cwd=path.parent)
+    embedder = Precomputed(vectors)
+    spent = 0.0
+    with rag.open_store(settings, embedder=embedder) as store:
+        batch = 500
+        for start in range(0, size, batch):
+            items = [rag.NewEntry(KINDS[(start + i) % 5], texts[start + i],
+                                  PROJECTS[(start + i) % len(PROJECTS)])
+                     for i in range(min(batch, size - start))]
+            t = time.perf_counter()
+            rag.remember_many(store, items, batch_size=batch)
+            spent += time.perf_counter() - t
+            if sys.stderr.isatty():
+                print(f"\r  building {size}: {start + len(items)}", end="", file=sys.stderr)
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    return spent / size
+
+
+def measure(path: Path, queries: int, seed: int) -> dict:
+    """Runs in a fresh process: open the store, time search_hybrid without embedding."""
+    import numpy as np
+
+    from forge import rag
+    from forge.settings import load_settings
+
+    rng = np.random.default_rng(seed + 1)
+    settings = load_settings({"FORGE_DATA_DIR": str(path.parent), "RAG_DB_FILE": str(path)},
+                             cwd=path.parent)
+    qtexts = sentences(queries + 1, rng)
+    qvecs = unit_vectors(queries + 1, rng)
+    out: dict = {}
+    with rag.open_store(settings, embedder=Precomputed(qvecs)) as store:
+        for label, project in (("all", None), ("project", "cuisine")):
+            times = []
+            for text, vec in zip(qtexts, qvecs):
+                t = time.perf_counter()
+                result = rag.search_hybrid(store, text, query_vector=vec, project=project)
+                times.append((time.perf_counter() - t) * 1000)
+                assert len([r for r in result.rows if r.channel != "lexical"]) == 5
+            out[label] = {"cold_ms": times[0], "median_ms": statistics.median(times[1:]),
+                          "p90_ms": sorted(times[1:])[int(0.9 * (len(times) - 1))]}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--queries", type=int, default=30)
+    parser.add_argument("--keep", help="folder to keep the stores in (default: a temp folder)")
+    parser.add_argument("--measure", help=argparse.SUPPRESS)  # internal: the fresh process
+    args = parser.parse_args()
+    if args.measure:
+        print(json.dumps(measure(Path(args.measure), args.queries, seed=7)))
+        return
+    sizes = [int(s) for s in args.sizes.split(",")]
+    folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="forge-bench-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for size in sizes:
+        path = folder / f"recall_{size}.db"
+        if path.exists():
+            path.unlink()
+        per_entry = build(path, size, seed=size)
+        proc = subprocess.run([sys.executable, __file__, "--measure", str(path),
+                               "--queries", str(args.queries)],
+                              capture_output=True, text=True, env=os.environ.copy())
+        if proc.returncode != 0:
+            sys.exit(proc.stderr)
+        rows.append((size, per_entry, json.loads(proc.stdout)))
+        if not args.keep:
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(path) + suffix).unlink(missing_ok=True)
+    print(f"{'entries':>8} {'remember ms/entry':>18} {'recall cold ms':>15} {'recall median ms':>17} "
+          f"{'p90 ms':>7} {'--project median ms':>20}")
+    for size, per_entry, m in rows:
+        print(f"{size:>8} {per_entry * 1000:>18.3f} {m['all']['cold_ms']:>15.1f} "
+              f"{m['all']['median_ms']:>17.1f} {m['all']['p90_ms']:>7.1f} "
+              f"{m['project']['median_ms']:>20.1f}")
+    print("targets: recall <= 60 ms at 10k, <= 150 ms at 100k; remember <= 2 ms per entry "
+          f"(batched); {DIM} dims, {args.queries} queries, embedding excluded")
+
+
+if __name__ == "__main__":
+    main()
