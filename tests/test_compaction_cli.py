@@ -37,7 +37,7 @@ def test_compact_prints_what_it_did(monkeypatch, runner):
     result = invoke(runner, "compact")
     assert result.exit_code == 0, result.stderr
     out = result.stdout
-    assert "archived" in out and "chat/0,chat/1" in out
+    assert "archived" in out and "chat/0 +1" in out
     assert "left out: reply starts with [no results]" in out
     assert "trigger: forced; strategy: rag_pointer" in out
     assert "2 exchange(s) archived, 1 left out; removed 6 message(s): 8 -> 3" in out

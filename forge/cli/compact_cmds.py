@@ -16,17 +16,22 @@ def _ids(ids: list[int]) -> str:
     return ",".join(f"#{i}" for i in ids)
 
 
+def _refs(refs: list[str]) -> str:
+    """The first external ref and how many more (--json has them all)."""
+    return "" if not refs else refs[0] + (f" +{len(refs) - 1}" if len(refs) > 1 else "")
+
+
 def _exchange_rows(report: Any) -> list[dict[str, Any]]:
     rows = []
     for a in report.archived:
         status = "already stored" if a.already_stored else (
             "would archive" if report.dry_run else "archived")
         rows.append({"status": status, "messages": _ids(a.message_ids),
-                     "entry": f"#{a.entry_id}" if a.entry_id else "", "refs": a.external_refs,
+                     "entry": f"#{a.entry_id}" if a.entry_id else "", "refs": _refs(a.external_refs),
                      "exchange": a.preview})
     for left in report.left_out:
         rows.append({"status": f"left out: {left.reason}", "messages": _ids(left.message_ids),
-                     "entry": "", "refs": [], "exchange": left.preview})
+                     "entry": "", "refs": "", "exchange": left.preview})
     return rows
 
 
