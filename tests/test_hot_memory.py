@@ -69,3 +69,20 @@ def test_forge_memory_hot_prints_the_block(runner):
     assert result.exit_code == 0, result.output
     assert "- [todo] Renouveler le certificat TLS" in result.stdout
     assert result.stdout.strip() == hot_block(load()).text
+
+
+def test_forge_memory_hot_needs_no_embedding_call(runner):
+    """Reading the block is a plain SELECT: it works while the embedding server is down."""
+    from conftest import invoke
+    from fakeserver import FakeServer
+
+    with FakeServer() as server:
+        url = server.url + "/embedding"
+        with rag.open_store(load(EMBEDDING_URL=url)) as store:
+            fill(store, [("fact", "Le NAS tourne sous Debian", None)])
+        server.refuse()
+        result = invoke(runner, "memory", "hot", "--json", env={"EMBEDDING_URL": url})
+    assert result.exit_code == 0, result.output
+    import json
+
+    assert json.loads(result.stdout)["entry_ids"] == [1]
