@@ -212,6 +212,8 @@ def _import_compacting(settings: Any, messages: list[NewMessage], report: Import
     # the import before anything is appended.
     store = rag.open_store(settings) if strategy == "rag_pointer" else None
     try:
+        if store is not None:
+            store.checked_embedder()   # embeds the identity probe: an outage fails here
         remaining = list(messages)
         while remaining:
             room = settings.max_history - len(history.read(settings.memory_file).messages)

@@ -91,13 +91,15 @@ def token_counter(settings: Any) -> TokenCounter:
     if not url:
         return counter
     known = _REACHABLE.get(url)
-    if known and not known[0] and time.monotonic() - known[1] < _RECHECK_SECONDS:
+    fresh = known is not None and time.monotonic() - known[1] < _RECHECK_SECONDS
+    if fresh and not known[0]:
         return counter
     try:
         from .llm import ChatClient
 
         client = ChatClient(settings)
-        client.tokenize("probe")
+        if not fresh:
+            client.tokenize("probe")
     except Exception as e:
         log.info("no /tokenize at %s (%s): token counts are estimates", url, e)
         _REACHABLE[url] = (False, time.monotonic())

@@ -136,3 +136,14 @@ def test_an_import_of_400_messages_is_compacted_and_recalled_by_words_and_meanin
     rows = [json.loads(line) for line in meaning.stdout.splitlines()]
     top = [r for r in rows if r["channel"] in ("vector", "both")][:3]
     assert any(r["refs"]["external"] == ["export/needle-q", "export/needle-a"] for r in top)
+
+
+def test_an_embedding_outage_fails_a_compacting_import_before_anything_is_appended(monkeypatch, runner, tmp_path):
+    monkeypatch.setenv("EMBEDDING_URL", "http://127.0.0.1:9/embedding")
+    settings = load_settings()
+    path = tmp_path / "t.jsonl"
+    path.write_text(jsonl([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]),
+                    encoding="utf-8")
+    result = invoke(runner, "history", "import", str(path), "--compact")
+    assert result.exit_code == 1 and "127.0.0.1:9" in result.stderr
+    assert history.read(settings.memory_file).messages == []
