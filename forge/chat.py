@@ -13,7 +13,6 @@ compaction check runs after persisting and its failure is a warning, never a fai
 """
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -103,7 +102,7 @@ class StreamFilter:
             self._json()
 
     def _text(self) -> None:
-        m = placeholders._TEMPLATE_TOKEN.search(self.buf, self.pos)
+        m = placeholders.TEMPLATE_TOKEN.search(self.buf, self.pos)
         if m:
             self._emit(self.buf[self.pos:m.start()].rstrip())
             self.stopped = True

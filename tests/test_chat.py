@@ -3,7 +3,6 @@ traces and embedder): what is persisted, what the trace says, how failures end."
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest

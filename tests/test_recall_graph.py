@@ -2,10 +2,7 @@
 prompt order, the two refusal paths with and without a hot block, the outage path."""
 from __future__ import annotations
 
-import pytest
-
 from chat_helpers import chat_fake, envelope, history_messages, last_trace, load  # noqa: F401
-from fakeserver import closed_url
 from forge import non_answer, rag
 from forge.chat import run_turn
 from forge.graphs import recall as graph

@@ -17,7 +17,7 @@ from typing import Iterable
 
 # Chat-template tokens of common families. A reply that runs past its end-of-turn marker is
 # the model writing the next turn itself (a server with the wrong template does not stop it).
-_TEMPLATE_TOKEN = re.compile(
+TEMPLATE_TOKEN = re.compile(
     r"<\|im_end\|>|<\|im_start\|>|<end_of_turn>|<start_of_turn>|<\|eot_id\|>|"
     r"<\|start_header_id\|>|<\|end_header_id\|>|<\|endoftext\|>|</s>|<\|end\|>|<\|user\|>|"
     r"<\|assistant\|>|<\|system\|>"
@@ -35,7 +35,7 @@ LEAK_MIN_WORDS = 7                # a prompt sentence this long found verbatim i
 def clean(text: str) -> str:
     """Cut the reply at the first chat-template token: what follows is a turn the model
     invented; a trailing end-of-turn token alone is simply removed."""
-    m = _TEMPLATE_TOKEN.search(text)
+    m = TEMPLATE_TOKEN.search(text)
     return (text[: m.start()] if m else text).strip()
 
 
@@ -108,7 +108,7 @@ def classify(text: str, *, prompt_texts: Iterable[str] = ()) -> str | None:
     if "\ufffd" in body and _is_garbled(body):
         return "placeholder_garbled"
     if _is_empty(body):
-        rest = _TEMPLATE_TOKEN.sub(" ", text)
+        rest = TEMPLATE_TOKEN.sub(" ", text)
         return "placeholder_leak" if not _is_empty(rest) else "placeholder_empty"
     if _leaks(body, prompt_texts):
         return "placeholder_leak"
