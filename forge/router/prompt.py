@@ -18,6 +18,7 @@ SYSTEM = (
     "Reply with one JSON object and nothing else:\n"
     '{"action": "chat", "content": "<your answer>"}\n'
     'or {"action": "<tool>", "payload": {...}, "done": true}\n'
+    'Set "done": false only when you must read the tool result before answering.\n'
     "Plain text that is not JSON is taken as a chat answer."
 )
 
