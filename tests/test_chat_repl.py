@@ -128,65 +128,101 @@ def test_shell_asks_y_n_in_the_repl(chat_fake, tmp_path):
     assert target.exists() and "(exit 0)" in "".join(script.out)
 
 
+class Terminal:
+    """`forge ARGS` on a pseudo-terminal that is its controlling terminal (Ctrl-C is SIGINT)."""
+
+    def __init__(self, *args: str, env: dict | None = None):
+        import os
+        import pty
+        import subprocess
+        import sys
+
+        def controlling_terminal() -> None:
+            import fcntl
+            import termios
+
+            os.setsid()
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        self.master, slave = pty.openpty()
+        self.proc = subprocess.Popen([sys.executable, "-m", "forge", *args], stdin=slave,
+                                     stdout=slave, stderr=slave, close_fds=True,
+                                     preexec_fn=controlling_terminal,
+                                     env={**os.environ, **(env or {})})
+        os.close(slave)
+        self.seen = b""
+        self.pos = 0
+
+    def read_until(self, marker: bytes, timeout: float = 30.0) -> None:
+        """Wait for `marker` after what the previous call consumed."""
+        import os
+        import select
+        import time
+
+        deadline = time.monotonic() + timeout
+        while self.seen.find(marker, self.pos) < 0:
+            assert time.monotonic() < deadline, self.seen.decode(errors="replace")
+            ready, _, _ = select.select([self.master], [], [], 0.2)
+            if ready:
+                try:
+                    self.seen += os.read(self.master, 4096)
+                except OSError:
+                    break
+        found = self.seen.find(marker, self.pos)
+        assert found >= 0, self.seen.decode(errors="replace")
+        self.pos = found + len(marker)
+
+    def type(self, data: bytes) -> None:
+        import os
+
+        os.write(self.master, data)
+
+    def close(self) -> int:
+        import os
+
+        try:
+            return self.proc.wait(timeout=30)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            os.close(self.master)
+
+
 def test_forge_chat_on_a_terminal_is_a_repl_and_ctrl_c_stops_an_answer(chat_fake):
     """The real `forge chat` on a pseudo-terminal: a turn, Ctrl-C while the server is still
     generating (nothing kept, the REPL goes on), !help, Ctrl-D to leave."""
-    import os
-    import pty
-    import select
-    import subprocess
-    import sys
     import time
 
-    import fcntl
-    import termios
-
-    def controlling_terminal() -> None:  # so Ctrl-C on the pty is a SIGINT for forge
-        os.setsid()
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "forge", "chat"], stdin=slave, stdout=slave,
-                            stderr=slave, close_fds=True, preexec_fn=controlling_terminal)
-    os.close(slave)
-    seen = b""
-    pos = 0
-
-    def read_until(marker: bytes, timeout: float = 30.0) -> None:
-        """Wait for `marker` after what the previous call consumed."""
-        nonlocal seen, pos
-        deadline = time.monotonic() + timeout
-        while seen.find(marker, pos) < 0:
-            assert time.monotonic() < deadline, seen.decode(errors="replace")
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if ready:
-                try:
-                    seen += os.read(master, 4096)
-                except OSError:
-                    break
-        found = seen.find(marker, pos)
-        assert found >= 0, seen.decode(errors="replace")
-        pos = found + len(marker)
-
+    term = Terminal("chat")
     try:
-        read_until(b"Forge > ")
+        term.read_until(b"Forge > ")
         chat_fake.chat_reply(envelope("chat", content="Bonjour du terminal"))
-        os.write(master, b"Salut\n")
-        read_until(b"Bonjour du terminal")
-        read_until(b"Forge > ")
+        term.type(b"Salut\n")
+        term.read_until(b"Bonjour du terminal")
+        term.read_until(b"Forge > ")
         chat_fake.delay("/v1/chat/completions", 5)
-        os.write(master, b"Compte jusqu'a dix\n")
+        term.type(b"Compte jusqu'a dix\n")
         time.sleep(1.0)
-        os.write(master, b"\x03")
-        read_until(b"interrupted")
-        os.write(master, b"!help\n")
-        read_until(b"!remember KIND CONTENT")
-        os.write(master, b"\x04")
-        assert proc.wait(timeout=30) == 0
+        term.type(b"\x03")
+        term.read_until(b"interrupted")
+        term.type(b"!help\n")
+        term.read_until(b"!remember KIND CONTENT")
+        term.type(b"\x04")
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        os.close(master)
+        assert term.close() == 0
     messages = history_messages(load())
     assert [m.content for m in messages] == ["Salut", "Bonjour du terminal"]
     assert last_trace(load())["not_answered"] == "interrupted"
+
+
+def test_one_turn_on_a_terminal_asks_before_running_a_shell_command(chat_fake, tmp_path):
+    target = tmp_path / "made"
+    chat_fake.chat_reply(envelope("shell", payload={"command": f"touch {target}"}))
+    term = Terminal("chat", "make the file", env={"ENABLED_TOOLS": "shell"})
+    try:
+        term.read_until(b"[y/N]")
+        term.type(b"y\n")
+        term.read_until(b"(exit 0)")
+    finally:
+        assert term.close() == 0
+    assert target.exists()

@@ -54,7 +54,8 @@ def chat(message: str | None, fmt: str) -> None:
     if message is None and sys.stdin.isatty():
         _repl(settings)
         return
-    if message is None or message == "-":
+    from_stdin = message is None or message == "-"
+    if from_stdin:
         message = sys.stdin.read()
     if not message.strip():
         raise click.UsageError("the message is empty")
@@ -66,7 +67,11 @@ def chat(message: str | None, fmt: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
 
-    result = run_turn(settings, message, on_token=write if stream else None)
+    # A human at a terminal can answer the shell tool's y/N; a pipeline cannot.
+    interactive = not from_stdin and sys.stdin.isatty()
+    result = run_turn(settings, message, on_token=write if stream else None,
+                      interactive=interactive,
+                      confirm=lambda q: click.confirm(q, default=False, err=True))
     if fmt == "table":
         if result.shown:
             rest = result.reply[len(result.shown):] if result.reply.startswith(result.shown) else ""
