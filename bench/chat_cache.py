@@ -1,0 +1,67 @@
+"""What the server's prompt cache saves on consecutive chat turns (K4), on a real llama-server.
+
+    python bench/chat_cache.py [--turns 4] [--url URL]
+
+Without --url it starts the small chat server through tools/llama_server.py (one slot) and stops
+it at the end. Each turn runs `forge.chat.run_turn` in a scratch data folder and prints the
+trace's prompt_n (tokens evaluated), cache_n (tokens reused from the slot), prompt_ms and the
+turn's total_ms. Turn 1 is cold; from turn 2 the system prompt, tool descriptions and history
+are a shared prefix.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+QUESTIONS = ["Bonjour !", "What can you do?", "Say something short.", "Merci, au revoir."]
+
+
+def llama_server():
+    spec = importlib.util.spec_from_file_location("llama_server", ROOT / "tools" / "llama_server.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["llama_server"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def run(url: str, turns: int) -> None:
+    from forge import traces
+    from forge.chat import run_turn
+    from forge.settings import load_settings
+
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "FORGE_DATA_DIR": tmp, "LLAMA_CPP_URL": url, "LLAMA_CPP_ID_SLOT": "0",
+               "ENABLED_TOOLS": "files,git"}
+        settings = load_settings(env, cwd=Path(tmp))
+        print(f"{'turn':>4} {'prompt_n':>8} {'cache_n':>7} {'prompt_ms':>9} {'total_ms':>8}  outcome")
+        for i in range(turns):
+            result = run_turn(settings, QUESTIONS[i % len(QUESTIONS)], max_tokens=48)
+            record = traces.tail(settings.trace_file, 1)[-1]
+            llm = record["llm"]
+            print(f"{i + 1:>4} {llm['prompt_n']:>8} {llm['cache_n']:>7} {llm['prompt_ms']:>9.1f} "
+                  f"{record['total_ms']:>8.1f}  {result.not_answered or 'answered'}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=4)
+    parser.add_argument("--url", help="an already running chat server")
+    args = parser.parse_args()
+    if args.url:
+        run(args.url, args.turns)
+        return
+    ls = llama_server()
+    server = ls.start("chat", threads=1)
+    try:
+        run(server.url, args.turns)
+    finally:
+        ls.stop(server)
+
+
+if __name__ == "__main__":
+    main()
