@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from forge import compaction, history, rag
+from forge import compaction, history, rag, tokens
 from forge.errors import ForgeError, ServerError
 from forge.history import NewMessage
 from forge.settings import load_settings
@@ -76,9 +76,14 @@ def test_the_window_never_splits_an_exchange(monkeypatch):
 
 
 def test_token_trigger_compacts_down_to_the_target_and_keeps_pinned(monkeypatch):
-    s = configure(monkeypatch, COMPACTION_THRESHOLD=40, COMPACTION_KEEP_RECENT=10,
-                  COMPACTION_TOKEN_THRESHOLD=1000, COMPACTION_TOKEN_TARGET=800)
     trace = "Traceback (most recent call last):\n" + "  File \"x.py\", line 1, in f\n    boom()\n" * 10
+    # Thresholds from the real weights, so a change of the router's system text cannot move them:
+    # four traced exchanges cross the threshold; the target has room for one, not two.
+    fixed = compaction.prompt_weight(load_settings(), [])["system_tools"]
+    exchange = tokens.estimate_tokens(f"regarde cette trace 0\n{trace}") + 10
+    threshold, target = fixed + 3 * exchange, fixed + 100 + exchange + exchange // 2
+    s = configure(monkeypatch, COMPACTION_THRESHOLD=40, COMPACTION_KEEP_RECENT=10,
+                  COMPACTION_TOKEN_THRESHOLD=threshold, COMPACTION_TOKEN_TARGET=target)
     history.append(s.memory_file, [NewMessage("user", "note épinglée"),
                                    NewMessage("assistant", "gardée")], max_history=s.max_history)
     history.set_pinned(s.memory_file, 1, True)
@@ -92,8 +97,8 @@ def test_token_trigger_compacts_down_to_the_target_and_keeps_pinned(monkeypatch)
 
     report = compaction.compact(s, if_needed=True)
 
-    assert report.trigger == "tokens" and report.tokens_before >= 1000
-    assert report.tokens_after <= 800
+    assert report.trigger == "tokens" and report.tokens_before >= threshold
+    assert report.tokens_after <= target
     assert report.removed_ids == [3, 4, 5, 6, 7, 8]   # just enough: the fourth trace stays
     after = history.read(s.memory_file)
     assert [m.id for m in after.messages if m.pinned] == [1, 2]
