@@ -66,6 +66,13 @@ def test_unknown_command_is_a_usage_note():
     assert any("usage: !remember" in e for e in script.err)
 
 
+def test_a_failing_command_is_one_error_line_and_the_repl_goes_on(capsys):
+    script, _ = run(["!forget 999", "!pin abc", "!help"])
+    err = capsys.readouterr().err
+    assert "error:" in err and "999" in err          # the CLI's own one-line error
+    assert "!remember KIND CONTENT" in "".join(script.out)  # and the loop went on
+
+
 def test_remember_recall_memory_forget_through_the_cli_code(capsys):
     # !remember is never subject to the question rule (V9).
     run(["!remember fact Je possède un serveur ?", "!remember decision Use SQLite-vec --project forge"])
