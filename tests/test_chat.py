@@ -114,6 +114,12 @@ def test_question_rule_end_to_end(chat_fake):
     assert [s["tool"] for s in last_trace(settings)["steps"]] == ["router", "memory"]
 
 
+def test_a_flat_envelope_without_payload_still_reaches_the_tool(chat_fake):
+    chat_fake.chat_reply('{"action": "memory", "op": "remember", "kind": "todo", "content": "Renew TLS"}')
+    result = run_turn(load(), "Remind me to renew TLS")
+    assert result.reply.startswith("Remembered #1 [todo] Renew TLS")
+
+
 def test_a_statement_routed_to_memory_writes(chat_fake):
     chat_fake.chat_reply(envelope("memory", payload={"op": "remember", "content": "Possède un serveur"}))
     result = run_turn(load(), "Je possède un serveur.")

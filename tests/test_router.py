@@ -18,7 +18,7 @@ INSTRUCTIONS = [prompt.system_text(["memory", "files", "git"])]
     ('Sure: {"action": "memory", "payload": {"op": "recall", "query": "x"}, "done": false}',
      "memory", None, {"op": "recall", "query": "x"}, False),
     ('{"action": "Memory", "op": "remember", "content": "I own a NAS"}', "memory",
-     "I own a NAS", {"op": "remember"}, True),
+     "I own a NAS", {"op": "remember", "content": "I own a NAS"}, True),
     ("Just a plain answer.", "chat", "Just a plain answer.", {}, True),
     ('{"done": "false", "action": "git", "payload": {"op": "log"}}', "git", None, {"op": "log"}, False),
 ])

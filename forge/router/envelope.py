@@ -72,7 +72,9 @@ def parse(text: str) -> Envelope:
         content = json.dumps(content, ensure_ascii=False)
     payload = data.get("payload")
     if not isinstance(payload, dict):
-        # Some models put the payload's keys next to "action".
-        payload = {k: v for k, v in data.items() if k not in _ENVELOPE_KEYS}
+        # Some models put the payload's keys next to "action" ("content" included).
+        payload = {k: v for k, v in data.items() if k not in ("action", "tool", "done", "payload")}
+        if action == "chat":
+            payload.pop("content", None)
     return Envelope(action=action, content=content, payload=payload, done=done, is_json=True)
 
