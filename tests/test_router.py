@@ -20,6 +20,10 @@ INSTRUCTIONS = [prompt.system_text(["memory", "files", "git"])]
     ('{"action": "Memory", "op": "remember", "content": "I own a NAS"}', "memory",
      "I own a NAS", {"op": "remember", "content": "I own a NAS"}, True),
     ("Just a plain answer.", "chat", "Just a plain answer.", {}, True),
+    ('{"tool": "memory", "action": "recall", "query": "x"}', "memory", None,
+     {"query": "x", "op": "recall"}, True),
+    ('{"action": "remember", "content": "I own a NAS"}', "memory", "I own a NAS",
+     {"content": "I own a NAS", "op": "remember"}, True),
     ('{"done": "false", "action": "git", "payload": {"op": "log"}}', "git", None, {"op": "log"}, False),
 ])
 def test_envelope_parse(text, action, content, payload, done):

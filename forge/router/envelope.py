@@ -60,12 +60,31 @@ def _as_bool(value: Any) -> bool:
     return bool(value) if value is not None else True
 
 
+# Operations small models put in "action" instead of the tool's name.
+_OP_TOOL = {"remember": "memory", "recall": "memory", "read": "files", "list": "files"}
+
+
+def _action(data: dict[str, Any]) -> tuple[str, str | None]:
+    """(tool or "chat", an op found where the tool's name belongs).
+
+    Read `{"tool": "memory", "action": "recall"}` and `{"action": "recall"}` as the memory tool's
+    recall, as well as the documented `{"action": "memory", "payload": {"op": "recall"}}`.
+    """
+    act = str(data.get("action") or "").strip().lower()
+    tool = str(data.get("tool") or "").strip().lower()
+    if tool and tool != "chat":
+        return tool, (act if act and act != tool else None)
+    if act in _OP_TOOL:
+        return _OP_TOOL[act], act
+    return act or tool or "chat", None
+
+
 def parse(text: str) -> Envelope:
     body = _strip_fence(text)
     data, malformed = _first_object(body)
     if data is None or not (_ENVELOPE_KEYS & data.keys()):
         return Envelope(action="chat", content=text.strip(), malformed=malformed)
-    action = str(data.get("action") or data.get("tool") or "chat").strip().lower()
+    action, op = _action(data)
     done = _as_bool(data.get("done", True))
     content = data.get("content")
     if content is not None and not isinstance(content, str):
@@ -76,5 +95,7 @@ def parse(text: str) -> Envelope:
         payload = {k: v for k, v in data.items() if k not in ("action", "tool", "done", "payload")}
         if action == "chat":
             payload.pop("content", None)
+    if op and "op" not in payload:
+        payload = {**payload, "op": op}
     return Envelope(action=action, content=content, payload=payload, done=done, is_json=True)
 
