@@ -301,6 +301,13 @@ def _rewrite(settings: Any, remove: list[int], new_message: Message | None) -> M
     drop = set(remove)
     inserted = None
     with history.edit(settings.memory_file) as doc:
+        if any(m.id in drop for m in doc.messages) and new_message is not None \
+                and transcript.is_pointer(new_message):
+            # A concurrent compaction may have written a pointer to some of the same entries;
+            # the new pointer names them all, so one pointer stays.
+            covered = set(new_message.meta["entries"])
+            drop |= {m.id for m in doc.messages if transcript.is_pointer(m)
+                     and set(m.meta.get("entries", [])) <= covered}
         positions = [i for i, m in enumerate(doc.messages) if m.id in drop]
         if positions:
             doc.messages = [m for m in doc.messages if m.id not in drop]

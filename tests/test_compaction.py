@@ -271,3 +271,25 @@ def test_llm_summary_failure_leaves_the_history_as_it_was(monkeypatch):
 def test_an_unknown_strategy_is_refused(settings):
     with pytest.raises(ForgeError, match="unknown compaction strategy"):
         compaction.compact(settings, strategy="magic")
+
+
+def test_two_compactions_racing_leave_one_pointer_and_no_duplicate(monkeypatch):
+    s = configure(monkeypatch, COMPACTION_THRESHOLD=6, COMPACTION_KEEP_RECENT=2)
+    add_exchanges(s, 4)
+    real = rag.remember_many
+    raced = []
+
+    def another_compaction_first(store, items, **kw):
+        # While this compaction embeds, a cron compaction of the same window runs to the end.
+        if not raced:
+            raced.append(True)
+            subprocess.run([sys.executable, "-c", CRASH_SCRIPT], check=True, timeout=120)
+        return real(store, items, **kw)
+
+    monkeypatch.setattr(rag, "remember_many", another_compaction_first)
+    report = compaction.compact(s)
+    assert all(a.already_stored for a in report.archived)
+    assert len(archive_entries(s)) == 3
+    doc = history.read(s.memory_file)
+    assert [m.is_compaction for m in doc.messages] == [True, False, False]
+    assert [m.id for m in doc.messages[1:]] == [7, 8]
