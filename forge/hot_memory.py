@@ -84,6 +84,10 @@ def render_hot_block(entries: list, *, max_tokens: int) -> HotBlock:
     while kept > 0 and estimate_tokens(
             _assemble(HEADER_PARTIAL, lines[:kept], _cut_note(len(lines) - kept, max_tokens))) > max_tokens:
         kept -= 1
+    if kept == 0:
+        # Not one entry fits (RECALL_HOT_MAX_TOKENS=0 turns the tier off): no block at all,
+        # so recall's refusal paths do not continue to a synthesis over an empty list.
+        return HotBlock(text="", left_out=len(lines))
     text = _assemble(HEADER_PARTIAL, lines[:kept], _cut_note(len(lines) - kept, max_tokens))
     return HotBlock(text=text, entry_ids=[e.id for e in entries[:kept]],
                     left_out=len(lines) - kept, tokens=estimate_tokens(text))

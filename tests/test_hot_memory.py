@@ -55,6 +55,13 @@ def test_over_budget_cuts_the_newest_and_says_so_inside_the_block():
     assert render_hot_block(entries, max_tokens=200).text == cut.text
 
 
+def test_a_budget_nothing_fits_in_means_no_block():
+    entries = [E(1, "one entry that is far longer than the tiny budget allows here")]
+    for budget in (0, 5):
+        block = render_hot_block(entries, max_tokens=budget)
+        assert block.text == "" and block.entry_ids == [] and block.left_out == 1
+
+
 def test_multi_line_entries_stay_whole():
     block = render_hot_block([E(1, "line one\nline two")], max_tokens=1000)
     assert "- [fact] line one\n  line two" in block.text

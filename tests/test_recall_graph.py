@@ -90,6 +90,14 @@ def test_both_refusals_continue_to_synthesis_when_a_hot_block_exists(chat_fake):
     assert [m.answered for m in history_messages(settings)] == [True, True]
 
 
+def test_with_the_hot_tier_off_the_refusal_stands(chat_fake):
+    remember(("fact", "Possède un NiPoGi AM06PRO"))
+    chat_fake.chat_reply(RECALL)
+    result = run_turn(load(RECALL_MAX_DISTANCE="0.01", RECALL_HOT_MAX_TOKENS="0"), "zzz qwxv ?")
+    assert result.reply == non_answer.CUTOFF_REFUSAL and result.not_answered == "recall_cutoff"
+    assert synthesis_requests(chat_fake) == []
+
+
 def test_embedding_outage_never_falls_back_to_the_hot_block(chat_fake):
     from fakeserver import FakeServer
 
