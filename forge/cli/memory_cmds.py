@@ -225,8 +225,11 @@ def memory_hot(project: str | None, fmt: str) -> None:
     block = hot_block(get_settings(), project=project)
     if fmt != "table" or block.text:
         emit_one(block.to_dict(), fmt, text=block.text)
-    if not block.text:
+    budget = get_settings().recall_hot_max_tokens
+    if not block.text and block.left_out:
+        note(f"no hot block: not one of the {block.left_out} entries fits in "
+             f"RECALL_HOT_MAX_TOKENS={budget}")
+    elif not block.text:
         note("the hot block is empty: no deliberate entry in memory")
-    if block.left_out:
-        note(f"{block.left_out} newer entries are left out (RECALL_HOT_MAX_TOKENS="
-             f"{get_settings().recall_hot_max_tokens})")
+    elif block.left_out:
+        note(f"{block.left_out} newer entries are left out (RECALL_HOT_MAX_TOKENS={budget})")
