@@ -93,3 +93,13 @@ def test_forge_memory_hot_needs_no_embedding_call(runner):
     import json
 
     assert json.loads(result.stdout)["entry_ids"] == [1]
+
+
+def test_forge_memory_hot_says_when_no_entry_fits(runner):
+    from conftest import invoke
+
+    with rag.open_store(load()) as store:
+        fill(store, [("fact", "Le NAS tourne sous Debian", None)])
+    result = invoke(runner, "memory", "hot", env={"RECALL_HOT_MAX_TOKENS": "0"})
+    assert result.exit_code == 0 and result.stdout == ""
+    assert "not one of the 1 entries fits in RECALL_HOT_MAX_TOKENS=0" in result.stderr
