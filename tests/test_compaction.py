@@ -1,12 +1,10 @@
 """Compaction: triggers, the window, rag_pointer against the real store, failures (H3–H9)."""
 from __future__ import annotations
 
-import json
 import logging
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
