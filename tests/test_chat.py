@@ -66,6 +66,15 @@ def test_placeholders_are_never_persisted(chat_fake, raw, reason):
     assert trace["ok"] is True and trace["not_answered"] == reason
 
 
+def test_a_reply_starting_with_a_fixed_marker_is_kept_unanswered(chat_fake):
+    """H7: the text says so even when no step reported it."""
+    chat_fake.chat_reply(envelope("chat", content="[no results] rien trouvé"))
+    settings = load()
+    result = run_turn(settings, "cherche x")
+    assert result.ok and result.not_answered == "non_answer_reply"
+    assert [m.answered for m in history_messages(settings)] == [False, False]
+
+
 def test_a_tool_error_is_a_reply_marked_unanswered(chat_fake, tmp_path):
     chat_fake.chat_reply(envelope("files", payload={"op": "read", "path": "../../etc/passwd"}))
     settings = load()
