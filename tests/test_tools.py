@@ -65,6 +65,11 @@ def test_files_failures_are_result_strings(workspace):
     assert (workspace / "notes.txt").exists()
 
 
+def test_an_empty_file_says_so(workspace):
+    (workspace / "empty.txt").write_text("")
+    assert files(workspace, {"op": "read", "path": "empty.txt"}).text == "empty.txt: empty file"
+
+
 def test_files_defaults_to_the_working_directory():
     Path("here.txt").write_text("hi", encoding="utf-8")
     assert dispatch("files", {"op": "read", "path": "here.txt"}, ctx()).text == "hi"

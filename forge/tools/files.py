@@ -56,4 +56,6 @@ def _read(target: Path, relative: str) -> ToolResult:
     data = target.read_bytes()
     if b"\0" in data:
         return failure(f"files: {relative!r} is a binary file")
+    if not data:
+        return ToolResult(f"{relative}: empty file")
     return ToolResult(data.decode("utf-8", errors="replace"))
