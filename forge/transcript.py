@@ -89,9 +89,9 @@ def unwrap_envelope(text: str) -> str:
         doc = json.loads(stripped)
     except ValueError:
         return text
-    if not isinstance(doc, dict) or "action" not in doc:
+    if not isinstance(doc, dict) or not ("action" in doc or "tool" in doc):
         return text
-    for key in ("content", "answer", "response", "message"):
+    for key in ("content", "answer", "response", "message", "query"):
         if isinstance(doc.get(key), str):
             return doc[key]
     payload = doc.get("payload")

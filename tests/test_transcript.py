@@ -40,6 +40,7 @@ def test_a_compaction_pointer_never_becomes_a_unit():
     ('```json\n{"action": "chat", "content": "fenced"}\n```', "fenced"),
     ('{"action": "memory", "payload": {"op": "remember", "content": "Possède un Steam Deck"}}',
      "Possède un Steam Deck"),
+    ('{"tool": "memory", "action": "recall", "query": "mon matériel"}', "mon matériel"),
 ])
 def test_a_router_envelope_is_unwrapped_to_its_content(raw, expected):
     assert transcript.unwrap_envelope(raw) == expected
