@@ -6,8 +6,9 @@ shapes measured on llama-server 11434.0.0 (tests/test_wire_llama.py pins those):
 
 - `GET /health` -> `{"status": "ok"}`; `GET /props` -> `model_path`, `total_slots`, `n_ctx`...
 - `POST /v1/chat/completions` -> the next scripted reply (default `"ok"`), non-stream or SSE stream
-  (chunked, `data: {...}` lines, a final chunk with `finish_reason` and `timings`, a usage chunk
-  when `stream_options.include_usage`, then `data: [DONE]`), with `model`, `usage`, `timings`
+  (chunked, `data: {...}` lines, a chunk with `finish_reason` and `timings`, or with
+  `stream_options.include_usage` a chunk with `finish_reason` then one with `usage` and `timings`
+  and empty `choices`, then `data: [DONE]`), with `model`, `usage`, `timings`
   (`prompt_n`, `prompt_ms`, `cache_n`, `predicted_n`, `predicted_ms`, ...).
 - `POST /embedding` -> `[{"index": i, "embedding": [[...]]}]` (a list inside a list), one item
   per input; `POST /v1/embeddings` -> `{"model", "object", "usage", "data": [{"index",
@@ -253,14 +254,14 @@ class FakeServer:
                                         "delta": {"content": piece}}], **base})
         last = {"choices": [{"finish_reason": full["choices"][0]["finish_reason"], "index": 0,
                              "delta": {}}], **base}
+        events.append(last)
+        # Like llama-server: `timings` ride on the finish chunk, or, when usage is asked for,
+        # only on the usage chunk that follows it (choices empty).
+        if (request or {}).get("stream_options", {}).get("include_usage"):
+            last = {"choices": [], **base, "usage": full["usage"]}
+            events.append(last)
         if "timings" in full:
             last["timings"] = full["timings"]
-        events.append(last)
-        if (request or {}).get("stream_options", {}).get("include_usage"):
-            usage = {"choices": [], **base, "usage": full["usage"]}
-            if "timings" in full:
-                usage["timings"] = full["timings"]
-            events.append(usage)
         return events
 
     def embedding_answer(self, path: str, request: Any, vectors: list[list[float]] | None) -> Any:

@@ -2,13 +2,14 @@
 
 `llama_chat_server` and `llama_embedding_server` start real servers once per session through
 `tools/llama_server.py` (the same code as `tools/llama-server`), and stop them at the end even
-when tests fail (fixture finalizer, plus atexit by pid for an interrupted run). Where no
+when tests fail (fixture finalizer; `start()` also registers an atexit stop by pid for an
+interrupted run). Where no
 llama-server can be had the tests that use them are skipped with a reason saying how to get one;
 with `FORGE_REQUIRE_LLAMA=1` (set by `.ci/run`) that is a failure instead.
 """
 from __future__ import annotations
 
-import atexit
+import contextlib
 import importlib.util
 import os
 import sys
@@ -47,7 +48,13 @@ def _unavailable(reason: str):
 _STARTED: list = []  # servers started this session, for the summary
 
 
-def _serve(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+@contextlib.contextmanager
+def running_llama_server(kind: str, log_dir: Path, **start_options) -> Iterator:
+    """Start a real llama-server for the duration of a `with` block (skip/fail when impossible).
+
+    The session fixtures use it; a test that needs other flags (e.g. a smaller batch) can too,
+    with `extra_args=[...]` or `ctx=N`.
+    """
     ls = llama_server_module()
     try:
         paths = ls.find()
@@ -56,17 +63,21 @@ def _serve(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     if paths is None:
         _unavailable("no llama-server installed: run `tools/llama-server install` "
                      "(`--find-links DIR` for a wheelhouse) or set LLAMA_SERVER_BIN and FORGE_GGUF_MODEL")
+    options = {"threads": THREADS, **start_options}
     try:
-        server = ls.start(kind, threads=THREADS, paths=paths,
-                          log_dir=tmp_path_factory.mktemp(f"llama-{kind}"))
+        server = ls.start(kind, paths=paths, log_dir=log_dir, **options)
     except ls.LlamaServerError as exc:
         _unavailable(f"llama-server ({kind}) did not start: {exc}")
-    atexit.register(ls.stop, server)  # an interrupted session still ends it, by its pid
     _STARTED.append(server)
     try:
         yield server
     finally:
         ls.stop(server)
+
+
+def _serve(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    with running_llama_server(kind, tmp_path_factory.mktemp(f"llama-{kind}")) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -51,7 +51,7 @@ def test_chat_reply_without_timings_block(fake_server):
     assert "timings" not in doc
 
 
-def test_streamed_reply_reassembles_and_ends_with_timings_usage_and_done(fake_server):
+def test_streamed_reply_with_usage_ends_with_a_usage_chunk_then_done(fake_server):
     fake_server.chat_reply("one two three", cache_n=4)
     body = {**CHAT, "stream": True, "stream_options": {"include_usage": True}}
     with httpx.stream("POST", fake_server.url + "/v1/chat/completions", json=body) as response:
@@ -60,9 +60,19 @@ def test_streamed_reply_reassembles_and_ends_with_timings_usage_and_done(fake_se
     chunks = events[:-1]
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
     assert text == "one two three"
-    finish = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
-    assert finish[0]["timings"]["cache_n"] == 4
-    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["prompt_tokens_details"]["cached_tokens"] == 4
+    assert chunks[-2]["choices"][0]["finish_reason"] == "stop" and "timings" not in chunks[-2]
+    assert chunks[-1]["choices"] == [] and chunks[-1]["timings"]["cache_n"] == 4
+    assert chunks[-1]["usage"]["prompt_tokens_details"]["cached_tokens"] == 4
+
+
+def test_streamed_reply_without_usage_has_timings_on_the_finish_chunk(fake_server):
+    fake_server.chat_reply("one", prompt_n=9)
+    with httpx.stream("POST", fake_server.url + "/v1/chat/completions",
+                      json={**CHAT, "stream": True}) as response:
+        *_, final, done = sse_events(response)
+    assert done == "[DONE]"
+    assert final["choices"][0]["finish_reason"] == "stop" and final["timings"]["prompt_n"] == 9
+    assert "usage" not in final
 
 
 def test_stream_that_dies_midway_is_a_transport_error_after_some_content(fake_server):

@@ -18,6 +18,7 @@ Where the pieces come from, first match wins (`find()`):
 """
 from __future__ import annotations
 
+import atexit
 import importlib.metadata
 import importlib.util
 import json
@@ -262,11 +263,14 @@ def server_args(kind: str, *, model: Path, port: int, threads: int, ctx: int) ->
 
 def start(kind: str = "chat", port: int | None = None, threads: int = 1, ctx: int | None = None,
           *, paths: Paths | None = None, log_dir: Path | None = None,
-          timeout: float = HEALTH_TIMEOUT, detach: bool = False) -> Server:
+          timeout: float = HEALTH_TIMEOUT, detach: bool = False,
+          extra_args: list[str] | tuple[str, ...] = ()) -> Server:
     """Start llama-server and return once `/health` answers 200.
 
-    `detach=True` lets the server outlive this process (the CLI's `start`); otherwise it still
-    runs in its own session so a Ctrl-C aimed at a test run reaches it only through `stop()`.
+    The server runs in its own session, so a Ctrl-C aimed at us reaches it only through
+    `stop()`. Unless `detach=True` (the CLI's `start`, whose server outlives it), it is also
+    stopped by pid when this Python exits, even after a failure that skipped the caller's cleanup.
+    `extra_args` go after Forge's flags; llama-server takes the last value of a repeated flag.
     """
     paths = paths or require()
     ctx = ctx or DEFAULT_CTX[kind]
@@ -275,13 +279,22 @@ def start(kind: str = "chat", port: int | None = None, threads: int = 1, ctx: in
     attempts = 1 if port else 3  # a picked free port can be taken before the server binds it
     for attempt in range(attempts):
         chosen = port or free_port()
+        if _listening(chosen):  # else /health would be answered by whoever holds the port
+            if port:
+                raise LlamaServerError(f"port {chosen} is taken; choose another with --port")
+            continue
         args = server_args(kind, model=paths.model, port=chosen, threads=threads, ctx=ctx)
+        args += list(extra_args)
         log_path = log_dir / f"{kind}-{chosen}.log"
         try:
-            return _launch(kind, paths, chosen, ctx, args, log_path, timeout)
+            server = _launch(kind, paths, chosen, ctx, args, log_path, timeout)
         except _PortTaken:
             if attempt == attempts - 1:
                 raise LlamaServerError(f"port {chosen} is taken; choose another with --port") from None
+            continue
+        if not detach:
+            atexit.register(stop, server)
+        return server
     raise AssertionError("unreachable")
 
 
@@ -313,16 +326,22 @@ def _wait_healthy(server: Server, timeout: float) -> None:
         code = server.process.poll() if server.process else None
         if code is not None:
             tail = _log_tail(server.log_path)
-            if "bind" in tail.lower() and "address" in tail.lower():
+            if "couldn't bind" in tail:
                 raise _PortTaken()
             raise LlamaServerError(
                 f"llama-server exited with code {code} before it was healthy; "
                 f"see {server.log_path}: {tail.splitlines()[-1] if tail else '(empty log)'}")
-        if health(server.url) == 200:
+        if health(server.url) == 200 and (server.process is None or server.process.poll() is None):
             return
         time.sleep(0.1)
     raise LlamaServerError(
         f"llama-server at {server.url} not healthy after {timeout:.0f} s; see {server.log_path}")
+
+
+def _listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def health(url: str, timeout: float = 2.0) -> int | None:
