@@ -185,17 +185,18 @@ def install(find_links: str | os.PathLike | None = None, *, log=None) -> Paths:
     done = _read_marker(cache)
     if done:
         return done
+    wheels = find_links or os.environ.get("FORGE_WHEELHOUSE")
+    if wheels:
+        wheels = Path(wheels).expanduser().resolve()
+        if not wheels.is_dir():
+            raise LlamaServerError(f"wheelhouse {wheels} is not a folder")
     cache.mkdir(parents=True, exist_ok=True)
     python = _venv_python(cache)
     if not python.is_file():
         log(f"creating a virtualenv in {cache / 'venv'}")
         _run([sys.executable, "-m", "venv", str(cache / "venv")], "venv creation")
     cmd = [str(python), "-m", "pip", "install", *PACKAGES]
-    wheels = find_links or os.environ.get("FORGE_WHEELHOUSE")
     if wheels:
-        wheels = Path(wheels).expanduser().resolve()
-        if not wheels.is_dir():
-            raise LlamaServerError(f"wheelhouse {wheels} is not a folder")
         cmd[4:4] = ["--find-links", str(wheels)]
     log("installing " + " ".join(PACKAGES)
         + ("" if wheels else " (no wheelhouse: pip compiles llama.cpp, ~15 minutes on 2 cores)"))
