@@ -4,8 +4,9 @@
 
 Embedding is excluded on purpose: it depends on the model and the server, not on the store.
 Vectors are random unit vectors of 384 dimensions (multilingual-e5-small's size); texts are
-random French/English-like sentences drawn from a Zipf vocabulary, so the word channel has
-common words to refuse and rare ones to admit.
+random French/English-like sentences: function words and a 20,000-word vocabulary, both
+Zipf-distributed, so the word channel has common words to refuse, mid-frequency words it must
+score (the expensive part) and rare ones.
 
 - remember: `rag.remember_many` in batches of 500 with an embedder that returns precomputed
   vectors — validation, duplicate lookups, the insert into rows, vec0, FTS5 (triggers), refs
@@ -49,8 +50,9 @@ def sentences(count: int, rng) -> list[str]:
         n = int(rng.integers(6, 18))
         words = []
         for _ in range(n):
-            if rng.random() < 0.45:
-                words.append(COMMON[int(rng.integers(len(COMMON)))])
+            if rng.random() < 0.45:  # function words are Zipf-distributed too: `le`, `de`
+                # end up in far more than 20% of entries, the tail of them in a few percent
+                words.append(COMMON[min(int(rng.zipf(1.5)) - 1, len(COMMON) - 1)])
             else:  # Zipf over the rare vocabulary: a few frequent words, a long tail
                 words.append(rare[min(int(rng.zipf(1.3)) - 1, len(rare) - 1)])
         out.append(" ".join(words).capitalize())

@@ -773,14 +773,15 @@ def search_lexical(store: Store, words: Sequence[str], *, k: int,
     if k <= 0 or not words or not store.fts:
         return []
     match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
-    sql = ("select memory_fts.rowid, bm25(memory_fts) as score from memory_fts "
-           "join memory_entries e on e.id = memory_fts.rowid where memory_fts match ?")
-    args: list[Any] = [match]
-    if project is not None:
-        sql += " and e.project = ?"
-        args.append(project)
-    sql += " order by score limit ?"
-    args.append(k)
+    if project is None:  # the bare FTS5 query: a join costs as much again at 100k entries
+        sql = ("select rowid, bm25(memory_fts) as score from memory_fts where memory_fts match ? "
+               "order by score limit ?")
+        args: list[Any] = [match, k]
+    else:
+        sql = ("select memory_fts.rowid, bm25(memory_fts) as score from memory_fts "
+               "join memory_entries e on e.id = memory_fts.rowid "
+               "where memory_fts match ? and e.project = ? order by score limit ?")
+        args = [match, project, k]
     return [(r[0], r[1]) for r in store.conn.execute(sql, args)]
 
 

@@ -350,6 +350,24 @@ def test_locked_database_is_waited_for_then_fails_clearly(settings, monkeypatch)
         assert [e.content for e in rag.list_entries(store)] == ["premier"]
 
 
+def test_locked_database_is_waited_for_until_released(settings, monkeypatch):
+    import threading
+
+    with rag.open_store(settings) as store:
+        rag.remember(store, "fact", "premier")
+    monkeypatch.setattr(db, "BUSY_TIMEOUT_MS", 5000)
+    holder = db.connect(settings.rag_db_file)
+    holder.execute("begin immediate")
+    release = threading.Timer(0.3, lambda: holder.execute("commit"))
+    release.start()
+    try:
+        with rag.open_store(settings) as store:
+            assert rag.remember(store, "fact", "second").created
+    finally:
+        release.join()
+        holder.close()
+
+
 def test_list_and_counts(store):
     todos = rag.list_entries(store, kind="todo")
     assert todos and all(e.kind == "todo" for e in todos)
