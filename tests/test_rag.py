@@ -302,6 +302,20 @@ def test_plain_sqlite3_delete_keeps_fts_in_sync_and_the_orphan_vector_is_swept(s
         assert target not in ids_of(result) and len([r for r in result.rows if r.distance is not None]) == 5
 
 
+def test_plain_sqlite3_update_keeps_the_word_index_in_sync(store, settings):
+    target = content_id(store, "Mon vélo est un Cannondale Topstone gravel")
+    store.close()
+    plain = sqlite3.connect(settings.rag_db_file)
+    plain.execute("update memory_entries set content = 'Mon vélo est un Specialized Diverge' "
+                  "where id = ?", (target,))
+    plain.commit()
+    plain.close()
+    with rag.open_store(settings) as reopened:
+        conn = reopened.conn
+        assert conn.execute("select rowid from memory_fts where memory_fts match 'specialized'").fetchall() == [(target,)]
+        assert conn.execute("select count(*) from memory_fts where memory_fts match 'cannondale'").fetchone()[0] == 0
+
+
 def test_search_skips_vector_rows_whose_entry_is_gone(store):
     target = content_id(store, "Possède un Steam Deck")
     store.conn.execute("delete from memory_entries where id = ?", (target,))  # sweep not run yet

@@ -44,9 +44,12 @@ def remember(kind_or_content: str | None, content: str | None, project: str | No
     if batch is not None:
         if kind_or_content is not None:
             raise click.UsageError("--batch reads every entry from the file; give no KIND or CONTENT")
+        from .output import progress
+
         items = _read_batch(batch, project)
-        with _open() as store:
-            results = rag.remember_many(store, items)
+        with _open() as store, progress(items, length=len(items), label="embedding") as bar:
+            results = rag.remember_many(
+                store, items, on_progress=lambda n: bar.update(n) if hasattr(bar, "update") else None)
         rows = [{"line": n, "id": r.id, "created": r.created} for n, r in enumerate(results, 1)]
         emit(rows, fmt, columns=["line", "id", "created"])
         made = sum(r.created for r in results)
