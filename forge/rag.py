@@ -306,7 +306,10 @@ def open_store(settings: "Settings", *, embedder: "Embedder | None" = None,
     path = Path(path) if path is not None else Path(settings.rag_db_file)
     conn = db.connect(path)
     try:
-        db.migrate(conn, MIGRATIONS)
+        if db.migrate(conn, MIGRATIONS):
+            with db.transaction(conn):  # the meta table says it too, for a human with sqlite3
+                conn.execute("insert into meta(key, value) values ('schema_version', ?) on conflict(key) "
+                             "do update set value = excluded.value", (str(db.schema_version(conn)),))
         fts = _ensure_fts(conn)
         _sweep_orphans(conn)
     except BaseException:

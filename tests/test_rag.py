@@ -62,6 +62,8 @@ def test_fresh_store_has_the_tables_and_opening_embeds_nothing(settings):
         assert {"memory_entries", "memory_events", "memory_fts", "meta"} <= names
         assert rag.list_entries(store) == []
         assert store.identity is None
+        version = store.conn.execute("select value from meta where key = 'schema_version'").fetchone()
+        assert version == (str(len(rag.MIGRATIONS)),)
 
 
 def test_remember_stores_text_vector_words_and_event(settings):
