@@ -105,8 +105,9 @@ _LLAMA_IDS: set[str] = set()
 _OUTCOMES: dict[str, str] = {}
 
 
-def pytest_collection_modifyitems(items) -> None:
-    _LLAMA_IDS.update(item.nodeid for item in items if item.get_closest_marker("llama"))
+def pytest_collection_finish(session) -> None:
+    # session.items is the final selection, after -k / -m deselection
+    _LLAMA_IDS.update(item.nodeid for item in session.items if item.get_closest_marker("llama"))
 
 
 def pytest_runtest_logreport(report) -> None:
@@ -121,7 +122,7 @@ def pytest_runtest_logreport(report) -> None:
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    if not _LLAMA_IDS:
+    if not _LLAMA_IDS or terminalreporter.config.option.collectonly:
         return
     counts = {k: sum(1 for v in _OUTCOMES.values() if v == k) for k in ("passed", "failed", "skipped")}
     ran = counts["passed"] + counts["failed"]
