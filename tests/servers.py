@@ -3,9 +3,8 @@
 `llama_chat_server` and `llama_embedding_server` start real servers once per session through
 `tools/llama_server.py` (the same code as `tools/llama-server`), and stop them at the end even
 when tests fail (fixture finalizer; `start()` also registers an atexit stop by pid for an
-interrupted run). Where no
-llama-server can be had the tests that use them are skipped with a reason saying how to get one;
-with `FORGE_REQUIRE_LLAMA=1` (set by `.ci/run`) that is a failure instead.
+interrupted run). Where no llama-server can be had the tests that use them are skipped with a
+reason saying how to get one; with `FORGE_REQUIRE_LLAMA=1` (set by `.ci/run`) that is a failure.
 """
 from __future__ import annotations
 
@@ -45,6 +44,16 @@ def _unavailable(reason: str):
     pytest.skip(reason)
 
 
+def llama_paths():
+    """The installed llama-server and model, or skip (fail under FORGE_REQUIRE_LLAMA=1) saying
+    how to install them."""
+    ls = llama_server_module()
+    try:
+        return ls.require()
+    except ls.LlamaServerError as exc:
+        _unavailable(str(exc))
+
+
 _STARTED: list = []  # servers started this session, for the summary
 
 
@@ -56,13 +65,7 @@ def running_llama_server(kind: str, log_dir: Path, **start_options) -> Iterator:
     with `extra_args=[...]` or `ctx=N`.
     """
     ls = llama_server_module()
-    try:
-        paths = ls.find()
-    except ls.LlamaServerError as exc:
-        _unavailable(str(exc))
-    if paths is None:
-        _unavailable("no llama-server installed: run `tools/llama-server install` "
-                     "(`--find-links DIR` for a wheelhouse) or set LLAMA_SERVER_BIN and FORGE_GGUF_MODEL")
+    paths = llama_paths()
     options = {"threads": THREADS, **start_options}
     try:
         server = ls.start(kind, paths=paths, log_dir=log_dir, **options)

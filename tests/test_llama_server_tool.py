@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from servers import TOOLS, llama_server_module
+from servers import TOOLS, llama_paths, llama_server_module
 
 ls = llama_server_module()
 SCRIPT = TOOLS / "llama-server"
@@ -126,16 +126,7 @@ def test_fixture_skips_with_how_to_get_a_server_and_ci_turns_that_into_a_failure
 @pytest.fixture
 def installed_env() -> dict:
     """Environment for the CLI that pins the binary and model this test session can use."""
-    try:
-        paths = ls.find()
-    except ls.LlamaServerError as exc:
-        paths, reason = None, str(exc)
-    else:
-        reason = "no llama-server installed: run `tools/llama-server install`"
-    if paths is None:
-        if os.environ.get("FORGE_REQUIRE_LLAMA") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    paths = llama_paths()
     return {**os.environ, "LLAMA_SERVER_BIN": str(paths.binary), "FORGE_GGUF_MODEL": str(paths.model)}
 
 
