@@ -108,15 +108,17 @@ class _Behaviour:
 class _Script:
     queue: deque = field(default_factory=deque)
 
-    def next(self) -> _Behaviour | None:
-        if not self.queue:
-            return None
-        item = self.queue[0]
-        if item.times is not None:
-            item.times -= 1
-            if item.times <= 0:
-                self.queue.popleft()
-        return item
+    def next(self, *, skip_delays: bool = False) -> _Behaviour | None:
+        """The first behaviour in line (after a delay, the first that is not a delay), used up."""
+        for item in self.queue:
+            if skip_delays and item.kind == "delay":
+                continue
+            if item.times is not None:
+                item.times -= 1
+                if item.times <= 0:
+                    self.queue.remove(item)
+            return item
+        return None
 
 
 class FakeServer:
@@ -218,10 +220,10 @@ class FakeServer:
     def requests_to(self, path: str) -> list[RecordedRequest]:
         return [r for r in self.requests if r.path == path]
 
-    def _next(self, path: str) -> _Behaviour | None:
+    def _next(self, path: str, *, skip_delays: bool = False) -> _Behaviour | None:
         with self._lock:
             script = self._scripts.get(path)
-            return script.next() if script else None
+            return script.next(skip_delays=skip_delays) if script else None
 
     # -- default answers (shapes of the real server)
     def chat_completion(self, request: Any, content: str, **o: Any) -> dict:
@@ -346,11 +348,11 @@ def _handler_for(server: FakeServer) -> type[BaseHTTPRequestHandler]:
 
         def _answer(self, path: str, request: Any) -> None:
             behaviour = server._next(path)
-            while behaviour is not None and behaviour.kind == "delay":
+            if behaviour is not None and behaviour.kind == "delay":
                 if server._closing.wait(behaviour.args["seconds"]):
                     self.close_connection = True
                     return
-                behaviour = server._next(path)
+                behaviour = server._next(path, skip_delays=True)
             kind = behaviour.kind if behaviour else None
             args = behaviour.args if behaviour else {}
             if kind in ("status", "body"):

@@ -152,3 +152,13 @@ def test_tokenize_props_and_unknown_path(fake_server):
     assert httpx.get(fake_server.url + "/props").json()["model_path"] == fake_server.model
     missing = httpx.get(fake_server.url + "/nope")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == 404
+
+
+def test_a_sticky_delay_slows_every_request_then_answers_what_is_scripted(fake_server):
+    fake_server.delay("/v1/chat/completions", 0.2, times=None)
+    fake_server.chat_replies(["first", "second"])
+    started = time.monotonic()
+    answers = [httpx.post(fake_server.url + "/v1/chat/completions", json=CHAT).json()
+               ["choices"][0]["message"]["content"] for _ in range(3)]
+    assert answers == ["first", "second", "ok"]
+    assert time.monotonic() - started >= 0.6
