@@ -95,18 +95,10 @@ def test_query_wrapper_only_on_queries(llama_embedding_server, settings):
 @pytest.fixture(scope="module")
 def small_context_server(tmp_path_factory):
     """A real embedding server with a 256-token context, so "too long" is cheap to reach."""
-    from servers import llama_server_module
+    from servers import running_llama_server
 
-    ls = llama_server_module()
-    paths = ls.find()
-    if paths is None:
-        pytest.skip("no llama-server installed: run `tools/llama-server install`")
-    server = ls.start("embedding", ctx=256, threads=1, paths=paths,
-                      log_dir=tmp_path_factory.mktemp("llama-small"))
-    try:
+    with running_llama_server("embedding", tmp_path_factory.mktemp("llama-small"), ctx=256) as server:
         yield server
-    finally:
-        ls.stop(server)
 
 
 @pytest.mark.llama
