@@ -11,7 +11,6 @@ are a shared prefix.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 import tempfile
@@ -20,13 +19,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 QUESTIONS = ["Bonjour !", "What can you do?", "Say something short.", "Merci, au revoir."]
 
-
-def llama_server():
-    spec = importlib.util.spec_from_file_location("llama_server", ROOT / "tools" / "llama_server.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["llama_server"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def run(url: str, turns: int) -> None:
@@ -55,7 +47,9 @@ def main() -> None:
     if args.url:
         run(args.url, args.turns)
         return
-    ls = llama_server()
+    sys.path.insert(0, str(ROOT / "tools"))
+    import llama_server as ls
+
     server = ls.start("chat", threads=1)
     try:
         run(server.url, args.turns)

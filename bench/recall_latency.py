@@ -42,8 +42,6 @@ def vocabulary(n: int, rng) -> list[str]:
 
 
 def sentences(count: int, rng) -> list[str]:
-    import numpy as np
-
     rare = vocabulary(20000, rng)
     out = []
     for _ in range(count):

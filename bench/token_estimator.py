@@ -15,7 +15,6 @@ chunks (code). Nothing is written anywhere.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -63,13 +62,6 @@ def samples() -> dict[str, list[str]]:
     return out
 
 
-def llama_server():
-    spec = importlib.util.spec_from_file_location("llama_server", ROOT / "tools" / "llama_server.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["llama_server"] = module
-    spec.loader.exec_module(module)
-    return module
-
 
 def measure(url: str) -> None:
     import httpx
@@ -101,7 +93,9 @@ def main() -> None:
     if args.url:
         measure(args.url.rstrip("/"))
         return
-    ls = llama_server()
+    sys.path.insert(0, str(ROOT / "tools"))
+    import llama_server as ls
+
     server = ls.start("chat", threads=1)
     try:
         measure(server.url)

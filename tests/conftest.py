@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["servers"]  # tests/servers.py: real llama-server fixtures and the fake server
+pytest_plugins = [
+    "servers",       # real llama-server fixtures and the fake server
+    "chat_helpers",  # chat_fake: a fake chat server wired into LLAMA_CPP_URL
+]
 
 FORGE_VARS = (
     "FORGE_DATA_DIR", "MEMORY_FILE", "RAG_DB_FILE", "TRACE_FILE", "MEMORY_MAX_HISTORY",

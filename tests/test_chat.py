@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from chat_helpers import chat_fake, envelope, history_messages, last_trace, load  # noqa: F401
+from chat_helpers import envelope, history_messages, last_trace, load
 from conftest import invoke
 from forge import non_answer, rag
 from forge.chat import run_turn

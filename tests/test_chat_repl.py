@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from chat_helpers import chat_fake, envelope, history_messages, last_trace, load  # noqa: F401
+from chat_helpers import envelope, history_messages, last_trace, load
 from forge import rag
 from forge.cli.chat_cmds import _run_cli_command
 from forge.repl import Io, ReplUsage, repl, translate

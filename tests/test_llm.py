@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from chat_helpers import chat_fake, load  # noqa: F401  (fixture)
+from chat_helpers import load
 from fakeserver import closed_url
 from forge.errors import ServerError
 from forge.llm import ChatClient

@@ -2,7 +2,7 @@
 prompt order, the two refusal paths with and without a hot block, the outage path."""
 from __future__ import annotations
 
-from chat_helpers import chat_fake, envelope, history_messages, last_trace, load  # noqa: F401
+from chat_helpers import envelope, history_messages, last_trace, load
 from forge import non_answer, rag
 from forge.chat import run_turn
 from forge.graphs import recall as graph

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from chat_helpers import chat_fake, load  # noqa: F401
+from chat_helpers import load
 from forge import non_answer
 from forge.tools import ToolContext, dispatch
 

@@ -93,17 +93,21 @@ class ServerEmbedder(Embedder):
         raise ServerError(self.url, f"the embedding server refuses even a short input as too long "
                           f"({message[:120]})", HINT)
 
-    def _post(self, texts: list[str]) -> list[list[float]]:
+    def _send(self, method: str, url: str, **kwargs: Any) -> Any:
+        """One request; transport failures become a ServerError naming the configured URL."""
         import httpx
 
         try:
-            response = self.client().post(self.url, json=self._payload(texts))
+            return self.client().request(method, url, **kwargs)
         except httpx.TimeoutException:
             raise ServerError(self.url, f"the embedding server did not answer within "
                               f"{self.timeout:g}s (EMBEDDING_TIMEOUT)", HINT) from None
         except httpx.HTTPError as e:
             raise ServerError(self.url, f"cannot reach the embedding server: "
                               f"{type(e).__name__}", HINT) from None
+
+    def _post(self, texts: list[str]) -> list[list[float]]:
+        response = self._send("POST", self.url, json=self._payload(texts))
         if response.status_code >= 400:
             detail = _error_text(response)
             if response.status_code in (400, 413, 500) and _TOO_LONG.search(detail):
@@ -127,16 +131,7 @@ class ServerEmbedder(Embedder):
 
     def model_name(self) -> str:
         """The model the server reports at /v1/models (llama-server, vLLM, Ollama, LM Studio)."""
-        import httpx
-
-        try:
-            response = self.client().get(self.base_url + "/v1/models")
-        except httpx.TimeoutException:
-            raise ServerError(self.url, f"the embedding server did not answer within "
-                              f"{self.timeout:g}s (EMBEDDING_TIMEOUT)", HINT) from None
-        except httpx.HTTPError as e:
-            raise ServerError(self.url, f"cannot reach the embedding server: "
-                              f"{type(e).__name__}", HINT) from None
+        response = self._send("GET", self.base_url + "/v1/models")
         try:
             data = response.json()["data"]
             # llama-server reports the model file's path: its name is the model, not where it sits
