@@ -35,3 +35,27 @@ def test_every_command_has_an_example_in_the_readme():
             if f"forge {' '.join(words)}" not in README:
                 missing.append(" ".join(words))
     assert not missing, f"commands with no example in README.md: {missing}"
+
+
+def test_every_setting_is_in_the_env_example():
+    example = (ROOT / "deploy" / ".env.example").read_text(encoding="utf-8")
+    missing = [s.name for s in SPECS if f"# {s.name}=" not in example]
+    assert not missing
+
+
+def test_the_env_example_as_a_dotenv_gives_the_defaults(tmp_path, monkeypatch):
+    """Uncommenting every line of deploy/.env.example must change nothing."""
+    from forge.settings import load_settings
+
+    text = (ROOT / "deploy" / ".env.example").read_text(encoding="utf-8")
+    lines = [line[2:] for line in text.splitlines() if line.startswith("# ") and "=" in line
+             and line[2:].split("=", 1)[0].isupper() and " " not in line[2:].split("=", 1)[0]]
+    (tmp_path / ".env").write_text("\n".join(lines) + "\n")
+    for spec in SPECS:
+        monkeypatch.delenv(spec.name, raising=False)
+    from_example = load_settings(cwd=tmp_path)
+    defaults = load_settings(cwd=tmp_path / "empty")
+    assert all(from_example.sources[s.name] == ".env" for s in SPECS)
+    # FORGE_WORKSPACE defaults to the working directory, which differs between the two loads.
+    pairs = lambda st: [(r["setting"], r["value"]) for r in st.rows() if r["setting"] != "FORGE_WORKSPACE"]
+    assert pairs(from_example) == pairs(defaults)
