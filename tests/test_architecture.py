@@ -1,0 +1,80 @@
+"""ARCHITECTURE.md's "Never" rules, checked on the source: arrows point inward only."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parent.parent / "forge"
+
+STORE_RING = {"forge.history", "forge.traces", "forge.rag", "forge.embedders", "forge.llm",
+              "forge.db", "forge.fileio", "forge.settings", "forge.errors"}
+MEMORY_RING = {"forge.compaction", "forge.history_import", "forge.transcript", "forge.non_answer",
+               "forge.hot_memory", "forge.tokens", "forge.router.prompt", "forge.doctor"}
+CHAT_RING = {"forge.chat", "forge.repl", "forge.router", "forge.tools", "forge.graphs",
+             "forge.outcome", "forge.turn"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PKG.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> set[str]:
+    """Every forge module a file imports, at any depth (function-level imports included)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("forge")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.startswith("forge"):
+                folder = PKG.parent.joinpath(*target.split("."))
+                for alias in node.names:
+                    is_module = (folder / f"{alias.name}.py").exists() or (folder / alias.name).is_dir()
+                    found.add(f"{target}.{alias.name}" if is_module else target)
+    return found
+
+
+def ring_of(module: str, ring: set[str]) -> bool:
+    return any(module == m or module.startswith(m + ".") for m in ring)
+
+
+SOURCES = sorted(p for p in PKG.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_the_import_parser_sees_imports():
+    assert "forge.fileio" in imports(PKG / "history.py")
+    assert "forge.rag" in imports(PKG / "compaction.py")  # a function-level import
+
+
+@pytest.mark.parametrize("path", [p for p in SOURCES if ring_of(module_name(p), STORE_RING)],
+                         ids=module_name)
+def test_the_store_ring_imports_nothing_outward(path):
+    outward = {m for m in imports(path) if ring_of(m, MEMORY_RING | CHAT_RING)}
+    assert not outward
+
+
+@pytest.mark.parametrize("path", [p for p in SOURCES if ring_of(module_name(p), MEMORY_RING)],
+                         ids=module_name)
+def test_the_memory_ring_never_imports_the_chat_ring(path):
+    outward = {m for m in imports(path) if ring_of(m, CHAT_RING) and not ring_of(m, MEMORY_RING)}
+    assert not outward
+
+
+def test_rag_never_imports_the_chat_client():
+    assert not {m for m in imports(PKG / "rag.py") if ring_of(m, {"forge.llm"})}
+
+
+@pytest.mark.parametrize("path", [p for p in SOURCES if "cli" not in p.relative_to(PKG).parts
+                                  and p.name != "__main__.py"], ids=module_name)
+def test_nothing_outside_the_cli_imports_it(path):
+    assert not {m for m in imports(path) if m.startswith("forge.cli")}
