@@ -212,6 +212,7 @@ def _ensure_fts(conn: Any) -> bool:
         conn.execute("create virtual table memory_fts_vocab using fts5vocab(memory_fts, row)")
         for trigger in FTS_TRIGGERS:
             conn.execute(trigger)
+        _fts_secure_delete(conn)  # a shell DELETE through the triggers forgets for real too
         conn.execute("insert into memory_fts(memory_fts) values ('rebuild')")
     log.info("built the word index (memory_fts) over the existing entries")
     return True
@@ -623,8 +624,26 @@ def supersede(store: Store, source_ids: Iterable[int], by: int) -> None:
 
 
 def forget(store: Store, entry_id: int) -> Entry:
-    """Remove an entry from all three tables; release what it superseded. Needs no embedder."""
+    """Remove an entry from all three tables; release what it superseded. Needs no embedder.
+
+    A real forget (SPEC §5): freed pages are zeroed (`secure_delete`), the word index drops
+    the entry's tokens at once (FTS5 `secure-delete`) instead of leaving them in older
+    segments, and a checkpoint moves the zeroed pages out of the WAL into the file.
+    """
+    store.conn.execute("pragma secure_delete = on")
+    try:
+        entry = _forget_in_transaction(store, entry_id)
+    finally:
+        store.conn.execute("pragma secure_delete = off")
+    # Best effort: a reader holding an older snapshot keeps the old frames until it leaves.
+    store.conn.execute("pragma wal_checkpoint(truncate)")
+    return entry
+
+
+def _forget_in_transaction(store: Store, entry_id: int) -> Entry:
     with db.transaction(store.conn) as conn:
+        if store.fts:
+            _fts_secure_delete(conn)
         entry = _entries_by_id(conn, [entry_id]).get(entry_id)
         if entry is None:
             raise NotFoundError(f"no memory entry #{entry_id}; `forge memory ls` lists them")
@@ -642,6 +661,15 @@ def forget(store: Store, entry_id: int) -> Entry:
         conn.execute("delete from memory_vector_orphans where id = ?", (entry_id,))
         _log_event(conn, "forget", entry_id, entry.kind)
     return entry
+
+
+def _fts_secure_delete(conn: Any) -> None:
+    """Turn on FTS5's secure-delete (SQLite >= 3.42; persistent in the table's config)."""
+    try:
+        conn.execute("insert into memory_fts(memory_fts, rank) values ('secure-delete', 1)")
+    except Exception as e:  # an older SQLite: tokens stay in old segments until a merge
+        log.warning("this SQLite's FTS5 has no secure-delete (%s): a forgotten entry's words "
+                    "may stay in the word index's file pages until it is merged", e)
 
 
 def released_by(store: Store, entry_id: int) -> list[int]:

@@ -156,6 +156,21 @@ def test_show_and_forget(filled):
     assert "Pixel et il a six ans" not in recall
 
 
+def test_forgetting_an_entry_that_superseded_others_releases_them(filled, settings):
+    from forge import rag
+
+    with rag.open_store(settings) as store:
+        rag.supersede(store, [3, 5], 1)
+    assert "#3 [fact] -> #1" in invoke(filled, "memory", "ls").stdout
+    forgot = invoke(filled, "memory", "forget", "1", "--json")
+    assert forgot.exit_code == 0, forgot.stderr
+    assert json.loads(forgot.stdout)["released"] == [3, 5]
+    listed = {e["id"]: e for e in json.loads(invoke(filled, "memory", "ls", "--json").stdout)["entries"]}
+    assert 1 not in listed and listed[3]["superseded_by"] is None and listed[5]["superseded_by"] is None
+    shown = invoke(filled, "memory", "show", "3").stdout
+    assert "supersede #3 -> #1" in shown and "release #3 -> #1" in shown
+
+
 def test_reindex_with_the_same_model_keeps_results(filled):
     before = json.loads(invoke(filled, "recall", "Combien de RAM a le NiPoGi ?", "--json").stdout)
     done = invoke(filled, "reindex", "--batch-size", "16")

@@ -288,6 +288,17 @@ def test_forget_removes_text_from_all_three_tables(store):
         rag.get_entry(store, target)
 
 
+def test_forget_leaves_no_trace_of_the_text_in_the_database_files(store, settings):
+    secret = "Le code du coffre est zanzibar42, ne le dis à personne"
+    entry_id = rag.remember(store, "fact", secret).id
+    rag.forget(store, entry_id)
+    store.close()
+    files = sorted(settings.rag_db_file.parent.glob(settings.rag_db_file.name + "*"))
+    for path in files:
+        data = path.read_bytes().lower()
+        assert b"zanzibar" not in data and b"coffre est" not in data, path.name
+
+
 def test_plain_sqlite3_delete_keeps_fts_in_sync_and_the_orphan_vector_is_swept(store, settings):
     target = content_id(store, "Le résolveur DNS des conteneurs Podman est aardvark-dns")
     store.close()
