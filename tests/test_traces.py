@@ -85,6 +85,7 @@ def test_trace_tail_table_shows_the_three_states(settings, runner):
     lines = out.splitlines()[2:]
     assert [line.split()[0] for line in lines] == ["✓", "∅", "✗"]
     assert "server down" in out
+    assert "5.0000" not in out and lines[0].split()[3] == "5"  # whole milliseconds
 
 
 def test_follow_yields_lines_appended_later(settings):

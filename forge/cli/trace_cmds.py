@@ -19,7 +19,8 @@ def _row(record: dict[str, Any]) -> dict[str, Any]:
         "state": state(record),
         "run_id": record.get("run_id"),
         "timestamp": record.get("timestamp"),
-        "total_ms": record.get("total_ms"),
+        # Whole milliseconds: the renderer's four decimals are for distances.
+        "total_ms": None if record.get("total_ms") is None else round(record["total_ms"]),
         "steps": ",".join(str(s.get("tool")) for s in steps if isinstance(s, dict)),
         "not_answered": record.get("not_answered"),
         "error": record.get("error"),
