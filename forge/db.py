@@ -86,18 +86,26 @@ def _load_vec(conn: Any) -> str:
     return version
 
 
-def connect(path: Path | str, *, readonly: bool = False, vec: bool = True) -> Any:
+def connect(path: Path | str, *, readonly: bool = False, untouched: bool = False,
+            vec: bool = True) -> Any:
     """Open `path` (":memory:" allowed) with WAL, a busy timeout and sqlite-vec.
 
-    `readonly` opens without creating or changing anything (doctor). Autocommit mode:
-    writes go through `transaction()`.
+    `readonly` opens without changing the database. Even so, a read of a WAL database creates
+    its `-wal` and `-shm` side files when no other connection has them open; `untouched`
+    (doctor, which must write nothing) then opens the file immutable instead: with no `-wal`
+    file there is no other connection and nothing outside the main file to read. Autocommit
+    mode: writes go through `transaction()`.
     """
     b = binding()
+    readonly = readonly or untouched
     if str(path) != ":memory:" and not readonly:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     try:
         if readonly:
-            uri = f"file:{Path(path).resolve()}?mode=ro"
+            idle = untouched and not Path(f"{path}-wal").exists()
+            from urllib.parse import quote
+
+            uri = f"file:{quote(str(Path(path).resolve()))}?{'immutable=1' if idle else 'mode=ro'}"
             conn = b.module.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
                                     isolation_level=None, check_same_thread=False)
         else:

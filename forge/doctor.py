@@ -117,8 +117,16 @@ def check_store(settings: Settings) -> list[Row]:
     return [_row("memory store", status, f"{path}: {detail}")]
 
 
+def check_embedding_match(settings: Settings) -> list[Row]:
+    """SPEC §1: does the configured embedding match the store (model, dimension, probe)."""
+    from . import rag
+
+    verdict = rag.check_embedding(settings.rag_db_file, settings)
+    return [] if verdict is None else [_row("embedding match", *verdict)]
+
+
 CHECKS: tuple[Callable[[Settings], list[Row]], ...] = (
-    check_sqlite, check_servers, check_history, check_traces, check_store,
+    check_sqlite, check_servers, check_history, check_traces, check_store, check_embedding_match,
 )
 
 

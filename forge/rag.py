@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from . import db
-from .errors import ForgeError, NotFoundError, StoreError
+from .errors import ForgeError, NotFoundError, ServerError, StoreError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -275,13 +275,8 @@ class Store:
         embedder = self.embedder
         if self._checked or not self._check_identity:
             return embedder
-        current = embedder.identity()
-        expected_dim = self.settings.embedding_dim
-        if expected_dim is not None and current["dim"] != expected_dim:
-            raise StoreError(f"EMBEDDING_DIM is {expected_dim} but {_describe(current)} returns "
-                             f"{current['dim']} dimensions; fix EMBEDDING_DIM or the server")
+        current, probe = _probe(embedder, self.settings)
         recorded = self.identity
-        probe = embedder.embed_documents([PROBE_TEXT])[0]
         if recorded is None:
             self._pending_identity = {**_identity_core(current), "probe": _encode_vec(probe)}
         else:
@@ -326,6 +321,17 @@ _IDENTITY_KEYS = ("backend", "model", "dim", "document_prefix")
 
 def _identity_core(identity: dict[str, Any]) -> dict[str, Any]:
     return {k: identity.get(k) for k in _IDENTITY_KEYS}
+
+
+def _probe(embedder: "Embedder", settings: "Settings") -> tuple[dict[str, Any], "np.ndarray"]:
+    """The embedder's identity (its dimension checked against EMBEDDING_DIM) and the probe
+    sentence's vector under it."""
+    current = embedder.identity()
+    expected_dim = settings.embedding_dim
+    if expected_dim is not None and current["dim"] != expected_dim:
+        raise StoreError(f"EMBEDDING_DIM is {expected_dim} but {_describe(current)} returns "
+                         f"{current['dim']} dimensions; fix EMBEDDING_DIM or the server")
+    return current, embedder.embed_documents([PROBE_TEXT])[0]
 
 
 def _describe(identity: dict[str, Any]) -> str:
@@ -877,11 +883,7 @@ def reindex(store: Store, *, batch_size: int = REINDEX_BATCH,
     import numpy as np
 
     embedder = store.embedder
-    current = embedder.identity()
-    if store.settings.embedding_dim is not None and current["dim"] != store.settings.embedding_dim:
-        raise StoreError(f"EMBEDDING_DIM is {store.settings.embedding_dim} but "
-                         f"{_describe(current)} returns {current['dim']} dimensions")
-    probe = embedder.embed_documents([PROBE_TEXT])[0]
+    current, probe = _probe(embedder, store.settings)
     target = {**_identity_core(current), "probe": _encode_vec(probe)}
     conn = store.conn
     resumed_from = _reindex_resume_point(conn, target, probe)
@@ -955,7 +957,7 @@ def store_report(path: Path | str, settings: "Settings") -> dict[str, Any]:
                       fts5=None, fingerprint=query_fingerprint(settings, None),
                       status="info", detail="not created yet")
         return report
-    conn = db.connect(path, readonly=True)
+    conn = db.connect(path, untouched=True)
     try:
         version = db.schema_version(conn)
         report["schema_version"] = version
@@ -984,6 +986,41 @@ def store_report(path: Path | str, settings: "Settings") -> dict[str, Any]:
         conn.close()
     report["status"], report["detail"] = _report_verdict(report, settings)
     return report
+
+
+def check_embedding(path: Path | str, settings: "Settings", *,
+                    embedder: "Embedder | None" = None) -> tuple[str, str] | None:
+    """doctor: does the configured embedder match the one that wrote the store's vectors?
+
+    (status, detail), or None when there is no store. Read-only; unlike `store_report` it asks
+    the embedder for its identity and the probe sentence's vector, as the first recall would.
+    """
+    path = Path(path)
+    if not path.exists():
+        return None
+    conn = db.connect(path, untouched=True)
+    try:
+        recorded = _read_identity(conn) if db.schema_version(conn) else None
+    finally:
+        conn.close()
+    if recorded is None:
+        return "info", "no vectors yet: the first write records the embedder"
+    if embedder is None:
+        from .embedders import make_embedder
+
+        embedder = make_embedder(settings)
+    try:
+        current, probe = _probe(embedder, settings)
+        _compare_identity(recorded, current, probe)
+    except EmbeddingMismatch as e:
+        return "fail", str(e)
+    except ServerError as e:
+        return "warn", f"cannot compare: {e}"
+    except StoreError as e:
+        return "fail", str(e)
+    finally:
+        embedder.close()
+    return "ok", f"the configured {_describe(current)} wrote this store's vectors (probe matches)"
 
 
 def _report_verdict(report: dict[str, Any], settings: "Settings") -> tuple[str, str]:

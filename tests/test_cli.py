@@ -113,6 +113,24 @@ def test_doctor_reports_and_writes_nothing(script_runner, forge_env, tmp_path):
     assert snapshot_tree(tmp_path) == before  # not even the data folder was created
 
 
+def test_doctor_writes_nothing_next_to_existing_stores(script_runner, settings, tmp_path):
+    from forge import history, rag, traces
+    from forge.history import NewMessage
+
+    history.append(settings.memory_file, [NewMessage("user", "bonjour")], max_history=10)
+    traces.append(settings.trace_file, {"run_id": "r1", "ok": True, "not_answered": None})
+    with rag.open_store(settings) as store:
+        rag.remember(store, "fact", "Possède un Steam Deck")
+    before = snapshot_tree(tmp_path)
+    result = script_runner.run(["forge", "doctor", "--json"])
+    assert result.returncode == 0, result.stderr
+    rows = {r["check"]: r for r in json.loads(result.stdout)}
+    assert rows["history"]["status"] == rows["traces"]["status"] == "ok"
+    assert rows["memory store"]["status"] == "ok" and "1 entries" in rows["memory store"]["detail"]
+    assert rows["embedding match"]["status"] == "ok"
+    assert snapshot_tree(tmp_path) == before  # no -wal/-shm side file, no lock file
+
+
 def test_doctor_fails_on_an_unreachable_embedding_server_naming_it(script_runner):
     env = {**os.environ, "EMBEDDING_URL": "http://127.0.0.1:9/embedding"}
     result = script_runner.run(["forge", "doctor"], env=env)

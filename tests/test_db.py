@@ -100,3 +100,26 @@ def test_a_readonly_connection_cannot_write(tmp_path):
     ro = db.connect(tmp_path / "x.db", readonly=True)
     with pytest.raises(Exception, match="readonly"):
         ro.execute("insert into t values (1)")
+
+
+def test_an_untouched_connection_creates_no_side_files_and_sees_committed_rows(tmp_path):
+    folder = tmp_path / "store"
+    folder.mkdir()
+    path = folder / "a b%c.db"  # a path that needs quoting in a file: URI
+    conn = db.connect(path)
+    conn.execute("create table t (x)")
+    conn.execute("insert into t values (1)")
+    conn.close()  # the last connection checkpoints and removes the -wal and -shm files
+    before = sorted(p.name for p in folder.iterdir())
+    ro = db.connect(path, untouched=True)
+    assert ro.execute("select x from t").fetchall() == [(1,)]
+    ro.close()
+    assert sorted(p.name for p in folder.iterdir()) == before == ["a b%c.db"]
+    writer = db.connect(path)  # another process has it open: read through its WAL
+    writer.execute("insert into t values (2)")
+    ro = db.connect(path, untouched=True)
+    assert ro.execute("select count(*) from t").fetchone() == (2,)
+    with pytest.raises(Exception, match="readonly"):
+        ro.execute("insert into t values (3)")
+    ro.close()
+    writer.close()

@@ -137,6 +137,47 @@ def test_reindex_resumes_after_an_interruption(settings):
         assert store.conn.execute("select count(*) from memory_vectors").fetchone()[0] == len(ENTRIES)
 
 
+# ------------------------------------------------------------------ doctor: does the embedder match
+
+def fill_with(settings, embedder) -> None:
+    with rag.open_store(settings, embedder=embedder) as store:
+        rag.remember_many(store, [rag.NewEntry(k, c) for k, c in ENTRIES])
+
+
+def test_check_embedding_says_whether_the_configured_embedder_wrote_the_store(settings):
+    assert rag.check_embedding(settings.rag_db_file, settings) is None  # no store yet
+    fill(settings)
+    status, detail = rag.check_embedding(settings.rag_db_file, settings)
+    assert status == "ok" and "multilingual-e5-small" in detail
+    status, detail = rag.check_embedding(settings.rag_db_file, settings, embedder=RenamedOtherVectors())
+    assert status == "fail" and "reversed-e5" in detail and "forge reindex" in detail
+    status, detail = rag.check_embedding(settings.rag_db_file, settings, embedder=SameNameOtherVectors())
+    assert status == "fail" and "probe sentence cosine" in detail
+    status, detail = rag.check_embedding(settings.rag_db_file, replace(settings, embedding_dim=1024))
+    assert status == "fail" and "EMBEDDING_DIM is 1024" in detail
+
+
+def test_doctor_fails_when_another_model_wrote_the_store_and_writes_nothing(script_runner, settings):
+    import json
+    import os
+
+    fill_with(settings, RenamedOtherVectors())
+    before = {p: p.read_bytes() for p in settings.rag_db_file.parent.iterdir()}
+    result = script_runner.run(["forge", "doctor", "--json"])
+    assert result.returncode == 1
+    rows = {r["check"]: r for r in json.loads(result.stdout)}
+    assert rows["embedding match"]["status"] == "fail"
+    assert "reversed-e5" in rows["embedding match"]["detail"]
+    assert "forge reindex" in rows["embedding match"]["detail"]
+    assert "embedding match" in result.stderr
+    assert {p: p.read_bytes() for p in settings.rag_db_file.parent.iterdir()} == before
+    down = script_runner.run(["forge", "doctor", "--json"],
+                             env={**os.environ, "EMBEDDING_URL": "http://127.0.0.1:9/embedding"})
+    rows = {r["check"]: r for r in json.loads(down.stdout)}
+    assert rows["embedding match"]["status"] == "warn"
+    assert "cannot compare" in rows["embedding match"]["detail"]
+
+
 # ------------------------------------------------------------------ fingerprint and cutoff (V4)
 
 def test_fingerprint_is_six_hex_and_needs_no_network(settings):
