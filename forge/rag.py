@@ -720,6 +720,13 @@ def hot_entries(store: Store, *, project: str | None = None) -> list[Entry]:
     return [_row_to_entry(r) for r in store.conn.execute(sql + " order by created, id", args)]
 
 
+def projects(store: Store) -> list[str]:
+    """The project names in use, sorted (entries without a project are not listed)."""
+    rows = store.conn.execute("select distinct project from memory_entries "
+                              "where project is not null order by project")
+    return [r[0] for r in rows]
+
+
 def count_entries(store: Store) -> int:
     return store.conn.execute("select count(*) from memory_entries").fetchone()[0]
 

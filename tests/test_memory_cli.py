@@ -39,6 +39,14 @@ def test_kind_defaults_to_fact_and_stdin_content(runner):
         ("fact", "Possède un Steam Deck"), ("todo", "Acheter un onduleur pour le NAS")]
 
 
+def test_content_dash_with_empty_stdin_is_an_error_that_says_so(runner):
+    for stdin in ("", "  \n\n"):
+        result = invoke(runner, "remember", "todo", "-", input=stdin)
+        assert result.exit_code == 1 and "stdin is empty" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    assert invoke(runner, "memory", "ls", "--nl").stdout == ""
+
+
 def test_unknown_kind_and_caps_are_clear_errors(runner):
     bad_kind = invoke(runner, "remember", "idea", "something")
     assert bad_kind.exit_code == 2
@@ -120,6 +128,17 @@ def test_recall_project_filter(filled):
     assert {r["project"] for r in rows} == {"homelab"}
 
 
+def test_a_project_that_does_not_exist_is_named_on_stderr(filled):
+    recall = invoke(filled, "recall", "NiPoGi", "-p", "homelabb", "--nl")
+    assert recall.exit_code == 0 and recall.stdout == ""
+    assert "no entry in project 'homelabb'" in recall.stderr and "homelab" in recall.stderr
+    listed = invoke(filled, "memory", "ls", "-p", "homelabb", "--json")
+    assert json.loads(listed.stdout) == {"entries": [], "by_kind": {}}
+    assert "no entry in project 'homelabb'" in listed.stderr
+    known = invoke(filled, "memory", "ls", "-p", "homelab", "--nl")
+    assert known.stdout and "no entry in project" not in known.stderr
+
+
 def test_memory_ls_breakdown_and_superseded_rows(filled, settings):
     from forge import rag
 
@@ -188,3 +207,31 @@ def test_end_to_end_with_the_real_script(script_runner, tmp_path):
     assert r.success
     r = script_runner.run(["forge", "memory", "show", "1"])
     assert r.returncode == 1 and r.stderr.startswith("Error: no memory entry #1")
+
+
+def test_two_processes_remembering_at_once_lose_nothing_and_store_duplicates_once(tmp_path, settings):
+    import os
+    import shutil
+    import subprocess
+
+    forge = shutil.which("forge")
+    procs = []
+    for name in ("a", "b"):
+        lines = [{"kind": "fact", "content": f"fait {name} numéro {i}"} for i in range(15)]
+        lines += [{"kind": "todo", "content": f"tâche commune {i}"} for i in range(5)]
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")
+        procs.append(subprocess.Popen([forge, "remember", "--batch", str(path), "--nl"], env=os.environ,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err for _, err in outs]
+    from forge import rag
+
+    with rag.open_store(settings) as store:
+        entries = rag.list_entries(store)
+        vectors = store.conn.execute("select count(*) from memory_vectors").fetchone()[0]
+        remembered = store.conn.execute("select count(*) from memory_events where event = 'remember'").fetchone()[0]
+    assert len(entries) == vectors == remembered == 35
+    assert sum(e.kind == "todo" for e in entries) == 5
+    ids = [{r["line"]: r["id"] for r in map(json.loads, out.splitlines())} for out, _ in outs]
+    assert [ids[0][n] for n in range(16, 21)] == [ids[1][n] for n in range(16, 21)]  # same ids for both

@@ -20,6 +20,17 @@ def _open(**kwargs: Any) -> Any:
     return rag.open_store(get_settings(), **kwargs)
 
 
+def _note_unknown_project(store: Any, project: str | None) -> None:
+    """A mistyped --project finds nothing: say so rather than look like an empty memory."""
+    from .. import rag
+
+    if project is None:
+        return
+    known = rag.projects(store)
+    if project not in known:
+        note(f"no entry in project {project!r}; projects: {', '.join(known) or 'none yet'}")
+
+
 def _read_stdin_if_dash(text: str) -> str:
     return sys.stdin.read().rstrip("\n") if text == "-" else text
 
@@ -61,7 +72,12 @@ def remember(kind_or_content: str | None, content: str | None, project: str | No
     if kind.strip().lower() not in rag.KINDS:
         raise click.BadParameter(f"unknown kind {kind[:64]!r}; valid kinds: {', '.join(rag.KINDS)}",
                                  param_hint="KIND")
+    from_stdin = text == "-"
     text = _read_stdin_if_dash(text)
+    if from_stdin and not text.strip():
+        from ..errors import ForgeError
+
+        raise ForgeError("stdin is empty: nothing to remember (CONTENT `-` reads it from stdin)")
     with _open() as store:
         result = rag.remember(store, kind, text, project=project)
     message = (f"remembered #{result.id}" if result.created
@@ -113,6 +129,8 @@ def recall(query: str, project: str | None, vector_k: int, lexical_k: int, fmt: 
     with _open() as store:
         result = rag.search_hybrid(store, query, project=project, vector_k=vector_k,
                                    lexical_k=lexical_k)
+        if not result.rows:
+            _note_unknown_project(store, project)
     rows = [row.to_dict() for row in result.rows]
     if result.cutoff is not None:
         nearest = (f", the nearest at {result.nearest_dropped:.4f}"
@@ -143,6 +161,8 @@ def memory_ls(kind: str | None, project: str | None, fmt: str) -> None:
     with _open() as store:
         entries = rag.list_entries(store, kind=kind, project=project)
         by_kind = rag.counts_by_kind(store, project=project)
+        if not entries:
+            _note_unknown_project(store, project)
     rows = [{**e.to_dict(), "entry": _entry_label(e)} for e in entries]
     emit(rows, fmt, columns=LS_COLUMNS, document={"entries": [e.to_dict() for e in entries],
                                                   "by_kind": by_kind}, empty="no entries")
