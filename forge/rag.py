@@ -463,6 +463,9 @@ def _message_ids(refs: dict | None) -> list[int]:
 
 def validate_new(item: NewEntry) -> NewEntry:
     """Kind, source, project and caps; returns the cleaned item or raises ForgeError."""
+    for name in ("kind", "project"):  # from JSON (--batch, the chat's memory tool): any type
+        if getattr(item, name) is not None and not isinstance(getattr(item, name), str):
+            raise ForgeError(f'"{name}" must be a string, not {type(getattr(item, name)).__name__}')
     kind = (item.kind or "fact").strip().lower()
     source = item.source or "remember"
     if source not in SOURCES:

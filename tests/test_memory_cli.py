@@ -92,6 +92,26 @@ def filled(runner, built_store, settings):
     return runner
 
 
+@pytest.mark.parametrize("bad, message", [
+    ('{"kind": 5, "content": "x"}', 'line 2: "kind" must be a string'),
+    ('{"kind": "fact", "content": "x", "project": 5}', 'line 2: "project" must be a string'),
+    ('{"kind": "fact", "content": "x", "project": ["a"]}', 'line 2: "project" must be a string'),
+])
+def test_batch_line_with_a_wrong_type_is_one_clear_line(runner, bad, message):
+    result = invoke(runner, "remember", "--batch", "-", input='{"content": "fine"}\n' + bad + "\n")
+    assert result.exit_code == 1 and message in result.stderr, result.stderr
+    assert "Error" not in result.stderr.replace("Error:", "", 1)  # no exception class name
+    assert invoke(runner, "memory", "ls", "--nl").stdout == ""
+
+
+def test_batch_file_that_is_not_utf8_names_the_line(runner, tmp_path):
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b'{"content": "fine"}\n{"content": "mat\xe9riel"}\n')
+    result = invoke(runner, "remember", "--batch", str(path))
+    assert result.exit_code == 1 and "line 2 is not UTF-8" in result.stderr, result.stderr
+    assert invoke(runner, "memory", "ls", "--nl").stdout == ""
+
+
 def test_recall_table_json_and_nl(filled):
     table = invoke(filled, "recall", "Quel processeur a mon NiPoGi ?")
     assert table.exit_code == 0, table.stderr

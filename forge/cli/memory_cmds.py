@@ -39,7 +39,7 @@ def _read_stdin_if_dash(text: str) -> str:
 @click.argument("kind_or_content", required=False, metavar="[KIND]")
 @click.argument("content", required=False)
 @click.option("--project", "-p", help="Project namespace of the entry.")
-@click.option("--batch", "batch", type=click.File("r", encoding="utf-8"), metavar="FILE|-",
+@click.option("--batch", "batch", type=click.File("rb"), metavar="FILE|-",
               help='Newline-delimited JSON: {"kind", "content", "project"} per line.')
 @output_options
 def remember(kind_or_content: str | None, content: str | None, project: str | None,
@@ -90,7 +90,12 @@ def _read_batch(stream: Any, project: str | None) -> list[Any]:
     from ..errors import ForgeError
 
     items = []
-    for number, line in enumerate(stream, 1):
+    for number, raw in enumerate(stream, 1):  # bytes, so a bad encoding names its line
+        try:
+            line = raw.decode("utf-8-sig" if number == 1 else "utf-8")  # a BOM from Windows editors
+        except UnicodeDecodeError:
+            raise ForgeError(f"--batch line {number} is not UTF-8; convert the file with "
+                             "`iconv -t UTF-8`") from None
         if not line.strip():
             continue
         try:
