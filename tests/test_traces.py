@@ -120,3 +120,20 @@ def test_two_processes_appending_500_long_lines_each_never_interleave(settings):
     assert len(parsed) == 1000
     for r in parsed:
         assert r["pad"] == r["run_id"][0] * 100_000
+
+
+def test_ctrl_c_stops_follow_quietly_after_printing_what_came(settings):
+    import os
+    import shutil
+    import signal
+
+    traces.append(settings.trace_file, {"run_id": "before", "ok": True, "not_answered": None})
+    proc = subprocess.Popen([shutil.which("forge"), "trace", "tail", "--follow", "--nl"], env=os.environ,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = proc.stdout.readline()
+    assert json.loads(first)["run_id"] == "before"
+    traces.append(settings.trace_file, {"run_id": "after", "ok": True, "not_answered": None})
+    assert json.loads(proc.stdout.readline())["run_id"] == "after"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0 and err == "" and out == ""

@@ -52,10 +52,14 @@ def tail(count: int, follow: bool, fmt: str) -> None:
              empty=None if follow else "no traces yet")
     else:
         emit(records, fmt, columns=COLUMNS)
-    if follow:
+    if not follow:
+        return
+    try:
         for record in traces.follow(path):
             if fmt == "table":
                 r = _row(record)
                 click.echo("  ".join(str(r[c]) if r[c] is not None else "" for c in COLUMNS))
             else:
                 click.echo(dumps(record))
+    except KeyboardInterrupt:  # Ctrl-C is how a follow ends, like `tail -f`: not an error
+        return
