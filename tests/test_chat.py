@@ -237,3 +237,25 @@ def test_real_forge_script_one_turn(script_runner, chat_fake):
     result = script_runner.run(["forge", "chat", "--json", "Bonjour"])
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["reply"] == "Salut !"
+
+
+@pytest.mark.parametrize("args, expected_rc", [
+    (["chat", "--json", "Bonjour"], 0),   # a message given: stdin is never needed
+    (["chat"], 2),                        # no message, nothing to read: a usage error
+])
+def test_forge_chat_with_stdin_closed_as_under_some_schedulers(chat_fake, args, expected_rc):
+    import os
+    import subprocess
+    import sys
+
+    chat_fake.chat_reply(envelope("chat", content="Salut !"))
+    forge = Path(sys.executable).with_name("forge")
+    done = subprocess.run([str(forge), *args], capture_output=False, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, timeout=60, preexec_fn=lambda: os.close(0))
+    stderr = done.stderr.decode()
+    assert done.returncode == expected_rc, stderr
+    assert "AttributeError" not in stderr and "Traceback" not in stderr
+    if expected_rc == 0:
+        assert json.loads(done.stdout)["reply"] == "Salut !"
+    else:
+        assert "message" in stderr and done.stdout == b""

@@ -51,14 +51,17 @@ def chat(message: str | None, fmt: str) -> None:
     garbled, a loop, echoed instructions) is not kept and a notice says why on stderr.
     """
     settings = get_settings()
-    if message is None and sys.stdin.isatty():
+    # A scheduler may start us with no stdin at all (fd 0 closed: sys.stdin is None).
+    stdin_tty = sys.stdin is not None and sys.stdin.isatty()
+    if message is None and stdin_tty:
         _repl(settings)
         return
     from_stdin = message is None or message == "-"
     if from_stdin:
-        message = sys.stdin.read()
+        message = sys.stdin.read() if sys.stdin is not None else ""
     if not message.strip():
-        raise click.UsageError("the message is empty")
+        raise click.UsageError("the message is empty" + (
+            " (no MESSAGE given and nothing on stdin)" if from_stdin else ""))
     from ..chat import run_turn
 
     stream = fmt == "table" and sys.stdout.isatty()
@@ -68,7 +71,7 @@ def chat(message: str | None, fmt: str) -> None:
         sys.stdout.flush()
 
     # A human at a terminal can answer the shell tool's y/N; a pipeline cannot.
-    interactive = not from_stdin and sys.stdin.isatty()
+    interactive = not from_stdin and stdin_tty
     result = run_turn(settings, message, on_token=write if stream else None,
                       interactive=interactive,
                       confirm=lambda q: click.confirm(q, default=False, err=True))
