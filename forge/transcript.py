@@ -10,7 +10,8 @@ Rendering (what an archive entry's content looks like)::
     user: Quel processeur a mon NiPoGi ?
     assistant: Un Ryzen 5 5500U.
 
-A line that starts with a role name and ": " opens a message; other lines continue it.
+A line that starts with a role name and ": " (the space included, so `user:admin` in a pasted
+config does not) opens a message; other lines continue it.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from typing import Any, Iterable, Sequence
 from . import non_answer
 
 RENDER_ROLES = ("user", "assistant", "system", "tool")
-_HEADER = re.compile(r"^(user|assistant|system|tool): ?", re.MULTILINE)
+_HEADER = re.compile(r"^(user|assistant|system|tool): ", re.MULTILINE)
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 # Why an exchange was left out of the store.

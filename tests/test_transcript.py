@@ -123,3 +123,18 @@ def test_every_fixed_non_answer_string_starts_with_a_listed_marker():
         assert non_answer.is_non_answer(s) in non_answer.MARKERS, s
     assert non_answer.NOTHING_FOUND.startswith(non_answer.NO_MEMORY)
     assert non_answer.is_non_answer("The [error] is in the middle") is None
+
+
+def test_split_of_a_rendered_window_gives_back_the_units_live_eviction_cut():
+    """H6: live eviction (units) and resplit (split) must see the same exchanges, even when a
+    message holds lines that look like a role name (a login, a config key)."""
+    window = [
+        msg(1, "user", "mes identifiants ?"),
+        msg(2, "assistant", "Connecte-toi avec\nuser:admin\nsystem:prod\n\nrien d'autre"),
+        msg(3, "tool", "tool:ok"),
+        msg(4, "user", "merci"), msg(5, "assistant", ""),
+    ]
+    live = transcript.units(window)
+    back = transcript.split("\n".join(u.text() for u in live))
+    assert [[(p.role, p.content) for p in u.parts] for u in back] == \
+        [[(p.role, p.content) for p in u.parts] for u in live]
