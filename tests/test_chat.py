@@ -259,3 +259,29 @@ def test_forge_chat_with_stdin_closed_as_under_some_schedulers(chat_fake, args, 
         assert json.loads(done.stdout)["reply"] == "Salut !"
     else:
         assert "message" in stderr and done.stdout == b""
+
+
+def test_turns_while_the_embedding_server_is_down_grow_past_the_cap_then_recover(chat_fake, caplog):
+    """H3 through real turns: nothing that was never archived is dropped, and the next turn
+    after the outage archives it all."""
+    from fakeserver import closed_url
+
+    limits = dict(MEMORY_MAX_HISTORY="6", COMPACTION_THRESHOLD="4", COMPACTION_KEEP_RECENT="2")
+    down = load(**limits, EMBEDDING_URL=closed_url() + "/embedding")
+    chat_fake.chat_replies([f"answer {i}" for i in range(6)])
+    with caplog.at_level("WARNING", logger="forge"):
+        for i in range(5):
+            assert run_turn(down, f"question {i}").answered
+    assert [m.content for m in history_messages(down)][::2] == [f"question {i}" for i in range(5)]
+    assert "over MEMORY_MAX_HISTORY=6" in caplog.text and "compaction check failed" in caplog.text
+
+    up = load(**limits)   # the embedded model: compaction can run again
+    result = run_turn(up, "question 5")
+    assert result.compaction is not None and result.compaction.did_something
+    from forge import history
+
+    doc = history.read(up.memory_file)
+    assert not doc.compaction_pending and len(doc.messages) <= 6
+    with rag.open_store(up, check_identity=False) as store:
+        archived = [e.content for e in rag.list_entries(store, kind="archive")]
+    assert sorted(archived) == sorted(f"user: question {i}\nassistant: answer {i}" for i in range(5))
