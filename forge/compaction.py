@@ -301,6 +301,9 @@ def _rewrite(settings: Any, remove: list[int], new_message: Message | None) -> M
     drop = set(remove)
     inserted = None
     with history.edit(settings.memory_file) as doc:
+        # Pinned since the snapshot (H8): it stays; its exchange is stored already and a later
+        # compaction finds it there by its message ids.
+        drop -= {m.id for m in doc.messages if m.pinned}
         if any(m.id in drop for m in doc.messages) and new_message is not None \
                 and transcript.is_pointer(new_message):
             # A concurrent compaction may have written a pointer to some of the same entries;

@@ -291,3 +291,29 @@ def test_two_compactions_racing_leave_one_pointer_and_no_duplicate(monkeypatch):
     doc = history.read(s.memory_file)
     assert [m.is_compaction for m in doc.messages] == [True, False, False]
     assert [m.id for m in doc.messages[1:]] == [7, 8]
+
+
+def test_a_message_pinned_while_compaction_embeds_stays_in_the_history(monkeypatch):
+    """H8 + H9: the pin a user sets while compaction works outside the lock is honoured by the
+    rewrite; the exchange is already in the store, and a later compaction finds it there."""
+    s = configure(monkeypatch, COMPACTION_THRESHOLD=4, COMPACTION_KEEP_RECENT=2)
+    add_exchanges(s, 3)
+    real = rag.remember_many
+
+    def embed_while_the_user_pins(store, items, **kw):
+        history.set_pinned(s.memory_file, 1, True)     # pins the exchange 1-2
+        return real(store, items, **kw)
+
+    monkeypatch.setattr(rag, "remember_many", embed_while_the_user_pins)
+    compaction.compact(s)
+    doc = history.read(s.memory_file)
+    assert [(m.id, m.pinned) for m in doc.messages if not m.is_compaction] == \
+        [(1, True), (2, True), (5, False), (6, False)]
+    monkeypatch.setattr(rag, "remember_many", real)
+
+    history.set_pinned(s.memory_file, 1, False)
+    history.set_pinned(s.memory_file, 2, False)
+    add_exchanges(s, 2, start=3)
+    report = compaction.compact(s)
+    assert [a.already_stored for a in report.archived if a.message_ids == [1, 2]] == [True]
+    assert sorted(e.refs["messages"] for e in archive_entries(s)) == [[1, 2], [3, 4], [5, 6], [8, 9]]
