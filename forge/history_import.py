@@ -66,6 +66,16 @@ class ImportReport:
 
 # -- parsing ------------------------------------------------------------------------------------
 
+def decode(data: bytes, source: str) -> str:
+    """A transcript's bytes as text: UTF-8, with or without the BOM some Windows tools write."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ForgeError(f"{source}: not UTF-8 (byte 0x{data[e.start]:02x} on line {line}); nothing "
+                         "was imported: convert it first, e.g. `iconv -f latin1 -t utf-8`") from None
+
+
 def _check(obj: Any) -> tuple[NewMessage | None, str | None, set[str]]:
     """One record -> a NewMessage, or the problem with it; plus the unknown field names."""
     if not isinstance(obj, dict):

@@ -147,3 +147,19 @@ def test_an_embedding_outage_fails_a_compacting_import_before_anything_is_append
     result = invoke(runner, "history", "import", str(path), "--compact")
     assert result.exit_code == 1 and "127.0.0.1:9" in result.stderr
     assert history.read(settings.memory_file).messages == []
+
+
+def test_a_file_that_is_not_utf8_is_one_line_saying_so_and_a_bom_is_fine(settings, runner, tmp_path):
+    latin1 = tmp_path / "export-latin1.jsonl"
+    latin1.write_bytes(jsonl([{"role": "user", "content": "Quel débit ?"}]).encode("latin-1"))
+    result = invoke(runner, "history", "import", str(latin1))
+    assert result.exit_code == 1
+    assert "export-latin1.jsonl" in result.stderr and "UTF-8" in result.stderr
+    assert "UnicodeDecodeError" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert history.read(settings.memory_file).messages == []
+
+    bom = tmp_path / "export-bom.jsonl"   # what some Windows tools write
+    bom.write_bytes(b"\xef\xbb\xbf" + jsonl([{"role": "user", "content": "Quel débit ?"}]).encode())
+    result = invoke(runner, "history", "import", str(bom))
+    assert result.exit_code == 0, result.stderr
+    assert [m.content for m in history.read(settings.memory_file).messages] == ["Quel débit ?"]

@@ -1,6 +1,8 @@
 """`forge compact`, `forge context` and `forge history import` (attached to the history group)."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -109,21 +111,26 @@ def context(fmt: str) -> None:
 
 
 @click.command("import")
-@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.option("--skip-bad", is_flag=True, help="Import the good records of a file with bad ones.")
 @click.option("--compact", "compact_", is_flag=True,
               help="Compact as it imports, so the cap never drops an imported message.")
 @output_options
-def history_import(file: Any, skip_bad: bool, compact_: bool, fmt: str) -> None:
+def history_import(file: str, skip_bad: bool, compact_: bool, fmt: str) -> None:
     """Append a transcript to the history: FILE (or - for stdin) holds a JSON array or JSON
     Lines of {"role", "content", "ts"?, "ref"?, "answered"?}. Each message gets a new id and
     keeps its ref. A file with bad records imports nothing unless --skip-bad."""
-    from ..history_import import BadRecordsError, import_history
+    from ..history_import import BadRecordsError, decode, import_history
 
-    name = "stdin" if file.name == "<stdin>" else file.name
+    name = "stdin" if file == "-" else file
+    if file == "-":
+        # No stdin at all (fd 0 closed, as some schedulers start jobs) reads as empty.
+        data = sys.stdin.buffer.read() if sys.stdin is not None else b""
+    else:
+        data = Path(file).read_bytes()
     try:
-        report = import_history(get_settings(), file.read(), source=name, skip_bad=skip_bad,
-                                compact=compact_)
+        report = import_history(get_settings(), decode(data, name), source=name,
+                                skip_bad=skip_bad, compact=compact_)
     except BadRecordsError as e:
         for bad in e.bad:
             note(f"{name}: {bad}")
