@@ -285,3 +285,17 @@ def test_turns_while_the_embedding_server_is_down_grow_past_the_cap_then_recover
     with rag.open_store(up, check_identity=False) as store:
         archived = [e.content for e in rag.list_entries(store, kind="archive")]
     assert sorted(archived) == sorted(f"user: question {i}\nassistant: answer {i}" for i in range(5))
+
+
+def test_a_message_that_is_not_utf8_is_a_usage_error_not_a_traceback():
+    import subprocess
+    import sys
+
+    forge = str(Path(sys.executable).with_name("forge"))
+    env = {**__import__("os").environ, "LC_ALL": "C.UTF-8"}
+    for args, data in ((["chat", "-"], b"caf\xe9 ?"), (["chat", b"caf\xe9 ?"], b"")):
+        done = subprocess.run([forge, *args], input=data, capture_output=True, timeout=60, env=env)
+        stderr = done.stderr.decode()
+        assert done.returncode == 2, stderr
+        assert "not UTF-8" in stderr and "Error" in stderr and "UnicodeEncodeError" not in stderr
+    assert not load().trace_file.exists()   # no turn ran

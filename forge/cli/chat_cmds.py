@@ -62,6 +62,11 @@ def chat(message: str | None, fmt: str) -> None:
     if not message.strip():
         raise click.UsageError("the message is empty" + (
             " (no MESSAGE given and nothing on stdin)" if from_stdin else ""))
+    try:
+        message.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes reach us as surrogates
+        raise click.UsageError(f"the message{' on stdin' if from_stdin else ''} is not UTF-8 text; "
+                               "convert it first, e.g. `iconv -f latin1 -t utf-8`") from None
     from ..chat import run_turn
 
     stream = fmt == "table" and sys.stdout.isatty()
