@@ -476,15 +476,10 @@ def context(settings: Any) -> dict[str, Any]:
 def _hot_block(settings: Any) -> dict[str, Any]:
     budget = settings.recall_hot_max_tokens
     empty = {"tokens": 0, "entries": 0, "left_out": 0, "max_tokens": budget}
-    if not settings.rag_db_file.exists():
+    if not settings.rag_db_file.exists():   # weighing must not create the store
         return empty
-    from . import rag
-    from .hot_memory import render_hot_block
+    from .hot_memory import hot_block
 
-    store = rag.open_store(settings, check_identity=False)
-    try:
-        block = render_hot_block(rag.hot_entries(store), max_tokens=budget)
-    finally:
-        store.close()
+    block = hot_block(settings)
     return {"tokens": block.tokens, "entries": len(block.entry_ids), "left_out": block.left_out,
             "max_tokens": budget}
