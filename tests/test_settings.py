@@ -118,3 +118,6 @@ def test_config_shows_value_and_source(runner, monkeypatch):
     assert doc["API_TOKEN"]["value"] == "***"  # never print a secret
     table = invoke(runner, "config").stdout
     assert "MAX_STEPS" in table and ".env" in table
+    cells = {line.split()[0]: line.split()[1:] for line in table.splitlines()[2:] if line.split()}
+    assert cells["RECALL_LEXICAL_MAX_DF"][0] == "0.2"  # as typed, not a distance's four decimals
+    assert cells["LLAMA_CPP_TIMEOUT"][0] == "120"

@@ -19,5 +19,7 @@ def config(fmt: str) -> None:
     if fmt == "json":
         emit(rows, fmt, columns=(), document={r["setting"]: {"value": r["value"], "source": r["source"]}
                                               for r in rows})
-    else:
-        emit(rows, fmt, columns=("setting", "value", "source"), wide=("value",))
+    else:  # a float as typed (0.2, 120), not with a distance's four decimals
+        shown = [{**r, "value": f"{r['value']:g}" if isinstance(r["value"], float) else r["value"]}
+                 for r in rows]
+        emit(shown, fmt, columns=("setting", "value", "source"), wide=("value",))
