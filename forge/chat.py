@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -241,8 +242,9 @@ class _Turn:
             new = [history.NewMessage("user", self.text, answered=answered)]
             new += [history.NewMessage("tool", t, answered=answered) for t in self.folded]
             new.append(history.NewMessage("assistant", reply, answered=answered))
-            stored = history.append(self.settings.memory_file, new,
-                                    max_history=self.settings.max_history)
+            # The cap waits for the compaction check (H3): applied now, it could drop the oldest
+            # exchange that compaction is about to archive.
+            stored = history.append(self.settings.memory_file, new, max_history=sys.maxsize)
             persisted = [m.id for m in stored]
         trace_error = error
         if trace_error is None and verdict.not_answered == "tool_error":
@@ -261,6 +263,7 @@ class _Turn:
                             trace=record.to_dict())
         if persisted:
             result.compaction = _compaction_check(self.settings)
+            _apply_cap(self.settings)
         return result
 
 
@@ -273,6 +276,12 @@ def _compaction_check(settings: Any) -> Any:
     except ForgeError as e:
         log.warning("compaction check failed, the turn is kept: %s", e)
         return None
+
+
+def _apply_cap(settings: Any) -> None:
+    """The hard cap, after compaction had its chance; it holds while a compaction is pending."""
+    with history.edit(settings.memory_file) as doc:
+        history.apply_cap(doc, settings.max_history)
 
 
 def run_turn(settings: Any, text: str, *, on_token: Callable[[str], None] | None = None,

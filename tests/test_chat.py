@@ -299,3 +299,21 @@ def test_a_message_that_is_not_utf8_is_a_usage_error_not_a_traceback():
         assert done.returncode == 2, stderr
         assert "not UTF-8" in stderr and "Error" in stderr and "UnicodeEncodeError" not in stderr
     assert not load().trace_file.exists()   # no turn ran
+
+
+def test_a_turn_that_takes_the_history_over_the_cap_is_archived_before_the_cap_drops(chat_fake):
+    """H3: the cap never drops what compaction was about to archive. A folded tool result makes a
+    turn three messages, so the append alone crosses MEMORY_MAX_HISTORY=4 (= the threshold)."""
+    Path("notes.txt").write_text("the NAS runs Debian", encoding="utf-8")
+    chat_fake.chat_reply(envelope("files", payload={"op": "read", "path": "notes.txt"}, done=False))
+    chat_fake.chat_reply(envelope("chat", content="Your NAS runs Debian."))
+    chat_fake.chat_reply("The router runs OpenWrt.")
+    settings = load(MAX_STEPS="2", MEMORY_MAX_HISTORY="4", COMPACTION_THRESHOLD="4",
+                    COMPACTION_KEEP_RECENT="2")
+    run_turn(settings, "what does my NAS run")
+    result = run_turn(settings, "and my router?")
+    assert result.compaction is not None and result.compaction.did_something
+    with rag.open_store(settings, check_identity=False) as store:
+        [entry] = rag.list_entries(store, kind="archive")
+    assert entry.refs["messages"] == [1, 2, 3] and entry.content.startswith("user: what does my NAS run")
+    assert [m.content for m in history_messages(settings)][1:] == ["and my router?", "The router runs OpenWrt."]
