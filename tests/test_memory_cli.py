@@ -47,6 +47,12 @@ def test_content_dash_with_empty_stdin_is_an_error_that_says_so(runner):
     assert invoke(runner, "memory", "ls", "--nl").stdout == ""
 
 
+def test_a_kind_without_content_is_a_usage_error_not_a_fact_named_after_the_kind(runner):
+    result = invoke(runner, "remember", "todo", input="Acheter un onduleur\n")
+    assert result.exit_code == 2 and "CONTENT" in result.stderr and "todo -" in result.stderr
+    assert invoke(runner, "memory", "ls", "--nl").stdout == ""
+
+
 def test_unknown_kind_and_caps_are_clear_errors(runner):
     bad_kind = invoke(runner, "remember", "idea", "something")
     assert bad_kind.exit_code == 2

@@ -68,6 +68,9 @@ def remember(kind_or_content: str | None, content: str | None, project: str | No
         return
     if kind_or_content is None:
         raise click.UsageError("give CONTENT (and optionally a KIND before it), or --batch FILE")
+    if content is None and kind_or_content.strip().lower() in rag.KINDS:
+        raise click.UsageError(f"CONTENT is missing after the kind {kind_or_content!r} "
+                               f"(`forge remember {kind_or_content} -` reads it from stdin)")
     kind, text = ("fact", kind_or_content) if content is None else (kind_or_content, content)
     if kind.strip().lower() not in rag.KINDS:
         raise click.BadParameter(f"unknown kind {kind[:64]!r}; valid kinds: {', '.join(rag.KINDS)}",
