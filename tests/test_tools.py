@@ -147,12 +147,24 @@ def test_shell_asks_in_the_repl_and_honours_no(tmp_path):
     assert yes.not_answered is None and (tmp_path / "made").exists()
 
 
-def test_shell_is_time_limited(monkeypatch):
+@pytest.mark.parametrize("command", [
+    "sleep 5",
+    "(sleep 1; touch {marker}) | cat",   # the shell's children outlive a kill of the shell alone
+])
+def test_shell_is_time_limited_and_stops_everything_it_started(monkeypatch, tmp_path, command):
+    import time
+
     from forge.tools import shell
 
     monkeypatch.setattr(shell, "TIMEOUT_S", 0.3)
-    result = dispatch("shell", {"command": "sleep 5"}, ctx(ENABLED_TOOLS="shell", FORGE_SHELL_AUTO="1"))
+    marker = tmp_path / "still-running"
+    started = time.monotonic()
+    result = dispatch("shell", {"command": command.format(marker=marker)},
+                      ctx(ENABLED_TOOLS="shell", FORGE_SHELL_AUTO="1"))
     assert "did not finish within" in result.text and result.not_answered == "tool_error"
+    assert time.monotonic() - started < 3
+    time.sleep(1.5)
+    assert not marker.exists()
 
 
 def test_unknown_tool_is_a_result_string():
