@@ -274,15 +274,19 @@ def summarise(settings: Any, plan: _Plan) -> str:
     """llm_summary's one model call. Raises ForgeError (the history is then left as it was)."""
     from . import non_answer
     from .llm import ChatClient
+    from .router import placeholders
 
     text = "\n\n".join(u.text() for u in plan.keep)
     messages = [{"role": "system", "content": SUMMARY_SYSTEM},
                 {"role": "user", "content": f"Conversation to summarise:\n\n{text}"}]
     with ChatClient(settings) as client:
         completion = client.complete(messages, max_tokens=512, temperature=0.2)
-    summary = transcript.unwrap_envelope(completion.content).strip()
-    if not summary or non_answer.is_non_answer(summary):
-        raise ForgeError(f"the chat server ({client.url}) returned no usable summary; "
+    # The router's placeholder detector: an empty, garbled, looping or echoing summary is no summary.
+    why = placeholders.classify(completion.content, prompt_texts=[SUMMARY_SYSTEM])
+    summary = transcript.unwrap_envelope(placeholders.clean(completion.content)).strip()
+    why = why or ("placeholder_empty" if not summary else non_answer.is_non_answer(summary))
+    if why:
+        raise ForgeError(f"the chat server ({client.url}) returned no usable summary ({why}); "
                          "the history was left as it was")
     return summary
 

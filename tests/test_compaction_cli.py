@@ -108,3 +108,17 @@ def test_the_real_forge_script_cron_form(script_runner, monkeypatch):
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["trigger"] == "count"
     assert history.read(s.memory_file).messages[0].meta["compaction"] == "pointer"
+
+
+def test_llm_summary_that_is_a_placeholder_is_refused_and_says_which(monkeypatch, runner, fake_server):
+    """A looping or empty summary would replace the window with nothing worth reading; it is
+    refused like the router's placeholders (the same detector) and the history stays."""
+    s = fill(monkeypatch, 4, LLAMA_CPP_URL=fake_server.url)
+    before = history.read(s.memory_file)
+    for reply, reason in (("Le serveur a 8 Go. " * 12, "placeholder_repetition"), ("", "placeholder_empty"),
+                          ("[no results]", "[no results]")):
+        fake_server.chat_reply(reply)
+        result = invoke(runner, "compact", "--strategy", "llm_summary")
+        assert result.exit_code == 1, result.stdout
+        assert "no usable summary" in result.stderr and reason in result.stderr
+        assert history.read(s.memory_file).messages == before.messages
