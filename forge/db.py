@@ -15,6 +15,7 @@ import contextlib
 import importlib
 import logging
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -113,7 +114,7 @@ def connect(path: Path | str, *, readonly: bool = False, untouched: bool = False
                                     isolation_level=None, check_same_thread=False)
         conn.execute(f"pragma busy_timeout = {BUSY_TIMEOUT_MS}")
         if not readonly and str(path) != ":memory:":
-            conn.execute("pragma journal_mode = wal")
+            _set_wal(conn, b.module)
             conn.execute("pragma synchronous = normal")
         conn.execute("pragma foreign_keys = on")
     except b.module.Error as e:
@@ -121,6 +122,21 @@ def connect(path: Path | str, *, readonly: bool = False, untouched: bool = False
     if vec:
         _load_vec(conn)
     return conn
+
+
+def _set_wal(conn: Any, module: ModuleType) -> None:
+    """`journal_mode = wal`, retried: on a brand-new file that another process is switching at
+    the same moment, SQLite answers "database is locked" at once instead of calling the busy
+    handler (two `forge remember` on a fresh install)."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("pragma journal_mode = wal")
+            return
+        except module.OperationalError as e:
+            if not ("locked" in str(e) or "busy" in str(e)) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 _fts5: dict[str, bool] = {}

@@ -902,20 +902,39 @@ def reindex(store: Store, *, batch_size: int = REINDEX_BATCH,
     if on_progress:
         on_progress(done, total)
     while True:
-        batch = conn.execute("select id, content from memory_entries where id not in "
-                             "(select id from memory_reindex) order by id limit ?",
-                             (batch_size,)).fetchall()
-        if not batch:
+        batch = _unstaged(conn, batch_size)
+        if batch:
+            vectors = embedder.embed_documents([c for _, c in batch])
+            with db.transaction(conn):
+                conn.executemany("insert or replace into memory_reindex(id, embedding) values (?, ?)",
+                                 [(i, np.asarray(v, dtype=np.float32).tobytes())
+                                  for (i, _), v in zip(batch, vectors)])
+            done += len(batch)
+            if on_progress:
+                on_progress(len(batch), total)
+            continue
+        # The swap checks again under the write lock: an entry another process wrote since the
+        # last batch would otherwise lose its vector with the old table.
+        if _swap_in_reindexed(conn, current, target, resumed_from):
             break
-        vectors = embedder.embed_documents([c for _, c in batch])
-        with db.transaction(conn):
-            conn.executemany("insert or replace into memory_reindex(id, embedding) values (?, ?)",
-                             [(i, np.asarray(v, dtype=np.float32).tobytes())
-                              for (i, _), v in zip(batch, vectors)])
-        done += len(batch)
-        if on_progress:
-            on_progress(len(batch), total)
+    count = conn.execute("select count(*) from memory_vectors").fetchone()[0]
+    store._checked = True
+    store._pending_identity = None
+    return ReindexResult(count, target, resumed_from)
+
+
+def _unstaged(conn: Any, limit: int) -> list[tuple[int, str]]:
+    return conn.execute("select id, content from memory_entries where id not in "
+                        "(select id from memory_reindex) order by id limit ?", (limit,)).fetchall()
+
+
+def _swap_in_reindexed(conn: Any, current: dict[str, Any], target: dict[str, Any],
+                       resumed_from: int) -> bool:
+    """Replace memory_vectors by the staged vectors and record the new identity, in one
+    transaction; False (nothing changed) when an entry is still unstaged."""
     with db.transaction(conn):
+        if _unstaged(conn, 1):
+            return False
         if _table_exists(conn, "memory_vectors"):
             conn.execute("drop table memory_vectors")
         _create_vectors(conn, "memory_vectors", current["dim"])
@@ -930,9 +949,7 @@ def reindex(store: Store, *, batch_size: int = REINDEX_BATCH,
         _write_identity(conn, target)
         _log_event(conn, "reindex", None, info={"entries": count, "model": current.get("model"),
                                                 "dim": current["dim"], "resumed_from": resumed_from})
-    store._checked = True
-    store._pending_identity = None
-    return ReindexResult(count, target, resumed_from)
+    return True
 
 
 def _reindex_resume_point(conn: Any, target: dict[str, Any], probe: "np.ndarray") -> int:

@@ -123,3 +123,30 @@ def test_an_untouched_connection_creates_no_side_files_and_sees_committed_rows(t
         ro.execute("insert into t values (3)")
     ro.close()
     writer.close()
+
+
+def test_two_connections_opening_a_fresh_database_at_once_both_succeed(tmp_path):
+    """Switching a new file to WAL needs a lock the busy timeout does not always wait for."""
+    import threading
+
+    errors: list[str] = []
+
+    def open_and_write(path, barrier):
+        barrier.wait()
+        try:
+            conn = db.connect(path, vec=False)
+            with db.transaction(conn):
+                conn.execute("create table if not exists t (x)")
+            conn.close()
+        except Exception as e:  # noqa: BLE001 - collected for the assertion
+            errors.append(str(e))
+
+    for i in range(60):
+        barrier = threading.Barrier(2)
+        threads = [threading.Thread(target=open_and_write, args=(tmp_path / f"fresh{i}.db", barrier))
+                   for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []

@@ -137,6 +137,31 @@ def test_reindex_resumes_after_an_interruption(settings):
         assert store.conn.execute("select count(*) from memory_vectors").fetchone()[0] == len(ENTRIES)
 
 
+def test_an_entry_written_by_another_process_just_before_the_swap_keeps_a_vector(settings, monkeypatch):
+    fill(settings)
+    real_transaction = rag.db.transaction
+    written = []
+
+    def transaction(conn):
+        staged_all = (rag._table_exists(conn, "memory_reindex") and
+                      conn.execute("select count(*) from memory_entries where id not in "
+                                   "(select id from memory_reindex)").fetchone()[0] == 0)
+        if staged_all and not written:  # the moment between the last batch and the swap
+            written.append(None)
+            with rag.open_store(settings) as other:  # the old model, still the store's identity
+                written[0] = rag.remember(other, "fact", "Écrit pendant le reindex").id
+        return real_transaction(conn)
+
+    monkeypatch.setattr(rag.db, "transaction", transaction)
+    with rag.open_store(settings, embedder=RenamedOtherVectors(), check_identity=False) as store:
+        done = rag.reindex(store, batch_size=2)
+    monkeypatch.setattr(rag.db, "transaction", real_transaction)
+    assert written and done.entries == len(ENTRIES) + 1
+    with rag.open_store(settings, embedder=RenamedOtherVectors()) as store:
+        vectors = {r[0] for r in store.conn.execute("select rowid from memory_vectors")}
+        assert written[0] in vectors and len(vectors) == rag.count_entries(store)
+
+
 # ------------------------------------------------------------------ doctor: does the embedder match
 
 def fill_with(settings, embedder) -> None:
