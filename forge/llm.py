@@ -32,6 +32,8 @@ STOP = ["<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|im_start|>"]
 
 # Base URLs whose server rejected the extras once, for the life of the process.
 _NO_EXTRAS: set[str] = set()
+# Base URL -> the model name a server insists on (Ollama), taken from its own /v1/models.
+_MODEL_FOR: dict[str, str] = {}
 
 
 @dataclass
@@ -106,6 +108,8 @@ class ChatClient:
               stream: bool, extras: bool) -> dict[str, Any]:
         body: dict[str, Any] = {"messages": messages, "temperature": temperature, "stream": stream,
                                 "stop": STOP}
+        if self.url in _MODEL_FOR:
+            body["model"] = _MODEL_FOR[self.url]
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
         if extras:
@@ -122,14 +126,30 @@ class ChatClient:
                  on_token: Callable[[str], None] | None = None) -> Completion:
         """One chat completion. With `stream`, `on_token` gets each piece of text as it comes;
         an exception raised by `on_token` (KeyboardInterrupt included) aborts the request."""
-        extras = self.url not in _NO_EXTRAS
+        for _ in range(2):
+            try:
+                return self._complete(messages, max_tokens=max_tokens, temperature=temperature,
+                                      stream=stream, on_token=on_token,
+                                      extras=self.url not in _NO_EXTRAS)
+            except _ExtrasRejected:
+                _NO_EXTRAS.add(self.url)
+            except _ModelRequired:
+                _MODEL_FOR[self.url] = self._listed_model()
+        return self._complete(messages, max_tokens=max_tokens, temperature=temperature,
+                              stream=stream, on_token=on_token, extras=self.url not in _NO_EXTRAS)
+
+    def _listed_model(self) -> str:
+        """The first model the server lists at /v1/models (what a bare request would get)."""
+        import httpx
+
+        url = f"{self.url}/v1/models"
         try:
-            return self._complete(messages, max_tokens=max_tokens, temperature=temperature,
-                                  stream=stream, on_token=on_token, extras=extras)
-        except _ExtrasRejected:
-            _NO_EXTRAS.add(self.url)
-            return self._complete(messages, max_tokens=max_tokens, temperature=temperature,
-                                  stream=stream, on_token=on_token, extras=False)
+            return str(self._http().get(url).json()["data"][0]["id"])
+        except httpx.HTTPError as e:
+            raise self._translate(e, url) from None
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise self._error("the chat server wants a model name and /v1/models lists none",
+                              url) from None
 
     def _complete(self, messages: list[dict], *, max_tokens: int | None, temperature: float,
                   stream: bool, on_token: Callable[[str], None] | None,
@@ -155,6 +175,9 @@ class ChatClient:
     def _check_status(self, response: Any, extras: bool) -> None:
         if response.status_code < 400:
             return
+        if response.status_code in (400, 404, 422) and self.url not in _MODEL_FOR \
+                and "model" in response.text.lower() and "required" in response.text.lower():
+            raise _ModelRequired()
         if extras and response.status_code in (400, 422) and _mentions_extras(response.text):
             raise _ExtrasRejected()
         snippet = " ".join(response.text.split())[:160]
@@ -247,6 +270,10 @@ class ChatClient:
 
 class _ExtrasRejected(Exception):
     """The server refused a llama.cpp-only field; retry without them."""
+
+
+class _ModelRequired(Exception):
+    """The server wants a `model` field (Ollama); retry with the one it lists."""
 
 
 def _mentions_extras(text: str) -> bool:

@@ -56,6 +56,19 @@ def test_a_server_rejecting_the_extras_gets_the_plain_openai_request(chat_fake):
     assert "cache_prompt" in first.json and "cache_prompt" not in second.json
 
 
+def test_a_server_that_requires_a_model_name_gets_the_one_it_lists(chat_fake):
+    """Ollama's OpenAI endpoint answers 400 "model is required"; llama-server needs none. The
+    name comes from the server's own /v1/models, so no setting is needed."""
+    chat_fake.status("/v1/chat/completions", 400, {"error": {"message": "model is required"}})
+    done = client().complete(MESSAGES)
+    assert done.content == "ok"
+    first, second = chat_fake.requests_to("/v1/chat/completions")[-2:]
+    assert "model" not in first.json and second.json["model"] == chat_fake.model
+    client().complete(MESSAGES)   # known from then on: one request, no second failure
+    assert chat_fake.requests_to("/v1/chat/completions")[-1].json["model"] == chat_fake.model
+    assert len(chat_fake.requests_to("/v1/models")) == 1
+
+
 def test_refused_connection_names_the_url_and_how_to_start_a_server():
     url = closed_url()
     with pytest.raises(ServerError) as e:
