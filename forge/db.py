@@ -117,6 +117,7 @@ def connect(path: Path | str, *, readonly: bool = False, untouched: bool = False
             _set_wal(conn, b.module)
             conn.execute("pragma synchronous = normal")
         conn.execute("pragma foreign_keys = on")
+        conn.execute("select count(*) from sqlite_master")  # a file that is no database fails here
     except b.module.Error as e:
         raise StoreError(f"cannot open {path}: {e}") from None
     if vec:

@@ -125,17 +125,23 @@ def check_embedding_match(settings: Settings) -> list[Row]:
     return [] if verdict is None else [_row("embedding match", *verdict)]
 
 
-CHECKS: tuple[Callable[[Settings], list[Row]], ...] = (
-    check_sqlite, check_servers, check_history, check_traces, check_store, check_embedding_match,
+# (the row a check shows when it raises, the check)
+CHECKS: tuple[tuple[str, Callable[[Settings], list[Row]]], ...] = (
+    ("sqlite", check_sqlite), ("servers", check_servers), ("history", check_history),
+    ("traces", check_traces), ("memory store", check_store),
+    ("embedding match", check_embedding_match),
 )
 
 
 def run(settings: Settings) -> list[Row]:
+    from .errors import ForgeError
+
     rows: list[Row] = []
-    for check in CHECKS:
+    for name, check in CHECKS:
         try:
             rows.extend(check(settings))
         except Exception as e:  # one broken check must not hide the others
-            name = check.__name__.removeprefix("check_")
-            rows.append(_row(name, "fail", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"))
+            text = str(e).splitlines()[0] if str(e) else ""
+            # A ForgeError already says what is wrong and what to do; anything else is a bug.
+            rows.append(_row(name, "fail", text if isinstance(e, ForgeError) else f"{type(e).__name__}: {text}"))
     return rows

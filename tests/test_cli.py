@@ -131,6 +131,23 @@ def test_doctor_writes_nothing_next_to_existing_stores(script_runner, settings, 
     assert snapshot_tree(tmp_path) == before  # no -wal/-shm side file, no lock file
 
 
+def test_doctor_names_each_broken_store_in_its_own_row(script_runner, forge_env, tmp_path):
+    forge_env.mkdir(parents=True)
+    (forge_env / "memory.json").write_text("{bad")
+    (forge_env / "forge_rag.db").write_text("not a database at all, just text " * 40)
+    before = snapshot_tree(tmp_path)
+    result = script_runner.run(["forge", "doctor", "--json"])
+    assert result.returncode == 1
+    rows = {r["check"]: r for r in json.loads(result.stdout)}
+    assert rows["history"]["status"] == "fail"
+    assert rows["history"]["detail"].startswith(f"{forge_env / 'memory.json'}: not valid JSON at line 1")
+    assert rows["memory store"]["status"] == "fail"
+    assert "file is not a database" in rows["memory store"]["detail"]
+    assert "sqlite-vec" not in rows["memory store"]["detail"]  # the file is the problem, not the extension
+    assert rows["sqlite-vec"]["status"] == "ok"
+    assert snapshot_tree(tmp_path) == before
+
+
 def test_doctor_fails_on_an_unreachable_embedding_server_naming_it(script_runner):
     env = {**os.environ, "EMBEDDING_URL": "http://127.0.0.1:9/embedding"}
     result = script_runner.run(["forge", "doctor"], env=env)
