@@ -241,6 +241,13 @@ def _import_compacting(settings: Any, messages: list[NewMessage], report: Import
                 pass
             if on_progress:
                 on_progress(report.imported, len(messages))
+    except ForgeError as e:
+        if not report.imported:
+            raise
+        # What went in stays (whole chunks, compacted in order); say where to resume.
+        raise ForgeError(f"{e}; the first {report.imported} of {len(messages)} messages were "
+                         f"imported, the rest were not: import the records after message "
+                         f"{report.imported} once this is fixed") from None
     finally:
         if store is not None:
             store.close()

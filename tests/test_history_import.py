@@ -163,3 +163,35 @@ def test_a_file_that_is_not_utf8_is_one_line_saying_so_and_a_bom_is_fine(setting
     result = invoke(runner, "history", "import", str(bom))
     assert result.exit_code == 0, result.stderr
     assert [m.content for m in history.read(settings.memory_file).messages] == ["Quel débit ?"]
+
+
+def test_a_failure_midway_through_a_compacting_import_says_how_far_it_got(monkeypatch, runner, tmp_path):
+    """What was imported stays (each chunk is whole and compacted in order); the one line says
+    how many of the file's messages went in, so the rest can be imported without duplicates."""
+    from forge import compaction
+    from forge.errors import ServerError
+
+    for name, value in {"MEMORY_MAX_HISTORY": 6, "COMPACTION_THRESHOLD": 4, "COMPACTION_KEEP_RECENT": 2}.items():
+        monkeypatch.setenv(name, str(value))
+    settings = load_settings()
+    real, calls = compaction.compact, []
+
+    def fails_the_second_time(*args, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise ServerError("http://127.0.0.1:9/embedding", "cannot reach the embedding server", "start one")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(compaction, "compact", fails_the_second_time)
+    path = tmp_path / "t.jsonl"
+    path.write_text(jsonl([{"role": r, "content": f"{r} {i}"} for i in range(6) for r in ("user", "assistant")]),
+                    encoding="utf-8")
+    result = invoke(runner, "history", "import", str(path), "--compact")
+    assert result.exit_code == 1
+    line = result.stderr.strip()
+    assert len(line.splitlines()) == 1 and "127.0.0.1:9" in line
+    assert "the first 6 of 12 messages were imported" in line
+    kept = [m.content for m in history.read(settings.memory_file).messages if not m.is_compaction]
+    with rag.open_store(settings, check_identity=False) as store:
+        stored = [e.content for e in rag.list_entries(store, kind=rag.ARCHIVE_KIND)]
+    assert len(kept) + 2 * len(stored) == 6
