@@ -276,6 +276,9 @@ def _compaction_check(settings: Any) -> Any:
     except ForgeError as e:
         log.warning("compaction check failed, the turn is kept: %s", e)
         return None
+    except Exception as e:  # the turn is persisted and traced already: never a crash now
+        log.warning("compaction check failed, the turn is kept: %s: %s", type(e).__name__, e)
+        return None
 
 
 def _apply_cap(settings: Any) -> None:

@@ -317,3 +317,19 @@ def test_a_turn_that_takes_the_history_over_the_cap_is_archived_before_the_cap_d
         [entry] = rag.list_entries(store, kind="archive")
     assert entry.refs["messages"] == [1, 2, 3] and entry.content.startswith("user: what does my NAS run")
     assert [m.content for m in history_messages(settings)][1:] == ["and my router?", "The router runs OpenWrt."]
+
+
+def test_any_compaction_failure_after_persisting_is_a_warning(chat_fake, caplog, monkeypatch):
+    """The turn is already persisted and traced when the check runs: whatever breaks in it
+    (here an unexpected error, not a ForgeError) must not turn a kept answer into a crash."""
+    from forge import compaction
+
+    def broken(settings):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(compaction, "maybe_compact", broken)
+    chat_fake.chat_reply("fine")
+    with caplog.at_level("WARNING", logger="forge"):
+        result = run_turn(load(), "hello")
+    assert result.answered and result.reply == "fine"
+    assert "compaction check failed" in caplog.text and "No space left" in caplog.text
