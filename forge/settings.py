@@ -211,9 +211,16 @@ def read_dotenv(path: Path) -> dict[str, str]:
     """KEY=VALUE lines; `#` comments, blank lines, `export ` and matching quotes allowed."""
     values: dict[str, str] = {}
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         return values
+    except OSError as e:
+        raise SettingsError(str(path), f"cannot read it ({e.strerror})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise SettingsError(str(path), f"line {line} is not UTF-8; save the file as UTF-8") from None
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):

@@ -121,3 +121,13 @@ def test_config_shows_value_and_source(runner, monkeypatch):
     cells = {line.split()[0]: line.split()[1:] for line in table.splitlines()[2:] if line.split()}
     assert cells["RECALL_LEXICAL_MAX_DF"][0] == "0.2"  # as typed, not a distance's four decimals
     assert cells["LLAMA_CPP_TIMEOUT"][0] == "120"
+
+
+def test_an_unreadable_dotenv_is_one_line_naming_the_file(runner):
+    Path(".env").write_bytes(b"MAX_STEPS=2\nCOMMENT=caf\xe9\n")
+    result = invoke(runner, "config")
+    assert result.exit_code == 1 and ".env: line 2 is not UTF-8" in result.stderr, result.stderr
+    Path(".env").unlink()
+    Path(".env").mkdir()
+    result = invoke(runner, "config")
+    assert result.exit_code == 1 and ".env: cannot read it" in result.stderr, result.stderr
