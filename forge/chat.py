@@ -263,28 +263,27 @@ class _Turn:
                             trace=record.to_dict())
         if persisted:
             result.compaction = _compaction_check(self.settings)
-            _apply_cap(self.settings)
         return result
 
 
 def _compaction_check(settings: Any) -> Any:
-    """After persisting; a failure is a warning (the turn itself succeeded)."""
+    """After persisting: compaction when a trigger fires, then the hard cap (H3: the cap waits
+    for compaction, so it never drops what compaction was about to archive). The turn is
+    persisted and traced already, so any failure here is a warning, never a failed turn."""
+    from . import compaction
+
+    report = None
     try:
-        from . import compaction
-
-        return compaction.maybe_compact(settings)
-    except ForgeError as e:
-        log.warning("compaction check failed, the turn is kept: %s", e)
-        return None
-    except Exception as e:  # the turn is persisted and traced already: never a crash now
-        log.warning("compaction check failed, the turn is kept: %s: %s", type(e).__name__, e)
-        return None
-
-
-def _apply_cap(settings: Any) -> None:
-    """The hard cap, after compaction had its chance; it holds while a compaction is pending."""
-    with history.edit(settings.memory_file) as doc:
-        history.apply_cap(doc, settings.max_history)
+        report = compaction.maybe_compact(settings)
+    except Exception as e:
+        why = str(e) if isinstance(e, ForgeError) else f"{type(e).__name__}: {e}"
+        log.warning("compaction check failed, the turn is kept: %s", why)
+    try:
+        with history.edit(settings.memory_file) as doc:
+            history.apply_cap(doc, settings.max_history)
+    except Exception as e:
+        log.warning("the history cap could not be applied after this turn: %s", e)
+    return report
 
 
 def run_turn(settings: Any, text: str, *, on_token: Callable[[str], None] | None = None,
