@@ -362,8 +362,11 @@ def compact(settings: Any, *, strategy: str | None = None, if_needed: bool = Fal
     try:
         if strategy == "rag_pointer":
             report.archived = _store_exchanges(settings, plan, store)
-            entries = plan.carried_entries() + [a.entry_id for a in report.archived]
-            exchanges = plan.carried_exchanges() + len(report.archived)
+            carried = plan.carried_entries()
+            # An exchange a pin kept back from an earlier pointer is named there already.
+            new_entries = [a.entry_id for a in report.archived if a.entry_id not in carried]
+            entries = carried + new_entries
+            exchanges = plan.carried_exchanges() + len(new_entries)
             new = _pointer_message(entries, exchanges, plan) if entries else None
         else:
             new = _summary_message(summarise(settings, plan), plan) if plan.keep else None

@@ -317,3 +317,6 @@ def test_a_message_pinned_while_compaction_embeds_stays_in_the_history(monkeypat
     report = compaction.compact(s)
     assert [a.already_stored for a in report.archived if a.message_ids == [1, 2]] == [True]
     assert sorted(e.refs["messages"] for e in archive_entries(s)) == [[1, 2], [3, 4], [5, 6], [8, 9]]
+    [pointer] = [m for m in history.read(s.memory_file).messages if m.is_compaction]
+    assert sorted(pointer.meta["entries"]) == sorted(e.id for e in archive_entries(s))
+    assert pointer.meta["exchanges"] == 4 and "4 earlier exchanges" in pointer.content
