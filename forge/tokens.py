@@ -82,6 +82,9 @@ class TokenCounter:
 # url -> (reachable, when it was checked): one probe per process and minute, not per count.
 _REACHABLE: dict[str, tuple[bool, float]] = {}
 _RECHECK_SECONDS = 60.0
+# /tokenize answers in milliseconds; a server that takes longer (hung, black-holed host) means
+# the estimate, not a wait of LLAMA_CPP_TIMEOUT in `forge context` or a cron compaction.
+PROBE_TIMEOUT_S = 5.0
 
 
 def token_counter(settings: Any) -> TokenCounter:
@@ -98,6 +101,7 @@ def token_counter(settings: Any) -> TokenCounter:
         from .llm import ChatClient
 
         client = ChatClient(settings)
+        client.timeout = min(client.timeout, PROBE_TIMEOUT_S)
         if not fresh:
             client.tokenize("probe")
     except Exception as e:

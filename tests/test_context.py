@@ -93,3 +93,17 @@ def test_real_tokenize_from_a_real_llama_server(llama_chat_server, monkeypatch, 
     c = json.loads(result.stdout)
     assert c["token_source"] == "server"
     assert c["router_prompt"] == prompt_weight(s, history.read(s.memory_file).messages, counter)
+
+
+def test_a_chat_server_that_does_not_answer_costs_seconds_not_llama_cpp_timeout(chat_fake, monkeypatch):
+    """Weighing a prompt (forge context, compact --if-needed in cron) probes /tokenize with a
+    short timeout of its own: a hung server means the estimate, not a wait of LLAMA_CPP_TIMEOUT."""
+    import time
+
+    from chat_helpers import load
+
+    monkeypatch.setattr(tokens, "PROBE_TIMEOUT_S", 0.3)
+    chat_fake.delay("/tokenize", 5)
+    started = time.monotonic()
+    counter = tokens.token_counter(load(LLAMA_CPP_TIMEOUT="120"))
+    assert counter.source == "estimate" and time.monotonic() - started < 3
