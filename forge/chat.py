@@ -31,13 +31,6 @@ log = logging.getLogger("forge")
 ROUTER_MAX_TOKENS = 768
 
 # What the user sees instead of a placeholder (nothing of it is kept).
-NOTICES = {
-    "placeholder_empty": "the model returned nothing",
-    "placeholder_garbled": "the model returned garbled text",
-    "placeholder_repetition": "the model fell into a repetition loop",
-    "placeholder_leak": "the model echoed its own instructions",
-    "interrupted": "interrupted",
-}
 
 
 @dataclass
@@ -217,7 +210,9 @@ class _Turn:
                 return "", "placeholder_garbled"
             if env.is_chat or (env.action not in self.settings.enabled_tools and env.content):
                 reply = (env.content or "").strip()
-                return (reply, None) if reply else ("", "placeholder_empty")
+                if not reply:
+                    return "", "placeholder_empty"
+                return ("", "placeholder_leak") if placeholders.is_echo(reply, self.text) else (reply, None)
             result = self._tool(env)
             if result.from_model:
                 from .graphs.recall import prompt_texts
@@ -256,7 +251,7 @@ class _Turn:
         traces.append(self.settings.trace_file, record)
         notice = None
         if verdict.not_answered in outcome.NOT_PERSISTED:
-            notice = f"no answer: {NOTICES[verdict.not_answered]}; nothing was kept"
+            notice = f"no answer: {traces.NOT_ANSWERED_REASONS[verdict.not_answered]}; nothing was kept"
         result = TurnResult(run_id=self.run_id, reply=reply if verdict.persist else "",
                             ok=verdict.ok, not_answered=verdict.not_answered, error=error,
                             notice=notice, shown=self.shown, persisted=persisted,

@@ -32,7 +32,7 @@ NOT_ANSWERED_REASONS = {
     "placeholder_empty": "the model returned nothing",
     "placeholder_garbled": "the model returned garbled text",
     "placeholder_repetition": "the model fell into a repetition loop",
-    "placeholder_leak": "the model echoed its prompt instructions",
+    "placeholder_leak": "the model echoed its prompt (its instructions, or your message)",
     "recall_nothing_found": "recall found nothing in the store",
     "recall_cutoff": "the distance cutoff dropped every row recall found",
     "non_answer_reply": "the reply is one of Forge's fixed non-answers",

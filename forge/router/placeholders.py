@@ -5,7 +5,9 @@ Four kinds, each a documented `not_answered` reason in `forge.traces`:
 - placeholder_garbled: mostly not text (replacement characters, control bytes, symbol soup),
   or a JSON envelope that does not parse;
 - placeholder_repetition: a loop, the same span repeated to the end of the output;
-- placeholder_leak: the model echoes its own prompt instructions or the chat template.
+- placeholder_leak: the model echoes its own prompt instructions or the chat template, or
+  parrots the user's turn back word for word (stored, that exchange would be a near-copy of its
+  own question: the best match the next time it is asked, with nothing in it).
 
 Saving one would feed it back as context on the next turn, where a model that got confused once
 is more likely to get confused again; so they are shown as a notice and never persisted.
@@ -96,6 +98,13 @@ def _sentences(prompt_texts: Iterable[str]) -> list[str]:
 def _leaks(text: str, prompt_texts: Iterable[str]) -> bool:
     reply = " ".join(_WORD.findall(text.lower()))
     return any(sentence in reply for sentence in _sentences(prompt_texts))
+
+
+def is_echo(reply: str, user_text: str) -> bool:
+    """The reply is the user's turn again: the same words in the same order (case, spacing and
+    punctuation aside). A reply that quotes the question and then answers it is not an echo."""
+    words = _WORD.findall(reply.lower())
+    return bool(words) and words == _WORD.findall(user_text.lower())
 
 
 def classify(text: str, *, prompt_texts: Iterable[str] = ()) -> str | None:
