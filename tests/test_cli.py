@@ -79,6 +79,16 @@ def test_runtime_failure_is_one_line_exit_1_and_debug_shows_the_traceback(script
     assert debug.returncode == 1 and "Traceback" in debug.stderr
 
 
+def test_a_file_system_error_is_one_line_naming_the_path(runner, monkeypatch, tmp_path):
+    from conftest import invoke
+
+    (tmp_path / "adir").mkdir()
+    monkeypatch.setenv("MEMORY_FILE", str(tmp_path / "adir"))
+    result = invoke(runner, "history")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == f"Error: {tmp_path / 'adir'}: Is a directory"
+
+
 def test_json_and_nl_are_exclusive_output_formats(script_runner):
     result = script_runner.run(["forge", "history", "--json", "--nl"])
     assert result.returncode == 2

@@ -72,6 +72,9 @@ class ForgeGroup(click.Group):
 
             if isinstance(e, ForgeError):
                 message = str(e)
+            elif isinstance(e, OSError) and e.filename and e.strerror:
+                # A path that is a folder, unreadable, on a full disk: the user's to fix.
+                message = f"{e.filename}: {e.strerror}"
             else:
                 message = f"{type(e).__name__}: {e} (FORGE_DEBUG=1 shows the traceback)"
             raise click.ClickException(message.splitlines()[0] if message else type(e).__name__) from None
