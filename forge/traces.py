@@ -127,8 +127,18 @@ def _parse_lines(lines: list[bytes], path: Path, torn_ok_index: int | None) -> l
     return records
 
 
-def tail(path: Path, n: int = 10) -> list[dict[str, Any]]:
-    """The last `n` records, reading backwards from the end of the file, never the whole file."""
+def end_offset(path: Path) -> int:
+    """Where the file ends now (0 when it does not exist): hand it to `tail(end=)` and
+    `follow(start=)` so that a record appended in between is shown exactly once."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def tail(path: Path, n: int = 10, *, end: int | None = None) -> list[dict[str, Any]]:
+    """The last `n` records before byte `end` (default: the end of the file), reading
+    backwards, never the whole file."""
     if n <= 0:
         return []
     try:
@@ -137,7 +147,7 @@ def tail(path: Path, n: int = 10) -> list[dict[str, Any]]:
         return []
     with fh:
         fh.seek(0, os.SEEK_END)
-        end = fh.tell()
+        end = fh.tell() if end is None else min(end, fh.tell())
         pos = end
         buf = b""
         # A record that ends without "\n" is a torn last line; we need n complete lines plus it.
@@ -158,11 +168,13 @@ def tail(path: Path, n: int = 10) -> list[dict[str, Any]]:
     return records[-n:]
 
 
-def follow(path: Path, *, poll: float = 0.5, stop_after: float | None = None) -> Iterator[dict[str, Any]]:
-    """Yield records appended after now, like `tail -f`. Partial lines wait for their end."""
+def follow(path: Path, *, start: int | None = None, poll: float = 0.5,
+           stop_after: float | None = None) -> Iterator[dict[str, Any]]:
+    """Yield records appended after byte `start` (default: now), like `tail -f`. Partial
+    lines wait for their end."""
     # The starting point is taken now, not at the first next(): a generator body would only
     # run then, and records appended in between would be lost.
-    return _follow(path, path.stat().st_size if path.exists() else 0, poll, stop_after)
+    return _follow(path, end_offset(path) if start is None else start, poll, stop_after)
 
 
 def _follow(path: Path, pos: int, poll: float, stop_after: float | None) -> Iterator[dict[str, Any]]:

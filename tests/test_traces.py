@@ -128,12 +128,31 @@ def test_ctrl_c_stops_follow_quietly_after_printing_what_came(settings):
     import signal
 
     traces.append(settings.trace_file, {"run_id": "before", "ok": True, "not_answered": None})
+    import queue
+    import threading
+
     proc = subprocess.Popen([shutil.which("forge"), "trace", "tail", "--follow", "--nl"], env=os.environ,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    first = proc.stdout.readline()
-    assert json.loads(first)["run_id"] == "before"
-    traces.append(settings.trace_file, {"run_id": "after", "ok": True, "not_answered": None})
-    assert json.loads(proc.stdout.readline())["run_id"] == "after"
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: lines.put(proc.stdout.readline()), daemon=True).start()
+    try:
+        assert json.loads(lines.get(timeout=20))["run_id"] == "before"
+        traces.append(settings.trace_file, {"run_id": "after", "ok": True, "not_answered": None})
+        threading.Thread(target=lambda: lines.put(proc.stdout.readline()), daemon=True).start()
+        assert json.loads(lines.get(timeout=20))["run_id"] == "after"
+    except BaseException:
+        proc.kill()
+        raise
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=10)
     assert proc.returncode == 0 and err == "" and out == ""
+
+
+def test_tail_up_to_an_offset_then_follow_from_it_shows_each_record_once(settings):
+    traces.append(settings.trace_file, record(0))
+    start = traces.end_offset(settings.trace_file)
+    traces.append(settings.trace_file, record(1))  # lands between the tail and the follow
+    assert [r["run_id"] for r in traces.tail(settings.trace_file, 10, end=start)] == ["r0"]
+    followed = traces.follow(settings.trace_file, start=start, poll=0.01, stop_after=0.5)
+    assert [r["run_id"] for r in followed] == ["r1"]
+    assert traces.end_offset(settings.trace_file.with_name("none.jsonl")) == 0

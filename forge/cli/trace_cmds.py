@@ -46,7 +46,8 @@ def tail(count: int, follow: bool, fmt: str) -> None:
     from .. import traces
 
     path = get_settings().trace_file
-    records = traces.tail(path, count)
+    start = traces.end_offset(path)  # tail stops and follow starts here: no run lost or shown twice
+    records = traces.tail(path, count, end=start)
     if fmt == "table":
         emit([_row(r) for r in records], fmt, columns=COLUMNS, wide=("input", "error"),
              empty=None if follow else "no traces yet")
@@ -55,7 +56,7 @@ def tail(count: int, follow: bool, fmt: str) -> None:
     if not follow:
         return
     try:
-        for record in traces.follow(path):
+        for record in traces.follow(path, start=start):
             if fmt == "table":
                 r = _row(record)
                 click.echo("  ".join(str(r[c]) if r[c] is not None else "" for c in COLUMNS))
