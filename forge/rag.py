@@ -700,6 +700,7 @@ def get_entry(store: Store, entry_id: int) -> Entry:
 def list_entries(store: Store, *, kind: str | None = None, project: str | None = None) -> list[Entry]:
     where, args = [], []
     if kind is not None:
+        kind = kind.strip().lower()  # as validate_new reads a kind
         if kind not in KINDS and kind != ARCHIVE_KIND:
             raise ForgeError(f"unknown kind {kind!r}; valid kinds: {', '.join(KINDS + (ARCHIVE_KIND,))}")
         where.append("kind = ?")

@@ -177,6 +177,7 @@ def test_memory_ls_breakdown_and_superseded_rows(filled, settings):
     doc = json.loads(todos.stdout)
     assert {e["kind"] for e in doc["entries"]} == {"todo"}
     assert doc["by_kind"]["todo"] == len(doc["entries"]) == 7  # the breakdown covers every kind
+    assert json.loads(invoke(filled, "memory", "ls", "TODO", "--json").stdout) == doc  # as remember reads kinds
     cuisine = json.loads(invoke(filled, "memory", "ls", "--project", "cuisine", "--json").stdout)
     assert len(cuisine["entries"]) == 3
 
