@@ -19,7 +19,6 @@ by cosine; a store written under another model refuses until `forge reindex`.
 from __future__ import annotations
 
 import base64
-import datetime as _dt
 import hashlib
 import json
 import logging
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from . import db
 from .errors import ForgeError, NotFoundError, ServerError, StoreError
+from .history import utc_now
 
 if TYPE_CHECKING:
     import numpy as np
@@ -424,10 +424,6 @@ def resolve_cutoff(settings: "Settings", fingerprint: str) -> tuple[float | None
 
 # --------------------------------------------------------------------------- helpers
 
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
 def _normalize_text(text: str) -> str:
     return " ".join(text.split())
 
@@ -454,7 +450,7 @@ def _log_event(conn: Any, event: str, entry_id: int | None, kind: str | None = N
                link: int | None = None, info: dict | None = None) -> None:
     conn.execute("insert into memory_events(at, event, entry_id, kind, link, info) "
                  "values (?, ?, ?, ?, ?, ?)",
-                 (_now(), event, entry_id, kind, link, json.dumps(info) if info else None))
+                 (utc_now(), event, entry_id, kind, link, json.dumps(info) if info else None))
 
 
 def _message_ids(refs: dict | None) -> list[int]:
@@ -558,7 +554,7 @@ def _write_new(store: Store, cleaned: list[NewEntry], keys: list[str | None], to
                vectors: "np.ndarray", results: list[Remembered | None]) -> None:
     with db.transaction(store.conn) as conn:
         _prepare_vectors(store, conn, vectors.shape[1])
-        now = _now()
+        now = utc_now()
         for i, vec in zip(todo, vectors):
             existing = _existing_by_key(conn, keys[i])  # a concurrent writer got there first
             if existing is not None:
@@ -628,7 +624,7 @@ def supersede(store: Store, source_ids: Iterable[int], by: int) -> None:
             if entry is None:
                 raise NotFoundError(f"no memory entry #{sid}")
             conn.execute("update memory_entries set superseded_by = ?, updated = ? where id = ?",
-                         (by, _now(), sid))
+                         (by, utc_now(), sid))
             _log_event(conn, "supersede", sid, entry.kind, link=by)
 
 
@@ -660,7 +656,7 @@ def _forget_in_transaction(store: Store, entry_id: int) -> Entry:
                                 (entry_id,)).fetchall()
         for rid, rkind in released:
             conn.execute("update memory_entries set superseded_by = null, updated = ? where id = ?",
-                         (_now(), rid))
+                         (utc_now(), rid))
             _log_event(conn, "release", rid, rkind, link=entry_id)
         if _table_exists(conn, "memory_vectors"):
             conn.execute("delete from memory_vectors where rowid = ?", (entry_id,))
