@@ -6,11 +6,10 @@ that raises becomes a fail row instead of stopping the others.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any, Callable
 
-from .settings import Settings
+from .settings import Settings, server_root
 
 Row = dict[str, str]
 
@@ -34,16 +33,11 @@ def check_sqlite(settings: Settings) -> list[Row]:
     return rows
 
 
-def server_base(url: str) -> str:
-    """The server root of an endpoint URL (`…/embedding`, `…/v1/embeddings` → `…`)."""
-    return re.sub(r"/(v1/)?(embeddings?|chat/completions)/?$", "", url.rstrip("/"))
-
-
 def probe_health(url: str, timeout: float = 2.0) -> tuple[bool, str]:
     import httpx
 
     try:
-        response = httpx.get(f"{server_base(url)}/health", timeout=timeout)
+        response = httpx.get(f"{server_root(url)}/health", timeout=timeout)
     except httpx.HTTPError as e:
         return False, f"unreachable ({type(e).__name__})"
     if response.status_code == 200:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from .errors import ServerError
+from .settings import server_root
 
 START_HINT = "start one with `tools/llama-server chat` or point LLAMA_CPP_URL at a running server"
 
@@ -49,17 +50,11 @@ class Completion:
     finish_reason: str | None = None
 
 
-def base_url(url: str) -> str:
-    """`http://host:8080`, also when the setting was given as `http://host:8080/v1`."""
-    url = url.rstrip("/")
-    return url[: -len("/v1")] if url.endswith("/v1") else url
-
-
 class ChatClient:
     """A client for one chat server. Reuses one HTTP connection; `close()` or `with` ends it."""
 
     def __init__(self, settings: Any):
-        self.url = base_url(settings.llama_cpp_url)
+        self.url = server_root(settings.llama_cpp_url)
         self.id_slot: int | None = settings.llama_cpp_id_slot
         self.timeout: float = settings.llama_cpp_timeout
         self._client: Any = None

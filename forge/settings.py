@@ -58,6 +58,13 @@ def _url(name: str, raw: str) -> str:
     return text.rstrip("/")
 
 
+def server_root(url: str) -> str:
+    """The root of a server from any URL a user may give for it: `…/v1`, `…/embedding`,
+    `…/v1/embeddings` or `…/v1/chat/completions` all give `http://host:port`. The chat client,
+    the embedding clients and doctor all derive it here, so they probe the same server."""
+    return re.sub(r"(/v1)?(/(embeddings?|chat/completions))?/*$", "", url.rstrip("/"))
+
+
 @dataclass(frozen=True)
 class Cutoff:
     """`RECALL_MAX_DISTANCE=value@tag`: a distance measured in one embedding regime (V4)."""

@@ -164,3 +164,18 @@ def test_doctor_fails_on_an_unreachable_embedding_server_naming_it(script_runner
     assert result.returncode == 1
     assert "http://127.0.0.1:9/embedding: unreachable" in result.stdout
     assert "1 check(s) failed: embedding server" in result.stderr
+
+
+@pytest.mark.parametrize("chat_suffix, embedding_suffix", [
+    ("", "/embedding"),
+    ("/v1", "/v1/embeddings"),  # the OpenAI-style base URL the chat client accepts too
+])
+def test_doctor_probes_the_server_root_the_clients_use(fake_server, chat_suffix, embedding_suffix):
+    from forge.doctor import check_servers
+    from forge.settings import load_settings
+
+    settings = load_settings({**os.environ, "LLAMA_CPP_URL": fake_server.url + chat_suffix,
+                              "EMBEDDING_URL": fake_server.url + embedding_suffix})
+    rows = {r["check"]: r for r in check_servers(settings)}
+    assert rows["chat server"]["status"] == "ok", rows["chat server"]
+    assert rows["embedding server"]["status"] == "ok", rows["embedding server"]

@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from ..errors import ServerError
+from ..settings import server_root
 from . import HINT, Embedder, normalize
 
 log = logging.getLogger("forge")
@@ -45,7 +46,7 @@ class ServerEmbedder(Embedder):
     # -- shared ---------------------------------------------------------------------------
     @property
     def base_url(self) -> str:
-        return re.sub(r"(/v1)?/embeddings?$", "", self.url.rstrip("/"))
+        return server_root(self.url)
 
     def query_wrapper(self) -> str:
         return self._wrapper
