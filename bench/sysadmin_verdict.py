@@ -46,7 +46,7 @@ def load_cases(path: Path) -> list[dict]:
 def verdict_messages(case: dict) -> list[dict[str, str]]:
     from forge.tools.sysadmin import Collection, answer_messages
 
-    collection = Collection(target="fixture", command="written", block=case["block"], cut=False)
+    collection = Collection(target="fixture", commands=["written"], block=case["block"], cut=False)
     messages = answer_messages(collection, case["question"])
     messages[-1] = {"role": "user", "content": messages[-1]["content"] + "\n\n" + VERDICT_INSTRUCTION}
     return messages

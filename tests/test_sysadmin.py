@@ -34,7 +34,7 @@ def logs(tmp_path: Path) -> Path:
 
 def write_inventory(tmp_path: Path, targets: dict) -> Path:
     path = tmp_path / "targets.yaml"
-    path.write_text(yaml.safe_dump({"targets": targets}), encoding="utf-8")
+    path.write_text(yaml.safe_dump({"targets": targets}, sort_keys=False), encoding="utf-8")
     return path
 
 
@@ -241,3 +241,23 @@ def test_an_ssh_target_that_refuses_the_key_is_a_failed_collection(sshd, tmp_pat
     closed = write_inventory(tmp_path, {"nas": ssh_target(sshd, logs, port=_free_port())})
     with pytest.raises(sysadmin.CollectFailed, match="ssh could not connect"):
         collect(closed, "nas", "tail")
+
+
+def test_without_a_command_every_command_that_needs_no_argument_runs(tmp_path, logs):
+    """The router asks for a target and a question; the inventory says what to read there."""
+    commands = local_commands(logs)
+    del commands["slow"], commands["missing"]
+    inv = write_inventory(tmp_path, {"box": {"local": True, "commands": commands}})
+    got = collect(inv, "box", None)
+    assert got.commands == ["tail", "big"]       # grep needs a word nobody gave
+    assert got.block.startswith("### tail\n" + "\n".join(LOG_LINES[-5:]))
+    assert "### big\nx" in got.block
+    with_word = collect(inv, "box", None, {"word": "killed"})
+    assert with_word.commands == ["tail", "grep", "big"]
+    assert collect(inv, "box", ["grep", "tail"], {"word": "killed", "lines": "1"}).commands == ["grep", "tail"]
+
+
+def test_one_failing_command_among_several_is_reported_in_the_block(local_inventory):
+    got = collect(local_inventory, "box", ["tail", "missing"])
+    assert got.commands == ["tail", "missing"]
+    assert "### missing\n(this command failed: tail exited with status 1" in got.block

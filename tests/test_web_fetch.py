@@ -53,11 +53,14 @@ def site() -> Iterator[tuple[str, type[Handler]]]:
             "/to-nas": (302, {"Location": "/nas"}, b""),
             "/to-invented": (302, {"Location": "http://invented.example.internal/"}, b""),
             "/loop": (302, {"Location": "/loop"}, b""),
+            "/latin": (200, {"Content-Type": "text/plain; charset=x-unknown-9"}, "caf\u00e9".encode()),
+            "/iso": (200, {"Content-Type": "text/html; charset=iso-8859-1"},
+                     "<p>Le NAS est \u00e0 l'\u00e9tage</p>".encode("latin-1")),
         }
         seen: list[str] = []
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", H
@@ -80,6 +83,12 @@ def test_an_html_page_comes_back_as_its_text(site):
     assert "4 disks\nRAID 5" in result.text
     assert "script text" not in result.text and "color: red" not in result.text
     assert result.trace == {"host": "127.0.0.1"}
+
+
+def test_the_charset_is_honoured_and_an_unknown_one_is_not_a_crash(site):
+    base, h = site
+    assert "Le NAS est à l'étage" in fetch(f"{base}/iso").text
+    assert "café" in fetch(f"{base}/latin").text
 
 
 def test_plain_text_and_a_redirect_on_a_named_host(site):
@@ -134,7 +143,7 @@ def test_a_redirect_to_a_private_address_is_refused_by_default(site, monkeypatch
         seen: list[str] = []
 
     inner = ThreadingHTTPServer(("127.0.0.2", 0), Inner)
-    threading.Thread(target=inner.serve_forever, daemon=True).start()
+    threading.Thread(target=inner.serve_forever, args=(0.05,), daemon=True).start()
     try:
         base, h = site
         inner_url = f"http://127.0.0.2:{inner.server_address[1]}/secret"
@@ -200,3 +209,44 @@ def test_a_refused_fetch_in_a_chat_turn_is_not_answered(site, chat_fake):
     assert record["steps"][1] == {"tool": "web_fetch", "duration_ms": record["steps"][1]["duration_ms"],
                                   "detail": {"host": "nas.invented.lan"}}
     assert [m.answered for m in history_messages(settings)] == [False, False]
+
+
+def test_https_connects_to_the_checked_address_and_verifies_the_named_host(tmp_path, monkeypatch):
+    """A real TLS server on loopback with a certificate for `localhost`: the connection goes to
+    the address that was checked, and the certificate is still verified against the host the
+    user named (SNI). The test trusts its own certificate by handing httpx its CA file; nothing
+    else is replaced."""
+    import shutil
+    import ssl
+    import subprocess
+
+    import httpx
+
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl command to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+                    "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost"], check=True, capture_output=True)
+
+    class H(Handler):
+        routes = {"/x": (200, {"Content-Type": "text/plain"}, b"over tls")}
+        seen: list[str] = []
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(cert), str(key))
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    real_client = httpx.Client
+    monkeypatch.setattr(httpx, "Client", lambda *a, **k: real_client(
+        *a, **{**k, "verify": ssl.create_default_context(cafile=str(cert))}))
+    try:
+        port = server.server_address[1]
+        ok = fetch(f"https://localhost:{port}/x")
+        assert ok.not_answered is None and "over tls" in ok.text
+        mismatch = fetch(f"https://127.0.0.1:{port}/x")     # the certificate names localhost only
+        assert mismatch.text.startswith(non_answer.ERROR) and "CERTIFICATE_VERIFY_FAILED" in mismatch.text
+    finally:
+        server.shutdown()
+        server.server_close()

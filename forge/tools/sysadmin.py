@@ -42,9 +42,9 @@ PREAMBLE = (
 @dataclass
 class Collection:
     target: str
-    command: str
-    block: str              # stdout, the last SYSADMIN_MAX_BYTES of it
-    cut: bool               # older output was dropped to fit the cap
+    commands: list[str]     # the inventory command names that ran, in order
+    block: str              # their output, one section per command when there are several
+    cut: bool               # older output was dropped to fit SYSADMIN_MAX_BYTES
 
 
 class CollectFailed(Exception):
@@ -65,28 +65,66 @@ def inventory(settings: Any) -> dict[str, Target]:
 
 
 def collect(settings: Any, targets: dict[str, Target], target: str | None,
-            command: str | None, args: dict[str, Any] | None = None) -> Collection:
-    """Run one inventory command on one target. Raises UnknownTarget or CollectFailed."""
+            command: Any = None, args: dict[str, Any] | None = None) -> Collection:
+    """Run inventory commands on one target. Raises UnknownTarget or CollectFailed.
+
+    `command` names one command (or a list of them). Without it, every command of the target
+    whose arguments are all given (in `args` or by the inventory's defaults) runs, in inventory
+    order: the router asks for a target and a question, the inventory says what to read there.
+    """
     found = targets.get(str(target)) if target else None
     if found is None:
         raise UnknownTarget(target, sorted(targets))
-    if not command:
-        if len(found.commands) != 1:
-            raise CollectFailed(f"say which command to run (allowed: {', '.join(found.commands)})")
-        command = next(iter(found.commands))
-    spec = found.commands.get(str(command))
-    if spec is None:
-        raise CollectFailed(f"{command!r} is not an allowed command there "
-                            f"(allowed: {', '.join(found.commands)})")
     if args is not None and not isinstance(args, dict):
         raise CollectFailed("the arguments must be a JSON object of name: value")
-    try:
-        argv = found.argv(spec.build(args or {}))
-    except ValueError as e:
-        raise CollectFailed(str(e)) from None
-    block, cut = _run(argv, timeout=settings.sysadmin_timeout, cap=settings.sysadmin_max_bytes,
-                      via_ssh=not found.local)
-    return Collection(found.name, spec.name, block, cut)
+    args = args or {}
+    if command and not isinstance(command, (str, list)):
+        raise CollectFailed("`command` is a command name or a list of them")
+    names = [command] if isinstance(command, str) else list(command or [])
+    for name in names:
+        if str(name) not in found.commands:
+            raise CollectFailed(f"{name!r} is not an allowed command there "
+                                f"(allowed: {', '.join(found.commands)})")
+    if names:
+        specs = [found.commands[str(name)] for name in names]
+        if len(specs) > 1:
+            unknown = [k for k in args if not any(k in spec.args for spec in specs)]
+            if unknown:
+                raise CollectFailed(f"none of {', '.join(map(str, names))} takes the argument "
+                                    f"{unknown[0]!r}")
+        plan = []
+        for spec in specs:
+            given = args if len(specs) == 1 else {k: v for k, v in args.items() if k in spec.args}
+            try:
+                plan.append((spec.name, spec.build(given)))
+            except ValueError as e:
+                raise CollectFailed(str(e)) from None
+    else:
+        plan = []
+        for spec in found.commands.values():
+            try:
+                plan.append((spec.name, spec.build({k: v for k, v in args.items() if k in spec.args})))
+            except ValueError:
+                continue        # needs an argument nobody gave: not part of the default read
+        if not plan:
+            raise CollectFailed("every command there needs an argument; name one "
+                                f"(allowed: {', '.join(found.commands)})")
+    sections, ran, cut, failures = [], [], False, []
+    for name, command_argv in plan:
+        try:
+            out, was_cut = _run(found.argv(command_argv), timeout=settings.sysadmin_timeout,
+                                cap=settings.sysadmin_max_bytes, via_ssh=not found.local)
+        except CollectFailed as e:
+            if len(plan) == 1 or (not found.local and "ssh could not connect" in str(e)):
+                raise
+            failures.append(name)
+            out, was_cut = f"(this command failed: {e})\n", False
+        ran.append(name)
+        cut = cut or was_cut
+        sections.append(out if len(plan) == 1 else f"### {name}\n{out}")
+    if failures and len(failures) == len(plan):
+        raise CollectFailed(f"every command failed ({', '.join(failures)})")
+    return Collection(found.name, ran, "\n".join(sections), cut)
 
 
 def _run(argv: list[str], *, timeout: float, cap: int, via_ssh: bool) -> tuple[str, bool]:
@@ -147,9 +185,10 @@ def answer_messages(collection: Collection, question: str) -> list[dict[str, str
     """The answer prompt: the fixed preamble first (cached), then the question, then the block."""
     note = " (older lines were cut to fit SYSADMIN_MAX_BYTES)" if collection.cut else ""
     block = collection.block.strip() or "(the command printed nothing)"
+    commands = ", ".join(collection.commands)
     return [{"role": "system", "content": PREAMBLE},
             {"role": "user", "content": f"Question: {question.strip()}\n\nLog block from "
-                                        f"{collection.target}, command {collection.command}{note}:"
+                                        f"{collection.target} ({commands}){note}:"
                                         f"\n```\n{block}\n```"}]
 
 
@@ -168,7 +207,8 @@ def answer(collection: Collection, question: str, *, client: Any, usage: LLMUsag
 def collect_and_answer(ctx: ToolContext, target: str | None, command: str | None,
                        args: Any, question: str, *, client: Any) -> ToolResult:
     """Collect, then answer; every refusal and failure is a marked non-answer result."""
-    trace = {"target": str(target) if target else None, "commands": [str(command)] if command else []}
+    named = [str(c) for c in command] if isinstance(command, list) else [str(command)] if command else []
+    trace = {"target": str(target) if target else None, "commands": named}
     try:
         targets = inventory(ctx.settings)
         collection = collect(ctx.settings, targets, target, command, args)
@@ -181,7 +221,7 @@ def collect_and_answer(ctx: ToolContext, target: str | None, command: str | None
         result = ToolResult(non_answer.collect_failed(ctx.turn_text, str(target), str(e)),
                             not_answered="collect_failed")
     else:
-        trace["commands"] = [collection.command]
+        trace["commands"] = collection.commands
         result = answer(collection, question, client=client, usage=ctx.usage,
                         on_token=ctx.on_token)
     result.trace = trace

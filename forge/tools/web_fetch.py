@@ -245,7 +245,10 @@ def render(settings: Any, page: Page) -> ToolResult:
     if page.content_type in HTML_TYPES:
         text = html_text(page.body, page.encoding)
     else:
-        text = _tidy(page.body.decode(page.encoding or "utf-8", errors="replace"))
+        try:
+            text = _tidy(page.body.decode(page.encoding or "utf-8", errors="replace"))
+        except LookupError:     # a charset Python does not know
+            text = _tidy(page.body.decode("utf-8", errors="replace"))
     if not text:
         return ToolResult(f"{non_answer.NO_RESULTS} web_fetch: {page.url} has no readable text",
                           not_answered="non_answer_reply")
