@@ -97,8 +97,8 @@ def address_refusal(address: str) -> str | None:
     return None
 
 
-def resolve_checked(host: str, port: int, allow_private: bool) -> str:
-    """Resolve `host` and check every address it has; return the one to connect to."""
+def resolve_checked(host: str, port: int, allow_private: bool) -> list[str]:
+    """Resolve `host` and check every address it has; return them, to connect to in order."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as e:
@@ -112,11 +112,11 @@ def resolve_checked(host: str, port: int, allow_private: bool) -> str:
             if why:
                 raise Refused(f"{host} resolves to {address}, a {why} address; set "
                               "WEB_FETCH_ALLOW_PRIVATE=true to allow it")
-    return addresses[0]
+    return addresses
 
 
-def check_url(settings: Any, url: str, turn: str) -> tuple[Any, str]:
-    """Both rules on one URL: (its parts, the checked address to connect to)."""
+def check_url(settings: Any, url: str, turn: str) -> tuple[Any, list[str]]:
+    """Both rules on one URL: (its parts, the checked addresses to connect to)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
         raise Refused(f"only http and https URLs are fetched, not {url!r}")
@@ -155,6 +155,30 @@ def _pinned(parts: Any, address: str) -> tuple[str, dict[str, str], dict[str, An
                  "Accept": "text/html,text/plain;q=0.9,*/*;q=0.1"}, extensions
 
 
+def _get(client: Any, parts: Any, address: str, url: str, cap: int) -> Page | str:
+    """One GET to one checked address: the page, or the Location of a redirect."""
+    target, headers, extensions = _pinned(parts, address)
+    with client.stream("GET", target, headers=headers, extensions=extensions) as r:
+        if r.is_redirect:
+            location = r.headers.get("location")
+            if not location:
+                raise Failed(f"HTTP {r.status_code} from {url} with no Location")
+            return location
+        if r.status_code >= 400:
+            raise Failed(f"HTTP {r.status_code} from {url}")
+        ctype = r.headers.get("content-type", "").split(";")[0].strip().lower()
+        if not ctype.startswith(TEXT_TYPES) and ctype not in HTML_TYPES:
+            raise Failed(f"{url} is {ctype or 'of no stated type'}, not text")
+        body, cut = bytearray(), False
+        for chunk in r.iter_bytes():
+            body += chunk
+            if len(body) > cap:
+                del body[cap:]
+                cut = True
+                break
+        return Page(url, ctype, bytes(body), cut, r.charset_encoding)
+
+
 def fetch(settings: Any, url: str, *, turn: str) -> Page:
     """GET `url` under both rules, following at most MAX_REDIRECTS redirects, each re-checked."""
     import httpx
@@ -164,34 +188,24 @@ def fetch(settings: Any, url: str, *, turn: str) -> Page:
     with httpx.Client(timeout=httpx.Timeout(timeout), follow_redirects=False,
                       trust_env=False) as client:
         for _ in range(MAX_REDIRECTS + 1):
-            parts, address = check_url(settings, url, turn)
-            target, headers, extensions = _pinned(parts, address)
-            try:
-                with client.stream("GET", target, headers=headers, extensions=extensions) as r:
-                    if r.is_redirect:
-                        location = r.headers.get("location")
-                        if not location:
-                            raise Failed(f"HTTP {r.status_code} from {url} with no Location")
-                        url = urljoin(url, location)
-                        continue
-                    if r.status_code >= 400:
-                        raise Failed(f"HTTP {r.status_code} from {url}")
-                    ctype = r.headers.get("content-type", "").split(";")[0].strip().lower()
-                    if not ctype.startswith(TEXT_TYPES) and ctype not in HTML_TYPES:
-                        raise Failed(f"{url} is {ctype or 'of no stated type'}, not text")
-                    body, cut = bytearray(), False
-                    for chunk in r.iter_bytes():
-                        body += chunk
-                        if len(body) > cap:
-                            del body[cap:]
-                            cut = True
-                            break
-                    return Page(url, ctype, bytes(body), cut, r.charset_encoding)
-            except httpx.TimeoutException:
-                raise Failed(f"no answer from {parts.hostname} within {timeout:g}s "
-                             "(WEB_FETCH_TIMEOUT)") from None
-            except httpx.HTTPError as e:
-                raise Failed(f"could not fetch {url}: {type(e).__name__}: {e}") from None
+            parts, addresses = check_url(settings, url, turn)
+            answer = None
+            for i, address in enumerate(addresses):
+                try:
+                    answer = _get(client, parts, address, url, cap)
+                    break
+                except httpx.ConnectError as e:     # refused, unreachable, or a TLS failure
+                    if i == len(addresses) - 1:
+                        raise Failed(f"cannot connect to {parts.hostname} "
+                                     f"({', '.join(addresses)}): {e}") from None
+                except httpx.TimeoutException:
+                    raise Failed(f"no answer from {parts.hostname} within {timeout:g}s "
+                                 "(WEB_FETCH_TIMEOUT)") from None
+                except httpx.HTTPError as e:
+                    raise Failed(f"could not fetch {url}: {type(e).__name__}: {e}") from None
+            if isinstance(answer, Page):
+                return answer
+            url = urljoin(url, answer)      # a redirect: both rules again on the new URL
     raise Failed(f"more than {MAX_REDIRECTS} redirects from {url}")
 
 
