@@ -261,3 +261,14 @@ def test_one_failing_command_among_several_is_reported_in_the_block(local_invent
     got = collect(local_inventory, "box", ["tail", "missing"])
     assert got.commands == ["tail", "missing"]
     assert "### missing\n(this command failed: tail exited with status 1" in got.block
+
+
+@pytest.mark.parametrize("turn", ["why did nginx stop on nas?", "pourquoi nginx est tombé sur nas ?"])
+def test_every_refusal_string_is_one_compaction_recognises(turn):
+    """H7: the text says so, even for a block written before the `answered` flag (resplit)."""
+    texts = [non_answer.target_not_found(turn, "nas", ["box"]),
+             non_answer.target_not_found(turn, None, ["box"]),
+             non_answer.collect_failed(turn, "nas", "ssh exit 255"),
+             non_answer.delegation_reask(turn)]
+    assert all(non_answer.is_non_answer(t) for t in texts)
+    assert ("Collecte impossible" in texts[2]) == turn.startswith("pourquoi")

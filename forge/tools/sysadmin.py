@@ -51,6 +51,10 @@ class CollectFailed(Exception):
     """A collection that failed; the message is the `why` of [collecte impossible]."""
 
 
+class Unreachable(CollectFailed):
+    """ssh could not connect or log in: no other command on that target can do better."""
+
+
 class UnknownTarget(Exception):
     def __init__(self, target: str | None, known: list[str]):
         super().__init__(target)
@@ -66,40 +70,54 @@ def inventory(settings: Any) -> dict[str, Target]:
 
 def collect(settings: Any, targets: dict[str, Target], target: str | None,
             command: Any = None, args: dict[str, Any] | None = None) -> Collection:
-    """Run inventory commands on one target. Raises UnknownTarget or CollectFailed.
+    """Run inventory commands on one target, all within SYSADMIN_TIMEOUT. Raises UnknownTarget
+    or CollectFailed.
 
     `command` names one command (or a list of them). Without it, every command of the target
     whose arguments are all given (in `args` or by the inventory's defaults) runs, in inventory
     order: the router asks for a target and a question, the inventory says what to read there.
+    One failing command among several is reported in the block; ssh that cannot connect, or
+    every command failing, fails the collection.
     """
     found = targets.get(str(target)) if target else None
     if found is None:
         raise UnknownTarget(target, sorted(targets))
+    plan = _plan(found, command, args)
+    deadline = time.monotonic() + settings.sysadmin_timeout
+    sections, ran, cut, failures = [], [], False, []
+    for name, command_argv in plan:
+        try:
+            out, was_cut = _run(found.argv(command_argv), deadline=deadline,
+                                timeout=settings.sysadmin_timeout,
+                                cap=settings.sysadmin_max_bytes, via_ssh=not found.local)
+        except Unreachable:
+            raise
+        except CollectFailed as e:
+            if len(plan) == 1:
+                raise
+            failures.append(name)
+            out, was_cut = f"(this command failed: {e})\n", False
+        ran.append(name)
+        cut = cut or was_cut
+        sections.append(out if len(plan) == 1 else f"### {name}\n{out}")
+    if len(failures) == len(plan):
+        raise CollectFailed(f"every command failed ({', '.join(failures)})")
+    return Collection(found.name, ran, "\n".join(sections), cut)
+
+
+def _plan(found: Target, command: Any, args: Any) -> list[tuple[str, list[str]]]:
+    """(command name, argument list) for each command to run, arguments checked."""
     if args is not None and not isinstance(args, dict):
         raise CollectFailed("the arguments must be a JSON object of name: value")
     args = args or {}
     if command and not isinstance(command, (str, list)):
         raise CollectFailed("`command` is a command name or a list of them")
-    names = [command] if isinstance(command, str) else list(command or [])
+    names = [str(c) for c in ([command] if isinstance(command, str) else (command or []))]
     for name in names:
-        if str(name) not in found.commands:
+        if name not in found.commands:
             raise CollectFailed(f"{name!r} is not an allowed command there "
                                 f"(allowed: {', '.join(found.commands)})")
-    if names:
-        specs = [found.commands[str(name)] for name in names]
-        if len(specs) > 1:
-            unknown = [k for k in args if not any(k in spec.args for spec in specs)]
-            if unknown:
-                raise CollectFailed(f"none of {', '.join(map(str, names))} takes the argument "
-                                    f"{unknown[0]!r}")
-        plan = []
-        for spec in specs:
-            given = args if len(specs) == 1 else {k: v for k, v in args.items() if k in spec.args}
-            try:
-                plan.append((spec.name, spec.build(given)))
-            except ValueError as e:
-                raise CollectFailed(str(e)) from None
-    else:
+    if not names:
         plan = []
         for spec in found.commands.values():
             try:
@@ -109,26 +127,24 @@ def collect(settings: Any, targets: dict[str, Target], target: str | None,
         if not plan:
             raise CollectFailed("every command there needs an argument; name one "
                                 f"(allowed: {', '.join(found.commands)})")
-    sections, ran, cut, failures = [], [], False, []
-    for name, command_argv in plan:
-        try:
-            out, was_cut = _run(found.argv(command_argv), timeout=settings.sysadmin_timeout,
-                                cap=settings.sysadmin_max_bytes, via_ssh=not found.local)
-        except CollectFailed as e:
-            if len(plan) == 1 or (not found.local and "ssh could not connect" in str(e)):
-                raise
-            failures.append(name)
-            out, was_cut = f"(this command failed: {e})\n", False
-        ran.append(name)
-        cut = cut or was_cut
-        sections.append(out if len(plan) == 1 else f"### {name}\n{out}")
-    if failures and len(failures) == len(plan):
-        raise CollectFailed(f"every command failed ({', '.join(failures)})")
-    return Collection(found.name, ran, "\n".join(sections), cut)
+        return plan
+    specs = [found.commands[name] for name in names]
+    unknown = [k for k in args if not any(k in spec.args for spec in specs)]
+    if unknown and len(specs) > 1:
+        raise CollectFailed(f"none of {', '.join(names)} takes the argument {unknown[0]!r}")
+    try:
+        if len(specs) == 1:
+            return [(specs[0].name, specs[0].build(args))]
+        return [(spec.name, spec.build({k: v for k, v in args.items() if k in spec.args}))
+                for spec in specs]
+    except ValueError as e:
+        raise CollectFailed(str(e)) from None
 
 
-def _run(argv: list[str], *, timeout: float, cap: int, via_ssh: bool) -> tuple[str, bool]:
-    """Run `argv` (no shell) in its own process group; keep the last `cap` bytes of stdout."""
+def _run(argv: list[str], *, deadline: float, timeout: float, cap: int,
+         via_ssh: bool) -> tuple[str, bool]:
+    """Run `argv` (no shell) in its own process group until `deadline` (time.monotonic());
+    keep the last `cap` bytes of stdout. `timeout` is only for the message."""
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True, cwd="/")
@@ -138,7 +154,6 @@ def _run(argv: list[str], *, timeout: float, cap: int, via_ssh: bool) -> tuple[s
         raise CollectFailed(f"{argv[0]} could not start: {e.strerror}") from None
     out, err = bytearray(), bytearray()
     cut = False
-    deadline = time.monotonic() + timeout
     try:
         with selectors.DefaultSelector() as sel:
             sel.register(proc.stdout, selectors.EVENT_READ, out)
@@ -170,7 +185,7 @@ def _run(argv: list[str], *, timeout: float, cap: int, via_ssh: bool) -> tuple[s
         last = err.decode("utf-8", errors="replace").strip().splitlines()
         detail = last[-1][:200] if last else "no message"
         if via_ssh and code == 255:
-            raise CollectFailed(f"ssh could not connect or log in ({detail})")
+            raise Unreachable(f"ssh could not connect or log in ({detail})")
         raise CollectFailed(f"{os.path.basename(argv[0]) if not via_ssh else 'the command'} "
                             f"exited with status {code} ({detail})")
     text = out.decode("utf-8", errors="replace")
