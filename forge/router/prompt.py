@@ -48,7 +48,7 @@ TOOL_DESCRIPTIONS: dict[str, str] = {
     "sysadmin": (
         'sysadmin: collect logs from one of the user\'s machines and answer from them. '
         '{"action": "sysadmin", "payload": {"target": "<machine named by the user>", '
-        '"command": "<allowed command>", "args": {...}, "question": "..."}}.'
+        '"question": "..."}}.'
     ),
     "delegate": (
         'delegate: hand a question about one of the user\'s machines or services to the admin '
