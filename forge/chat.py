@@ -220,7 +220,8 @@ class _Turn:
             if result.from_model:
                 from .graphs.recall import prompt_texts
 
-                reason = placeholders.classify(result.text, prompt_texts=prompt_texts())
+                reason = placeholders.classify(result.text,
+                                               prompt_texts=[*prompt_texts(), *result.instructions])
                 if reason:
                     return "", reason
                 result.text = placeholders.clean(result.text)

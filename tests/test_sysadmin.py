@@ -272,3 +272,26 @@ def test_every_refusal_string_is_one_compaction_recognises(turn):
              non_answer.delegation_reask(turn)]
     assert all(non_answer.is_non_answer(t) for t in texts)
     assert ("Collecte impossible" in texts[2]) == turn.startswith("pourquoi")
+
+
+def test_an_answer_that_echoes_the_answer_prompt_is_a_placeholder(local_inventory, chat_fake):
+    """H2: the answering model parroting its own instructions is never kept as an answer."""
+    from forge.chat import run_turn
+
+    chat_fake.chat_reply(envelope("sysadmin", payload={"target": "box", "command": "tail"}))
+    # Its own sentences, not the ones it shares with the recall graph's preamble.
+    chat_fake.chat_reply("When the block does not answer the question, say so plainly instead "
+                         "of guessing.")
+    settings = load(ENABLED_TOOLS="sysadmin", SYSADMIN_INVENTORY=str(local_inventory))
+    result = run_turn(settings, "why did nginx stop on box?")
+    assert result.not_answered == "placeholder_leak" and result.persisted == []
+
+
+def test_bad_settings_of_the_new_tools_name_the_variable():
+    from forge.errors import SettingsError
+
+    for name, value in (("WEB_FETCH_ALLOW_HOSTS", "https://example.org/"), ("DELEGATE_URL", "gpu-box"),
+                        ("SYSADMIN_TIMEOUT", "-1"), ("WEB_FETCH_MAX_TOKENS", "ten"),
+                        ("ENABLED_TOOLS", "memory,webfetch")):
+        with pytest.raises(SettingsError, match=name):
+            load(**{name: value})

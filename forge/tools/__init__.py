@@ -42,6 +42,7 @@ class ToolResult:
     final: bool = False                  # already an answer for the user (the recall graph)
     streamed: bool = False               # the text already went out through on_token
     from_model: bool = False             # model output: checked for placeholders like the router's
+    instructions: tuple[str, ...] = ()   # prompt texts a from_model answer must not echo
     trace: dict[str, Any] | None = None  # names only (a host, a target, command names) for the
                                          # trace step; never content (T1)
 

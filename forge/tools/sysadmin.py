@@ -216,7 +216,7 @@ def answer(collection: Collection, question: str, *, client: Any, usage: LLMUsag
               prompt_ms=completion.prompt_ms, predicted_ms=completion.predicted_ms,
               cache_n=completion.cache_n, model=completion.model)
     return ToolResult(completion.content, final=True, streamed=on_token is not None,
-                      from_model=True)
+                      from_model=True, instructions=(PREAMBLE,))
 
 
 def collect_and_answer(ctx: ToolContext, target: str | None, command: str | None,
