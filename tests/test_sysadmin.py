@@ -295,3 +295,12 @@ def test_bad_settings_of_the_new_tools_name_the_variable():
                         ("ENABLED_TOOLS", "memory,webfetch")):
         with pytest.raises(SettingsError, match=name):
             load(**{name: value})
+
+
+def test_the_example_inventory_loads():
+    example = Path(__file__).resolve().parent.parent / "deploy" / "targets.yaml"
+    targets = inventory.load(example)
+    assert set(targets) == {"local", "nas"} and targets["local"].local
+    argv = targets["nas"].argv(targets["nas"].commands["journal"].build({"unit": "nginx"}))
+    assert argv[:6] == ["ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5"]
+    assert argv[-2:] == ["admin@nas.lan", "journalctl --no-pager -u nginx --since -1h"]
