@@ -6,6 +6,7 @@ Loopback is a private address: the tests that fetch allow it explicitly
 from __future__ import annotations
 
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Iterator
 
@@ -27,6 +28,16 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         self.seen.append(self.path)
+        if self.path == "/drip":     # 20 bytes, one every 0.15 s: each read is quick
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", "20")
+            self.end_headers()
+            for _ in range(20):
+                self.wfile.write(b"x")
+                self.wfile.flush()
+                time.sleep(0.15)
+            return
         status, headers, body = self.routes.get(self.path, (404, {"Content-Type": "text/plain"},
                                                             b"not here"))
         self.send_response(status)
@@ -184,6 +195,14 @@ def test_a_timeout_is_a_marked_failure(fake_server):
     fake_server.delay("/slow", 3)
     result = fetch(f"{fake_server.url}/slow", WEB_FETCH_TIMEOUT="0.5")
     assert result.text.startswith(non_answer.ERROR) and "within 0.5s" in result.text
+
+
+def test_a_page_that_drips_past_the_timeout_is_a_failure(site):
+    base, h = site
+    started = time.monotonic()
+    result = fetch(f"{base}/drip", WEB_FETCH_TIMEOUT="0.6")
+    assert result.text.startswith(non_answer.ERROR) and "within 0.6s" in result.text
+    assert time.monotonic() - started < 2
 
 
 def test_web_fetch_is_off_unless_named(site):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -155,8 +156,10 @@ def _pinned(parts: Any, address: str) -> tuple[str, dict[str, str], dict[str, An
                  "Accept": "text/html,text/plain;q=0.9,*/*;q=0.1"}, extensions
 
 
-def _get(client: Any, parts: Any, address: str, url: str, cap: int) -> Page | str:
-    """One GET to one checked address: the page, or the Location of a redirect."""
+def _get(client: Any, parts: Any, address: str, url: str, cap: int,
+         deadline: float) -> Page | str:
+    """One GET to one checked address: the page, or the Location of a redirect. A body still
+    arriving at `deadline` (a server dripping bytes under the per-read timeout) is a failure."""
     target, headers, extensions = _pinned(parts, address)
     with client.stream("GET", target, headers=headers, extensions=extensions) as r:
         if r.is_redirect:
@@ -171,6 +174,8 @@ def _get(client: Any, parts: Any, address: str, url: str, cap: int) -> Page | st
             raise Failed(f"{url} is {ctype or 'of no stated type'}, not text")
         body, cut = bytearray(), False
         for chunk in r.iter_bytes():
+            if time.monotonic() > deadline:
+                raise TimeoutError
             body += chunk
             if len(body) > cap:
                 del body[cap:]
@@ -185,6 +190,7 @@ def fetch(settings: Any, url: str, *, turn: str) -> Page:
 
     timeout = settings.web_fetch_timeout
     cap = settings.web_fetch_max_bytes
+    deadline = time.monotonic() + timeout     # for the whole fetch, redirects included
     with httpx.Client(timeout=httpx.Timeout(timeout), follow_redirects=False,
                       trust_env=False) as client:
         for _ in range(MAX_REDIRECTS + 1):
@@ -192,13 +198,13 @@ def fetch(settings: Any, url: str, *, turn: str) -> Page:
             answer = None
             for i, address in enumerate(addresses):
                 try:
-                    answer = _get(client, parts, address, url, cap)
+                    answer = _get(client, parts, address, url, cap, deadline)
                     break
                 except httpx.ConnectError as e:     # refused, unreachable, or a TLS failure
                     if i == len(addresses) - 1:
                         raise Failed(f"cannot connect to {parts.hostname} "
                                      f"({', '.join(addresses)}): {e}") from None
-                except httpx.TimeoutException:
+                except (httpx.TimeoutException, TimeoutError):
                     raise Failed(f"no answer from {parts.hostname} within {timeout:g}s "
                                  "(WEB_FETCH_TIMEOUT)") from None
                 except httpx.HTTPError as e:
