@@ -189,10 +189,13 @@ class _Turn:
                           interactive=self.interactive, confirm=self.confirm, client=self.client,
                           usage=self.usage, on_token=self._filter())
         t0 = time.monotonic()
+        result: ToolResult | None = None
         try:
-            return dispatch(env.action, env.payload, ctx)
+            result = dispatch(env.action, env.payload, ctx)
+            return result
         finally:
-            self.steps.append(Step(env.action, round((time.monotonic() - t0) * 1000, 1)))
+            self.steps.append(Step(env.action, round((time.monotonic() - t0) * 1000, 1),
+                                   detail=getattr(result, "trace", None)))
 
     def route(self) -> tuple[str, str | None]:
         """Run the router (and tools) to a reply; returns (reply, not_answered reason)."""
@@ -217,7 +220,8 @@ class _Turn:
             if result.from_model:
                 from .graphs.recall import prompt_texts
 
-                reason = placeholders.classify(result.text, prompt_texts=prompt_texts())
+                reason = placeholders.classify(result.text,
+                                               prompt_texts=[*prompt_texts(), *result.instructions])
                 if reason:
                     return "", reason
                 result.text = placeholders.clean(result.text)

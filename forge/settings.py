@@ -18,7 +18,7 @@ from .errors import SettingsError
 DEFAULT_QUERY_INSTRUCT = "Given a web search query, retrieve relevant passages that answer the query"
 
 STRATEGIES = ("rag_pointer", "llm_summary")
-KNOWN_TOOLS = ("memory", "files", "git", "shell")
+KNOWN_TOOLS = ("memory", "files", "git", "shell", "web_fetch", "sysadmin", "delegate")
 
 
 def _int(name: str, raw: str, *, minimum: int = 0) -> int:
@@ -99,6 +99,14 @@ def _tools(name: str, raw: str) -> tuple[str, ...]:
     return tools
 
 
+def _hosts(name: str, raw: str) -> tuple[str, ...]:
+    hosts = tuple(h.strip().lower().rstrip(".") for h in raw.split(",") if h.strip())
+    for host in hosts:
+        if not re.fullmatch(r"\.?[a-z0-9_.:\[\]-]+", host) or "/" in host:
+            raise SettingsError(name, f"expected host names separated by commas, got {host!r}")
+    return hosts
+
+
 def _strategy(name: str, raw: str) -> str:
     text = raw.strip()
     if text not in STRATEGIES:
@@ -154,10 +162,19 @@ SPECS: tuple[Spec, ...] = (
     Spec("LLAMA_CPP_ID_SLOT", "llama_cpp_id_slot", None, lambda n, r: _int(n, r, minimum=0) if r.strip() else None, "llama-server slot to pin"),
     Spec("LLAMA_CPP_TIMEOUT", "llama_cpp_timeout", "120", lambda n, r: _float(n, r, minimum=0.1), "seconds to wait for the chat server"),
     Spec("EMBEDDING_TIMEOUT", "embedding_timeout", "30", lambda n, r: _float(n, r, minimum=0.1), "seconds to wait for the embedding server"),
-    Spec("ENABLED_TOOLS", "enabled_tools", "memory,files,git", _tools, "router tools; shell only when named"),
+    Spec("ENABLED_TOOLS", "enabled_tools", "memory,files,git", _tools, "router tools; shell, web_fetch, sysadmin and delegate only when named"),
     Spec("MAX_STEPS", "max_steps", "1", lambda n, r: _int(n, r, minimum=1), "router steps per turn"),
     Spec("FORGE_WORKSPACE", "workspace", None, _opt_text, "root of the files tool; unset = working directory"),
     Spec("FORGE_SHELL_AUTO", "shell_auto", "false", _bool, "let the shell tool run without asking in a pipeline"),
+    Spec("WEB_FETCH_ALLOW_HOSTS", "web_fetch_allow_hosts", "", _hosts, "hosts web_fetch may fetch though the turn does not name them (`.example.org` = its subdomains too)"),
+    Spec("WEB_FETCH_ALLOW_PRIVATE", "web_fetch_allow_private", "false", _bool, "let web_fetch reach loopback, link-local and private addresses"),
+    Spec("WEB_FETCH_TIMEOUT", "web_fetch_timeout", "15", lambda n, r: _float(n, r, minimum=0.1), "seconds web_fetch waits for a page"),
+    Spec("WEB_FETCH_MAX_BYTES", "web_fetch_max_bytes", "2000000", lambda n, r: _int(n, r, minimum=1024), "bytes of a page web_fetch reads at most"),
+    Spec("WEB_FETCH_MAX_TOKENS", "web_fetch_max_tokens", "2000", lambda n, r: _int(n, r, minimum=50), "tokens of page text web_fetch returns at most"),
+    Spec("SYSADMIN_INVENTORY", "sysadmin_inventory", None, _opt_text, "the sysadmin tool's targets and allowed commands (YAML); unset = no targets"),
+    Spec("SYSADMIN_TIMEOUT", "sysadmin_timeout", "30", lambda n, r: _float(n, r, minimum=0.1), "seconds one sysadmin collection may run"),
+    Spec("SYSADMIN_MAX_BYTES", "sysadmin_max_bytes", "200000", lambda n, r: _int(n, r, minimum=1024), "bytes of a collected block kept (the last ones)"),
+    Spec("DELEGATE_URL", "delegate_url", None, _opt_url, "second chat server that answers delegated turns; unset = the chat server"),
     Spec("API_TOKEN", "api_token", None, _opt_text, "bearer token of the later HTTP API"),
 )
 SPEC_BY_NAME = {s.name: s for s in SPECS}
@@ -192,6 +209,15 @@ class Settings:
     max_steps: int
     workspace: Path
     shell_auto: bool
+    web_fetch_allow_hosts: tuple[str, ...]
+    web_fetch_allow_private: bool
+    web_fetch_timeout: float
+    web_fetch_max_bytes: int
+    web_fetch_max_tokens: int
+    sysadmin_inventory: str | None
+    sysadmin_timeout: float
+    sysadmin_max_bytes: int
+    delegate_url: str | None
     api_token: str | None
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     raw: Mapping[str, str | None] = field(default_factory=dict, compare=False)

@@ -38,6 +38,9 @@ NOT_ANSWERED_REASONS = {
     "non_answer_reply": "the reply is one of Forge's fixed non-answers",
     "tool_refused": "a tool refused to run",
     "tool_error": "a tool failed (an outage, a bad payload); its error string is the reply",
+    "target_not_found": "sysadmin or delegation: the target is not in the inventory",
+    "collect_failed": "sysadmin: the collection on the target failed",
+    "delegation_reask": "delegation asked which machine or service the question is about",
     "interrupted": "the turn was interrupted",
 }
 
@@ -68,6 +71,8 @@ class LLMUsage:
 class Step:
     tool: str
     duration_ms: float
+    detail: dict[str, Any] | None = None   # names only: web_fetch's host, sysadmin's target and
+                                           # command names; never what a tool returned (T1)
 
 
 @dataclass
@@ -83,7 +88,11 @@ class TraceRecord:
     llm: LLMUsage
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        for step in data["steps"]:
+            if step.get("detail") is None:
+                step.pop("detail", None)
+        return data
 
 
 def new_run_id() -> str:

@@ -41,6 +41,20 @@ TOOL_DESCRIPTIONS: dict[str, str] = {
         'shell: run one shell command, only when the user explicitly asks for it. {"action": "shell", '
         '"payload": {"command": "..."}}.'
     ),
+    "web_fetch": (
+        'web_fetch: read one web page the user named. {"action": "web_fetch", "payload": {"url": '
+        '"https://..."}}. Only a URL or host that appears in the user\'s message.'
+    ),
+    "sysadmin": (
+        'sysadmin: collect logs from one of the user\'s machines and answer from them. '
+        '{"action": "sysadmin", "payload": {"target": "<machine named by the user>", '
+        '"question": "..."}}.'
+    ),
+    "delegate": (
+        'delegate: hand a question about one of the user\'s machines or services to the admin '
+        'model, which collects its logs and answers. {"action": "delegate", "payload": '
+        '{"target": "<machine named by the user>"}}.'
+    ),
 }
 
 # How non-chat history messages appear inside the conversation.

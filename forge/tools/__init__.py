@@ -18,7 +18,8 @@ from ..traces import LLMUsage
 log = logging.getLogger("forge")
 
 # tool name -> module under forge.tools exposing `run(ctx, payload) -> ToolResult`
-TOOLS = {"memory": "memory", "files": "files", "git": "git", "shell": "shell"}
+TOOLS = {"memory": "memory", "files": "files", "git": "git", "shell": "shell",
+         "web_fetch": "web_fetch", "sysadmin": "sysadmin", "delegate": "delegate"}
 
 
 @dataclass
@@ -41,6 +42,9 @@ class ToolResult:
     final: bool = False                  # already an answer for the user (the recall graph)
     streamed: bool = False               # the text already went out through on_token
     from_model: bool = False             # model output: checked for placeholders like the router's
+    instructions: tuple[str, ...] = ()   # prompt texts a from_model answer must not echo
+    trace: dict[str, Any] | None = None  # names only (a host, a target, command names) for the
+                                         # trace step; never content (T1)
 
 
 def failure(message: str, *, reason: str = "tool_error") -> ToolResult:

@@ -1,0 +1,116 @@
+"""Can the configured chat model tell that a log block does NOT answer a question?
+
+    python bench/sysadmin_verdict.py [--url URL | --start] [--cases bench/sysadmin_verdict.yaml]
+
+THE INPUTS ARE WRITTEN, NOT COLLECTED. Every log block and question comes from
+bench/sysadmin_verdict.yaml, written by hand for this harness; none was collected from a machine
+(traces.jsonl records where a collection came from, never what it held). A confident verdict
+from this harness is a verdict on those fixtures, nothing more.
+
+For each case (a block, a question, and whether the block holds the answer) the model is shown
+the block and the question as the sysadmin tool shows them (forge.tools.sysadmin.answer_messages)
+and asked for one word, YES (the block answers) or NO. The script prints each case and the
+verdict matrix: truth (answers / does not answer) against the model's YES / NO / unclear.
+This is a model's judgement, measured, not a phrase rule: nothing of it filters the store (H7).
+
+The model is the one at LLAMA_CPP_URL (the settings, `.env` included), or `--url`; `--start`
+starts the small test model through tools/llama_server.py and stops it at the end. It reads no
+store at all.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+CASES = ROOT / "bench" / "sysadmin_verdict.yaml"
+VERDICT_INSTRUCTION = (
+    "Before answering, judge only this: does the log block above contain the answer to the "
+    "question? Reply with exactly one word: YES if it does, NO if it does not."
+)
+
+
+def load_cases(path: Path) -> list[dict]:
+    import yaml
+
+    cases = yaml.safe_load(path.read_text(encoding="utf-8"))["cases"]
+    for case in cases:
+        if not {"id", "answers", "question", "block"} <= set(case):
+            raise SystemExit(f"{path}: case {case.get('id', '?')} needs id, answers, question, block")
+    return cases
+
+
+def verdict_messages(case: dict) -> list[dict[str, str]]:
+    from forge.tools.sysadmin import Collection, answer_messages
+
+    collection = Collection(target="fixture", commands=["written"], block=case["block"], cut=False)
+    messages = answer_messages(collection, case["question"])
+    messages[-1] = {"role": "user", "content": messages[-1]["content"] + "\n\n" + VERDICT_INSTRUCTION}
+    return messages
+
+
+def read_verdict(text: str) -> str:
+    words = text.strip().strip("*`\"'.").split()
+    first = words[0].strip(".,!:*").lower() if words else ""
+    return {"yes": "YES", "oui": "YES", "no": "NO", "non": "NO"}.get(first, "unclear")
+
+
+def run(url: str, cases: list[dict]) -> None:
+    from types import SimpleNamespace
+
+    from forge.llm import ChatClient
+
+    print("inputs: WRITTEN fixtures (bench/sysadmin_verdict.yaml), not collected from any machine")
+    client = ChatClient(SimpleNamespace(llama_cpp_url=url, llama_cpp_id_slot=None, llama_cpp_timeout=120))
+    matrix = {(truth, v): 0 for truth in (True, False) for v in ("YES", "NO", "unclear")}
+    models: set[str] = set()
+    started = time.monotonic()
+    with client:
+        for case in cases:
+            completion = client.complete(verdict_messages(case), max_tokens=4, temperature=0.0)
+            verdict = read_verdict(completion.content)
+            if completion.model:
+                models.add(completion.model)
+            matrix[(bool(case["answers"]), verdict)] += 1
+            right = (verdict == "YES") == bool(case["answers"]) and verdict != "unclear"
+            print(f"  {case['id']:<12} block {'answers' if case['answers'] else 'does not':<9} "
+                  f"model {verdict:<8} {'ok' if right else 'WRONG'}  ({completion.content.strip()[:30]!r})")
+    print(f"\nmodel: {', '.join(sorted(models)) or 'unnamed'} at {url}; "
+          f"{len(cases)} cases in {time.monotonic() - started:.1f} s\n")
+    print(f"{'':<22}{'model YES':>10}{'model NO':>10}{'unclear':>9}")
+    for truth, label in ((True, "block answers"), (False, "block does not")):
+        n = sum(matrix[(truth, v)] for v in ("YES", "NO", "unclear"))
+        print(f"{label + f' (n={n})':<22}{matrix[(truth, 'YES')]:>10}{matrix[(truth, 'NO')]:>10}"
+              f"{matrix[(truth, 'unclear')]:>9}")
+    misses = sum(matrix[(False, v)] for v in ("YES", "NO", "unclear"))
+    print(f"\ncan tell a block does not answer: {matrix[(False, 'NO')]}/{misses}; "
+          f"recognises an answering block: {matrix[(True, 'YES')]}/{len(cases) - misses}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", help="chat server (default: LLAMA_CPP_URL from the settings)")
+    parser.add_argument("--start", action="store_true", help="start the small test model for the run")
+    parser.add_argument("--cases", type=Path, default=CASES)
+    args = parser.parse_args()
+    cases = load_cases(args.cases)
+    if not args.start:
+        from forge.settings import load_settings
+
+        run(args.url or load_settings().llama_cpp_url, cases)
+        return
+    sys.path.insert(0, str(ROOT / "tools"))
+    import llama_server as ls
+
+    server = ls.start("chat", threads=1)
+    try:
+        run(server.url, cases)
+    finally:
+        ls.stop(server)
+
+
+if __name__ == "__main__":
+    main()
