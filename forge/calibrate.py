@@ -175,7 +175,7 @@ def open_readonly(settings: "Settings", *, path: Path | str | None = None,
     return rag.Store(conn, plain, path, fts=fts, embedder=embedder, check_identity=True)
 
 
-def _entry_vectors(store: "Store", ids: Sequence[int]) -> dict[int, "np.ndarray"]:
+def entry_vectors(store: "Store", ids: Sequence[int]) -> dict[int, "np.ndarray"]:
     import numpy as np
 
     out = {}
@@ -242,7 +242,7 @@ def calibrate(store: "Store", cases: Cases, *, vector_k: int = 5, lexical_k: int
     embedded = time.perf_counter()
     batch = recall_batch.search_many(store, questions, project=project, vector_k=vector_k,
                                      lexical_k=lexical_k, vectors=vectors)
-    stored = _entry_vectors(store, expected)
+    stored = entry_vectors(store, expected)
     missing = [i for i in expected if i not in stored]
     if missing:
         raise ForgeError(f"entry #{missing[0]} has no vector in {store.path}: run `forge reindex`")
