@@ -77,6 +77,6 @@ def _row(case: str, m: Any) -> dict[str, Any]:
     if case == "hit":
         returned = ",".join(c for c, on in (("vector", m.vector), ("lexical", m.lexical), ("hot", m.hot)) if on)
     else:
-        returned = f"{m.rows_kept} rows" if m.rows_kept else "nothing"
+        returned = f"{m.rows_kept} row{'s' if m.rows_kept != 1 else ''}" if m.rows_kept else "nothing"
     return {"case": case, "question": m.question, "entry": f"#{m.entry_id}" if m.entry_id else "",
             "distance": m.distance, "rank": m.rank, "returned": returned or "nothing"}
