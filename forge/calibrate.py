@@ -23,7 +23,6 @@ The store is opened read-only: calibrating never writes to it.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
