@@ -12,7 +12,8 @@ through `rag.search_hybrid` (the code `forge recall` runs) on one read-only conn
   gap = best miss - worst hit. With a positive gap the proposal is the midpoint plus
   `FRACTION` of the gap, toward the misses ("the room belongs above the hits": real
   questions are longer and messier than the ones a user writes down to calibrate), rounded to
-  two decimals when that stays strictly between the midpoint and the best miss, else to four.
+  two decimals when that stays strictly between the midpoint and the best miss, else to the
+  fewest of 4, 6, 8 or 10 that do.
   The seed's 0.88 sits at 0.8392 + 0.18 × 0.2206. With a gap of zero or less no distance
   separates these questions and nothing is proposed.
 - For the proposed cutoff (or with none) it counts how many hits each channel still returns
@@ -315,16 +316,16 @@ def propose(worst_hit: float, best_miss: float, fraction: float = FRACTION) -> f
         return None
     midpoint = (worst_hit + best_miss) / 2
     raw = midpoint + fraction * gap
-    for digits in (2, 4):
+    for digits in (2, 4, 6, 8, 10):   # the shortest that stays strictly between
         rounded = round(raw, digits)
         if midpoint < rounded < best_miss:
             return rounded
-    return raw
+    return None   # a gap under 1e-10: no distance worth writing separates them
 
 
 def format_distance(value: float) -> str:
     """A cutoff as `.env` holds it: no exponent, no trailing zeros."""
-    text = f"{value:.6f}".rstrip("0").rstrip(".")
+    text = f"{value:.10f}".rstrip("0").rstrip(".")
     return text if text else "0"
 
 

@@ -130,6 +130,8 @@ def edit_text(text: str, key: str, value: str) -> tuple[str, int, str | None]:
         return text + prefix + line, len(lines) + 1, None
     first, last, match = found[-1]
     _last, quote, previous, tail = _value_extent(lines, first, match.group("rest"))
+    if not quote and previous.startswith("#") and match.group("eq")[-1:] in (" ", "\t"):
+        previous, tail = "", " " + previous + tail   # `KEY= # comment`: an empty value
     ending = _EOL.search(lines[last])
     new_line = (match.group("indent") + (match.group("export") or "") + match.group("key")
                 + match.group("eq") + _quote(value, quote) + tail + (ending.group(1) if ending else ""))

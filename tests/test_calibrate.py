@@ -169,3 +169,15 @@ def test_doctor_reports_the_cutoff_tag(filled, monkeypatch, value, status, word)
     row = next(r for r in rows if r["check"] == "recall cutoff")
     assert row["status"] == status and row["detail"].startswith(word)
     assert "forge calibrate" in row["detail"]
+
+
+def test_the_proposal_reproduces_the_seed_and_stays_strictly_between():
+    from forge.calibrate import format_distance, propose
+
+    # The seed's hits 0.7289 / 0.6640 / 0.6469 and misses 0.9495 / 1.0451 / 1.1578.
+    assert propose(0.7289, 0.9495) == 0.88
+    for worst, best in [(0.5, 0.5001), (0.84, 0.85), (0.2, 1.9), (0.61, 0.6101)]:
+        value = propose(worst, best)
+        assert (worst + best) / 2 < value < best
+        assert float(format_distance(value)) == value
+    assert propose(0.6, 0.6) is None and propose(0.7, 0.6) is None

@@ -28,6 +28,7 @@ def edit(tmp_path: Path, before: str | bytes, value: str = "0.57@f1ed89") -> tup
     ("RECALL_MAX_DISTANCE='0.88'\n", "RECALL_MAX_DISTANCE='0.57@f1ed89'\n"),
     ("RECALL_MAX_DISTANCE=0.88  # measured in May\n", "RECALL_MAX_DISTANCE=0.57@f1ed89  # measured in May\n"),
     ("RECALL_MAX_DISTANCE=\n", "RECALL_MAX_DISTANCE=0.57@f1ed89\n"),
+    ("RECALL_MAX_DISTANCE= # fill in\n", "RECALL_MAX_DISTANCE= 0.57@f1ed89 # fill in\n"),
     ("RECALL_MAX_DISTANCE=0.88", "RECALL_MAX_DISTANCE=0.57@f1ed89"),          # no final newline
     ("A=1\r\nRECALL_MAX_DISTANCE=0.88\r\nB=2\r\n", "A=1\r\nRECALL_MAX_DISTANCE=0.57@f1ed89\r\nB=2\r\n"),
 ])
