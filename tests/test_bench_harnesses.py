@@ -116,3 +116,29 @@ def test_locomo_runs_on_one_conversation(tmp_path):
         assert q["rows@5"] <= 5 and q["rows@10"] <= 10
         assert q["any@5"] == (q["vector@5"] or q["lexical@5"])
     assert doc["protocol"]["budgets"]["5"] == {"vector_k": 3, "lexical_k": 2}
+
+
+def test_instruct_prefix_and_recall_expansion_score_the_named_entry(built_store, settings):
+    from fixtures.memory_entries import copy_store
+
+    live = copy_store(built_store, settings.rag_db_file)
+    before = live.read_bytes()
+    Path("cases.yaml").write_text(
+        "hits:\n"
+        "  - question: Tu peux me lister mon matériel ?\n    expect: 1\n"
+        "    rephrasings:\n      - Quelle machine a un Ryzen 5500U ?\n"
+        "misses:\n  - Quelle est la capitale du Pérou ?\n", encoding="utf-8")
+    prefix = run_bench("instruct_prefix.py", "--cases", "cases.yaml", "--json", cwd=Path.cwd())
+    assert prefix.returncode == 0, prefix.stderr
+    doc = json.loads(prefix.stdout)
+    assert [r["regime"] for r in doc["regimes"]] == ["raw (passage:)", "prefixed (query:)"]
+    hit = doc["questions"][0]
+    assert hit["entry"] == 1 and hit["raw"] != hit["prefixed"]
+    expansion = run_bench("recall_expansion.py", "--cases", "cases.yaml", "--json", cwd=Path.cwd())
+    assert expansion.returncode == 0, expansion.stderr
+    doc = json.loads(expansion.stdout)
+    row = doc["questions"][0]
+    assert row["phrasings"] == 2 and row["entry"] == 1
+    assert row["expanded"] <= row["original"]
+    assert doc["rephrasings"]["Tu peux me lister mon matériel ?"] == ["Quelle machine a un Ryzen 5500U ?"]
+    assert live.read_bytes() == before
