@@ -119,11 +119,23 @@ def check_embedding_match(settings: Settings) -> list[Row]:
     return [] if verdict is None else [_row("embedding match", *verdict)]
 
 
+def check_cutoff(settings: Settings) -> list[Row]:
+    """V4: the configured RECALL_MAX_DISTANCE's tag against the current fingerprint (matching,
+    missing or stale), computed from settings and the store's recorded identity: no network."""
+    from . import rag
+    from .calibrate import tag_status
+
+    fingerprint = rag.store_report(settings.rag_db_file, settings)["fingerprint"]
+    state, detail = tag_status(settings, fingerprint)
+    status = {"matching": "ok", "unset": "info"}.get(state, "warn")
+    return [_row("recall cutoff", status, f"{state}: {detail}")]
+
+
 # (the row a check shows when it raises, the check)
 CHECKS: tuple[tuple[str, Callable[[Settings], list[Row]]], ...] = (
     ("sqlite", check_sqlite), ("servers", check_servers), ("history", check_history),
     ("traces", check_traces), ("memory store", check_store),
-    ("embedding match", check_embedding_match),
+    ("embedding match", check_embedding_match), ("recall cutoff", check_cutoff),
 )
 
 

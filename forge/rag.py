@@ -419,8 +419,7 @@ def resolve_cutoff(settings: "Settings", fingerprint: str) -> tuple[float | None
                               f"write it back as RECALL_MAX_DISTANCE={cutoff.value}@{fingerprint}")
     return None, (f"RECALL_MAX_DISTANCE={cutoff} was measured under fingerprint {cutoff.tag}, "
                   f"but this store and query wrapper are {fingerprint}: cutoff off; "
-                  "re-measure it on this store (`forge recall QUESTION --json` gives each row's "
-                  "distance: put the cutoff above your worst hit, below your best miss)")
+                  "re-measure it on this store with `forge calibrate --cases FILE --write`")
 
 
 # --------------------------------------------------------------------------- helpers

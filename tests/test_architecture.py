@@ -9,10 +9,11 @@ import pytest
 PKG = Path(__file__).resolve().parent.parent / "forge"
 
 STORE_RING = {"forge.history", "forge.traces", "forge.rag", "forge.embedders", "forge.llm",
-              "forge.db", "forge.fileio", "forge.settings", "forge.errors"}
+              "forge.db", "forge.fileio", "forge.settings", "forge.errors", "forge.recall_batch",
+              "forge.dotenv_edit"}
 MEMORY_RING = {"forge.compaction", "forge.history_import", "forge.transcript", "forge.non_answer",
                "forge.hot_memory", "forge.tokens", "forge.router.prompt", "forge.router.placeholders",
-               "forge.doctor"}
+               "forge.doctor", "forge.calibrate"}
 CHAT_RING = {"forge.chat", "forge.repl", "forge.router", "forge.tools", "forge.graphs",
              "forge.outcome", "forge.turn"}
 

@@ -262,3 +262,35 @@ def test_two_processes_remembering_at_once_lose_nothing_and_store_duplicates_onc
     assert sum(e.kind == "todo" for e in entries) == 5
     ids = [{r["line"]: r["id"] for r in map(json.loads, out.splitlines())} for out, _ in outs]
     assert [ids[0][n] for n in range(16, 21)] == [ids[1][n] for n in range(16, 21)]  # same ids for both
+
+
+def test_batch_recall_gives_the_rows_of_single_recalls_in_input_order(filled):
+    queries = ["Quel processeur a mon NiPoGi ?", "Combien de RAM a le NiPoGi ?",
+               "Quelle console portable ?"]
+    lines = (f"{queries[0]}\n\n"
+             + json.dumps({"q": queries[1], "id": "ram"}) + "\n"
+             + json.dumps({"q": queries[2], "id": 7}) + "\n")
+    result = invoke(filled, "recall", "--queries", "-", "--nl", "--vector-k", "3", input=lines)
+    assert result.exit_code == 0, result.stderr
+    answers = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(a["query"], a["id"]) for a in answers] == [(queries[0], None), (queries[1], "ram"),
+                                                          (queries[2], 7)]
+    for query, answer in zip(queries, answers):
+        single = json.loads(invoke(filled, "recall", query, "--json", "--vector-k", "3").stdout)
+        assert [(r["id"], r["channel"]) for r in answer["rows"]] == \
+            [(r["id"], r["channel"]) for r in single["rows"]]
+        for got, want in zip(answer["rows"], single["rows"]):
+            assert got == {**want, "distance": pytest.approx(want["distance"], abs=1e-5)
+                           if want["distance"] is not None else None}
+        assert answer["dropped_by_cutoff"] == single["dropped_by_cutoff"] == 0
+        assert answer["fingerprint"] == single["fingerprint"]
+
+
+def test_batch_recall_errors_name_the_line_and_write_nothing(filled):
+    bad = invoke(filled, "recall", "--queries", "-", input='Quel processeur ?\n{"q": 5}\n')
+    assert bad.exit_code == 1 and "line 2" in bad.stderr and '"q"' in bad.stderr
+    assert bad.stdout == ""
+    both = invoke(filled, "recall", "NiPoGi", "--queries", "-", input="x\n")
+    assert both.exit_code == 2 and "not both" in both.stderr
+    empty = invoke(filled, "recall", "--queries", "-", input="\n\n")
+    assert empty.exit_code == 2 and "no query" in empty.stderr

@@ -272,8 +272,8 @@ def test_stale_cutoff_is_off_and_loud(settings, caplog):
             result = rag.search_hybrid(store, "Quelle console portable ?", vector_k=5, lexical_k=0)
     assert result.cutoff is None and len(result.rows) == 5 and result.dropped_by_cutoff == 0
     assert "a5c47b" in caplog.text and "cutoff off" in caplog.text
-    # It says how to re-measure with what exists (calibrate is not built yet).
-    assert "forge recall" in caplog.text and "calibrate" not in caplog.text
+    # It points at the command that re-measures it.
+    assert "forge calibrate" in caplog.text
 
 
 def test_cutoff_spares_rows_the_word_channel_also_found(settings):

@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "recall": "memory_cmds:recall",
     "memory": "memory_cmds:memory",
     "reindex": "memory_cmds:reindex",
+    "calibrate": "calibrate_cmds:calibrate",
     "compact": "compact_cmds:compact",
     "context": "compact_cmds:context",
     "history": "history_cmds:history",

@@ -117,20 +117,32 @@ def _read_batch(stream: Any, project: str | None) -> list[Any]:
 
 
 @click.command()
-@click.argument("query")
+@click.argument("query", required=False)
+@click.option("--queries", "queries_file", type=click.File("rb"), metavar="FILE|-",
+              help='Many queries in one process: one per line, or JSONL {"q": ..., "id": ...}; '
+                   "with --nl one JSON line per query, in input order.")
 @click.option("--project", "-p", help="Search this project only.")
 @click.option("--vector-k", default=5, show_default=True, type=click.IntRange(0, 1000),
               help="Rows the vector channel may return (taken before the cutoff).")
 @click.option("--lexical-k", default=5, show_default=True, type=click.IntRange(0, 1000),
               help="Rows the word channel may return.")
 @output_options
-def recall(query: str, project: str | None, vector_k: int, lexical_k: int, fmt: str) -> None:
+def recall(query: str | None, queries_file: Any, project: str | None, vector_k: int,
+           lexical_k: int, fmt: str) -> None:
     """Hybrid search of the deliberate memory: nearest vectors, then rare shared words.
 
     Each row says which channel found it (vector, lexical or both). QUERY `-` reads stdin.
+    `--queries FILE|-` answers many queries with one model load and one connection.
     """
     from .. import rag
 
+    if queries_file is not None:
+        if query is not None:
+            raise click.UsageError("give QUERY or --queries FILE, not both")
+        _recall_many(queries_file, project, vector_k, lexical_k, fmt)
+        return
+    if query is None:
+        raise click.UsageError("give a QUERY (`-` reads stdin), or --queries FILE")
     query = _read_stdin_if_dash(query).strip()
     if not query:
         raise click.UsageError("QUERY is empty")
@@ -145,6 +157,41 @@ def recall(query: str, project: str | None, vector_k: int, lexical_k: int, fmt: 
                    if result.nearest_dropped is not None else "")
         note(f"cutoff {result.cutoff} dropped {result.dropped_by_cutoff} vector row(s){nearest}")
     emit(rows, fmt, columns=RECALL_COLUMNS, document=result.to_dict(), empty="no results")
+
+
+BATCH_COLUMNS = ["n", "id", "query", "entry", "channel", "distance", "content"]
+
+
+def _recall_many(stream: Any, project: str | None, vector_k: int, lexical_k: int, fmt: str) -> None:
+    from .. import recall_batch
+    from ..errors import ForgeError
+
+    name = getattr(stream, "name", "-")
+    source = "--queries -" if name in ("-", "<stdin>") else f"--queries {name}"
+    try:
+        text = stream.read().decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ForgeError(f"{source} is not UTF-8") from None
+    queries = recall_batch.parse_queries(text, source=source)
+    if not queries:
+        raise click.UsageError(f"{source} holds no query")
+    with _open() as store:
+        batch = recall_batch.search_many(store, queries, project=project, vector_k=vector_k,
+                                         lexical_k=lexical_k)
+    answers = [a.to_dict() for a in batch.answers]
+    if fmt == "nl":
+        emit(answers, fmt, columns=[])
+    else:
+        rows = [{"n": n, "id": a.query.id, "query": a.query.q, "entry": f"#{r.entry.id}",
+                 "channel": r.channel, "distance": r.distance, "content": r.entry.content}
+                for n, a in enumerate(batch.answers, 1) for r in a.result.rows]
+        emit(rows, fmt, columns=BATCH_COLUMNS, document=answers, empty="no results")
+    dropped = sum(a.result.dropped_by_cutoff for a in batch.answers)
+    cutoff = batch.answers[0].result.cutoff if batch.answers else None
+    if cutoff is not None:
+        note(f"cutoff {cutoff} dropped {dropped} vector row(s) over {len(answers)} queries")
+    note(f"{len(answers)} queries: embedding {batch.embed_seconds:.2f} s, "
+         f"search {batch.search_seconds:.2f} s")
 
 
 @click.group()

@@ -41,6 +41,10 @@ class Embedder:
         """(dim,) unit vector for a search query, with the query wrapper."""
         return normalize(self._embed([text], True), self.url)[0]
 
+    def embed_queries(self, texts: Sequence[str]) -> "np.ndarray":
+        """(n, dim) unit rows for many search queries in one call (batch recall, calibration)."""
+        return normalize(self._embed(list(texts), True), self.url)
+
     def identity(self) -> dict[str, Any]:
         """backend, model, dim, document_prefix, query_wrapper (may ask the server once)."""
         raise NotImplementedError

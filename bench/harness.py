@@ -1,0 +1,93 @@
+"""What the store harnesses share: the case options, the snapshot, the output.
+
+Cases are the ones `forge calibrate` takes: `--hit Q --expect ID` (repeated), `--miss Q`, or
+`--cases FILE` (YAML; see deploy/calibrate.example.yaml). `--db PATH` names the store to copy
+(default RAG_DB_FILE); the harness opens only the copy `store_snapshot.fresh_snapshot` makes.
+Every harness prints a table, or one JSON document with `--json`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import store_snapshot  # noqa: F401  (puts the checkout on sys.path)
+
+
+def parser(description: str, *, cases: bool = True) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--db", type=Path, help="the store to snapshot (default RAG_DB_FILE); "
+                                           "never opened itself")
+    if cases:
+        p.add_argument("--hit", action="append", default=[], metavar="QUESTION")
+        p.add_argument("--expect", action="append", default=[], type=int, metavar="ID")
+        p.add_argument("--miss", action="append", default=[], metavar="QUESTION")
+        p.add_argument("--cases", type=Path, metavar="FILE", help="YAML cases (as forge calibrate)")
+    p.add_argument("--project", help="search this project only")
+    p.add_argument("--vector-k", type=int, default=5)
+    p.add_argument("--lexical-k", type=int, default=5)
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    return p
+
+
+def cases(args: argparse.Namespace) -> Any:
+    from forge import calibrate
+
+    found = calibrate.cases_from_options(args.hit, args.expect, args.miss)
+    if args.cases:
+        found = calibrate.merge(calibrate.load_cases(args.cases), found)
+    return found
+
+
+def settings(**overrides: Any) -> Any:
+    import dataclasses
+
+    from forge.settings import load_settings
+
+    loaded = load_settings()
+    return dataclasses.replace(loaded, **overrides) if overrides else loaded
+
+
+def snapshot_store(args: argparse.Namespace, the_settings: Any = None, *, embedder: Any = None,
+                   readonly: bool = True) -> Any:
+    return store_snapshot.open_snapshot(args.db, the_settings or settings(), embedder=embedder,
+                                        readonly=readonly)
+
+
+def output(args: argparse.Namespace, document: dict, rows: Sequence[dict], columns: Sequence[str],
+           lines: Sequence[str] = ()) -> None:
+    if args.json:
+        print(json.dumps(document, ensure_ascii=False, indent=2, default=str))
+        return
+    from tabulate import tabulate
+
+    def cell(v: Any) -> Any:
+        if v is None:
+            return ""
+        if isinstance(v, float):
+            return f"{v:.4f}"
+        if isinstance(v, (list, tuple)):
+            return ",".join(map(str, v))
+        return v
+
+    print(tabulate([[cell(r.get(c)) for c in columns] for r in rows], headers=list(columns),
+                   tablefmt="simple", disable_numparse=True, maxcolwidths=[60] * len(columns)))
+    for line in lines:
+        print(line)
+
+
+def fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 1
+
+
+def run(main: Any) -> None:
+    """Call `main()`; a Forge error or a refused live store is one line and exit 1."""
+    from forge.errors import ForgeError
+
+    try:
+        sys.exit(main())
+    except (ForgeError, store_snapshot.LiveStoreRefused, FileNotFoundError) as e:
+        sys.exit(fail(str(e)))

@@ -1,0 +1,232 @@
+"""LoCoMo through Forge's own pipeline: import as history, compact, ask through batch recall.
+
+    python bench/locomo.py [--data FILE] [--conversations N] [--sessions N] [--questions N] [--json]
+
+Protocol (the README's "LoCoMo" section states the figures):
+- Each conversation of the data set (LoCoMo, Maharana et al. 2024, CC BY-NC 4.0: the licence is
+  ../shared/data/locomo/LICENSE, beside the data, and bench/LOCOMO_LICENSE.md) gets a fresh data
+  folder: its turns are imported with `forge history import --compact`'s code (speaker_a as
+  `user`, speaker_b as `assistant`, each turn's `dia_id` kept as its `ref`, the session's date at
+  the head of each turn's text and as its `ts`, a shared photo's caption appended), then a last
+  forced compaction archives what the import left in the history. rag_pointer, the default
+  strategy: one archive entry per exchange, refs = the dia_ids it holds.
+- Every question of categories 1-4 (multi-hop, temporal, open-domain, single-hop; category 5,
+  adversarial questions with no answer in the conversation, is left out) goes through
+  `recall_batch.search_many`, the code of `forge recall --queries`: all questions embedded in one
+  call, then `rag.search_hybrid` each, no cutoff (RECALL_MAX_DISTANCE unset, the shipped default).
+- A rows budget of 5 and of 10, by `rows_budget()`: until `forge recall` has a single rows budget,
+  a budget is the two channels' own budgets (5 = 3 vector + 2 word rows, 10 = 5 + 5) and the
+  rows they return (their union, at most that many).
+- A question counts at budget k (any@k) when any of its evidence turns' dia_id is among the refs
+  of the rows returned. Reported overall, per category and per channel (the evidence came back
+  through a vector row, a word row, or either), with the time spent importing (embedding) and
+  recalling.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
+# LoCoMo's category numbers (its paper's Table: multi-hop 282, temporal 321, open-domain 96,
+# single-hop 841, adversarial 446 over the full set); 5, adversarial, has no answer to find.
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+BUDGETS = (5, 10)
+
+
+def rows_budget(budget: int) -> tuple[int, int]:
+    """(vector_k, lexical_k) for a rows budget. The one place a later single rows budget
+    (`forge recall --limit`) replaces: 5 = 3 + 2, 10 = 5 + 5."""
+    return {5: (3, 2), 10: (5, 5)}.get(budget, (budget - budget // 2, budget // 2))
+
+
+def session_date(raw: str | None) -> tuple[str, str | None]:
+    """("8 May 2023, 1:56 pm", "2023-05-08T13:56:00Z") from LoCoMo's "1:56 pm on 8 May, 2023"."""
+    if not raw:
+        return "", None
+    try:
+        when = datetime.strptime(raw.strip(), "%I:%M %p on %d %B, %Y")
+    except ValueError:
+        return raw.strip(), None
+    return raw.strip(), when.strftime("%Y-%m-%dT%H:%M:00Z")
+
+
+def records(conversation: dict, sessions: int | None = None) -> list[dict]:
+    """History import records for one LoCoMo conversation."""
+    conv = conversation["conversation"]
+    user = conv["speaker_a"]
+    numbers = sorted(int(m.group(1)) for k in conv if (m := re.fullmatch(r"session_(\d+)", k)))
+    out = []
+    for number in numbers[:sessions] if sessions else numbers:
+        date_text, ts = session_date(conv.get(f"session_{number}_date_time"))
+        for turn in conv[f"session_{number}"]:
+            text = turn["text"]
+            if turn.get("blip_caption"):
+                text += f" [shares a photo: {turn['blip_caption']}]"
+            record = {"role": "user" if turn["speaker"] == user else "assistant",
+                      "content": f"({date_text}) {turn['speaker']}: {text}", "ref": turn["dia_id"]}
+            if ts:
+                record["ts"] = ts
+            out.append(record)
+    return out
+
+
+def evidence(question: dict) -> list[str]:
+    return [e for item in question.get("evidence", []) for e in re.split(r"[;,\s]+", item) if e]
+
+
+def questions(conversation: dict, known_refs: set[str], limit: int | None) -> list[dict]:
+    """Category 1-4 questions whose evidence is in the imported turns."""
+    out = []
+    for q in conversation["qa"]:
+        if q.get("category") not in CATEGORIES:
+            continue
+        refs = evidence(q)
+        if not refs or not set(refs) <= known_refs:
+            continue
+        out.append({"q": q["question"], "category": q["category"], "evidence": refs})
+    return out[:limit] if limit else out
+
+
+def run_conversation(conversation: dict, folder: Path, *, sessions: int | None,
+                     limit: int | None) -> dict:
+    from forge import compaction, history_import, rag, recall_batch
+    from forge.settings import load_settings
+
+    env = {"FORGE_DATA_DIR": str(folder), "COMPACTION_KEEP_RECENT": "0",
+           "COMPACTION_THRESHOLD": "40", "MEMORY_MAX_HISTORY": "200",
+           "LLAMA_CPP_URL": "http://127.0.0.1:9"}  # no chat server: the token estimate
+    settings = load_settings(env, cwd=folder)
+    recs = records(conversation, sessions)
+    started = time.perf_counter()
+    report = history_import.import_history(settings, "\n".join(json.dumps(r) for r in recs),
+                                           source="locomo", compact=True, strategy="rag_pointer")
+    compaction.compact(settings, strategy="rag_pointer")   # what the import left in the history
+    imported = time.perf_counter()
+    asked = questions(conversation, {r["ref"] for r in recs}, limit)
+    out = {"sample_id": conversation.get("sample_id"), "turns": len(recs),
+           "compactions": report.compactions + 1, "questions": [], "import_seconds": 0.0,
+           "embed_seconds": 0.0, "recall_seconds": 0.0}
+    with rag.open_store(settings) as store:
+        out["entries"] = rag.count_entries(store)
+        t0 = time.perf_counter()
+        vectors = recall_batch.embed_queries(store, [q["q"] for q in asked])
+        out["embed_seconds"] = time.perf_counter() - t0
+        results = {}
+        for budget in BUDGETS:
+            vector_k, lexical_k = rows_budget(budget)
+            batch = recall_batch.search_many(store, [q["q"] for q in asked], vector_k=vector_k,
+                                             lexical_k=lexical_k, vectors=vectors)
+            out["recall_seconds"] += batch.search_seconds
+            results[budget] = batch.answers
+    out["import_seconds"] = imported - started
+    for index, q in enumerate(asked):
+        wanted = set(q["evidence"])
+        scored = dict(q)
+        for budget in BUDGETS:
+            rows = results[budget][index].result.rows
+            via = {"vector": False, "lexical": False}
+            for row in rows:
+                if wanted & set((row.entry.refs or {}).get("external") or []):
+                    via["vector"] |= row.channel in ("vector", "both")
+                    via["lexical"] |= row.channel in ("lexical", "both")
+            scored[f"any@{budget}"] = via["vector"] or via["lexical"]
+            scored[f"vector@{budget}"] = via["vector"]
+            scored[f"lexical@{budget}"] = via["lexical"]
+            scored[f"rows@{budget}"] = len(rows)
+        out["questions"].append(scored)
+    return out
+
+
+def summarise(conversations: list[dict]) -> dict:
+    asked = [q for c in conversations for q in c["questions"]]
+
+    def share(items: list[dict], key: str) -> float | None:
+        return round(sum(q[key] for q in items) / len(items), 4) if items else None
+
+    table = []
+    groups = [("all", asked)] + [(f"{n} {name}", [q for q in asked if q["category"] == n])
+                                 for n, name in CATEGORIES.items()]
+    for label, items in groups:
+        row = {"questions": label, "n": len(items)}
+        for budget in BUDGETS:
+            row[f"any@{budget}"] = share(items, f"any@{budget}")
+            row[f"vector@{budget}"] = share(items, f"vector@{budget}")
+            row[f"lexical@{budget}"] = share(items, f"lexical@{budget}")
+        table.append(row)
+    return {
+        "table": table,
+        "conversations": [{k: v for k, v in c.items() if k != "questions"} for c in conversations],
+        "turns": sum(c["turns"] for c in conversations),
+        "entries": sum(c["entries"] for c in conversations),
+        "questions": len(asked),
+        "import_seconds": round(sum(c["import_seconds"] for c in conversations), 2),
+        "embed_seconds": round(sum(c["embed_seconds"] for c in conversations), 2),
+        "recall_seconds": round(sum(c["recall_seconds"] for c in conversations), 3),
+        "protocol": {"budgets": {b: dict(zip(("vector_k", "lexical_k"), rows_budget(b)))
+                                 for b in BUDGETS},
+                     "categories": CATEGORIES, "cutoff": None, "strategy": "rag_pointer"},
+        "per_question": asked,
+    }
+
+
+def print_table(summary: dict) -> None:
+    from tabulate import tabulate
+
+    columns = ["questions", "n"] + [f"{m}@{b}" for b in BUDGETS for m in ("any", "vector", "lexical")]
+    print(tabulate([[r[c] if r[c] is not None else "" for c in columns] for r in summary["table"]],
+                   headers=columns, tablefmt="simple", floatfmt=".3f"))
+    print(f"{summary['questions']} questions, {len(summary['conversations'])} conversations, "
+          f"{summary['turns']} turns -> {summary['entries']} archive entries; "
+          f"import+compaction {summary['import_seconds']:.1f} s, question embedding "
+          f"{summary['embed_seconds']:.1f} s, recall {summary['recall_seconds']:.2f} s "
+          f"(both budgets)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=Path(os.environ.get("FORGE_LOCOMO", DEFAULT_DATA)),
+                        help="the LoCoMo JSON file (default ../shared/data/locomo/locomo-dev.json)")
+    parser.add_argument("--conversations", type=int, help="only the first N conversations")
+    parser.add_argument("--sessions", type=int, help="only the first N sessions of each")
+    parser.add_argument("--questions", type=int, help="at most N questions per conversation")
+    parser.add_argument("--keep", type=Path, help="build the stores under DIR and keep them")
+    parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    args = parser.parse_args(argv)
+    if not args.data.exists():
+        print(f"error: no LoCoMo data at {args.data} (--data FILE or FORGE_LOCOMO)", file=sys.stderr)
+        return 1
+    data = json.loads(args.data.read_text(encoding="utf-8"))[:args.conversations]
+    base = args.keep or Path(tempfile.mkdtemp(prefix="forge-locomo-"))
+    done = []
+    for number, conversation in enumerate(data, 1):
+        folder = base / f"conversation-{number}"
+        folder.mkdir(parents=True, exist_ok=True)
+        print(f"conversation {number}/{len(data)} ({conversation.get('sample_id')}) ...",
+              file=sys.stderr, flush=True)
+        done.append(run_conversation(conversation, folder, sessions=args.sessions,
+                                     limit=args.questions))
+    summary = summarise(done)
+    summary["data"] = str(args.data)
+    if args.json:
+        print(json.dumps(summary, ensure_ascii=False, indent=2))
+    else:
+        print_table(summary)
+    if not args.keep:
+        import shutil
+
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

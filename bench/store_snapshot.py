@@ -1,0 +1,74 @@
+"""The one helper every store harness uses: a fresh snapshot of the store, never the store (C2).
+
+    from store_snapshot import fresh_snapshot, refuse_live
+
+`fresh_snapshot(source, settings)` copies `source` (default: the configured RAG_DB_FILE) with
+SQLite's backup API into a new temporary folder and returns the copy's path. The backup API
+reads the database as a connection sees it, pages still in the WAL included, where a plain file
+copy of a WAL database would miss them. `refuse_live(path, settings)` stops a harness that is
+about to open the live RAG_DB_FILE itself: every harness opens only what `fresh_snapshot` made.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+class LiveStoreRefused(RuntimeError):
+    """A harness was about to open (or write) the live store."""
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except FileNotFoundError:
+        return Path(os.path.abspath(a)) == Path(os.path.abspath(b))
+
+
+def live_path(settings: Any = None) -> Path:
+    if settings is None:
+        from forge.settings import load_settings
+
+        settings = load_settings()
+    return Path(settings.rag_db_file)
+
+
+def refuse_live(path: Path | str, settings: Any = None) -> Path:
+    """`path`, unless it is the live RAG_DB_FILE (same file, whatever the spelling)."""
+    live = live_path(settings)
+    if _same_file(Path(path), live):
+        raise LiveStoreRefused(f"refusing to open the live store {live} (RAG_DB_FILE): harnesses "
+                               "run on a fresh snapshot (store_snapshot.fresh_snapshot)")
+    return Path(path)
+
+
+def fresh_snapshot(source: Path | str | None = None, settings: Any = None, *,
+                   folder: Path | str | None = None) -> Path:
+    """A consistent copy of `source` (default RAG_DB_FILE) in a new temporary folder."""
+    from forge import db
+
+    source = Path(source) if source is not None else live_path(settings)
+    if not source.exists():
+        raise FileNotFoundError(f"no store at {source} to snapshot (--db PATH)")
+    folder = Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="forge-bench-"))
+    dest = folder / "snapshot.db"
+    refuse_live(dest, settings)
+    return db.snapshot(source, dest)
+
+
+def open_snapshot(source: Path | str | None, settings: Any, *, embedder: Any = None,
+                  readonly: bool = True) -> Any:
+    """A Store on a fresh snapshot of `source` (the cutoff off when `readonly`, as calibrate)."""
+    from forge import calibrate, rag
+
+    copy = refuse_live(fresh_snapshot(source, settings), settings)
+    if readonly:
+        return calibrate.open_readonly(settings, path=copy, embedder=embedder)
+    return rag.open_store(settings, path=copy, embedder=embedder)

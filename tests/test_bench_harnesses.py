@@ -1,0 +1,144 @@
+"""The bench harnesses (C2): the shared snapshot helper, a harness run end to end on a snapshot,
+and bench/locomo.py on one conversation so it cannot rot."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
+sys.path.insert(0, str(BENCH))
+
+
+def test_the_snapshot_helper_refuses_the_live_store(settings, forge_env):
+    import store_snapshot
+
+    live = Path(settings.rag_db_file)
+    live.parent.mkdir(parents=True, exist_ok=True)
+    from forge import db
+
+    db.connect(live).close()
+    for spelling in (live, Path(os.path.relpath(live)), live.parent / "." / live.name):
+        with pytest.raises(store_snapshot.LiveStoreRefused, match="live store"):
+            store_snapshot.refuse_live(spelling, settings)
+    import dataclasses
+
+    # A snapshot whose destination would be the live store is refused before anything is copied.
+    beside = dataclasses.replace(settings, rag_db_file=live.parent / "snapshot.db")
+    with pytest.raises(store_snapshot.LiveStoreRefused):
+        store_snapshot.fresh_snapshot(live, beside, folder=live.parent)
+    assert not (live.parent / "snapshot.db").exists()
+    copy = store_snapshot.fresh_snapshot(None, settings)
+    assert copy != live and copy.exists() and store_snapshot.refuse_live(copy, settings) == copy
+
+
+def test_the_snapshot_includes_pages_still_in_the_wal(settings, tmp_path):
+    import store_snapshot
+
+    from forge import db
+
+    source = tmp_path / "busy.db"
+    writer = db.connect(source, vec=False)
+    writer.execute("pragma wal_autocheckpoint = 0")   # keep every page in the WAL
+    writer.execute("create table t (x text)")
+    with db.transaction(writer):
+        writer.executemany("insert into t values (?)", [(f"row {i}",) for i in range(500)])
+    assert (tmp_path / "busy.db-wal").stat().st_size > 0
+    plain = tmp_path / "plain-copy.db"
+    shutil.copyfile(source, plain)   # what a file copy gets: the main file only
+    reader = db.connect(plain, vec=False)
+    try:
+        copied = reader.execute("select count(*) from sqlite_master where name = 't'").fetchone()[0]
+    finally:
+        reader.close()
+    assert copied == 0, "the main file already held the rows: this test would prove nothing"
+    copy = store_snapshot.fresh_snapshot(source, settings)
+    snap = db.connect(copy, vec=False)
+    try:
+        assert snap.execute("select count(*) from t").fetchone()[0] == 500
+    finally:
+        snap.close()
+        writer.close()
+
+
+@pytest.fixture(scope="module")
+def built_store(tmp_path_factory):
+    from fixtures.memory_entries import build_store
+
+    return build_store(tmp_path_factory.mktemp("bench-store"))
+
+
+def run_bench(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(BENCH / script), *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=600, env=os.environ.copy())
+
+
+def test_a_harness_runs_on_a_snapshot_and_leaves_the_store_as_it_was(built_store, settings, forge_env):
+    from fixtures.memory_entries import copy_store
+
+    live = copy_store(built_store, settings.rag_db_file)
+    before = live.read_bytes()
+    result = run_bench("rag_hybrid.py", "--hit", "Quel est le nom de mon chat ?", "--expect", "24",
+                       "--miss", "Quelle est la capitale du Pérou ?", "--json", cwd=Path.cwd())
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["questions"][0]["via"] in ("vector", "lexical", "both")
+    assert doc["questions"][1]["case"] == "miss"
+    assert live.read_bytes() == before
+    assert not Path(f"{live}-wal").exists() or Path(f"{live}-wal").stat().st_size == 0
+    table = run_bench("recall_distance.py", "--hit", "Quel est le nom de mon chat ?", "--expect",
+                      "24", "--miss", "Quelle est la capitale du Pérou ?", cwd=Path.cwd())
+    assert table.returncode == 0, table.stderr
+    assert "worst hit" in table.stdout and "Quel est le nom de mon chat ?" in table.stdout
+
+
+def test_locomo_runs_on_one_conversation(tmp_path):
+    if not LOCOMO.exists():
+        pytest.skip(f"the LoCoMo data set is not in this checkout ({LOCOMO}); it sits beside the "
+                    "repository on the development machine only")
+    result = run_bench("locomo.py", "--conversations", "1", "--sessions", "2", "--questions", "4",
+                       "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["questions"] == 4 and doc["entries"] > 0
+    overall = doc["table"][0]
+    assert overall["questions"] == "all" and overall["n"] == 4
+    assert 0 <= overall["any@5"] <= overall["any@10"] <= 1
+    assert {row["questions"] for row in doc["table"]} >= {"all", "1 multi-hop", "2 temporal", "4 single-hop"}
+    for q in doc["per_question"]:
+        assert q["rows@5"] <= 5 and q["rows@10"] <= 10
+        assert q["any@5"] == (q["vector@5"] or q["lexical@5"])
+    assert doc["protocol"]["budgets"]["5"] == {"vector_k": 3, "lexical_k": 2}
+
+
+def test_instruct_prefix_and_recall_expansion_score_the_named_entry(built_store, settings):
+    from fixtures.memory_entries import copy_store
+
+    live = copy_store(built_store, settings.rag_db_file)
+    before = live.read_bytes()
+    Path("cases.yaml").write_text(
+        "hits:\n"
+        "  - question: Tu peux me lister mon matériel ?\n    expect: 1\n"
+        "    rephrasings:\n      - Quelle machine a un Ryzen 5500U ?\n"
+        "misses:\n  - Quelle est la capitale du Pérou ?\n", encoding="utf-8")
+    prefix = run_bench("instruct_prefix.py", "--cases", "cases.yaml", "--json", cwd=Path.cwd())
+    assert prefix.returncode == 0, prefix.stderr
+    doc = json.loads(prefix.stdout)
+    assert [r["regime"] for r in doc["regimes"]] == ["raw (passage:)", "prefixed (query:)"]
+    hit = doc["questions"][0]
+    assert hit["entry"] == 1 and hit["raw"] != hit["prefixed"]
+    expansion = run_bench("recall_expansion.py", "--cases", "cases.yaml", "--json", cwd=Path.cwd())
+    assert expansion.returncode == 0, expansion.stderr
+    doc = json.loads(expansion.stdout)
+    row = doc["questions"][0]
+    assert row["phrasings"] == 2 and row["entry"] == 1
+    assert row["expanded"] <= row["original"]
+    assert doc["rephrasings"]["Tu peux me lister mon matériel ?"] == ["Quelle machine a un Ryzen 5500U ?"]
+    assert live.read_bytes() == before
