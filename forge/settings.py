@@ -99,6 +99,14 @@ def _tools(name: str, raw: str) -> tuple[str, ...]:
     return tools
 
 
+def _origins(name: str, raw: str) -> tuple[str, ...]:
+    origins = tuple(o.strip().rstrip("/") for o in raw.split(",") if o.strip())
+    for origin in origins:
+        if not re.fullmatch(r"https?://[^/\s]+", origin):
+            raise SettingsError(name, f"expected origins like http://host:port, got {origin!r}")
+    return origins
+
+
 def _strategy(name: str, raw: str) -> str:
     text = raw.strip()
     if text not in STRATEGIES:
@@ -158,7 +166,11 @@ SPECS: tuple[Spec, ...] = (
     Spec("MAX_STEPS", "max_steps", "1", lambda n, r: _int(n, r, minimum=1), "router steps per turn"),
     Spec("FORGE_WORKSPACE", "workspace", None, _opt_text, "root of the files tool; unset = working directory"),
     Spec("FORGE_SHELL_AUTO", "shell_auto", "false", _bool, "let the shell tool run without asking in a pipeline"),
-    Spec("API_TOKEN", "api_token", None, _opt_text, "bearer token of the later HTTP API"),
+    Spec("API_TOKEN", "api_token", None, _opt_text, "bearer token of `forge serve`; required to bind beyond loopback"),
+    Spec("SERVE_RATE_LIMIT", "serve_rate_limit", "120", lambda n, r: _int(n, r, minimum=0), "requests a minute per client on every route of `forge serve`; 0 = no limit"),
+    Spec("SERVE_MODEL_RATE_LIMIT", "serve_model_rate_limit", "20", lambda n, r: _int(n, r, minimum=0), "requests a minute per client on the routes that call a model (chat, remember, search, compact, history import); 0 = no limit"),
+    Spec("SERVE_MAX_BODY", "serve_max_body", "1048576", lambda n, r: _int(n, r, minimum=1024), "largest request body `forge serve` reads, in bytes (413 above)"),
+    Spec("SERVE_CORS_ORIGINS", "serve_cors_origins", None, _origins, "origins allowed to call `forge serve` from another page (comma-separated); unset = CORS off"),
 )
 SPEC_BY_NAME = {s.name: s for s in SPECS}
 SECRET = {"API_TOKEN"}
@@ -193,6 +205,10 @@ class Settings:
     workspace: Path
     shell_auto: bool
     api_token: str | None
+    serve_rate_limit: int
+    serve_model_rate_limit: int
+    serve_max_body: int
+    serve_cors_origins: tuple[str, ...] | None
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     raw: Mapping[str, str | None] = field(default_factory=dict, compare=False)
 
