@@ -109,9 +109,11 @@ async def json_body(request: Request) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise BadRequest("the request body is not UTF-8") from None
+    try:
+        body = json.loads(text)
     except ValueError as e:
         raise BadRequest(f"the request body is not JSON: {e}") from None
     if not isinstance(body, dict):
