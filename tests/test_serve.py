@@ -301,8 +301,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+FORGE = str(Path(sys.executable).parent / "forge")  # this interpreter's own script
+
+
 def start_server(env: dict[str, str], cwd: Path, port: int) -> subprocess.Popen:
-    proc = subprocess.Popen([shutil.which("forge") or "forge", "serve", "--port", str(port)],
+    proc = subprocess.Popen([FORGE, "serve", "--port", str(port)],
                             env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -341,7 +344,7 @@ def test_cron_compaction_racing_the_server_loses_nothing(forge_env, tmp_path):
         writer.start()
         compactions = 0
         while writer.is_alive():
-            cron = subprocess.run([shutil.which("forge") or "forge", "compact", "--json"], env=env,
+            cron = subprocess.run([FORGE, "compact", "--json"], env=env,
                                   capture_output=True, text=True, timeout=120)
             assert cron.returncode == 0, cron.stderr
             compactions += bool(json.loads(cron.stdout)["removed_ids"]) if cron.stdout.strip() else 0

@@ -142,6 +142,8 @@ function parseEvents(buffer, onEvent) {
   return buffer;
 }
 
+let lastTurn = { tokens: 0, answered: false, persisted: 0, failed: false };
+
 async function sendChat(message) {
   const log = $("chat-log");
   log.append(el("li", { class: "msg user pending" }, el("div", { class: "text", text: message })));
@@ -165,24 +167,46 @@ async function sendChat(message) {
       const { value, done } = await reader.read();
       if (done) break;
       buffer = parseEvents(buffer + decoder.decode(value, { stream: true }), (event, data) => {
-        if (event === "token") answer.textContent += data.text;
-        else if (event === "done") final = data;
+        if (event === "token") {
+          answer.textContent += data.text;
+          bubble.dataset.tokens = String(Number(bubble.dataset.tokens || 0) + 1);
+        } else if (event === "done") final = data;
         else if (event === "error") throw new Error(data.error);
       });
     }
-    if (final) answer.textContent = final.reply || `(${final.notice || "no reply kept"})`;
+    if (final) {
+      answer.textContent = final.reply || `(${final.notice || "no reply kept"})`;
+      bubble.dataset.answered = String(final.answered);
+      bubble.dataset.persisted = String(final.persisted.length);
+    }
+    lastTurn = { tokens: Number(bubble.dataset.tokens || 0), answered: final ? final.answered : false,
+                 persisted: final ? final.persisted.length : 0, failed: false };
   } catch (e) {
     bubble.classList.add("failed");
+    lastTurn = { tokens: Number(bubble.dataset.tokens || 0), answered: false, persisted: 0, failed: true };
     answer.textContent = "[error] " + e.message;
     showError(e.message);
     await refreshTraces().catch(() => {});
+    turnDone();
     return;
   } finally {
     $("chat-send").disabled = false;
     bubble.classList.remove("streaming");
     bubble.removeAttribute("id");
+
   }
   await Promise.all([refreshHistory(), refreshTraces(), refreshContext(), refreshDrawer()]);
+  turnDone();
+}
+
+function turnDone() {
+  // What the last turn did, for whoever watches the page (the browser tests read it).
+  const d = document.body.dataset;
+  d.lastTokens = String(lastTurn.tokens);
+  d.lastAnswered = String(lastTurn.answered);
+  d.lastPersisted = String(lastTurn.persisted);
+  d.lastFailed = String(lastTurn.failed);
+  d.turns = String(Number(d.turns || 0) + 1);
 }
 
 $("chat-form").addEventListener("submit", (ev) => {
