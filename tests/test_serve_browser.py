@@ -213,9 +213,12 @@ def test_a_chat_turn_streams_from_the_real_llama_server_adds_a_trace_card_and_mo
         # pin the first exchange: it shows in the drawer, and unpins from there
         first = by_css(browser, "#chat-log .msg.user")[0]
         first.find_elements("css selector", "button")[0].click()
-        wait(browser, lambda d: len(by_css(d, "#drawer-list .entry")) >= 1)
+        wait(browser, lambda d: len(by_css(d, "#drawer-list .entry")) == 2)  # the question and its answer
+        one(browser, "#recall-query").send_keys("When are the NAS backups?")
+        one(browser, "#recall-form button").click()
+        wait(browser, lambda d: any("Sunday" in t for t in texts(d, "#recall-results tbody tr")))
         shot = os.environ.get("FORGE_SCREENSHOT")
         if shot:  # tools/screenshot: the picture in the README
             browser.save_screenshot(shot)
         by_css(browser, "#drawer-list .entry button")[-1].click()
-        wait(browser, lambda d: len(by_css(d, "#drawer-list .entry")) <= 1)
+        wait(browser, lambda d: len(by_css(d, "#drawer-list .entry")) == 1)  # unpin acts on one

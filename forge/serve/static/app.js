@@ -112,10 +112,10 @@ function setChatDown(down) {
 // -- chat ---------------------------------------------------------------------------------------
 
 function messageNode(m) {
-  const pin = el("button", { text: m.pinned ? "unpin" : "pin", title: m.pinned ? "unpin this message" : "pin this exchange",
-    onclick: () => (m.pinned ? unpin(m.id) : pin(m.id)) });
+  const pinButton = el("button", { text: m.pinned ? "unpin" : "pin", title: m.pinned ? "unpin this message" : "pin this exchange",
+    onclick: () => (m.pinned ? unpin(m.id) : pin(m.id)).catch((e) => showError(e.message)) });
   const meta = el("div", { class: "meta" }, el("span", { text: "#" + m.id }), el("span", { text: m.role }),
-    m.answered === false ? el("span", { text: "answered nothing" }) : null, pin);
+    m.answered === false ? el("span", { text: "answered nothing" }) : null, pinButton);
   return el("li", { class: `msg ${m.role}` + (m.answered === false ? " unanswered" : ""), "data-id": String(m.id) },
     meta, el("div", { class: "text", text: m.content }));
 }
@@ -233,7 +233,9 @@ async function refreshTraces() {
   const records = await api("GET", "/traces?n=8");
   $("trace-cards").replaceChildren(...records.reverse().map((r) => {
     const [mark, cls] = traceState(r);
-    const models = (r.llm && r.llm.models && r.llm.models.length) ? r.llm.models.join(", ") : "no model";
+    // a model is often reported as a file path: its name is what a reader needs
+    const models = (r.llm && r.llm.models && r.llm.models.length)
+      ? r.llm.models.map((m) => m.split("/").pop()).join(", ") : "no model";
     const ms = r.total_ms == null ? "?" : Math.round(r.total_ms);
     const why = r.error || r.not_answered;
     return el("li", { class: "card " + cls, "data-run": r.run_id, "data-state": cls },
@@ -251,7 +253,7 @@ async function refreshDrawer() {
   if (!pinned.length) { list.replaceChildren(el("li", { class: "muted", text: "nothing pinned" })); return; }
   list.replaceChildren(...pinned.map((m) => el("li", { class: "entry", "data-id": String(m.id) },
     el("span", { class: "muted", text: `#${m.id} ${m.role}` }), el("span", { class: "content", text: m.content }),
-    el("button", { text: "unpin", onclick: () => unpin(m.id) }))));
+    el("button", { text: "unpin", onclick: () => unpin(m.id).catch((e) => showError(e.message)) }))));
 }
 
 async function pin(id) {
@@ -281,7 +283,7 @@ async function refreshMemory() {
     ...entries.map((e) => el("div", { class: "entry", "data-id": String(e.id) },
       el("span", { class: "muted", text: "#" + e.id + (e.project ? " " + e.project : "") }),
       el("span", { class: "content", text: e.content }),
-      el("button", { text: "forget", onclick: () => forget(e.id) }))))));
+      el("button", { text: "forget", onclick: () => forget(e.id).catch((err) => showError(err.message)) }))))));
 }
 
 async function forget(id) {
