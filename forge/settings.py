@@ -99,12 +99,12 @@ def _tools(name: str, raw: str) -> tuple[str, ...]:
     return tools
 
 
-def _origins(name: str, raw: str) -> tuple[str, ...]:
+def _origins(name: str, raw: str) -> tuple[str, ...] | None:
     origins = tuple(o.strip().rstrip("/") for o in raw.split(",") if o.strip())
     for origin in origins:
         if not re.fullmatch(r"https?://[^/\s]+", origin):
             raise SettingsError(name, f"expected origins like http://host:port, got {origin!r}")
-    return origins
+    return origins or None
 
 
 def _strategy(name: str, raw: str) -> str:

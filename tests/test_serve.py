@@ -359,3 +359,13 @@ def test_cron_compaction_racing_the_server_loses_nothing(forge_env, tmp_path):
         archived = " ".join(e.content for e in rag.list_entries(store, kind="archive"))
     lost = [text for text in sent if text not in kept and text not in archived]
     assert compactions >= 1 and not lost
+
+
+def test_the_systemd_unit_serves_on_loopback_with_the_token_from_an_environment_file(runner):
+    unit = (Path(__file__).resolve().parent.parent / "deploy" / "forge-serve.service").read_text()
+    lines = dict(line.split("=", 1) for line in unit.splitlines() if "=" in line and not line.startswith("#"))
+    assert lines["EnvironmentFile"].startswith("/")
+    command = lines["ExecStart"].split()
+    assert command[1:3] == ["serve", "--host"] and guard.is_loopback(command[3])
+    # the options it uses are the command's own
+    assert invoke(runner, *command[1:], "--help").exit_code == 0
