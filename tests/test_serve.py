@@ -369,3 +369,42 @@ def test_the_systemd_unit_serves_on_loopback_with_the_token_from_an_environment_
     assert command[1:3] == ["serve", "--host"] and guard.is_loopback(command[3])
     # the options it uses are the command's own
     assert invoke(runner, *command[1:], "--help").exit_code == 0
+
+
+def test_a_chat_stream_that_dies_midway_ends_with_an_error_event_and_persists_nothing(chat_fake, settings):
+    chat_fake.stream_dies(after=2)
+    with client_for().stream("POST", "/chat", json={"message": "Tell me a story", "stream": True}) as r:
+        assert r.status_code == 200     # tokens were sent: the failure comes as the last event
+        text = "".join(r.iter_text())
+    last = text.strip().split("\n\n")[-1].split("\n")
+    assert last[0] == "event: error"
+    error = json.loads(last[1][6:])
+    assert error["status"] == 502 and error["server"].startswith(chat_fake.url)
+    assert history.read(settings.memory_file).messages == []
+    assert traces.tail(settings.trace_file, 1)[-1]["ok"] is False
+
+
+def test_concurrent_writes_through_the_server_all_land(forge_env):
+    env = {**os.environ, "SERVE_RATE_LIMIT": "0", "SERVE_MODEL_RATE_LIMIT": "0"}
+    port = free_port()
+    server = start_server(env, Path.cwd(), port)
+    results: list[int] = []
+
+    def remember(n: int) -> None:
+        r = httpx.post(f"http://127.0.0.1:{port}/remember", timeout=120,
+                       json={"kind": "fact", "content": f"concurrent fact number {n}"})
+        results.append(r.status_code)
+
+    try:
+        workers = [threading.Thread(target=remember, args=(n,)) for n in range(8)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert results == [200] * 8
+    with rag.open_store(load_settings(env)) as store:
+        assert sorted(e.content for e in rag.list_entries(store)) == sorted(
+            f"concurrent fact number {n}" for n in range(8))
