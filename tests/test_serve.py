@@ -195,6 +195,12 @@ def test_rate_limit_window_slides():
     assert limiter.retry_after("b", "/context") is None     # per client
     now[0] += 61
     assert limiter.retry_after("a", "/context") is None
+    for n in range(1000):   # idle clients are forgotten, so the table stays bounded
+        limiter.retry_after(f"client{n}", "/context")
+    now[0] += 61
+    for n in range(1000):
+        limiter.retry_after("a", "/health")
+    assert len(limiter.hits) < 10
 
 
 def test_a_body_over_the_cap_is_413_and_writes_nothing(settings):

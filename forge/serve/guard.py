@@ -92,12 +92,16 @@ class RateLimiter:
         self.clock = clock
         self.hits: dict[tuple[str, str], deque[float]] = {}
         self.lock = threading.Lock()
+        self.calls = 0
 
     def retry_after(self, client: str, path: str) -> int | None:
         """Record a request; None when allowed, else the seconds until one would be."""
         budgets = ["all"] + (["model"] if path in MODEL_ROUTES else [])
         now = self.clock()
         with self.lock:
+            self.calls += 1
+            if self.calls % 1000 == 0:  # forget clients idle for a minute: memory stays bounded
+                self.hits = {k: w for k, w in self.hits.items() if w and w[-1] > now - 60}
             waits = []
             for budget in budgets:
                 limit = self.limits[budget]
