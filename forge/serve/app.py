@@ -1,0 +1,622 @@
+"""The routes of `forge serve`. Each calls the library function its CLI twin calls and answers
+the same JSON as that command's `--json`:
+
+    POST /chat            forge chat M --json          (server-sent events with "stream": true)
+    POST /remember        forge remember KIND TEXT --json
+    GET  /search          forge recall Q --json
+    GET  /memory          forge memory ls [KIND] --json
+    GET  /memory/{id}     forge memory show ID --json
+    DELETE /memory/{id}   forge memory forget ID --json
+    GET  /history         forge history --json [-n N]
+    POST /history/import  forge history import FILE --json
+    POST /compact         forge compact --json [--dry-run]
+    GET  /context         forge context --json
+    GET  /drawer          forge drawer --json
+    POST /drawer/pin      forge pin ID --json
+    POST /drawer/unpin    forge unpin ID --json
+    GET  /traces          forge trace tail -n N --json
+
+Errors are `{"error": "one line"}`: 400 bad input, 404 unknown id, 409 a store written by another
+embedding model, 502 a model server down (named), 503 a lock held too long. A refusal (recall
+found nothing) is not an error: 200 with `answered: false`.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.schemas import SchemaGenerator
+from starlette.staticfiles import StaticFiles
+
+from ..errors import ForgeError, LockTimeout, NotFoundError, ServerError, StoreError
+from . import guard
+
+log = logging.getLogger("forge")
+STATIC = Path(__file__).resolve().parent / "static"
+
+
+class BadRequest(Exception):
+    """The request itself is wrong: 400 with one line."""
+
+
+# -- plumbing ----------------------------------------------------------------------------------
+
+def error_status(exc: BaseException) -> int:
+    from ..history_import import BadRecordsError
+
+    if isinstance(exc, (BadRequest, BadRecordsError)):
+        return 400
+    if isinstance(exc, NotFoundError):
+        return 404
+    if isinstance(exc, ServerError):
+        return 502
+    if isinstance(exc, LockTimeout):
+        return 503
+    if isinstance(exc, StoreError):
+        return 409
+    if isinstance(exc, ForgeError):
+        return 400
+    return 500
+
+
+def error_body(exc: BaseException) -> dict[str, Any]:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if not isinstance(exc, (ForgeError, BadRequest)):
+        log.exception("internal error")
+        text = f"internal error: {type(exc).__name__}"
+    body: dict[str, Any] = {"error": text}
+    if isinstance(exc, ServerError):
+        body["server"] = exc.url
+    bad = getattr(exc, "bad", None)
+    if bad:
+        body["bad"] = [str(b) for b in bad]
+    return body
+
+
+def error_response(exc: BaseException) -> JSONResponse:
+    return JSONResponse(error_body(exc), status_code=error_status(exc))
+
+
+async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run a library call off the event loop (they block on files, SQLite and servers)."""
+    return await run_in_threadpool(fn, *args, **kwargs)
+
+
+def api(fn: Callable[[Request], Any]) -> Callable[[Request], Any]:
+    """A route handler whose ForgeError becomes its status and one line."""
+    async def handler(request: Request) -> Response:
+        try:
+            return await fn(request)
+        except (ForgeError, BadRequest) as e:
+            return error_response(e)
+    handler.__doc__ = fn.__doc__
+    handler.__name__ = fn.__name__
+    return handler
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadRequest("the request body is not UTF-8") from None
+    try:
+        body = json.loads(text)
+    except ValueError as e:
+        raise BadRequest(f"the request body is not JSON: {e}") from None
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    return body
+
+
+def text_field(body: dict[str, Any], name: str, *, required: bool = True) -> str | None:
+    value = body.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise BadRequest(f'"{name}" must be a non-empty string')
+    return value
+
+
+def int_value(raw: Any, name: str, *, minimum: int = 0, maximum: int = 100000) -> int:
+    try:
+        value = int(raw)
+        if isinstance(raw, bool):
+            raise ValueError
+    except (TypeError, ValueError):
+        raise BadRequest(f"{name} must be a whole number, got {raw!r}") from None
+    if not minimum <= value <= maximum:
+        raise BadRequest(f"{name} must be between {minimum} and {maximum}, got {value}")
+    return value
+
+
+def bool_field(body: dict[str, Any], name: str) -> bool:
+    value = body.get(name, False)
+    if not isinstance(value, bool):
+        raise BadRequest(f'"{name}" must be true or false')
+    return value
+
+
+def settings_of(request: Request) -> Any:
+    return request.app.state.settings
+
+
+def _open(settings: Any) -> Any:
+    from .. import rag
+
+    return rag.open_store(settings)
+
+
+# -- the library calls, one per CLI twin (each returns the twin's --json document) --------------
+
+def do_remember(settings: Any, kind: str | None, content: str, project: str | None) -> dict:
+    from .. import rag
+
+    with _open(settings) as store:
+        return rag.remember(store, kind or "fact", content, project=project).to_dict()
+
+
+def do_search(settings: Any, query: str, project: str | None, vector_k: int, lexical_k: int) -> dict:
+    from .. import rag
+
+    with _open(settings) as store:
+        return rag.search_hybrid(store, query, project=project, vector_k=vector_k,
+                                 lexical_k=lexical_k).to_dict()
+
+
+def do_memory_ls(settings: Any, kind: str | None, project: str | None) -> dict:
+    from .. import rag
+
+    with _open(settings) as store:
+        entries = rag.list_entries(store, kind=kind, project=project)
+        by_kind = rag.counts_by_kind(store, project=project)
+    return {"entries": [e.to_dict() for e in entries], "by_kind": by_kind}
+
+
+def do_memory_show(settings: Any, entry_id: int) -> dict:
+    from .. import rag
+
+    with _open(settings) as store:
+        entry = rag.get_entry(store, entry_id)
+        events = rag.entry_events(store, entry_id)
+    return {**entry.to_dict(), "events": events}
+
+
+def do_forget(settings: Any, entry_id: int) -> dict:
+    from .. import rag
+
+    with _open(settings) as store:
+        entry = rag.forget(store, entry_id)
+        released = rag.released_by(store, entry_id)
+    return {"id": entry.id, "kind": entry.kind, "released": released}
+
+
+def do_history(settings: Any, last: int | None) -> list[dict]:
+    from .. import history
+
+    messages = history.read(settings.memory_file).messages
+    if last:
+        messages = messages[-last:]
+    return [m.to_dict() for m in messages]
+
+
+def do_drawer(settings: Any) -> list[dict]:
+    from .. import history
+
+    return [m.to_dict() for m in history.drawer(settings.memory_file)]
+
+
+def do_pin(settings: Any, message_id: int, pinned: bool, only: bool) -> list[dict]:
+    from .. import history
+
+    changed = history.set_pinned(settings.memory_file, message_id, pinned, only=only)
+    return [{"id": i, "pinned": pinned} for i in changed]
+
+
+def do_traces(settings: Any, n: int) -> list[dict]:
+    from .. import traces
+
+    return traces.tail(settings.trace_file, n)
+
+
+def do_compact(settings: Any, strategy: str | None, if_needed: bool, dry_run: bool) -> dict:
+    from ..compaction import compact
+
+    return compact(settings, strategy=strategy, if_needed=if_needed, dry_run=dry_run).to_dict()
+
+
+def do_context(settings: Any) -> dict:
+    from ..compaction import context
+
+    return context(settings)
+
+
+def do_import(settings: Any, text: str, skip_bad: bool, compact: bool) -> dict:
+    from ..history_import import import_history
+
+    return import_history(settings, text, source="request", skip_bad=skip_bad,
+                          compact=compact).to_dict()
+
+
+# -- routes ------------------------------------------------------------------------------------
+
+async def page(request: Request) -> Response:
+    """The web page's shell (no data in it; the page asks for the token and calls the API)."""
+    return FileResponse(STATIC / "index.html", headers={"cache-control": "no-cache"})
+
+
+async def health(request: Request) -> Response:
+    """
+    summary: Is the server up, does it need a token, is the chat server reachable (no token needed)
+    responses:
+      200: {description: '{"status": "ok", "auth": bool, "chat_server": {"up": bool}}'}
+    """
+    from ..doctor import probe_health
+
+    up, _ = await call(probe_health, settings_of(request).llama_cpp_url, 1.0)
+    from importlib.metadata import version
+
+    return JSONResponse({"status": "ok", "version": version("forge-memory"),
+                         "auth": bool(settings_of(request).api_token),
+                         "chat_server": {"up": up}})
+
+
+@api
+async def remember(request: Request) -> Response:
+    """
+    summary: Write one deliberate memory (forge remember KIND CONTENT --json)
+    requestBody:
+      content:
+        application/json:
+          schema: {type: object, required: [content], properties: {kind: {type: string}, content: {type: string}, project: {type: string}}}
+    responses:
+      200: {description: '{"id", "created"}: created false for an exact duplicate'}
+      400: {description: bad input (unknown kind, over a cap, bad JSON)}
+      502: {description: the embedding server is down; nothing written}
+    """
+    body = await json_body(request)
+    content = text_field(body, "content")
+    kind = text_field(body, "kind", required=False)
+    project = text_field(body, "project", required=False)
+    return JSONResponse(await call(do_remember, settings_of(request), kind, content, project))
+
+
+@api
+async def search(request: Request) -> Response:
+    """
+    summary: Hybrid search (forge recall Q --json); every row says its channel and distance
+    parameters:
+      - {name: q, in: query, required: true, schema: {type: string}}
+      - {name: project, in: query, schema: {type: string}}
+      - {name: vector_k, in: query, schema: {type: integer, default: 5}}
+      - {name: lexical_k, in: query, schema: {type: integer, default: 5}}
+    responses:
+      200: {description: '{"rows": [...], "dropped_by_cutoff", ...}; no rows is not an error'}
+      502: {description: the embedding server is down}
+    """
+    q = request.query_params
+    query = (q.get("q") or "").strip()
+    if not query:
+        raise BadRequest("q is empty")
+    vector_k = int_value(q.get("vector_k", 5), "vector_k", maximum=1000)
+    lexical_k = int_value(q.get("lexical_k", 5), "lexical_k", maximum=1000)
+    return JSONResponse(await call(do_search, settings_of(request), query, q.get("project"),
+                                   vector_k, lexical_k))
+
+
+@api
+async def memory_ls(request: Request) -> Response:
+    """
+    summary: List entries and the breakdown by kind (forge memory ls --json); no embedding call
+    parameters:
+      - {name: kind, in: query, schema: {type: string}}
+      - {name: project, in: query, schema: {type: string}}
+    responses:
+      200: {description: '{"entries": [...], "by_kind": {...}}'}
+    """
+    q = request.query_params
+    return JSONResponse(await call(do_memory_ls, settings_of(request), q.get("kind") or None,
+                                   q.get("project")))
+
+
+def _entry_id(request: Request) -> int:
+    return int_value(request.path_params["entry_id"], "the entry id", minimum=1, maximum=2**62)
+
+
+@api
+async def memory_show(request: Request) -> Response:
+    """
+    summary: One entry and its events (forge memory show ID --json)
+    parameters:
+      - {name: entry_id, in: path, required: true, schema: {type: integer}}
+    responses:
+      200: {description: the entry with its events}
+      404: {description: no such entry}
+    """
+    return JSONResponse(await call(do_memory_show, settings_of(request), _entry_id(request)))
+
+
+@api
+async def memory_forget(request: Request) -> Response:
+    """
+    summary: Forget one entry (forge memory forget ID --json)
+    parameters:
+      - {name: entry_id, in: path, required: true, schema: {type: integer}}
+    responses:
+      200: {description: '{"id", "kind", "released"}'}
+      404: {description: no such entry}
+    """
+    return JSONResponse(await call(do_forget, settings_of(request), _entry_id(request)))
+
+
+@api
+async def history_route(request: Request) -> Response:
+    """
+    summary: The rolling history (forge history --json), whole messages
+    parameters:
+      - {name: n, in: query, schema: {type: integer}, description: only the last n messages}
+    responses:
+      200: {description: a list of messages}
+    """
+    raw = request.query_params.get("n")
+    last = int_value(raw, "n", minimum=1, maximum=10**9) if raw else None
+    return JSONResponse(await call(do_history, settings_of(request), last))
+
+
+@api
+async def history_import(request: Request) -> Response:
+    """
+    summary: Append messages to the history (forge history import FILE --json)
+    requestBody:
+      content:
+        application/json:
+          schema: {type: object, required: [messages], properties: {messages: {type: array, items: {type: object}}, compact: {type: boolean}, skip_bad: {type: boolean}}}
+    responses:
+      200: {description: the import report}
+      400: {description: bad records; nothing imported unless skip_bad}
+    """
+    body = await json_body(request)
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        raise BadRequest('"messages" must be a list of {"role", "content", ...} objects')
+    text = json.dumps(messages, ensure_ascii=False)
+    return JSONResponse(await call(do_import, settings_of(request), text,
+                                   bool_field(body, "skip_bad"), bool_field(body, "compact")))
+
+
+@api
+async def compact(request: Request) -> Response:
+    """
+    summary: Compact the history now (forge compact --json); dry_run previews
+    requestBody:
+      content:
+        application/json:
+          schema: {type: object, properties: {dry_run: {type: boolean}, if_needed: {type: boolean}, strategy: {type: string, enum: [rag_pointer, llm_summary]}}}
+    responses:
+      200: {description: the compaction report}
+      502: {description: a server needed by the strategy is down; the history is unchanged}
+    """
+    body = await json_body(request)
+    strategy = text_field(body, "strategy", required=False)
+    if strategy is not None and strategy not in ("rag_pointer", "llm_summary"):
+        raise BadRequest(f"unknown strategy {strategy!r}; expected rag_pointer or llm_summary")
+    return JSONResponse(await call(do_compact, settings_of(request), strategy,
+                                   bool_field(body, "if_needed"), bool_field(body, "dry_run")))
+
+
+@api
+async def context(request: Request) -> Response:
+    """
+    summary: What the next router prompt weighs against the compaction thresholds (forge context --json)
+    responses:
+      200: {description: tokens, thresholds, hot block}
+    """
+    return JSONResponse(await call(do_context, settings_of(request)))
+
+
+@api
+async def drawer(request: Request) -> Response:
+    """
+    summary: The drawer, every pinned message (forge drawer --json)
+    responses:
+      200: {description: a list of messages}
+    """
+    return JSONResponse(await call(do_drawer, settings_of(request)))
+
+
+async def _pin_body(request: Request) -> tuple[int, bool]:
+    body = await json_body(request)
+    if "id" not in body:
+        raise BadRequest('"id" (a message id) is missing')
+    return int_value(body["id"], '"id"', minimum=1, maximum=2**62), bool_field(body, "only")
+
+
+@api
+async def drawer_pin(request: Request) -> Response:
+    """
+    summary: Pin a message and, unless only, its exchange (forge pin ID --json)
+    requestBody:
+      content:
+        application/json:
+          schema: {type: object, required: [id], properties: {id: {type: integer}, only: {type: boolean}}}
+    responses:
+      200: {description: '[{"id", "pinned"}] for each message that changed'}
+      404: {description: no such message}
+    """
+    message_id, only = await _pin_body(request)
+    return JSONResponse(await call(do_pin, settings_of(request), message_id, True, only))
+
+
+@api
+async def drawer_unpin(request: Request) -> Response:
+    """
+    summary: Unpin one message, never its pair (forge unpin ID --json)
+    requestBody:
+      content:
+        application/json:
+          schema: {type: object, required: [id], properties: {id: {type: integer}}}
+    responses:
+      200: {description: '[{"id", "pinned"}] for the message if it changed'}
+      404: {description: no such message}
+    """
+    message_id, _ = await _pin_body(request)
+    return JSONResponse(await call(do_pin, settings_of(request), message_id, False, True))
+
+
+@api
+async def traces_route(request: Request) -> Response:
+    """
+    summary: The last n run records (forge trace tail -n N --json)
+    parameters:
+      - {name: n, in: query, schema: {type: integer, default: 10}}
+    responses:
+      200: {description: a list of trace records, oldest first}
+    """
+    n = int_value(request.query_params.get("n", 10), "n", minimum=1, maximum=10000)
+    return JSONResponse(await call(do_traces, settings_of(request), n))
+
+
+def _sse(event: str, data: Any) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+@api
+async def chat(request: Request) -> Response:
+    """
+    summary: One chat turn (forge chat M --json); server-sent events when stream is true
+    description: 'With stream true (or Accept: text/event-stream) the answer comes as "token" events
+      ({"text"}) and one "done" event holding the same object as the JSON answer, or one "error".'
+    requestBody:
+      content:
+        application/json:
+          schema: {type: object, required: [message], properties: {message: {type: string}, stream: {type: boolean}}}
+    responses:
+      200: {description: '{"reply", "run_id", "answered", "ok", "not_answered", ...}; a refusal is answered false'}
+      502: {description: the chat server is down; the turn is not persisted}
+    """
+    from ..chat import run_turn
+
+    body = await json_body(request)
+    message = text_field(body, "message")
+    settings = settings_of(request)
+    stream = bool_field(body, "stream") or "text/event-stream" in request.headers.get("accept", "")
+    if not stream:
+        result = await call(run_turn, settings, message)
+        return JSONResponse(result.to_dict())
+
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+    def put(kind: str, payload: Any) -> None:
+        loop.call_soon_threadsafe(queue.put_nowait, (kind, payload))
+
+    def work() -> None:
+        try:
+            put("done", run_turn(settings, message, on_token=lambda t: put("token", t)).to_dict())
+        except BaseException as e:  # noqa: BLE001 - handed to the response, never lost
+            put("error", e)
+
+    loop.run_in_executor(None, work)
+    first = await queue.get()
+    if first[0] == "error":  # nothing sent yet: a plain status, as without streaming
+        return error_response(first[1])
+
+    async def events() -> Any:
+        kind, payload = first
+        while True:
+            if kind == "token":
+                yield _sse("token", {"text": payload})
+            elif kind == "done":
+                yield _sse("done", payload)
+                return
+            else:
+                yield _sse("error", {**error_body(payload), "status": error_status(payload)})
+                return
+            kind, payload = await queue.get()
+
+    return StreamingResponse(events(), media_type="text/event-stream",
+                             headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+
+
+SCHEMAS = SchemaGenerator({
+    "openapi": "3.0.3",
+    "info": {"title": "Forge", "version": "1"},
+    "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+    "security": [{"bearer": []}],
+})
+
+
+async def openapi(request: Request) -> Response:
+    """
+    summary: This OpenAPI document
+    responses:
+      200: {description: OpenAPI 3 JSON}
+    """
+    doc = SCHEMAS.get_schema(routes=request.app.routes)
+    doc["paths"].setdefault("/health", {}).setdefault("get", {})["security"] = []
+    return JSONResponse(doc)
+
+
+ROUTES = [
+    Route("/", page, methods=["GET"], include_in_schema=False),
+    Route("/health", health, methods=["GET"]),
+    Route("/openapi.json", openapi, methods=["GET"]),
+    Route("/chat", chat, methods=["POST"]),
+    Route("/remember", remember, methods=["POST"]),
+    Route("/search", search, methods=["GET"]),
+    Route("/memory", memory_ls, methods=["GET"]),
+    Route("/memory/{entry_id}", memory_show, methods=["GET"]),
+    Route("/memory/{entry_id}", memory_forget, methods=["DELETE"]),
+    Route("/history", history_route, methods=["GET"]),
+    Route("/history/import", history_import, methods=["POST"]),
+    Route("/compact", compact, methods=["POST"]),
+    Route("/context", context, methods=["GET"]),
+    Route("/drawer", drawer, methods=["GET"]),
+    Route("/drawer/pin", drawer_pin, methods=["POST"]),
+    Route("/drawer/unpin", drawer_unpin, methods=["POST"]),
+    Route("/traces", traces_route, methods=["GET"]),
+    Mount("/static", StaticFiles(directory=STATIC), name="static"),
+]
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+
+async def _internal(request: Request, exc: Exception) -> Response:
+    return error_response(exc)
+
+
+def create_app(settings: Any) -> Starlette:
+    """The application for these settings (read once, at start)."""
+    middleware = []
+    if settings.serve_cors_origins:
+        from starlette.middleware.cors import CORSMiddleware
+
+        middleware.append(Middleware(CORSMiddleware, allow_origins=list(settings.serve_cors_origins),
+                                     allow_methods=["GET", "POST", "DELETE"],
+                                     allow_headers=["authorization", "content-type"]))
+    middleware += [
+        Middleware(guard.SecurityHeaders),
+        Middleware(guard.RateLimit, limiter=guard.RateLimiter(settings.serve_rate_limit,
+                                                              settings.serve_model_rate_limit)),
+        Middleware(guard.BodyCap, max_bytes=settings.serve_max_body),
+        Middleware(guard.BearerAuth, token=settings.api_token),
+    ]
+    app = Starlette(routes=ROUTES, middleware=middleware,
+                    exception_handlers={HTTPException: _http_error, Exception: _internal})
+    app.state.settings = settings
+    return app

@@ -1,0 +1,416 @@
+"""`forge serve`: each route answers what its CLI twin answers on the same store; the token,
+the rate limit, the body cap and bad JSON; the failure contract (502 on an outage, nothing
+written; a refusal is 200 with answered false); a cron compaction racing the server's writes."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from starlette.routing import Mount, Route
+from starlette.testclient import TestClient
+
+from chat_helpers import envelope
+from conftest import invoke
+from fakeserver import closed_url
+from forge import history, non_answer, rag, traces
+from forge.serve import guard
+from forge.serve.app import create_app
+from forge.settings import load_settings
+
+TOKEN = "s3cret-token"
+
+
+def client_for(**env: str) -> TestClient:
+    return TestClient(create_app(load_settings({**os.environ, **env})))
+
+
+def seed(data: Path) -> None:
+    """A store with entries in two kinds and a project, a history with a pin, two traces."""
+    settings = load_settings({**os.environ, "FORGE_DATA_DIR": str(data)})
+    with rag.open_store(settings) as store:
+        rag.remember(store, "decision", "Use SQLite-vec instead of an external vector DB", project="forge")
+        rag.remember(store, "fact", "The NAS runs Debian 12")
+        rag.remember(store, "todo", "Back up the NAS every Sunday")
+    history.append(settings.memory_file, [
+        history.NewMessage(role=r, content=c) for r, c in [
+            ("user", "Which OS does the NAS run?"), ("assistant", "Debian 12."),
+            ("user", "And the backups?"), ("assistant", "Every Sunday."),
+            ("user", "Thanks"), ("assistant", "You're welcome.")]], max_history=200)
+    history.set_pinned(settings.memory_file, 1, True)
+    for n, (ok, reason) in enumerate([(True, None), (True, "recall_nothing_found")]):
+        traces.append(settings.trace_file, traces.make_record(
+            run_id=f"run{n}", user_input=f"question {n}", steps=[], started=time.monotonic(),
+            ok=ok, not_answered=reason, error=None, llm=None))
+
+
+VOLATILE = {"created", "updated", "ts", "at", "timestamp", "run_id", "source", "total_ms"}
+
+
+def normal(value):
+    """Times and run ids differ between two runs; everything else must not."""
+    if isinstance(value, dict):
+        return {k: "*" if k in VOLATILE else normal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [normal(v) for v in value]
+    return value
+
+
+# (method, path) -> (CLI arguments, request, stdin for the CLI)
+IMPORT = [{"role": "user", "content": "Imported question"}, {"role": "assistant", "content": "Imported answer"}]
+TWINS = {
+    ("GET", "/search"): (["recall", "NAS backup", "--json"], dict(params={"q": "NAS backup"}), None),
+    ("GET", "/memory"): (["memory", "ls", "--json"], {}, None),
+    ("GET", "/memory/{entry_id}"): (["memory", "show", "2", "--json"], dict(path="/memory/2"), None),
+    ("DELETE", "/memory/{entry_id}"): (["memory", "forget", "1", "--json"], dict(path="/memory/1"), None),
+    ("POST", "/remember"): (["remember", "todo", "Renew the domain", "--project", "forge", "--json"],
+                            dict(json={"kind": "todo", "content": "Renew the domain", "project": "forge"}), None),
+    ("GET", "/history"): (["history", "-n", "4", "--json"], dict(params={"n": 4}), None),
+    ("POST", "/history/import"): (["history", "import", "-", "--json"], dict(json={"messages": IMPORT}),
+                                  json.dumps(IMPORT)),
+    ("POST", "/compact"): (["compact", "--json"], dict(json={}), None),
+    ("GET", "/context"): (["context", "--json"], {}, None),
+    ("GET", "/drawer"): (["drawer", "--json"], {}, None),
+    ("POST", "/drawer/pin"): (["pin", "3", "--json"], dict(json={"id": 3}), None),
+    ("POST", "/drawer/unpin"): (["unpin", "2", "--json"], dict(json={"id": 2}), None),
+    ("GET", "/traces"): (["trace", "tail", "-n", "1", "--json"], dict(params={"n": 1}), None),
+    ("POST", "/chat"): (["chat", "Say hello", "--json"], dict(json={"message": "Say hello"}), None),
+}
+NO_TWIN = {("GET", "/"), ("GET", "/health"), ("GET", "/openapi.json")}
+
+
+def app_routes(app) -> set[tuple[str, str]]:
+    out = set()
+    for route in app.routes:
+        if isinstance(route, Route):
+            out |= {(m, route.path) for m in route.methods if m != "HEAD"}
+    return out
+
+
+def test_every_route_has_a_cli_twin_or_is_named_as_having_none(settings):
+    assert app_routes(create_app(settings)) == set(TWINS) | NO_TWIN
+
+
+@pytest.mark.parametrize("key", sorted(TWINS), ids=lambda k: f"{k[0]} {k[1]}")
+def test_each_route_answers_what_its_cli_twin_prints_on_the_same_store(
+        key, tmp_path, runner, monkeypatch, chat_fake):
+    seed(tmp_path / "seed")
+    cli_data, api_data = tmp_path / "cli", tmp_path / "api"
+    shutil.copytree(tmp_path / "seed", cli_data)
+    shutil.copytree(tmp_path / "seed", api_data)
+    args, req, stdin = TWINS[key]
+    chat_fake.chat_reply("Hello there.", times=2)
+    # COMPACTION_KEEP_RECENT=2 so `compact` archives something on the seeded history
+    env = {"COMPACTION_KEEP_RECENT": "2", "COMPACTION_THRESHOLD": "4"}
+    monkeypatch.setenv("FORGE_DATA_DIR", str(cli_data))
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    result = invoke(runner, *args, input=stdin)
+    assert result.exit_code == 0, result.stderr
+    from_cli = json.loads(result.stdout)
+    client = client_for(FORGE_DATA_DIR=str(api_data), **env)
+    response = client.request(key[0], req.get("path", key[1]), params=req.get("params"),
+                              json=req.get("json"))
+    assert response.status_code == 200, response.text
+    assert normal(response.json()) == normal(from_cli)
+    assert from_cli not in ({}, [])  # the seed gives every pair something to compare
+
+
+def test_openapi_document_lists_every_route_with_its_methods_and_the_bearer_scheme(settings):
+    app = create_app(settings)
+    doc = TestClient(app).get("/openapi.json").json()
+    assert doc["openapi"].startswith("3.")
+    listed = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
+    assert listed == app_routes(app) - {("GET", "/")}
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            assert op.get("summary") and op.get("responses"), f"{method} {path} undocumented"
+    assert doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    assert doc["paths"]["/health"]["get"]["security"] == []
+
+
+# -- the token -------------------------------------------------------------------------------
+
+def _concrete(path: str) -> str:
+    return path.replace("{entry_id}", "1")
+
+
+def test_with_api_token_every_route_but_health_and_the_page_shell_refuses_a_missing_or_wrong_token():
+    client = client_for(API_TOKEN=TOKEN)
+    public = set()
+    for method, path in sorted(app_routes(client.app)):
+        url = _concrete(path)
+        missing = client.request(method, url)
+        wrong = client.request(method, url, headers={"Authorization": "Bearer not-" + TOKEN})
+        right = client.request(method, url, headers={"Authorization": f"Bearer {TOKEN}"})
+        if missing.status_code != 401:
+            public.add(path)
+            continue
+        assert wrong.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
+        assert right.status_code != 401, (method, path, right.text)
+    assert public == {"/", "/health"}
+    # the static page assets hold no data and need no token; the shell holds no data either
+    assert client.get("/static/app.js").status_code == 200
+    assert "Forge" in client.get("/").text and "NAS" not in client.get("/").text
+
+
+def test_without_a_token_loopback_is_open_and_other_binds_refuse(runner):
+    assert client_for().get("/context").status_code == 200
+    result = invoke(runner, "serve", "--host", "0.0.0.0")
+    assert result.exit_code == 1
+    assert "refusing to listen on 0.0.0.0 without API_TOKEN" in result.stderr
+    guard.check_bind("0.0.0.0", TOKEN)          # a token allows it
+    for host in ("127.0.0.1", "::1", "localhost"):
+        guard.check_bind(host, None)
+
+
+# -- rate limit, body cap, bad JSON, CORS, headers -------------------------------------------
+
+def test_rate_limit_answers_429_with_retry_after_and_is_tighter_on_model_routes():
+    client = client_for(SERVE_RATE_LIMIT="4", SERVE_MODEL_RATE_LIMIT="1")
+    assert client.get("/search", params={"q": "x"}).status_code == 200
+    limited = client.get("/search", params={"q": "x"})
+    assert limited.status_code == 429 and 1 <= int(limited.headers["retry-after"]) <= 60
+    assert "rate limit" in limited.json()["error"]
+    for _ in range(3):   # other routes keep their budget (a refused request is not counted)
+        assert client.get("/context").status_code == 200
+    last = client.get("/context")
+    assert last.status_code == 429 and last.headers["retry-after"]
+
+
+def test_rate_limit_window_slides():
+    now = [1000.0]
+    limiter = guard.RateLimiter(2, 1, clock=lambda: now[0])
+    assert limiter.retry_after("a", "/context") is None
+    assert limiter.retry_after("a", "/context") is None
+    assert limiter.retry_after("a", "/context") == 60
+    assert limiter.retry_after("b", "/context") is None     # per client
+    now[0] += 61
+    assert limiter.retry_after("a", "/context") is None
+    for n in range(1000):   # idle clients are forgotten, so the table stays bounded
+        limiter.retry_after(f"client{n}", "/context")
+    now[0] += 61
+    for n in range(1000):
+        limiter.retry_after("a", "/health")
+    assert len(limiter.hits) < 10
+
+
+def test_a_body_over_the_cap_is_413_and_writes_nothing(settings):
+    client = client_for(SERVE_MAX_BODY="1024")
+    big = {"kind": "fact", "content": "x" * 2000}
+    response = client.post("/remember", json=big)
+    assert response.status_code == 413 and "SERVE_MAX_BODY=1024" in response.json()["error"]
+    # a chunked body with no Content-Length is counted as it arrives
+    chunks = (json.dumps(big).encode()[i:i + 500] for i in range(0, 2100, 500))
+    assert client.post("/remember", content=chunks).status_code == 413
+    assert not settings.rag_db_file.exists() or client.get("/memory").json()["entries"] == []
+
+
+@pytest.mark.parametrize("body,reason", [
+    (b"{not json", "the request body is not JSON: "),
+    (b"[1, 2]", "the request body must be a JSON object"),
+    (b'{"kind": "fact"}', '"content" must be a non-empty string'),
+    (b"\xff\xfe", "the request body is not UTF-8"),
+])
+def test_bad_json_is_a_400_with_one_line(body, reason):
+    response = client_for().post("/remember", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error.startswith(reason) and "\n" not in error
+
+
+def test_unknown_id_is_404_and_bad_params_are_400():
+    client = client_for()
+    assert client.get("/memory/99").status_code == 404
+    assert client.post("/drawer/pin", json={"id": 99}).status_code == 404
+    assert client.get("/traces", params={"n": "many"}).status_code == 400
+    assert client.get("/search").json()["error"] == "q is empty"
+
+
+def test_cors_is_off_unless_configured():
+    preflight = {"Origin": "http://elsewhere.example", "Access-Control-Request-Method": "GET"}
+    off = client_for().options("/context", headers=preflight)
+    assert "access-control-allow-origin" not in off.headers
+    on = client_for(SERVE_CORS_ORIGINS="http://elsewhere.example").options("/context", headers=preflight)
+    assert on.headers["access-control-allow-origin"] == "http://elsewhere.example"
+
+
+def test_every_response_carries_the_content_security_policy():
+    client = client_for()
+    for url in ("/", "/context", "/static/app.js"):
+        assert "script-src 'self'" in client.get(url).headers["content-security-policy"]
+
+
+# -- the failure contract --------------------------------------------------------------------
+
+def test_embedding_outage_is_502_naming_the_server_and_writes_nothing(settings):
+    root = closed_url()
+    client = client_for(EMBEDDING_URL=root + "/embedding")
+    response = client.post("/remember", json={"content": "The NAS runs Debian"})
+    assert response.status_code == 502 and response.json()["server"].startswith(root)
+    assert root in response.json()["error"]
+    search = client.get("/search", params={"q": "NAS"})
+    assert search.status_code == 502 and root in search.json()["error"]
+    assert client.get("/memory").json()["entries"] == []
+
+
+def test_chat_outage_is_502_and_the_turn_is_not_persisted(settings):
+    client = client_for()
+    response = client.post("/chat", json={"message": "Hello?"})
+    assert response.status_code == 502 and "chat server" in response.json()["error"]
+    streamed = client.post("/chat", json={"message": "Hello?", "stream": True})
+    assert streamed.status_code == 502      # nothing was streamed yet: a plain status
+    assert history.read(settings.memory_file).messages == []
+
+
+def test_a_refusal_is_200_with_answered_false(chat_fake):
+    chat_fake.chat_reply(envelope("memory", payload={"op": "recall", "query": "Quel matériel ai-je ?"}))
+    response = client_for().post("/chat", json={"message": "Quel matériel ai-je ?"})
+    assert response.status_code == 200
+    body = response.json()
+    assert body["answered"] is False and body["not_answered"] == "recall_nothing_found"
+    assert body["reply"] == non_answer.NOTHING_FOUND
+
+
+def test_nothing_found_by_search_is_200_with_no_rows():
+    response = client_for().get("/search", params={"q": "anything at all"})
+    assert response.status_code == 200 and response.json()["rows"] == []
+
+
+def test_chat_streams_server_sent_events_then_done(chat_fake, settings):
+    chat_fake.chat_reply("Hello from the model, streamed in pieces.")
+    with client_for().stream("POST", "/chat", json={"message": "Say hello", "stream": True}) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        text = "".join(r.iter_text())
+    events = [block.split("\n") for block in text.strip().split("\n\n")]
+    names = [lines[0].removeprefix("event: ") for lines in events]
+    assert names[-1] == "done" and names.count("token") >= 2
+    tokens = "".join(json.loads(lines[1][6:])["text"] for lines in events if lines[0] == "event: token")
+    done = json.loads(events[-1][1][6:])
+    assert tokens == done["reply"] == "Hello from the model, streamed in pieces."
+    assert done["answered"] is True and len(history.read(settings.memory_file).messages) == 2
+
+
+# -- the stores are shared with the CLI through the same locks -------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+FORGE = str(Path(sys.executable).parent / "forge")  # this interpreter's own script
+
+
+def start_server(env: dict[str, str], cwd: Path, port: int) -> subprocess.Popen:
+    proc = subprocess.Popen([FORGE, "serve", "--port", str(port)],
+                            env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"forge serve exited: {proc.stdout.read().decode()}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise AssertionError("forge serve did not answer /health within 30 s")
+
+
+def test_cron_compaction_racing_the_server_loses_nothing(forge_env, tmp_path):
+    env = {**os.environ, "COMPACTION_THRESHOLD": "4", "COMPACTION_KEEP_RECENT": "2",
+           "MEMORY_MAX_HISTORY": "1000", "SERVE_RATE_LIMIT": "0", "SERVE_MODEL_RATE_LIMIT": "0"}
+    port = free_port()
+    server = start_server(env, Path.cwd(), port)
+    sent: list[str] = []
+    errors: list[str] = []
+
+    def write_through_the_server() -> None:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+            for n in range(40):
+                pair = [{"role": "user", "content": f"question number {n}"},
+                        {"role": "assistant", "content": f"answer number {n}"}]
+                r = http.post("/history/import", json={"messages": pair})
+                if r.status_code != 200:
+                    errors.append(r.text)
+                else:
+                    sent.extend(m["content"] for m in pair)
+
+    try:
+        writer = threading.Thread(target=write_through_the_server)
+        writer.start()
+        compactions = 0
+        while writer.is_alive():
+            cron = subprocess.run([FORGE, "compact", "--json"], env=env,
+                                  capture_output=True, text=True, timeout=120)
+            assert cron.returncode == 0, cron.stderr
+            compactions += bool(json.loads(cron.stdout)["removed_ids"]) if cron.stdout.strip() else 0
+        writer.join()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert not errors and len(sent) == 80
+    settings = load_settings(env)
+    kept = " ".join(m.content for m in history.read(settings.memory_file).messages)
+    with rag.open_store(settings) as store:
+        archived = " ".join(e.content for e in rag.list_entries(store, kind="archive"))
+    lost = [text for text in sent if text not in kept and text not in archived]
+    assert compactions >= 1 and not lost
+
+
+def test_the_systemd_unit_serves_on_loopback_with_the_token_from_an_environment_file(runner):
+    unit = (Path(__file__).resolve().parent.parent / "deploy" / "forge-serve.service").read_text()
+    lines = dict(line.split("=", 1) for line in unit.splitlines() if "=" in line and not line.startswith("#"))
+    assert lines["EnvironmentFile"].startswith("/")
+    command = lines["ExecStart"].split()
+    assert command[1:3] == ["serve", "--host"] and guard.is_loopback(command[3])
+    # the options it uses are the command's own
+    assert invoke(runner, *command[1:], "--help").exit_code == 0
+
+
+def test_a_chat_stream_that_dies_midway_ends_with_an_error_event_and_persists_nothing(chat_fake, settings):
+    chat_fake.stream_dies(after=2)
+    with client_for().stream("POST", "/chat", json={"message": "Tell me a story", "stream": True}) as r:
+        assert r.status_code == 200     # tokens were sent: the failure comes as the last event
+        text = "".join(r.iter_text())
+    last = text.strip().split("\n\n")[-1].split("\n")
+    assert last[0] == "event: error"
+    error = json.loads(last[1][6:])
+    assert error["status"] == 502 and error["server"].startswith(chat_fake.url)
+    assert history.read(settings.memory_file).messages == []
+    assert traces.tail(settings.trace_file, 1)[-1]["ok"] is False
+
+
+def test_concurrent_writes_through_the_server_all_land(forge_env):
+    env = {**os.environ, "SERVE_RATE_LIMIT": "0", "SERVE_MODEL_RATE_LIMIT": "0"}
+    port = free_port()
+    server = start_server(env, Path.cwd(), port)
+    results: list[int] = []
+
+    def remember(n: int) -> None:
+        r = httpx.post(f"http://127.0.0.1:{port}/remember", timeout=120,
+                       json={"kind": "fact", "content": f"concurrent fact number {n}"})
+        results.append(r.status_code)
+
+    try:
+        workers = [threading.Thread(target=remember, args=(n,)) for n in range(8)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert results == [200] * 8
+    with rag.open_store(load_settings(env)) as store:
+        assert sorted(e.content for e in rag.list_entries(store)) == sorted(
+            f"concurrent fact number {n}" for n in range(8))

@@ -1,0 +1,226 @@
+"""The web page in a real headless Chromium (Debian's `chromium` + `chromium-driver`, driven by
+Selenium): the token asked once per tab, remember → list → recall with its channel, stored HTML
+shown as text, forget, the drawer, a chat turn streamed from the real llama-server with a new
+trace card and the gauge following /context, and the page saying when the chat server is down.
+
+One browser session for the whole file (it is the slow part). Where no Chromium is installed the
+tests skip saying how to get one; `.ci/run` installs it.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+
+from conftest import FORGE_VARS
+from fakeserver import closed_url
+from test_serve import free_port, start_server
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+TOKEN = "browser-test-token"
+ROOT = Path(__file__).resolve().parent.parent
+
+MISSING = ("needs Debian's chromium and chromium-driver (`apt-get install chromium chromium-driver`; "
+           ".ci/run installs them)")
+
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run",
+                  "--disable-dev-shm-usage", "--window-size=1400,1000")
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not (CHROMIUM and DRIVER):
+        if os.environ.get("FORGE_REQUIRE_BROWSER", "").strip() in ("1", "true", "yes"):
+            pytest.fail(f"FORGE_REQUIRE_BROWSER=1 but this machine {MISSING}", pytrace=False)
+        pytest.skip(MISSING)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+@contextlib.contextmanager
+def forge_server(data: Path, **env: str) -> Iterator[str]:
+    """A real `forge serve` (uvicorn) on its own data folder; yields its URL."""
+    base = {k: v for k, v in os.environ.items() if k not in FORGE_VARS}
+    full = {**base, "FORGE_DATA_DIR": str(data), "API_TOKEN": TOKEN, **env}
+    data.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    proc = start_server(full, data.parent, port)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def offline(tmp_path_factory) -> Iterator[str]:
+    """A server whose chat server is down (nothing listens at LLAMA_CPP_URL)."""
+    with forge_server(tmp_path_factory.mktemp("offline") / "data", LLAMA_CPP_URL=closed_url()) as url:
+        yield url
+
+
+def wait(driver, condition, timeout: float = 30):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(lambda d: condition(d))
+
+
+def by_css(driver, selector: str):
+    from selenium.webdriver.common.by import By
+
+    return driver.find_elements(By.CSS_SELECTOR, selector)
+
+
+def texts(driver, selector: str) -> list[str]:
+    """The text of every match, read in one script call (the page re-renders lists freely)."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map(e => e.textContent)", selector)
+
+
+def one(driver, selector: str):
+    return wait(driver, lambda d: (by_css(d, selector) or [None])[0])
+
+
+def open_page(driver, url: str) -> None:
+    """Load the page in a fresh tab state and give the token when it asks."""
+    driver.get(url + "/")
+    driver.execute_script("sessionStorage.clear()")
+    driver.get(url + "/")
+    form = one(driver, "#token-form")
+    wait(driver, lambda d: form.is_displayed())
+    one(driver, "#token-input").send_keys(TOKEN)
+    one(driver, "#token-form button").click()
+    wait(driver, lambda d: d.execute_script("return document.body.dataset.ready") == "1")
+
+
+def remember(driver, kind: str, text: str) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    Select(one(driver, "#remember-kind")).select_by_visible_text(kind)
+    box = one(driver, "#remember-content")
+    box.clear()
+    box.send_keys(text)
+    one(driver, "#remember-form button").click()
+    wait(driver, lambda d: text in texts(d, "#memory-list .entry .content"))
+
+
+def test_token_asked_once_then_remember_list_by_kind_and_recall_with_channel(browser, offline):
+    open_page(browser, offline)
+    remember(browser, "decision", "Use SQLite-vec instead of an external vector DB")
+    remember(browser, "fact", "The NAS runs Debian 12 with a ZFS mirror")
+    groups = {g.get_attribute("data-kind") for g in by_css(browser, "#memory-list .kind-group")}
+    assert {"decision", "fact"} <= groups
+    assert "decision 1" in one(browser, "#memory-counts").text
+
+    query = one(browser, "#recall-query")
+    query.send_keys("Which operating system does the NAS run?")
+    one(browser, "#recall-form button").click()
+    wait(browser, lambda d: any("Debian" in t for t in texts(d, "#recall-results tbody tr")))
+    rows = browser.execute_script(
+        "return [...document.querySelectorAll('#recall-results tbody tr')].map(r => "
+        "[r.textContent, r.querySelector('.channel').textContent, r.querySelector('.distance').textContent])")
+    _, channel, distance = [r for r in rows if "Debian" in r[0]][0]
+    assert channel in ("vector", "both")
+    assert 0 < float(distance) < 2
+
+    # the token is kept for the tab: a reload does not ask again
+    browser.get(offline + "/")
+    wait(browser, lambda d: d.execute_script("return document.body.dataset.ready") == "1")
+    assert not one(browser, "#token-form").is_displayed()
+
+
+def test_stored_html_is_shown_as_text_never_run(browser, offline):
+    open_page(browser, offline)
+    evil = '<img src=x onerror="document.body.dataset.pwned=1"><b>bold</b>'
+    remember(browser, "fact", evil)
+    assert by_css(browser, "#memory-list img") == [] and by_css(browser, "#memory-list b") == []
+    assert browser.execute_script("return document.body.dataset.pwned") is None
+
+
+def test_forget_removes_the_entry(browser, offline):
+    open_page(browser, offline)
+    remember(browser, "todo", "Renew the domain before March")
+    entry = [e for e in by_css(browser, "#memory-list .entry") if "Renew the domain" in e.text][0]
+    entry.find_elements("css selector", "button")[0].click()
+    wait(browser, lambda d: not any("Renew the domain" in t for t in texts(d, "#memory-list .entry")))
+    listed = httpx.get(offline + "/memory", headers={"Authorization": f"Bearer {TOKEN}"}).json()
+    assert not any("Renew the domain" in e["content"] for e in listed["entries"])
+
+
+def test_without_a_chat_server_the_page_says_so_and_a_turn_fails_as_a_failed_card(browser, offline):
+    open_page(browser, offline)
+    wait(browser, lambda d: one(d, "#chat-down").is_displayed())
+    assert "down" in one(browser, "#chat-status").text
+    before = len(by_css(browser, "#trace-cards .card"))
+    one(browser, "#chat-input").send_keys("Hello?")
+    one(browser, "#chat-send").click()
+    wait(browser, lambda d: d.execute_script("return document.body.dataset.lastFailed") == "true")
+    assert "chat server" in one(browser, "#error").text
+    cards = wait(browser, lambda d: by_css(d, "#trace-cards .card") if len(by_css(d, "#trace-cards .card")) > before else None)
+    assert cards[0].get_attribute("data-state") == "failed" and "✗" in cards[0].text
+    history = httpx.get(offline + "/history", headers={"Authorization": f"Bearer {TOKEN}"}).json()
+    assert history == []     # the failed turn is not persisted
+
+
+@pytest.mark.llama
+def test_a_chat_turn_streams_from_the_real_llama_server_adds_a_trace_card_and_moves_the_gauge(
+        browser, llama_chat_server, tmp_path):
+    with forge_server(tmp_path / "data", LLAMA_CPP_URL=llama_chat_server.url,
+                      ENABLED_TOOLS="files,git") as url:
+        open_page(browser, url)
+        assert one(browser, "#chat-status").text == "chat server: up"
+        for kind, text in [("decision", "Use SQLite-vec for the vectors"),
+                           ("todo", "Back up the NAS every Sunday"),
+                           ("fact", "The NAS runs Debian 12")]:
+            remember(browser, kind, text)
+        turns = 0
+        for message in ["Say hello in one short sentence.", "Name one colour.", "Say goodbye."]:
+            gauge_before = int(one(browser, "#gauge").get_attribute("data-tokens"))
+            cards_before = len(by_css(browser, "#trace-cards .card"))
+            one(browser, "#chat-input").send_keys(message)
+            one(browser, "#chat-send").click()
+            turns += 1
+            wait(browser, lambda d: d.execute_script("return document.body.dataset.turns") == str(turns),
+                 timeout=180)
+            data = browser.execute_script("return {...document.body.dataset}")
+            assert data["lastFailed"] == "false"
+            assert int(data["lastTokens"]) > 1     # the answer arrived in pieces: it streamed
+            cards = by_css(browser, "#trace-cards .card")
+            assert len(cards) == cards_before + 1
+            assert cards[0].get_attribute("data-state") in ("answered", "unanswered")
+            assert "gemma" in cards[0].text.lower() and " ms" in cards[0].text
+            context = httpx.get(url + "/context", headers={"Authorization": f"Bearer {TOKEN}"}).json()
+            gauge = int(one(browser, "#gauge").get_attribute("data-tokens"))
+            assert gauge == context["router_prompt"]["total"]
+            if data["lastPersisted"] != "0":
+                assert gauge > gauge_before
+        # pin the first exchange: it shows in the drawer, and unpins from there
+        first = by_css(browser, "#chat-log .msg.user")[0]
+        first.find_elements("css selector", "button")[0].click()
+        wait(browser, lambda d: len(by_css(d, "#drawer-list .entry")) == 2)  # the question and its answer
+        one(browser, "#recall-query").send_keys("When are the NAS backups?")
+        one(browser, "#recall-form button").click()
+        wait(browser, lambda d: any("Sunday" in t for t in texts(d, "#recall-results tbody tr")))
+        shot = os.environ.get("FORGE_SCREENSHOT")
+        if shot:  # tools/screenshot: the picture in the README
+            browser.save_screenshot(shot)
+        by_css(browser, "#drawer-list .entry button")[-1].click()
+        wait(browser, lambda d: len(by_css(d, "#drawer-list .entry")) == 1)  # unpin acts on one
