@@ -96,7 +96,10 @@ def test_chat_turns_clear_pin_and_trace(chat_fake, capsys):
     settings = load()
     assert [m.pinned for m in history_messages(settings)] == [True, True, False, False]
     assert last_trace(settings)["user_input_preview"] == "Re-salut"
-    run(["!clear"])
+    run(["!clear"])  # not a terminal here: it needs --yes, and changes nothing
+    assert len(history_messages(settings)) == 4
+    assert "--yes" in capsys.readouterr().err
+    run(["!clear --yes"])
     assert [m.id for m in history_messages(settings)] == [1, 2]  # pinned stay
     with rag.open_store(settings, check_identity=False) as store:
         assert rag.count_entries(store) == 0  # discarded, never archived

@@ -91,10 +91,10 @@ def test_pin_only_and_unpin_act_on_one_message(path):
 def test_clear_keeps_pinned_messages_unless_all(path, runner):
     add(path, ("user", "keep"), ("assistant", "kept"), ("user", "trial"), ("assistant", "x"))
     invoke(runner, "pin", "1")
-    result = invoke(runner, "history", "clear")
+    result = invoke(runner, "history", "clear", "--yes")
     assert "discarded 2 message(s)" in result.stderr
     assert [m.content for m in history.read(path).messages] == ["keep", "kept"]
-    invoke(runner, "history", "clear", "--all")
+    invoke(runner, "history", "clear", "--all", "--yes")
     assert history.read(path).messages == []
 
 
@@ -125,7 +125,7 @@ def test_a_corrupt_history_is_never_overwritten(path, runner):
     path.write_bytes(broken)
     from forge.cli.main import cli
 
-    for args in (["history"], ["pin", "1"], ["history", "clear", "--all"]):
+    for args in (["history"], ["pin", "1"], ["history", "clear", "--all", "--yes"]):
         result = runner.invoke(cli, args)
         assert result.exit_code == 1
         assert str(path) in result.stderr and "line 2 column" in result.stderr
