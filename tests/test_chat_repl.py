@@ -212,7 +212,9 @@ def test_forge_chat_on_a_terminal_is_a_repl_and_ctrl_c_stops_an_answer(chat_fake
         term.read_until(b"Forge > ")
         chat_fake.delay("/v1/chat/completions", 5)
         term.type(b"Compte jusqu'a dix\n")
-        time.sleep(1.0)
+        deadline = time.monotonic() + 30  # Ctrl-C once the request is with the server
+        while len(chat_fake.requests_to("/v1/chat/completions")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
         term.type(b"\x03")
         term.read_until(b"interrupted")
         term.type(b"!help\n")

@@ -83,13 +83,6 @@ def test_batch_with_a_bad_line_writes_nothing(runner, tmp_path):
     assert invoke(runner, "memory", "ls", "--nl").stdout == ""
 
 
-@pytest.fixture(scope="session")
-def built_store(tmp_path_factory):
-    from fixtures.memory_entries import build_store
-
-    return build_store(tmp_path_factory.mktemp("cli-store"))
-
-
 @pytest.fixture
 def filled(runner, built_store, settings):
     from fixtures.memory_entries import copy_store
