@@ -22,12 +22,12 @@ def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Add `--json` / `--nl` / `--csv` / `--tsv` / `--no-headers` and pass `fmt` (one of
     FORMATS) to the command."""
 
+    @click.option("--json", "as_json", is_flag=True, help="One JSON document.")
+    @click.option("--nl", "as_nl", is_flag=True, help="One JSON object per line.")
+    @click.option("--csv", "as_csv", is_flag=True, help="Comma-separated values, the --nl rows.")
+    @click.option("--tsv", "as_tsv", is_flag=True, help="Tab-separated values, the --nl rows.")
     @click.option("--no-headers", "no_headers", is_flag=True,
                   help="Omit the header line of the table, --csv or --tsv.")
-    @click.option("--tsv", "as_tsv", is_flag=True, help="Tab-separated values, the --nl rows.")
-    @click.option("--csv", "as_csv", is_flag=True, help="Comma-separated values, the --nl rows.")
-    @click.option("--nl", "as_nl", is_flag=True, help="One JSON object per line.")
-    @click.option("--json", "as_json", is_flag=True, help="One JSON document.")
     @functools.wraps(fn)
     def wrapper(*args: Any, as_json: bool, as_nl: bool, as_csv: bool, as_tsv: bool,
                 no_headers: bool, **kwargs: Any) -> Any:
