@@ -662,7 +662,7 @@ def edit(store: Store, entry_id: int, *, content: str | None = None,
     other = _existing_by_key(store.conn, key)
     if other is not None and other != entry_id:
         raise ForgeError(f"the edit would make #{entry_id} a duplicate of #{other} (same kind, "
-                         f"project and text); `forge memory forget {entry_id}` keeps #{other} alone")
+                         "project and text); nothing changed")
     vec = None
     if "content" in changed:
         vec = store.checked_embedder().embed_documents([item.content])[0]
@@ -711,7 +711,9 @@ def _forget_in_transaction(store: Store, entry_ids: list[int]) -> list[Entry]:
     with db.transaction(store.conn) as conn:
         if store.fts:
             _fts_secure_delete(conn)
-        found = _entries_by_id(conn, entry_ids)
+        found: dict[int, Entry] = {}
+        for start in range(0, len(entry_ids), 500):  # under SQLite's bound-variable limit
+            found.update(_entries_by_id(conn, entry_ids[start:start + 500]))
         missing = [i for i in entry_ids if i not in found]
         if missing:
             listed = ", ".join(f"#{i}" for i in missing)
