@@ -148,8 +148,10 @@ class _Turn:
 
     def __init__(self, settings: Any, text: str, *, client: Any,
                  sink: Callable[[str], None] | None, interactive: bool,
-                 confirm: Callable[[str], bool] | None, max_tokens: int):
+                 confirm: Callable[[str], bool] | None, max_tokens: int,
+                 system: str | None = None):
         self.settings = settings
+        self.system = system
         self.text = text
         self.client = client
         self.sink = sink
@@ -201,7 +203,9 @@ class _Turn:
         """Run the router (and tools) to a reply; returns (reply, not_answered reason)."""
         doc = history.read(self.settings.memory_file)
         messages = prompt.render(self.settings.enabled_tools, doc.messages, user_input=self.text)
-        instructions = [prompt.system_text(self.settings.enabled_tools)]
+        if self.system:  # after the router's own text: the routing rules and cached prefix hold
+            messages[0] = {**messages[0], "content": messages[0]["content"] + "\n\n" + self.system}
+        instructions = [messages[0]["content"]]
         for step in range(1, self.settings.max_steps + 1):
             raw = self._router_call(messages)
             reason = placeholders.classify(raw, prompt_texts=instructions)
@@ -287,8 +291,12 @@ def _compaction_check(settings: Any) -> Any:
 
 def run_turn(settings: Any, text: str, *, on_token: Callable[[str], None] | None = None,
              interactive: bool = False, confirm: Callable[[str], bool] | None = None,
-             client: Any = None, max_tokens: int = ROUTER_MAX_TOKENS) -> TurnResult:
+             client: Any = None, max_tokens: int = ROUTER_MAX_TOKENS, system: str | None = None,
+             options: dict[str, Any] | None = None) -> TurnResult:
     """One chat turn. `on_token` receives the visible text while it streams.
+
+    `system`: the user's own instructions, appended to the router's system prompt (never
+    stored). `options`: request fields for every call of this turn (temperature, top_p, ...).
 
     A chat server that cannot be reached (any ForgeError before an answer) is a dispatch
     failure: traced with ok=false, nothing persisted, and the error is raised again. Ctrl-C
@@ -301,9 +309,11 @@ def run_turn(settings: Any, text: str, *, on_token: Callable[[str], None] | None
     if own_client:
         from .llm import ChatClient
 
-        client = ChatClient(settings)
+        client = ChatClient(settings, options=options)
+    elif options:
+        client.options = {**client.options, **options}
     turn = _Turn(settings, text, client=client, sink=on_token, interactive=interactive,
-                 confirm=confirm, max_tokens=max_tokens)
+                 confirm=confirm, max_tokens=max_tokens, system=system)
     try:
         try:
             reply, reason = turn.route()

@@ -210,10 +210,21 @@ def _materialise(doc: HistoryDoc, m: NewMessage) -> Message:
                    answered=m.answered, ts=m.ts or utc_now(), ref=m.ref, meta=m.meta)
 
 
+def clear_plan(doc: HistoryDoc, *, everything: bool = False) -> list[Message]:
+    """The messages `clear` would discard."""
+    return [m for m in doc.messages if everything or not m.pinned]
+
+
+def grep(messages: Iterable[Message], text: str) -> list[Message]:
+    """Messages whose content holds `text`, ignoring case."""
+    needle = text.casefold()
+    return [m for m in messages if needle in m.content.casefold()]
+
+
 def clear(path: Path, *, everything: bool = False) -> list[Message]:
     """Discard without archiving (H8); pinned messages stay unless `everything`."""
     with edit(path) as doc:
-        removed = [m for m in doc.messages if everything or not m.pinned]
+        removed = clear_plan(doc, everything=everything)
         doc.messages = [] if everything else [m for m in doc.messages if m.pinned]
         if everything:
             doc.compaction_pending = False

@@ -53,10 +53,13 @@ class Completion:
 class ChatClient:
     """A client for one chat server. Reuses one HTTP connection; `close()` or `with` ends it."""
 
-    def __init__(self, settings: Any):
+    def __init__(self, settings: Any, *, options: dict[str, Any] | None = None):
         self.url = server_root(settings.llama_cpp_url)
         self.id_slot: int | None = settings.llama_cpp_id_slot
         self.timeout: float = settings.llama_cpp_timeout
+        # Sampling options the user gave (`forge chat -o temperature 0.7`): sent with every
+        # request, over Forge's own temperature / max_tokens.
+        self.options: dict[str, Any] = dict(options or {})
         self._client: Any = None
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -113,6 +116,7 @@ class ChatClient:
                 body["id_slot"] = self.id_slot
             if stream:
                 body["stream_options"] = {"include_usage": True}
+        body.update(self.options)
         return body
 
     # -- the public calls -------------------------------------------------------------------

@@ -628,6 +628,61 @@ def supersede(store: Store, source_ids: Iterable[int], by: int) -> None:
             _log_event(conn, "supersede", sid, entry.kind, link=by)
 
 
+def folded_into(store: Store, entry_id: int) -> list[int]:
+    """The entries an aggregate speaks for (their `superseded_by` is `entry_id`)."""
+    rows = store.conn.execute("select id from memory_entries where superseded_by = ? order by id",
+                              (entry_id,))
+    return [r[0] for r in rows]
+
+
+def edit(store: Store, entry_id: int, *, content: str | None = None,
+         kind: str | None = None) -> Entry:
+    """Change an entry's text and/or kind in place: same id, new vector and words, an `edit`
+    event. Refuses an archive entry, a folded source or an aggregate (undo the fold first),
+    and an edit that would make it an exact duplicate of another entry (V11)."""
+    entry = get_entry(store, entry_id)
+    if entry.kind == ARCHIVE_KIND:
+        raise ForgeError(f"#{entry_id} is an archive entry written by compaction; only "
+                         "deliberate entries are edited")
+    if entry.superseded_by is not None:
+        raise ForgeError(f"#{entry_id} is folded into #{entry.superseded_by}; undo the fold "
+                         "first, then edit it")
+    sources = folded_into(store, entry_id)
+    if sources:
+        raise ForgeError(f"#{entry_id} is an aggregate of {', '.join(f'#{i}' for i in sources)}; "
+                         "undo the fold first, then edit it")
+    item = validate_new(NewEntry(kind=entry.kind if kind is None else kind,
+                                 content=entry.content if content is None else content,
+                                 project=entry.project, source=entry.source, refs=entry.refs))
+    changed = [name for name in ("content", "kind") if getattr(item, name) != getattr(entry, name)]
+    if not changed:
+        return entry
+    key = _dedup_key(item)
+    other = _existing_by_key(store.conn, key)
+    if other is not None and other != entry_id:
+        raise ForgeError(f"the edit would make #{entry_id} a duplicate of #{other} (same kind, "
+                         "project and text); nothing changed")
+    vec = None
+    if "content" in changed:
+        vec = store.checked_embedder().embed_documents([item.content])[0]
+    with db.transaction(store.conn) as conn:
+        other = _existing_by_key(conn, key)  # a concurrent writer
+        if other is not None and other != entry_id:
+            raise ForgeError(f"the edit would make #{entry_id} a duplicate of #{other}")
+        conn.execute("update memory_entries set kind = ?, content = ?, dedup_key = ?, updated = ? "
+                     "where id = ?", (item.kind, item.content, key, utc_now(), entry_id))
+        if vec is not None:
+            _prepare_vectors(store, conn, len(vec))
+            conn.execute("delete from memory_vectors where rowid = ?", (entry_id,))
+            conn.execute("insert into memory_vectors(rowid, embedding, project) values (?, ?, ?)",
+                         (entry_id, vec.astype("float32").tobytes(), entry.project or ""))
+            if _table_exists(conn, "memory_reindex"):  # a reindex under way embeds it again
+                conn.execute("delete from memory_reindex where id = ?", (entry_id,))
+        _log_event(conn, "edit", entry_id, item.kind,
+                   info={"changed": changed, **({"was_kind": entry.kind} if "kind" in changed else {})})
+    return get_entry(store, entry_id)
+
+
 def forget(store: Store, entry_id: int) -> Entry:
     """Remove an entry from all three tables; release what it superseded. Needs no embedder.
 
@@ -635,37 +690,54 @@ def forget(store: Store, entry_id: int) -> Entry:
     the entry's tokens at once (FTS5 `secure-delete`) instead of leaving them in older
     segments, and a checkpoint moves the zeroed pages out of the WAL into the file.
     """
+    return forget_many(store, [entry_id])[0]
+
+
+def forget_many(store: Store, entry_ids: Sequence[int]) -> list[Entry]:
+    """`forget` several entries in one transaction: every id is checked first, so a missing
+    one forgets nothing."""
     store.conn.execute("pragma secure_delete = on")
     try:
-        entry = _forget_in_transaction(store, entry_id)
+        entries = _forget_in_transaction(store, list(dict.fromkeys(entry_ids)))
     finally:
         store.conn.execute("pragma secure_delete = off")
     # Best effort: a reader holding an older snapshot keeps the old frames until it leaves.
     store.conn.execute("pragma wal_checkpoint(truncate)")
-    return entry
+    return entries
 
 
-def _forget_in_transaction(store: Store, entry_id: int) -> Entry:
+def _forget_in_transaction(store: Store, entry_ids: list[int]) -> list[Entry]:
     with db.transaction(store.conn) as conn:
         if store.fts:
             _fts_secure_delete(conn)
-        entry = _entries_by_id(conn, [entry_id]).get(entry_id)
-        if entry is None:
-            raise NotFoundError(f"no memory entry #{entry_id}; `forge memory ls` lists them")
-        released = conn.execute("select id, kind from memory_entries where superseded_by = ?",
-                                (entry_id,)).fetchall()
-        for rid, rkind in released:
-            conn.execute("update memory_entries set superseded_by = null, updated = ? where id = ?",
-                         (utc_now(), rid))
-            _log_event(conn, "release", rid, rkind, link=entry_id)
-        if _table_exists(conn, "memory_vectors"):
-            conn.execute("delete from memory_vectors where rowid = ?", (entry_id,))
-        if _table_exists(conn, "memory_reindex"):
-            conn.execute("delete from memory_reindex where id = ?", (entry_id,))
-        conn.execute("delete from memory_entries where id = ?", (entry_id,))
-        conn.execute("delete from memory_vector_orphans where id = ?", (entry_id,))
-        _log_event(conn, "forget", entry_id, entry.kind)
-    return entry
+        found: dict[int, Entry] = {}
+        for start in range(0, len(entry_ids), 500):  # under SQLite's bound-variable limit
+            found.update(_entries_by_id(conn, entry_ids[start:start + 500]))
+        missing = [i for i in entry_ids if i not in found]
+        if missing:
+            listed = ", ".join(f"#{i}" for i in missing)
+            raise NotFoundError(f"no memory entry {listed}; `forge memory ls` lists them"
+                                + ("" if len(entry_ids) == 1 else "; nothing was forgotten"))
+        for entry_id in entry_ids:
+            _forget_one(conn, found[entry_id])
+    return [found[i] for i in entry_ids]
+
+
+def _forget_one(conn: Any, entry: Entry) -> None:
+    entry_id = entry.id
+    released = conn.execute("select id, kind from memory_entries where superseded_by = ?",
+                            (entry_id,)).fetchall()
+    for rid, rkind in released:
+        conn.execute("update memory_entries set superseded_by = null, updated = ? where id = ?",
+                     (utc_now(), rid))
+        _log_event(conn, "release", rid, rkind, link=entry_id)
+    if _table_exists(conn, "memory_vectors"):
+        conn.execute("delete from memory_vectors where rowid = ?", (entry_id,))
+    if _table_exists(conn, "memory_reindex"):
+        conn.execute("delete from memory_reindex where id = ?", (entry_id,))
+    conn.execute("delete from memory_entries where id = ?", (entry_id,))
+    conn.execute("delete from memory_vector_orphans where id = ?", (entry_id,))
+    _log_event(conn, "forget", entry_id, entry.kind)
 
 
 def _fts_secure_delete(conn: Any) -> None:
@@ -765,12 +837,21 @@ def entry_events(store: Store, entry_id: int) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- search
 
 def search_vector(store: Store, qvec: "np.ndarray", *, k: int,
-                  project: str | None = None) -> list[tuple[int, float]]:
-    """(entry id, distance) of the k nearest, the project filter inside the KNN."""
+                  project: str | None = None, kind: str | None = None) -> list[tuple[int, float]]:
+    """(entry id, distance) of the k nearest, the project filter inside the KNN. With `kind`,
+    an exact scan of that kind's vectors (the vector table does not hold kinds)."""
     if k <= 0 or not _table_exists(store.conn, "memory_vectors"):
         return []
+    if kind is not None:
+        sql = ("select v.rowid, vec_distance_l2(v.embedding, ?) as d from memory_vectors v "
+               "join memory_entries e on e.id = v.rowid where e.kind = ?")
+        args: list[Any] = [qvec.astype("float32").tobytes(), kind]
+        if project is not None:
+            sql += " and e.project = ?"
+            args.append(project)
+        return [(r[0], r[1]) for r in store.conn.execute(sql + " order by d limit ?", [*args, k])]
     sql = "select rowid, distance from memory_vectors where embedding match ? and k = ?"
-    args: list[Any] = [qvec.astype("float32").tobytes(), k]
+    args = [qvec.astype("float32").tobytes(), k]
     if project is not None:
         sql += " and project = ?"
         args.append(project)
@@ -811,30 +892,37 @@ def admitted_words(store: Store, text: str) -> list[str]:
 
 
 def search_lexical(store: Store, words: Sequence[str], *, k: int,
-                   project: str | None = None) -> list[tuple[int, float]]:
+                   project: str | None = None, kind: str | None = None) -> list[tuple[int, float]]:
     """(entry id, bm25) of the best k entries holding any admitted word. The FTS5 query is
     built from tokenizer output only, each word quoted: user text never reaches its syntax."""
     if k <= 0 or not words or not store.fts:
         return []
     match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
-    if project is None:  # the bare FTS5 query: a join costs as much again at 100k entries
+    if project is None and kind is None:  # the bare FTS5 query: a join costs as much again at 100k
         sql = ("select rowid, bm25(memory_fts) as score from memory_fts where memory_fts match ? "
                "order by score limit ?")
         args: list[Any] = [match, k]
     else:
         sql = ("select memory_fts.rowid, bm25(memory_fts) as score from memory_fts "
-               "join memory_entries e on e.id = memory_fts.rowid "
-               "where memory_fts match ? and e.project = ? order by score limit ?")
-        args = [match, project, k]
+               "join memory_entries e on e.id = memory_fts.rowid where memory_fts match ?")
+        args = [match]
+        for column, value in (("project", project), ("kind", kind)):
+            if value is not None:
+                sql += f" and e.{column} = ?"
+                args.append(value)
+        sql += " order by score limit ?"
+        args.append(k)
     return [(r[0], r[1]) for r in store.conn.execute(sql, args)]
 
 
 def search_hybrid(store: Store, query: str, *, project: str | None = None, vector_k: int = 5,
-                  lexical_k: int = 5, query_vector: "np.ndarray | None" = None) -> SearchResult:
+                  lexical_k: int = 5, query_vector: "np.ndarray | None" = None,
+                  kind: str | None = None, limit: int | None = None) -> SearchResult:
     """V6: a union on entry id — vector rows by distance, then word-only rows by bm25; the
     cutoff (V4) applies to vector-only rows. Raises ServerError when the embedder is down.
 
     `query_vector`: an already embedded query (calibration, benchmarks) — no embedding call.
+    `kind`: that kind's entries only; `limit`: at most that many rows, the first of the union.
     """
     qvec = query_vector if query_vector is not None else store.checked_embedder().embed_query(query)
     fingerprint = query_fingerprint(store.settings, store.identity)
@@ -842,9 +930,9 @@ def search_hybrid(store: Store, query: str, *, project: str | None = None, vecto
     if warning and not store._cutoff_warned:
         log.warning(warning)
         store._cutoff_warned = True
-    vector = search_vector(store, qvec, k=vector_k, project=project)
+    vector = search_vector(store, qvec, k=vector_k, project=project, kind=kind)
     words = admitted_words(store, query)
-    lexical = search_lexical(store, words, k=lexical_k, project=project)
+    lexical = search_lexical(store, words, k=lexical_k, project=project, kind=kind)
     entries = _entries_by_id(store.conn, [i for i, _ in vector] + [i for i, _ in lexical])
     bm25 = dict(lexical)
     rows: list[SearchRow] = []
@@ -862,6 +950,8 @@ def search_hybrid(store: Store, query: str, *, project: str | None = None, vecto
     for entry_id, score in lexical:
         if entry_id not in vector_ids and entry_id in entries:
             rows.append(SearchRow(entries[entry_id], "lexical", None, score))
+    if limit is not None:
+        rows = rows[:limit]
     return SearchResult(rows, len(dropped), min(dropped) if dropped else None, cutoff,
                         fingerprint, words)
 

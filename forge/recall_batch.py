@@ -83,7 +83,8 @@ def embed_queries(store: "Store", texts: Sequence[str]) -> "np.ndarray":
 
 
 def search_many(store: "Store", queries: Iterable[Query | str], *, project: str | None = None,
-                vector_k: int = 5, lexical_k: int = 5, vectors: "np.ndarray | None" = None,
+                vector_k: int = 5, lexical_k: int = 5, kind: str | None = None,
+                limit: int | None = None, vectors: "np.ndarray | None" = None,
                 on_progress: Callable[[int], None] | None = None) -> BatchRecall:
     """Run `rag.search_hybrid` for every query, in input order, on one connection.
 
@@ -99,7 +100,8 @@ def search_many(store: "Store", queries: Iterable[Query | str], *, project: str 
     answers = []
     for index, (query, vector) in enumerate(zip(items, vectors)):
         result = rag.search_hybrid(store, query.q, project=project, vector_k=vector_k,
-                                   lexical_k=lexical_k, query_vector=vector)
+                                   lexical_k=lexical_k, kind=kind, limit=limit,
+                                   query_vector=vector)
         answers.append(BatchAnswer(query, result))
         if on_progress:
             on_progress(index + 1)

@@ -20,10 +20,10 @@ Type a message to chat. Commands (each is the same code as its `forge` twin):
   !remember KIND CONTENT [--project P]   forge remember KIND CONTENT
   !recall QUERY                          forge recall QUERY (the raw rows)
   !memory [KIND]                         forge memory ls [KIND]
-  !forget ID                             forge memory forget ID
+  !forget ID...                          forge memory forget ID...
   !compact                               forge compact
   !trace [N]                             forge trace tail -n N
-  !clear [--all]                         forge history clear (discards, never archives)
+  !clear [--all] [--yes]                 forge history clear (discards, never archives)
   !pin ID [--only]                       forge pin ID
   !help                                  this list
   !quit                                  leave (Ctrl-D too)
@@ -92,8 +92,12 @@ class Io:
 
 
 def repl(settings: Any, *, io: Io, run_command: Callable[[list[str]], None],
-         run_turn: Callable[..., Any] | None = None, stream: bool = True) -> int:
-    """Read lines until EOF or !quit. Returns the number of chat turns run."""
+         run_turn: Callable[..., Any] | None = None, stream: bool = True,
+         interactive: bool = True) -> int:
+    """Read lines until EOF or !quit. Returns the number of chat turns run.
+
+    `interactive`: a human answers (a terminal); False for lines from a pipe, where the shell
+    tool cannot ask and so runs nothing."""
     if run_turn is None:
         from .chat import run_turn
     turns = 0
@@ -114,7 +118,7 @@ def repl(settings: Any, *, io: Io, run_command: Callable[[list[str]], None],
             _command(line, io, run_command)
             continue
         turns += 1
-        _turn(settings, line, io, run_turn, stream)
+        _turn(settings, line, io, run_turn, stream, interactive)
 
 
 def _command(line: str, io: Io, run_command: Callable[[list[str]], None]) -> None:
@@ -129,10 +133,11 @@ def _command(line: str, io: Io, run_command: Callable[[list[str]], None]) -> Non
     run_command(args)
 
 
-def _turn(settings: Any, line: str, io: Io, run_turn: Callable[..., Any], stream: bool) -> None:
+def _turn(settings: Any, line: str, io: Io, run_turn: Callable[..., Any], stream: bool,
+          interactive: bool = True) -> None:
     try:
         result = run_turn(settings, line, on_token=io.write if stream else None,
-                          interactive=True, confirm=io.confirm)
+                          interactive=interactive, confirm=io.confirm)
     except KeyboardInterrupt:
         io.note("\n(interrupted: nothing of this answer was kept)")
         return

@@ -49,6 +49,15 @@ def forge_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return work / "data"
 
 
+@pytest.fixture(scope="session")
+def built_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The 52-entry store of fixtures/memory_entries.json, embedded once per session; tests
+    take a private copy (`fixtures.memory_entries.copy_store`)."""
+    from fixtures.memory_entries import build_store
+
+    return build_store(tmp_path_factory.mktemp("built-store"))
+
+
 @pytest.fixture
 def settings(forge_env: Path):
     from forge.settings import load_settings

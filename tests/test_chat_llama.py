@@ -73,3 +73,17 @@ def test_whatever_the_model_says_is_an_answer_or_a_classified_placeholder(llama_
     result = run_turn(settings, text, max_tokens=MAX_TOKENS)
     check_turn(settings, result)
     assert traces.tail(settings.trace_file, 1)[-1]["not_answered"] == result.not_answered
+
+
+def test_system_and_options_keep_the_cached_prefix_on_a_real_server(llama_chat_server):
+    """`forge chat -s TEXT -o KEY VALUE` (issue 14): the real server takes the sampling fields,
+    and with the same -s on every turn (a REPL) each prompt extends the last, so the router's
+    system prompt and the history are served from the slot's cache."""
+    settings = settings_for(llama_chat_server)
+    system = "Answer in French, in one short sentence."
+    options = {"temperature": 0, "top_k": 1, "seed": 7}
+    for text in ("Say hello.", "Say goodbye."):
+        result = run_turn(settings, text, max_tokens=MAX_TOKENS, system=system, options=options)
+        check_turn(settings, result)
+    record = traces.tail(settings.trace_file, 1)[-1]
+    assert record["ok"] is True and record["llm"]["cache_n"] > 300  # the system prompt: ~320

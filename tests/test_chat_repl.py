@@ -96,7 +96,10 @@ def test_chat_turns_clear_pin_and_trace(chat_fake, capsys):
     settings = load()
     assert [m.pinned for m in history_messages(settings)] == [True, True, False, False]
     assert last_trace(settings)["user_input_preview"] == "Re-salut"
-    run(["!clear"])
+    run(["!clear"])  # not a terminal here: it needs --yes, and changes nothing
+    assert len(history_messages(settings)) == 4
+    assert "--yes" in capsys.readouterr().err
+    run(["!clear --yes"])
     assert [m.id for m in history_messages(settings)] == [1, 2]  # pinned stay
     with rag.open_store(settings, check_identity=False) as store:
         assert rag.count_entries(store) == 0  # discarded, never archived
@@ -209,7 +212,9 @@ def test_forge_chat_on_a_terminal_is_a_repl_and_ctrl_c_stops_an_answer(chat_fake
         term.read_until(b"Forge > ")
         chat_fake.delay("/v1/chat/completions", 5)
         term.type(b"Compte jusqu'a dix\n")
-        time.sleep(1.0)
+        deadline = time.monotonic() + 30  # Ctrl-C once the request is with the server
+        while len(chat_fake.requests_to("/v1/chat/completions")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
         term.type(b"\x03")
         term.read_until(b"interrupted")
         term.type(b"!help\n")

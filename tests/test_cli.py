@@ -100,7 +100,7 @@ def test_data_on_stdout_notes_on_stderr(script_runner):
     from forge.settings import load_settings
 
     history.append(load_settings().memory_file, [NewMessage("user", "bonjour")], max_history=10)
-    result = script_runner.run(["forge", "history", "clear", "--json"])
+    result = script_runner.run(["forge", "history", "clear", "--yes", "--json"])
     assert json.loads(result.stdout) == [{"id": 1, "role": "user"}]
     assert "discarded 1 message(s)" in result.stderr
 

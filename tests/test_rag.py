@@ -27,13 +27,6 @@ def content_id(store: rag.Store, text: str) -> int:
     return row[0]
 
 
-@pytest.fixture(scope="session")
-def built_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from fixtures.memory_entries import build_store
-
-    return build_store(tmp_path_factory.mktemp("ragstore"))
-
-
 @pytest.fixture
 def store(built_store: Path, settings):
     from fixtures.memory_entries import copy_store

@@ -71,7 +71,9 @@ def compact(strategy: str | None, if_needed: bool, dry_run: bool, fmt: str) -> N
     click.echo("")
     click.echo(f"trigger: {report.trigger}; strategy: {report.strategy}"
                + ("; dry run, nothing written" if dry_run else ""))
-    click.echo(f"{len(report.archived)} exchange(s) archived, {len(report.left_out)} left out; "
+    archived = (f"would archive {len(report.archived)} exchange(s)" if dry_run
+                else f"{len(report.archived)} exchange(s) archived")
+    click.echo(f"{archived}, {len(report.left_out)} left out; "
                f"{verb} {len(report.removed_ids)} message(s): {report.messages_before} -> "
                f"{report.messages_after} in the history")
     if report.pointer:

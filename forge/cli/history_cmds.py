@@ -6,7 +6,7 @@ from typing import Any
 import click
 
 from .main import get_settings
-from .output import emit, note, output_options
+from .output import confirm_destructive, emit, note, output_options
 
 COLUMNS = ("id", "role", "pin", "answered", "ts", "content")
 
@@ -26,43 +26,62 @@ def _strip_display(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _show(messages: list[Any], fmt: str, empty: str) -> None:
     rows = _rows(messages)
-    emit(rows if fmt == "table" else _strip_display(rows), fmt, columns=COLUMNS, empty=empty)
+    emit(rows, fmt, columns=COLUMNS, empty=empty, data=_strip_display(rows))
 
 
 @click.group(invoke_without_command=True)
 @click.option("-n", "--last", "last", type=click.IntRange(min=1), help="Only the last N messages.")
+@click.option("--grep", "-g", "pattern", metavar="TEXT",
+              help="Only messages whose content holds TEXT (any case).")
 @output_options
 @click.pass_context
-def history(ctx: click.Context, last: int | None, fmt: str) -> None:
+def history(ctx: click.Context, last: int | None, pattern: str | None, fmt: str) -> None:
     """Show the rolling conversation history (MEMORY_FILE).
 
     Every message has a stable id, its full content, whether it is pinned and whether it was
-    a genuine answer. Subcommands change it.
+    a genuine answer. Subcommands change it. With --grep and -n, the last N matches.
     """
     if ctx.invoked_subcommand is not None:
         return
     from .. import history as store
 
     messages = store.read(get_settings().memory_file).messages
+    if pattern is not None:
+        messages = store.grep(messages, pattern)
     if last:
         messages = messages[-last:]
-    _show(messages, fmt, "the history is empty")
+    _show(messages, fmt, "the history is empty" if pattern is None
+          else f"no message holds {pattern!r}")
 
 
 @history.command()
 @click.option("--all", "everything", is_flag=True, help="Also discard pinned messages.")
+@click.option("--dry-run", is_flag=True, help="List what would be discarded; change nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask (needed when stdin is not a terminal).")
 @output_options
-def clear(everything: bool, fmt: str) -> None:
+def clear(everything: bool, dry_run: bool, yes: bool, fmt: str) -> None:
     """Discard the history without archiving it; pinned messages stay unless --all.
 
-    Use it to throw away trial exchanges before compaction would archive them.
+    Use it to throw away trial exchanges before compaction would archive them. Asks first on
+    a terminal; needs --yes when stdin is not one.
     """
     from .. import history as store
 
-    removed = store.clear(get_settings().memory_file, everything=everything)
+    path = get_settings().memory_file
+    doomed = store.clear_plan(store.read(path), everything=everything)
+    kept = "" if everything else "; pinned messages kept"
+    if dry_run:
+        emit(_rows(doomed), fmt, columns=COLUMNS, data=_strip_display(_rows(doomed)),
+             empty="nothing to discard")
+        if doomed:
+            note(f"would discard {len(doomed)} message(s){kept}; dry run, nothing changed")
+        return
+    if doomed:
+        confirm_destructive(f"discard {len(doomed)} message(s) without archiving them", yes)
+    removed = store.clear(path, everything=everything)
     if fmt != "table":
         emit([{"id": m.id, "role": m.role} for m in removed], fmt, columns=("id", "role"))
-    note(f"discarded {len(removed)} message(s)" + ("" if everything else "; pinned messages kept"))
+    note(f"discarded {len(removed)} message(s){kept}")
 
 
 def _pin(message_id: int, pinned: bool, only: bool, fmt: str) -> None:

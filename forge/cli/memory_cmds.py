@@ -1,4 +1,5 @@
-"""`forge remember`, `forge recall`, `forge memory ls|show|forget`, `forge reindex`."""
+"""`forge remember`, `forge recall`, `forge memory ls|show|forget|edit|export|hot`,
+`forge reindex`."""
 from __future__ import annotations
 
 import json
@@ -8,7 +9,7 @@ from typing import Any
 import click
 
 from .main import get_settings
-from .output import dumps, emit, emit_one, note, output_options
+from .output import confirm_destructive, dumps, emit, emit_one, note, output_options
 
 RECALL_COLUMNS = ["id", "kind", "project", "channel", "distance", "content"]
 LS_COLUMNS = ["entry", "project", "created", "content"]
@@ -33,6 +34,34 @@ def _note_unknown_project(store: Any, project: str | None) -> None:
 
 def _read_stdin_if_dash(text: str) -> str:
     return sys.stdin.read().rstrip("\n") if text == "-" else text
+
+
+class Kind(click.ParamType):
+    """A kind typed on the command line: a usage error (exit 2) when unknown, completed by
+    the shell. `archive`: the compaction kind is accepted too (listing, forgetting)."""
+
+    name = "kind"
+
+    def __init__(self, archive: bool = False):
+        self.archive = archive
+
+    def choices(self) -> tuple[str, ...]:
+        from ..rag import ARCHIVE_KIND, KINDS
+
+        return KINDS + ((ARCHIVE_KIND,) if self.archive else ())
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> str:
+        kind = str(value).strip().lower()
+        if kind not in self.choices():
+            shown = kind if len(kind) <= 64 else kind[:64] + "…"
+            self.fail(f"unknown kind {shown!r}; valid kinds: {', '.join(self.choices())}",
+                      param, ctx)
+        return kind
+
+    def shell_complete(self, ctx: Any, param: Any, incomplete: str) -> list[Any]:
+        from click.shell_completion import CompletionItem
+
+        return [CompletionItem(k) for k in self.choices() if k.startswith(incomplete)]
 
 
 @click.command()
@@ -126,9 +155,11 @@ def _read_batch(stream: Any, project: str | None) -> list[Any]:
               help="Rows the vector channel may return (taken before the cutoff).")
 @click.option("--lexical-k", default=5, show_default=True, type=click.IntRange(0, 1000),
               help="Rows the word channel may return.")
+@click.option("--kind", "-k", type=Kind(archive=True), help="Search entries of this kind only.")
+@click.option("--limit", "-n", type=click.IntRange(min=1), help="At most N rows.")
 @output_options
 def recall(query: str | None, queries_file: Any, project: str | None, vector_k: int,
-           lexical_k: int, fmt: str) -> None:
+           lexical_k: int, kind: str | None, limit: int | None, fmt: str) -> None:
     """Hybrid search of the deliberate memory: nearest vectors, then rare shared words.
 
     Each row says which channel found it (vector, lexical or both). QUERY `-` reads stdin.
@@ -139,7 +170,7 @@ def recall(query: str | None, queries_file: Any, project: str | None, vector_k: 
     if queries_file is not None:
         if query is not None:
             raise click.UsageError("give QUERY or --queries FILE, not both")
-        _recall_many(queries_file, project, vector_k, lexical_k, fmt)
+        _recall_many(queries_file, project, vector_k, lexical_k, kind, limit, fmt)
         return
     if query is None:
         raise click.UsageError("give a QUERY (`-` reads stdin), or --queries FILE")
@@ -148,7 +179,7 @@ def recall(query: str | None, queries_file: Any, project: str | None, vector_k: 
         raise click.UsageError("QUERY is empty")
     with _open() as store:
         result = rag.search_hybrid(store, query, project=project, vector_k=vector_k,
-                                   lexical_k=lexical_k)
+                                   lexical_k=lexical_k, kind=kind, limit=limit)
         if not result.rows:
             _note_unknown_project(store, project)
     rows = [row.to_dict() for row in result.rows]
@@ -162,7 +193,8 @@ def recall(query: str | None, queries_file: Any, project: str | None, vector_k: 
 BATCH_COLUMNS = ["n", "id", "query", "entry", "channel", "distance", "content"]
 
 
-def _recall_many(stream: Any, project: str | None, vector_k: int, lexical_k: int, fmt: str) -> None:
+def _recall_many(stream: Any, project: str | None, vector_k: int, lexical_k: int,
+                 kind: str | None, limit: int | None, fmt: str) -> None:
     from .. import recall_batch
     from ..errors import ForgeError
 
@@ -177,7 +209,7 @@ def _recall_many(stream: Any, project: str | None, vector_k: int, lexical_k: int
         raise click.UsageError(f"{source} holds no query")
     with _open() as store:
         batch = recall_batch.search_many(store, queries, project=project, vector_k=vector_k,
-                                         lexical_k=lexical_k)
+                                         lexical_k=lexical_k, kind=kind, limit=limit)
     answers = [a.to_dict() for a in batch.answers]
     if fmt == "nl":
         emit(answers, fmt, columns=[])
@@ -196,7 +228,7 @@ def _recall_many(stream: Any, project: str | None, vector_k: int, lexical_k: int
 
 @click.group()
 def memory() -> None:
-    """List, show and forget deliberate memories (no embedding call)."""
+    """List, show, edit, export and forget deliberate memories."""
 
 
 def _entry_label(entry: Any) -> str:
@@ -205,12 +237,12 @@ def _entry_label(entry: Any) -> str:
 
 
 @memory.command("ls")
-@click.argument("kind", required=False)
+@click.argument("kind", required=False, type=Kind(archive=True))
 @click.option("--project", "-p", help="Only this project.")
 @output_options
 def memory_ls(kind: str | None, project: str | None, fmt: str) -> None:
-    """List entries, oldest first, and the breakdown by kind. Superseded entries show the
-    entry that speaks for them: `#312 [fact] -> #341`."""
+    """List entries, oldest first, and the count by kind (of KIND only, when given).
+    Superseded entries show the entry that speaks for them: `#312 [fact] -> #341`."""
     from .. import rag
 
     with _open() as store:
@@ -218,12 +250,16 @@ def memory_ls(kind: str | None, project: str | None, fmt: str) -> None:
         by_kind = rag.counts_by_kind(store, project=project)
         if not entries:
             _note_unknown_project(store, project)
-    rows = [{**e.to_dict(), "entry": _entry_label(e)} for e in entries]
-    emit(rows, fmt, columns=LS_COLUMNS, document={"entries": [e.to_dict() for e in entries],
-                                                  "by_kind": by_kind}, empty="no entries")
-    if fmt == "table" and by_kind:
+    if kind is not None:
+        by_kind = {kind: by_kind.get(kind, 0)}
+    data = [e.to_dict() for e in entries]
+    rows = [{**d, "entry": _entry_label(e)} for d, e in zip(data, entries)]
+    emit(rows, fmt, columns=LS_COLUMNS, data=data,
+         document={"entries": data, "by_kind": by_kind}, empty="no entries")
+    if fmt == "table" and (entries or kind is None) and by_kind:
         total = sum(by_kind.values())
-        click.echo("\n" + ", ".join(f"{k} {n}" for k, n in by_kind.items()) + f" (total {total})")
+        summary = ", ".join(f"{k} {n}" for k, n in by_kind.items())
+        click.echo("\n" + summary + ("" if kind is not None else f" (total {total})"))
 
 
 @memory.command("show")
@@ -248,20 +284,118 @@ def memory_show(entry_id: int, fmt: str) -> None:
 
 
 @memory.command("forget")
-@click.argument("entry_id", type=int)
+@click.argument("entry_ids", nargs=-1, type=int, metavar="[ID]...")
+@click.option("--kind", "-k", type=Kind(archive=True), help="Forget every entry of this kind.")
+@click.option("--project", "-p", help="Forget every entry of this project.")
+@click.option("--dry-run", is_flag=True, help="List what would be forgotten; change nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask (--kind/--project).")
 @output_options
-def memory_forget(entry_id: int, fmt: str) -> None:
-    """Remove one entry from the rows, vectors and words. The event log keeps only that the
-    id was forgotten; entries it superseded are released back into the hot tier."""
+def memory_forget(entry_ids: tuple[int, ...], kind: str | None, project: str | None,
+                  dry_run: bool, yes: bool, fmt: str) -> None:
+    """Remove entries from the rows, vectors and words: each ID, or every entry of --kind
+    and/or --project (which asks first; --yes when stdin is not a terminal). The event log
+    keeps only that an id was forgotten; entries one superseded are released back into the
+    hot tier. A missing ID forgets nothing."""
+    from .. import rag
+
+    bulk = kind is not None or project is not None
+    if entry_ids and bulk:
+        raise click.UsageError("give IDs or --kind/--project, not both")
+    if not entry_ids and not bulk:
+        raise click.UsageError("give the ID of the entry to forget (several are fine), or "
+                               "--kind/--project to forget every entry that matches")
+    with _open() as store:
+        if bulk:
+            targets = rag.list_entries(store, kind=kind, project=project)
+            if not targets:
+                _note_unknown_project(store, project)
+        else:
+            targets = [rag.get_entry(store, i) for i in dict.fromkeys(entry_ids)]
+        if dry_run or not targets:
+            rows = [{"id": e.id, "kind": e.kind, "project": e.project, "content": e.content}
+                    for e in targets]
+            emit(rows, fmt, columns=("id", "kind", "project", "content"),
+                 empty="no entry matches: nothing to forget")
+            if targets:
+                note(f"would forget {len(targets)} entr{'y' if len(targets) == 1 else 'ies'}; "
+                     "dry run, nothing changed")
+            return
+        if bulk:
+            scope = " and ".join(f"{name} {value!r}" for name, value in
+                                 (("kind", kind), ("project", project)) if value is not None)
+            confirm_destructive(f"forget {len(targets)} entr{'y' if len(targets) == 1 else 'ies'} "
+                          f"of {scope}", yes)
+        forgotten = rag.forget_many(store, [e.id for e in targets])
+        results = [{"id": e.id, "kind": e.kind, "released": rag.released_by(store, e.id)}
+                   for e in forgotten]
+    if len(entry_ids) == 1:  # one ID: one object, as scripts have always read it
+        r = results[0]
+        emit_one(r, fmt, text=_forgot_line(r))
+    elif fmt == "table":
+        for r in results:
+            click.echo(_forgot_line(r))
+    else:
+        emit(results, fmt, columns=("id", "kind", "released"))
+
+
+def _forgot_line(result: dict[str, Any]) -> str:
+    text = f"forgot #{result['id']} [{result['kind']}]"
+    if result["released"]:
+        text += "; released " + ", ".join(f"#{i}" for i in result["released"])
+    return text
+
+
+@memory.command("edit")
+@click.argument("entry_id", type=int)
+@click.argument("content", required=False)
+@click.option("--kind", "-k", type=Kind(), help="The new kind.")
+@output_options
+def memory_edit(entry_id: int, content: str | None, kind: str | None, fmt: str) -> None:
+    """Change entry ID's text to CONTENT (`-` reads stdin) and/or its kind, in place: the id
+    stays, the vector and words are redone, and the event log records the edit.
+
+    An edit that would duplicate another entry is refused and names it; a folded source or
+    an aggregate must have its fold undone first.
+    """
+    from .. import rag
+
+    if content is None and kind is None:
+        raise click.UsageError("give the new CONTENT, or --kind, or both")
+    if content is not None:
+        from_stdin = content == "-"
+        content = _read_stdin_if_dash(content)
+        if from_stdin and not content.strip():
+            raise click.UsageError("stdin is empty: no new CONTENT (`-` reads it from stdin)")
+    with _open() as store:
+        before = rag.get_entry(store, entry_id)
+        entry = rag.edit(store, entry_id, content=content, kind=kind)
+    changed = [name for name in ("content", "kind") if getattr(entry, name) != getattr(before, name)]
+    text = (f"edited #{entry.id} [{entry.kind}]: {' and '.join(changed)} changed" if changed
+            else f"#{entry.id} already says that: nothing changed")
+    emit_one({**entry.to_dict(), "changed": changed}, fmt, text=text)
+
+
+@memory.command("export")
+@click.option("--kind", "-k", type=Kind(), help="Only this kind.")
+@click.option("--project", "-p", help="Only this project.")
+def memory_export(kind: str | None, project: str | None) -> None:
+    """Write the deliberate entries as JSON Lines on stdout, oldest first: the format
+    `forge remember --batch` reads, so `forge memory export > m.jsonl` then
+    `forge remember --batch m.jsonl` copies them into another store. Archive entries stay
+    out: compaction wrote them from the history."""
     from .. import rag
 
     with _open() as store:
-        entry = rag.forget(store, entry_id)
-        released = rag.released_by(store, entry_id)
-    text = f"forgot #{entry.id} [{entry.kind}]"
-    if released:
-        text += "; released " + ", ".join(f"#{i}" for i in released)
-    emit_one({"id": entry.id, "kind": entry.kind, "released": released}, fmt, text=text)
+        entries = rag.list_entries(store, kind=kind, project=project)
+        if not entries:
+            _note_unknown_project(store, project)
+    kept = [e for e in entries if e.kind != rag.ARCHIVE_KIND]
+    for e in kept:
+        click.echo(dumps({"kind": e.kind, "project": e.project, "content": e.content,
+                          "id": e.id, "created": e.created}))
+    note(f"exported {len(kept)} entr{'y' if len(kept) == 1 else 'ies'}"
+         + (f"; {len(entries) - len(kept)} archive entries left out" if len(kept) < len(entries)
+            else ""))
 
 
 @click.command()

@@ -1,7 +1,9 @@
 """One output decorator and one renderer for every command that prints rows.
 
-Table (tabulate) by default; `--json` prints one JSON document; `--nl` one JSON object per line.
-Data goes to stdout; everything else goes to stderr through `note()` or logging.
+Table (tabulate) by default; `--json` prints one JSON document; `--nl` one JSON object per line;
+`--csv` / `--tsv` the same rows as `--nl`, one per line under a header (`--no-headers` drops
+it, and the table's too). Data goes to stdout; everything else goes to stderr through `note()`
+or logging.
 """
 from __future__ import annotations
 
@@ -12,22 +14,39 @@ from typing import Any, Callable, Iterable, Sequence
 
 import click
 
-FORMATS = ("table", "json", "nl")
+FORMATS = ("table", "json", "nl", "csv", "tsv")
+_NO_HEADERS = "forge_no_headers"   # click context meta: set by --no-headers, read by emit
 
 
 def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Add `--json` / `--nl` and pass `fmt` ("table", "json" or "nl") to the command."""
+    """Add `--json` / `--nl` / `--csv` / `--tsv` / `--no-headers` and pass `fmt` (one of
+    FORMATS) to the command."""
 
-    @click.option("--nl", "as_nl", is_flag=True, help="One JSON object per line.")
     @click.option("--json", "as_json", is_flag=True, help="One JSON document.")
+    @click.option("--nl", "as_nl", is_flag=True, help="One JSON object per line.")
+    @click.option("--csv", "as_csv", is_flag=True, help="Comma-separated values, the --nl rows.")
+    @click.option("--tsv", "as_tsv", is_flag=True, help="Tab-separated values, the --nl rows.")
+    @click.option("--no-headers", "no_headers", is_flag=True,
+                  help="Omit the header line of the table, --csv or --tsv.")
     @functools.wraps(fn)
-    def wrapper(*args: Any, as_json: bool, as_nl: bool, **kwargs: Any) -> Any:
-        if as_json and as_nl:
-            raise click.UsageError("--json and --nl are exclusive")
-        fmt = "json" if as_json else "nl" if as_nl else "table"
+    def wrapper(*args: Any, as_json: bool, as_nl: bool, as_csv: bool, as_tsv: bool,
+                no_headers: bool, **kwargs: Any) -> Any:
+        chosen = [name for name, on in (("json", as_json), ("nl", as_nl), ("csv", as_csv),
+                                        ("tsv", as_tsv)) if on]
+        if len(chosen) > 1:
+            raise click.UsageError(" and ".join(f"--{c}" for c in chosen) + " are exclusive")
+        fmt = chosen[0] if chosen else "table"
+        if no_headers and fmt in ("json", "nl"):
+            raise click.UsageError(f"--no-headers goes with the table, --csv or --tsv, not --{fmt}")
+        click.get_current_context().meta[_NO_HEADERS] = no_headers
         return fn(*args, fmt=fmt, **kwargs)
 
     return wrapper
+
+
+def _no_headers() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx and ctx.meta.get(_NO_HEADERS))
 
 
 def _default(value: Any) -> Any:
@@ -56,8 +75,34 @@ def _cell(value: Any) -> Any:
     return value
 
 
+def _flat(value: Any) -> Any:
+    """A CSV / TSV cell: the value as --nl has it, nested values as JSON text."""
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple, dict)):
+        return dumps(value)
+    return value
+
+
+def delimited(rows: Sequence[dict[str, Any]], fmt: str, *, headers: bool = True) -> str:
+    """`rows` as CSV or TSV: every key of every row, in order of first appearance."""
+    import csv
+    import io
+
+    keys: dict[str, None] = {}
+    for row in rows:
+        keys.update(dict.fromkeys(row))
+    out = io.StringIO()
+    writer = csv.writer(out, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
+    if headers and keys:
+        writer.writerow(list(keys))
+    for row in rows:
+        writer.writerow([_flat(row.get(k)) for k in keys])
+    return out.getvalue()
+
+
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *,
-          wide: Sequence[str] = ("content",)) -> str:
+          wide: Sequence[str] = ("content",), headers: bool = True) -> str:
     """A human table. Columns in `wide` wrap to the terminal width; nothing is cut."""
     from tabulate import tabulate
 
@@ -71,35 +116,62 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *,
     room = max(30, width - narrow_width - 2)
     maxcol = [room if c in wide else None for c in columns]
     body = [[_cell(r.get(c)) for c in columns] for r in rows]
+    if not headers:  # "plain": no header and no rule under it
+        return tabulate(body, tablefmt="plain", maxcolwidths=maxcol, disable_numparse=True)
     return tabulate(body, headers=list(columns), tablefmt="simple", maxcolwidths=maxcol,
                     disable_numparse=True)
 
 
 def emit(rows: Iterable[dict[str, Any]], fmt: str, *, columns: Sequence[str],
          document: Any = None, wide: Sequence[str] = ("content",),
-         empty: str | None = None) -> None:
-    """Render rows. `document` replaces the row list as the `--json` document when given."""
+         empty: str | None = None, data: Iterable[dict[str, Any]] | None = None) -> None:
+    """Render rows. `document` replaces the row list as the `--json` document when given;
+    `data` replaces the rows for --nl, --csv and --tsv when the table's rows carry display
+    columns (a label, a pin mark) that are not data."""
     rows = list(rows)
+    records = rows if data is None else list(data)
     if fmt == "json":
-        click.echo(dumps(rows if document is None else document, indent=2))
+        click.echo(dumps(records if document is None else document, indent=2))
     elif fmt == "nl":
-        for row in rows:
+        for row in records:
             click.echo(dumps(row))
+    elif fmt in ("csv", "tsv"):
+        if records:
+            click.echo(delimited(records, fmt, headers=not _no_headers()), nl=False)
+        elif empty:
+            note(empty)
     else:
         if rows:
-            click.echo(table(rows, columns, wide=wide))
+            click.echo(table(rows, columns, wide=wide, headers=not _no_headers()))
         elif empty:
             note(empty)
 
 
 def emit_one(value: dict[str, Any], fmt: str, *, text: str) -> None:
-    """A single result: its human `text`, or the value as JSON for `--json`/`--nl`."""
+    """A single result: its human `text`, or the value as JSON for `--json`/`--nl`, one row
+    for `--csv`/`--tsv`."""
     if fmt == "json":
         click.echo(dumps(value, indent=2))
     elif fmt == "nl":
         click.echo(dumps(value))
+    elif fmt in ("csv", "tsv"):
+        click.echo(delimited([value], fmt, headers=not _no_headers()), nl=False)
     else:
         click.echo(text)
+
+
+def confirm_destructive(what: str, yes: bool) -> None:
+    """A destructive command asks on a terminal (the question on stderr); when stdin is not
+    one it needs --yes. `what` is the question without its mark: "discard 3 message(s)"."""
+    import sys
+
+    if yes:
+        return
+    if sys.stdin is None or not sys.stdin.isatty():
+        raise click.UsageError(f"{what}: stdin is not a terminal, so add --yes to confirm "
+                               "(--dry-run shows what it would do)")
+    if not click.confirm(f"{what}?", default=False, err=True):
+        raise click.ClickException("nothing was changed")
 
 
 def note(message: str) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 import click
 
 from .main import get_settings
-from .output import dumps, emit, output_options
+from .output import delimited, dumps, emit, output_options
 
 COLUMNS = ("state", "run_id", "timestamp", "total_ms", "steps", "not_answered", "error", "input")
 
@@ -60,6 +60,8 @@ def tail(count: int, follow: bool, fmt: str) -> None:
             if fmt == "table":
                 r = _row(record)
                 click.echo("  ".join(str(r[c]) if r[c] is not None else "" for c in COLUMNS))
+            elif fmt in ("csv", "tsv"):  # no header: the columns of a later record may differ
+                click.echo(delimited([record], fmt, headers=False), nl=False)
             else:
                 click.echo(dumps(record))
     except KeyboardInterrupt:  # Ctrl-C is how a follow ends, like `tail -f`: not an error
