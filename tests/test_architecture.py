@@ -11,6 +11,7 @@ PKG = Path(__file__).resolve().parent.parent / "forge"
 STORE_RING = {"forge.history", "forge.traces", "forge.rag", "forge.embedders", "forge.llm",
               "forge.db", "forge.fileio", "forge.settings", "forge.errors"}
 MEMORY_RING = {"forge.compaction", "forge.history_import", "forge.transcript", "forge.non_answer",
+               "forge.aggregate", "forge.resplit",
                "forge.hot_memory", "forge.tokens", "forge.router.prompt", "forge.router.placeholders",
                "forge.doctor"}
 CHAT_RING = {"forge.chat", "forge.repl", "forge.router", "forge.tools", "forge.graphs",

@@ -21,6 +21,8 @@ COMMANDS: dict[str, str] = {
     "memory": "memory_cmds:memory",
     "reindex": "memory_cmds:reindex",
     "compact": "compact_cmds:compact",
+    "aggregate": "aggregate_cmds:aggregate",
+    "resplit": "aggregate_cmds:resplit",
     "context": "compact_cmds:context",
     "history": "history_cmds:history",
     "pin": "history_cmds:pin",
