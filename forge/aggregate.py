@@ -57,6 +57,9 @@ log = logging.getLogger("forge")
 BUDGET_MARGIN = ESTIMATE_WORST_ERROR
 # A label is a few words before a colon: `Matériel : …`, `Hardware: …`.
 LABEL_MAX_WORDS = 3
+# A detail of this many words or more is a phrase: it is dropped only in favour of a detail
+# holding it as one run of words (a word inserted inside a phrase may negate it).
+PHRASE_MIN_WORDS = 4
 # Two kept details sharing this many informative words say one thing twice (repetition).
 REPETITION_SHARED = 2
 
@@ -222,6 +225,10 @@ class _Detail:
     surface: str
     words: frozenset[str]
 
+    @property
+    def sequence(self) -> list[str]:
+        return words(self.surface)
+
 
 def _spelled_out(d: _Detail) -> tuple[int, int, int]:
     """Among equal word sets, the surface that wins: more separate pieces, longer, earlier."""
@@ -248,7 +255,7 @@ def distinct(notes: Sequence[Note], informative: "Any") -> Distinct:
             if a.words == b.words:
                 if _spelled_out(b) > _spelled_out(a):
                     dropped.setdefault(a.order, b)
-            elif any(informative(w) for w in b.words - a.words):
+            elif _says_more(a, b, informative):
                 dropped.setdefault(a.order, b)
             else:
                 maybe.append((a, b))
@@ -264,6 +271,19 @@ def distinct(notes: Sequence[Note], informative: "Any") -> Distinct:
     kept_ids = {d.order for d in kept}
     ambiguous = [(a, b) for a, b in maybe if a.order in kept_ids and b.order in kept_ids]
     return Distinct(kept, ambiguous)
+
+
+def _says_more(a: _Detail, b: _Detail, informative: Any) -> bool:
+    """May `a` (every word of which is in `b`) be dropped in favour of `b`? Only when `b` adds
+    an informative word, and, when `a` is a phrase, holds it as one run of words: a phrase
+    with words inserted inside it (`Le NiPoGi a 32 Go` -> `Le NiPoGi n'a pas 32 Go`) may say
+    the opposite."""
+    if not any(informative(w) for w in b.words - a.words):
+        return False
+    if len(a.sequence) < PHRASE_MIN_WORDS:
+        return True
+    n = len(a.sequence)
+    return any(b.sequence[k:k + n] == a.sequence for k in range(len(b.sequence) - n + 1))
 
 
 def compose(notes: Sequence[Note], kept: Sequence[_Detail]) -> str:
@@ -415,10 +435,16 @@ def _repetition(found: Distinct, informative: Any) -> str | None:
     kept = found.kept
     for i, a in enumerate(kept):
         for b in kept[i + 1:]:
+            if _letters(a.words) == _letters(b.words) and _letters(a.words):
+                return f"{a.surface!r} and {b.surface!r} differ only by their numbers"
             shared = sorted(w for w in a.words & b.words if informative(w))
             if len(shared) >= REPETITION_SHARED:
                 return f"{a.surface!r} and {b.surface!r} say one thing twice"
     return None
+
+
+def _letters(ws: frozenset[str]) -> frozenset[str]:
+    return frozenset(w for w in ws if not w.isdigit())
 
 
 def _absorber(notes: Sequence[Note], found: Distinct) -> Note | None:
