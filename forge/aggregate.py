@@ -211,7 +211,7 @@ def _components(notes: list[Note]) -> list[list[Note]]:
 def subject_name(group: Sequence[Note], df: DocumentFrequency) -> str:
     """A display name: the head word most members share, rarest first (never logged)."""
     counts: Counter = Counter(w for n in group for w in n.head)
-    best = max(counts, key=lambda w: (counts[w], -df.counts.get(w, 0), len(w)))
+    best = max(counts, key=lambda w: (counts[w], w.isalpha(), -df.counts.get(w, 0), len(w)))
     return best
 
 
@@ -430,12 +430,12 @@ def _refuse(plan: SubjectPlan, notes: Sequence[Note], gate: str, why: str, *,
 def _repetition(found: Distinct, informative: Any) -> str | None:
     if found.ambiguous:
         a, b = found.ambiguous[0]
-        return (f"{a.surface!r} and {b.surface!r} differ only by common words "
-                "(it may be a negation): both stay")
+        return (f"{b.surface!r} holds every word of {a.surface!r} but adds only common words "
+                "or words inside it (it may be a negation): both stay")
     kept = found.kept
     for i, a in enumerate(kept):
         for b in kept[i + 1:]:
-            if _letters(a.words) == _letters(b.words) and _letters(a.words):
+            if _letters(a.words) == _letters(b.words):   # 16 Go / 32 Go, 03:00 / 04:00
                 return f"{a.surface!r} and {b.surface!r} differ only by their numbers"
             shared = sorted(w for w in a.words & b.words if informative(w))
             if len(shared) >= REPETITION_SHARED:
