@@ -60,6 +60,9 @@ LABEL_MAX_WORDS = 3
 # A detail of this many words or more is a phrase: it is dropped only in favour of a detail
 # holding it as one run of words (a word inserted inside a phrase may negate it).
 PHRASE_MIN_WORDS = 4
+# More notes than this linked together are many things sharing words, not one subject: the
+# group is refused as it stands (gate "size"), before any pairwise work.
+MAX_SUBJECT_NOTES = 24
 # Two kept details sharing this many informative words say one thing twice (repetition).
 REPETITION_SHARED = 2
 
@@ -73,9 +76,12 @@ GATES = ("closure", "repetition", "coverage", "quorum", "budget")
 
 # --------------------------------------------------------------------------- words
 
+# Combining marks left by NFKD (accents): removed, as FTS5's remove_diacritics does.
+_MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+
+
 def _fold(text: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
+    return _MARKS.sub("", unicodedata.normalize("NFKD", text.casefold()))
 
 
 def words(text: str) -> list[str]:
@@ -95,9 +101,14 @@ class DocumentFrequency:
     total: int
     counts: Counter
     max_share: float
+    _memo: dict = field(default_factory=dict, repr=False)
 
     def informative(self, word: str) -> bool:
-        return is_informative(self.counts.get(word, 0), self.total, self.max_share)
+        known = self._memo.get(word)
+        if known is None:
+            known = self._memo[word] = is_informative(self.counts.get(word, 0), self.total,
+                                                      self.max_share)
+        return known
 
 
 def is_informative(doc_count: int, total: int, max_share: float) -> bool:
@@ -162,12 +173,6 @@ def parse_note(entry: Any) -> Note | None:
 
 # --------------------------------------------------------------------------- subjects (A3)
 
-def _linked(a: Note, b: Note) -> bool:
-    if not (a.head & b.head):
-        return False
-    return any(d <= b.head for d in a.detail_words) or any(d <= a.head for d in b.detail_words)
-
-
 def subjects(notes: Sequence[Note]) -> list[list[Note]]:
     """Connected groups (two or more) of linked notes of one kind and project, oldest first."""
     by_space: dict[tuple[str, str | None], list[Note]] = {}
@@ -194,13 +199,16 @@ def _components(notes: list[Note]) -> list[list[Note]]:
     for i, n in enumerate(notes):
         for w in n.head:
             postings.setdefault(w, []).append(i)
+    heads = [n.head for n in notes]
     for i, n in enumerate(notes):
+        own = heads[i]
         for d in n.detail_words:
             lists = [postings.get(w, ()) for w in d]
             if not all(lists):
                 continue
             for j in min(lists, key=len):
-                if j != i and find(i) != find(j) and d <= notes[j].head and (n.head & notes[j].head):
+                other = heads[j]
+                if j != i and d <= other and not own.isdisjoint(other) and find(i) != find(j):
                     parent[find(i)] = find(j)
     groups: dict[int, list[Note]] = {}
     for i, n in enumerate(notes):
@@ -224,10 +232,7 @@ class _Detail:
     order: int       # position in the subject's reading order
     surface: str
     words: frozenset[str]
-
-    @property
-    def sequence(self) -> list[str]:
-        return words(self.surface)
+    sequence: list[str] = field(default_factory=list)
 
 
 def _spelled_out(d: _Detail) -> tuple[int, int, int]:
@@ -245,11 +250,16 @@ def distinct(notes: Sequence[Note], informative: "Any") -> Distinct:
     """Drop every detail another detail says entirely (A2), in reading order."""
     pairs = [(i, j, s, w) for i, n in enumerate(notes)
              for j, (s, w) in enumerate(zip(n.details, n.detail_words))]
-    details = [_Detail(i, j, k, s, w) for k, (i, j, s, w) in enumerate(pairs)]
+    details = [_Detail(i, j, k, s, w, words(s)) for k, (i, j, s, w) in enumerate(pairs)]
     dropped: dict[int, _Detail] = {}
     maybe: list[tuple[_Detail, _Detail]] = []
+    postings: dict[str, list[_Detail]] = {}
+    for d in details:
+        for w in d.words:
+            postings.setdefault(w, []).append(d)
     for a in details:
-        for b in details:
+        # Only a detail holding a's rarest word can hold all of them.
+        for b in min((postings[w] for w in a.words), key=len):
             if a is b or not a.words <= b.words:
                 continue
             if a.words == b.words:
@@ -364,6 +374,9 @@ def evaluate(group: Sequence[Note], df: DocumentFrequency, *, min_sources: int) 
                        members=[n.entry.id for n in group], sources=[], kept_active=[],
                        outcome=REFUSED, gate=None, reason="", line=None, into=None)
     notes = list(group)
+    if len(notes) > MAX_SUBJECT_NOTES:
+        return _refuse(plan, notes, "size", f"{len(notes)} notes are linked, more than one subject "
+                       f"holds (at most {MAX_SUBJECT_NOTES}): they share words, not a subject")
     while True:
         found = distinct(notes, informative)
         line = compose(notes, found.kept)
@@ -459,16 +472,17 @@ def _absorber(notes: Sequence[Note], found: Distinct) -> Note | None:
 
 # --------------------------------------------------------------------------- the pass
 
-def plan_pass(store: "Store", *, project: str | None = None,
-              min_sources: int | None = None) -> tuple[list[SubjectPlan], int]:
+def plan_pass(store: "Store", *, project: str | None = None, min_sources: int | None = None,
+              active: list | None = None) -> list[SubjectPlan]:
     """Every subject of the store (or of `project`) and what the gates decide. Reads only."""
     from . import rag
 
     min_sources = min_sources or store.settings.compaction_aggregate_min_sources
     df = document_frequency(store)
-    active = rag.hot_entries(store, project=project)
+    if active is None:
+        active = rag.hot_entries(store, project=project)
     notes = [n for n in (parse_note(e) for e in active) if n is not None]
-    return [evaluate(g, df, min_sources=min_sources) for g in subjects(notes)], len(active)
+    return [evaluate(g, df, min_sources=min_sources) for g in subjects(notes)]
 
 
 def run(store: "Store", *, project: str | None = None, apply: bool = False,
@@ -477,10 +491,10 @@ def run(store: "Store", *, project: str | None = None, apply: bool = False,
     from . import rag
 
     started = time.perf_counter()
-    plans, scanned = plan_pass(store, project=project, min_sources=min_sources)
-    report = AggregateReport(applied=apply, project=project, db=str(store.path), subjects=plans,
-                             entries_scanned=scanned)
     before = rag.hot_entries(store, project=project)
+    plans = plan_pass(store, project=project, min_sources=min_sources, active=before)
+    report = AggregateReport(applied=apply, project=project, db=str(store.path), subjects=plans,
+                             entries_scanned=len(before))
     report.block_before = _weigh(store, before)
     report.block_after = _weigh(store, _after(before, plans))
     if apply:
@@ -490,8 +504,13 @@ def run(store: "Store", *, project: str | None = None, apply: bool = False,
 
 
 def _weigh(store: "Store", entries: list) -> BlockWeight:
-    block = render_hot_block(entries, max_tokens=store.settings.recall_hot_max_tokens)
-    return BlockWeight(len(block.entry_ids), block.tokens, block.left_out)
+    budget = store.settings.recall_hot_max_tokens
+    # Every line costs at least two tokens: past budget // 2 entries, none more can fit, and
+    # rendering the prefix gives the same cut (its note counts fewer entries left out).
+    cap = budget // 2 + 1
+    block = render_hot_block(entries[:cap], max_tokens=budget)
+    kept = len(block.entry_ids)
+    return BlockWeight(kept, block.tokens, len(entries) - kept)
 
 
 def _after(entries: list, plans: Sequence[SubjectPlan]) -> list:
