@@ -13,16 +13,18 @@ verbatim from its sources, so every rule below can be checked on words.
 - A2 `distinct`: a detail is dropped only in favour of a detail containing every one of its
   words, connectives included, so a negation is never dropped in favour of its positive. Equal
   word sets keep the spelled-out surface (more separate pieces, then longer). A strictly larger
-  detail must also add an informative word: one that adds only common words (`de`, `pas`) may
-  say the opposite, so both stay and the repetition gate refuses the subject.
+  detail must also add an informative word, and hold a phrase (4+ words) as one run of words:
+  one that adds only common words, or inserts words inside a phrase (`n'a pas`), may say the
+  opposite, so both stay and the repetition gate refuses the subject.
 - A3 Subjects, over every deliberate, active entry (never a recent window), never across kinds
   or projects: two notes are linked when a detail of one is contained in the other's head (its
   first detail) and their heads share a word; a subject is a connected group of two or more.
   So `Le NiPoGi a 32 Go de RAM` joins `NiPoGi AM06PRO, …, 32 Go de RAM`, while `services Podman`
-  and `… des conteneurs Podman …` join nothing: a shared word alone links no notes.
+  and `… des conteneurs Podman …` join nothing: a shared word alone links no notes. More than
+  MAX_SUBJECT_NOTES linked notes are refused as they stand (gate `size`).
 - Gates, each named in the output when it decides: closure (every word of the aggregate is in
-  its sources), repetition (no two kept details share two informative words or contain one
-  another) abandon the subject; coverage (every informative word of a source is in the
+  its sources), repetition (no two kept details share two informative words, contain one
+  another, or differ only by their numbers) abandon the subject; coverage (every informative word of a source is in the
   aggregate) keeps that source active while the rest fold; quorum (at least
   COMPACTION_AGGREGATE_MIN_SOURCES sources) and budget (the line is shorter than what it folds by
   more than the token estimator's measured worst error) write nothing.
