@@ -262,3 +262,32 @@ def test_a_failing_pass_is_a_warning_never_a_failed_compaction(runner, store, mo
     assert history.read(s.memory_file).messages[0].meta["compaction"] == "summary"
     monkeypatch.delenv("EMBEDDING_URL")
     assert all(e["superseded_by"] is None for e in entries(runner).values())
+
+
+def test_one_tokenizer_folds_case_and_accents_and_splits_digits_from_letters():
+    from forge.aggregate import word_set, words
+
+    assert words("Matériel : SSD 256Go, n'a pas") == ["materiel", "ssd", "256", "go", "n", "a", "pas"]
+    assert word_set("SSD 256Go") == word_set("ssd 256 GO") and word_set("Élève") == word_set("eleve")
+
+
+def test_a_concurrent_forget_wins_and_that_subject_is_skipped(store, settings):
+    from forge import aggregate, rag
+
+    nipogi = store["nipogi"]
+    with rag.open_store(settings) as mine, rag.open_store(settings) as other:
+        plans = aggregate.plan_pass(mine)
+        rag.forget(other, nipogi[2])            # another process forgets a source meanwhile
+        before = rag.count_entries(mine)
+        aggregate._write(mine, plans)
+        subject = next(p for p in plans if set(nipogi) <= set(p.members))
+        assert subject.outcome == "skipped" and f"#{nipogi[2]} was forgotten meanwhile" in subject.reason
+        assert all(rag.get_entry(mine, i).superseded_by is None for i in nipogi[:2])
+        written = sum(p.outcome == "written" for p in plans)
+        assert rag.count_entries(mine) == before + written   # the other subjects still folded
+
+
+def test_nl_prints_one_subject_per_line(runner, store):
+    lines = run(runner, "aggregate", "--nl").stdout.splitlines()
+    subjects = [json.loads(line) for line in lines]
+    assert len(subjects) == 25 and {"name", "members", "outcome", "gate", "line"} <= set(subjects[0])

@@ -128,3 +128,12 @@ def test_a_kill_between_insert_and_delete_then_a_rerun_keeps_every_exchange_once
     report = json.loads(result.stdout)
     assert report["blocks"][0]["already"] == 2
     assert exchanges_stored(runner) == expected_pieces()
+
+
+def test_deploy_rag_resplit_is_the_same_command(blocks):
+    script = Path(__file__).resolve().parent.parent / "deploy" / "rag_resplit.py"
+    dry = subprocess.run([sys.executable, str(script), "--json"], capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr
+    assert [b["id"] for b in json.loads(dry.stdout)["blocks"]] == [blocks["a"], blocks["b"]]
+    refused = subprocess.run([sys.executable, str(script), "--apply"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "--backup" in refused.stderr
