@@ -452,8 +452,13 @@ def _repetition(found: Distinct, informative: Any) -> str | None:
         for b in kept[i + 1:]:
             if _letters(a.words) == _letters(b.words):   # 16 Go / 32 Go, 03:00 / 04:00
                 return f"{a.surface!r} and {b.surface!r} differ only by their numbers"
-            shared = sorted(w for w in a.words & b.words if informative(w))
-            if len(shared) >= REPETITION_SHARED:
+            common = a.words & b.words
+            shared = [w for w in common if informative(w)]
+            # Two informative words in common, or two words that are half the shorter detail
+            # (`32 Go de RAM` / `32 Go de mémoire`, whatever the store counts as rare).
+            if len(shared) >= REPETITION_SHARED or (
+                    len(common) >= REPETITION_SHARED
+                    and 2 * len(common) >= min(len(a.words), len(b.words))):
                 return f"{a.surface!r} and {b.surface!r} say one thing twice"
     return None
 

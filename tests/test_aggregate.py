@@ -291,3 +291,22 @@ def test_nl_prints_one_subject_per_line(runner, store):
     lines = run(runner, "aggregate", "--nl").stdout.splitlines()
     subjects = [json.loads(line) for line in lines]
     assert len(subjects) == 25 and {"name", "members", "outcome", "gate", "line"} <= set(subjects[0])
+
+
+@pytest.mark.parametrize("rule", ["V5", "at most one entry", "share 0.1"])
+def test_precision_is_1_on_the_labelled_set_whatever_the_rarity_rule(labelled, forge_env,
+                                                                     settings, monkeypatch, rule):
+    """The word channel's small-store rule may change (V5); a fold must stay right under it."""
+    from forge import aggregate, rag
+
+    path, cases = labelled
+    original = rag.rare_by_document_frequency
+    if rule == "at most one entry":
+        monkeypatch.setattr(rag, "rare_by_document_frequency", lambda n, total, share: n == 1)
+    elif rule == "share 0.1":
+        monkeypatch.setattr(rag, "rare_by_document_frequency",
+                            lambda n, total, share: original(n, total, 0.1))
+    with rag.open_store(settings, path=path, check_identity=False) as store:
+        result = score(aggregate.run(store).subjects, cases)
+    assert result.precision == 1.0, result.wrong
+    assert result.recall >= (1.0 if rule == "V5" else 0.6)
