@@ -321,9 +321,13 @@ class SubjectPlan:
     into: int | None                  # the absorbing entry, or the written aggregate's id
     tokens_before: int = 0            # the sources' lines in the hot block (estimated)
     tokens_after: int = 0
+    # What each member said when the pass read it: the write re-checks it (never printed).
+    contents: dict[int, str] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d.pop("contents")
+        return d
 
 
 @dataclass
@@ -350,6 +354,7 @@ class AggregateReport:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d["subjects"] = [s.to_dict() for s in self.subjects]
         d["counts"] = self.counts()
         return d
 
@@ -374,7 +379,8 @@ def evaluate(group: Sequence[Note], df: DocumentFrequency, *, min_sources: int) 
     first = group[0].entry
     plan = SubjectPlan(name=subject_name(group, df), kind=first.kind, project=first.project,
                        members=[n.entry.id for n in group], sources=[], kept_active=[],
-                       outcome=REFUSED, gate=None, reason="", line=None, into=None)
+                       outcome=REFUSED, gate=None, reason="", line=None, into=None,
+                       contents={n.entry.id: n.entry.content for n in group})
     notes = list(group)
     if len(notes) > MAX_SUBJECT_NOTES:
         return _refuse(plan, notes, "size", f"{len(notes)} notes are linked, more than one subject "
@@ -537,8 +543,7 @@ def _write(store: "Store", plans: list[SubjectPlan]) -> None:
     vectors = (store.checked_embedder().embed_documents([p.line for p in written])
                if written else [])
     vec_of = {id(p): v for p, v in zip(written, vectors)}
-    folds = [rag.Fold(sources=p.sources, expected={i: _content(store, i) for i in p.sources},
-                      into=p.into,
+    folds = [rag.Fold(sources=p.sources, expected=p.contents, into=p.into,
                       aggregate=(rag.NewEntry(p.kind, p.line or "", p.project, "aggregate",
                                               {"sources": p.sources}) if p.outcome == WRITTEN else None),
                       vector=vec_of.get(id(p)))
@@ -550,11 +555,6 @@ def _write(store: "Store", plans: list[SubjectPlan]) -> None:
         else:
             p.into = result.id
 
-
-
-def _content(store: "Store", entry_id: int) -> str:
-    row = store.conn.execute("select content from memory_entries where id = ?", (entry_id,)).fetchone()
-    return row[0] if row else ""
 
 
 def undo(store: "Store", entry_id: int) -> dict[str, Any]:

@@ -278,11 +278,17 @@ def test_a_concurrent_forget_wins_and_that_subject_is_skipped(store, settings):
     with rag.open_store(settings) as mine, rag.open_store(settings) as other:
         plans = aggregate.plan_pass(mine)
         rag.forget(other, nipogi[2])            # another process forgets a source meanwhile
+        short = store["steam"][0]                # and a human edits one with sqlite3
+        other.conn.execute("update memory_entries set content = 'Possède un Steam Deck OLED' "
+                           "where id = ?", (short,))
         before = rag.count_entries(mine)
         aggregate._write(mine, plans)
         subject = next(p for p in plans if set(nipogi) <= set(p.members))
         assert subject.outcome == "skipped" and f"#{nipogi[2]} was forgotten meanwhile" in subject.reason
         assert all(rag.get_entry(mine, i).superseded_by is None for i in nipogi[:2])
+        steam = next(p for p in plans if short in p.members)
+        assert steam.outcome == "skipped" and f"#{short} was edited meanwhile" in steam.reason
+        assert rag.get_entry(mine, short).superseded_by is None
         written = sum(p.outcome == "written" for p in plans)
         assert rag.count_entries(mine) == before + written   # the other subjects still folded
 
