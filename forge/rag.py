@@ -745,10 +745,11 @@ def apply_folds(store: Store, folds: Sequence[Fold]) -> list[FoldResult]:
                 target = _insert(conn, item, key, vec, utc_now())
                 mode = "written"
             now = utc_now()
+            kinds = {e.id: e.kind for e in _entries_by_id(conn, fold.sources).values()}
             for sid in fold.sources:
                 conn.execute("update memory_entries set superseded_by = ?, updated = ? where id = ?",
                              (target, now, sid))
-                _log_event(conn, "supersede", sid, None, link=target)
+                _log_event(conn, "supersede", sid, kinds.get(sid), link=target)
             kind = conn.execute("select kind from memory_entries where id = ?", (target,)).fetchone()[0]
             _log_event(conn, "fold", target, kind, info={"mode": mode, "sources": list(fold.sources)})
             results.append(FoldResult(target))
@@ -794,7 +795,7 @@ def unfold(store: Store, entry_id: int) -> dict[str, Any]:
                 for sid in sources:
                     conn.execute("update memory_entries set superseded_by = null, updated = ? "
                                  "where id = ?", (now, sid))
-                    _log_event(conn, "release", sid, None, link=entry_id)
+                    _log_event(conn, "release", sid, entry.kind, link=entry_id)
     finally:
         store.conn.execute("pragma secure_delete = off")
     if forgot:
