@@ -82,6 +82,7 @@ class CompactionReport:
     token_source: str = "estimate"
     messages_before: int = 0
     messages_after: int = 0
+    aggregate: dict | None = None  # what the aggregation pass did after it (A6), when it ran
 
     @property
     def archived_ids(self) -> dict[int, int | None]:
@@ -382,6 +383,11 @@ def compact(settings: Any, *, strategy: str | None = None, if_needed: bool = Fal
     report.messages_after = len(after.messages)
     log.info("compaction (%s, %s): %d exchanges archived, %d left out, %d messages removed",
              trigger, strategy, len(report.archived), len(report.left_out), len(report.removed_ids))
+    if report.did_something and settings.compaction_aggregate:
+        # A6: after the compaction committed, only when one happened; never raises.
+        from .aggregate import after_compaction
+
+        report.aggregate = after_compaction(settings, store)
     return report
 
 

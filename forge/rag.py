@@ -495,6 +495,9 @@ def _dedup_key(item: NewEntry) -> str | None:
     """V11: a deliberate entry by kind, project and whitespace-normalised content; an archive
     entry by the history message ids it holds (identical text of other messages is kept)."""
     if item.kind == ARCHIVE_KIND:
+        piece = (item.refs or {}).get("resplit")
+        if isinstance(piece, dict):  # a piece of a re-sliced block: (block id, piece index)
+            return f"r:{int(piece['block'])}:{int(piece['piece'])}"
         ids = _message_ids(item.refs)
         if ids:
             return "m:" + ",".join(map(str, ids))
@@ -723,6 +726,17 @@ def _forget_in_transaction(store: Store, entry_ids: list[int]) -> list[Entry]:
     return [found[i] for i in entry_ids]
 
 
+def _forget_rows(store: Store, conn: Any, entry_id: int) -> Entry:
+    """forget's writes for one entry, inside the caller's transaction (aggregate's undo)."""
+    if store.fts:
+        _fts_secure_delete(conn)
+    entry = _entries_by_id(conn, [entry_id]).get(entry_id)
+    if entry is None:
+        raise NotFoundError(f"no memory entry #{entry_id}; `forge memory ls` lists them")
+    _forget_one(conn, entry)
+    return entry
+
+
 def _forget_one(conn: Any, entry: Entry) -> None:
     entry_id = entry.id
     released = conn.execute("select id, kind from memory_entries where superseded_by = ?",
@@ -754,6 +768,122 @@ def released_by(store: Store, entry_id: int) -> list[int]:
     rows = store.conn.execute("select entry_id from memory_events where event = 'release' and "
                               "link = ? order by id", (entry_id,))
     return [r[0] for r in rows]
+
+
+# --------------------------------------------------------------------------- folds (A5)
+
+@dataclass
+class Fold:
+    """One subject of the aggregation tier, to write: `sources` get `superseded_by` the new
+    `aggregate` (with its `vector`), or the existing entry `into` (absorption)."""
+
+    sources: list[int]
+    expected: dict[int, str]          # each source's content as the pass read it
+    into: int | None = None
+    aggregate: NewEntry | None = None
+    vector: Any = None
+
+
+@dataclass
+class FoldResult:
+    id: int | None                    # the entry that now speaks for the sources; None = skipped
+    why: str | None = None
+
+
+def apply_folds(store: Store, folds: Sequence[Fold]) -> list[FoldResult]:
+    """Write every fold in ONE transaction. Each source is re-checked inside it (it still
+    exists, is not superseded, says what the pass read): a concurrent forget, edit or fold
+    wins, and that subject is skipped. Sources are linked, never deleted; each fold is a
+    `fold` event (ids and links, never content)."""
+    import numpy as np
+
+    results: list[FoldResult] = []
+    with db.transaction(store.conn) as conn:
+        for fold in folds:
+            why = _fold_conflict(conn, fold)
+            if why:
+                results.append(FoldResult(None, why))
+                continue
+            mode = "absorbed"
+            target = fold.into
+            if fold.aggregate is not None:
+                try:
+                    item = validate_new(fold.aggregate)
+                except ForgeError as e:
+                    results.append(FoldResult(None, str(e)))
+                    continue
+                key = _dedup_key(item)
+                existing = _existing_by_key(conn, key)
+                if existing is not None:
+                    results.append(FoldResult(None, f"#{existing} already holds this line"))
+                    continue
+                vec = np.asarray(fold.vector, dtype=np.float32)
+                _prepare_vectors(store, conn, vec.shape[-1])
+                target = _insert(conn, item, key, vec, utc_now())
+                mode = "written"
+            now = utc_now()
+            kinds = {e.id: e.kind for e in _entries_by_id(conn, fold.sources).values()}
+            for sid in fold.sources:
+                conn.execute("update memory_entries set superseded_by = ?, updated = ? where id = ?",
+                             (target, now, sid))
+                _log_event(conn, "supersede", sid, kinds.get(sid), link=target)
+            kind = conn.execute("select kind from memory_entries where id = ?", (target,)).fetchone()[0]
+            _log_event(conn, "fold", target, kind, info={"mode": mode, "sources": list(fold.sources)})
+            results.append(FoldResult(target))
+    return results
+
+
+def _fold_conflict(conn: Any, fold: Fold) -> str | None:
+    ids = list(fold.sources) + ([fold.into] if fold.into is not None else [])
+    found = _entries_by_id(conn, ids)
+    for i in ids:
+        entry = found.get(i)
+        if entry is None:
+            return f"#{i} was forgotten meanwhile"
+        if entry.superseded_by is not None:
+            return f"#{i} was folded into #{entry.superseded_by} meanwhile"
+        if i in fold.expected and entry.content != fold.expected[i]:
+            return f"#{i} was edited meanwhile"
+    return None
+
+
+def unfold(store: Store, entry_id: int) -> dict[str, Any]:
+    """Undo one fold: every entry `entry_id` speaks for is active again; an aggregate the tier
+    wrote (source `aggregate`) is forgotten, an absorbing entry stays. One transaction, logged
+    as an `unfold` event."""
+    store.conn.execute("pragma secure_delete = on")
+    try:
+        with db.transaction(store.conn) as conn:
+            entry = _entries_by_id(conn, [entry_id]).get(entry_id)
+            if entry is None:
+                raise NotFoundError(f"no memory entry #{entry_id}; `forge memory ls` lists them")
+            sources = [r[0] for r in conn.execute(
+                "select id from memory_entries where superseded_by = ? order by id", (entry_id,))]
+            if not sources:
+                raise ForgeError(f"#{entry_id} speaks for no entry: nothing to undo "
+                                 "(`forge memory ls` shows folds as `#312 [fact] -> #341`)")
+            forgot = entry.source == "aggregate"
+            _log_event(conn, "unfold", entry_id, entry.kind,
+                       info={"sources": sources, "forgot": forgot})
+            if forgot:
+                _forget_rows(store, conn, entry_id)   # releases the sources, logs each
+            else:
+                now = utc_now()
+                for sid in sources:
+                    conn.execute("update memory_entries set superseded_by = null, updated = ? "
+                                 "where id = ?", (now, sid))
+                    _log_event(conn, "release", sid, entry.kind, link=entry_id)
+    finally:
+        store.conn.execute("pragma secure_delete = off")
+    if forgot:
+        store.conn.execute("pragma wal_checkpoint(truncate)")
+    return {"id": entry_id, "kind": entry.kind, "released": sources, "forgot": forgot}
+
+
+def rare_by_document_frequency(doc_count: int, total: int, max_share: float) -> bool:
+    """A word in `doc_count` of `total` entries is rare enough to separate them (V5):
+    at most max(1, max_share × total). The aggregation tier's "informative" is this rule."""
+    return total > 0 and 1 <= doc_count <= max(1.0, max_share * total)
 
 
 # --------------------------------------------------------------------------- reading

@@ -12,6 +12,7 @@ STORE_RING = {"forge.history", "forge.traces", "forge.rag", "forge.embedders", "
               "forge.db", "forge.fileio", "forge.settings", "forge.errors", "forge.recall_batch",
               "forge.dotenv_edit"}
 MEMORY_RING = {"forge.compaction", "forge.history_import", "forge.transcript", "forge.non_answer",
+               "forge.aggregate", "forge.resplit",
                "forge.hot_memory", "forge.tokens", "forge.router.prompt", "forge.router.placeholders",
                "forge.doctor", "forge.calibrate"}
 CHAT_RING = {"forge.chat", "forge.repl", "forge.router", "forge.tools", "forge.graphs",

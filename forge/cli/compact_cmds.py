@@ -81,6 +81,10 @@ def compact(strategy: str | None, if_needed: bool, dry_run: bool, fmt: str) -> N
         click.echo(f"pointer{where}: {report.pointer}")
     click.echo(f"router prompt: {report.tokens_before} -> {report.tokens_after} tokens "
                f"({report.token_source})")
+    if report.aggregate and "error" not in report.aggregate:
+        a = report.aggregate
+        click.echo(f"aggregation (COMPACTION_AGGREGATE): {a['written']} written, {a['absorbed']} "
+                   f"absorbed, {a['refused']} refused (`forge aggregate` shows the plan)")
 
 
 @click.command()

@@ -22,6 +22,8 @@ COMMANDS: dict[str, str] = {
     "reindex": "memory_cmds:reindex",
     "calibrate": "calibrate_cmds:calibrate",
     "compact": "compact_cmds:compact",
+    "aggregate": "aggregate_cmds:aggregate",
+    "resplit": "aggregate_cmds:resplit",
     "context": "compact_cmds:context",
     "history": "history_cmds:history",
     "pin": "history_cmds:pin",
