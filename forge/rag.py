@@ -571,13 +571,44 @@ def _embed_batched(store: Store, texts: list[str], batch_size: int,
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
     embedder = store.checked_embedder()
+    expected = _expected_dim(store)
     parts = []
     for start in range(0, len(texts), batch_size):
         chunk = texts[start:start + batch_size]
-        parts.append(embedder.embed_documents(chunk))
+        vectors = embedder.embed_documents(chunk)
+        expected = check_batch_dim(vectors, expected, embedder)
+        parts.append(vectors)
         if on_progress:
             on_progress(len(chunk))
     return np.vstack(parts)
+
+
+def _expected_dim(store: Store) -> int | None:
+    """The dimension every batch must have: the recorded identity's, else the one the probe
+    just measured, else the vector table's (None on a store that never held a vector)."""
+    identity = store.identity or store._pending_identity
+    if identity and identity.get("dim"):
+        return int(identity["dim"])
+    return vector_table_dim(store.conn)
+
+
+def check_batch_dim(vectors: "np.ndarray", expected: int | None, embedder: "Embedder") -> int:
+    """A batch whose dimension is not the identity's (a server swapped between the probe and
+    this batch) stops the write before anything reaches the store."""
+    dim = int(vectors.shape[1])
+    if expected is not None and dim != expected:
+        raise StoreError(
+            f"the embedder ({embedder.backend}{' at ' + embedder.url if embedder.url else ''}) "
+            f"returned {dim} dimensions for a batch, but this store's embedding identity is "
+            f"{expected} dimensions (was the server changed mid-write?); nothing was written")
+    return dim
+
+
+def vector_table_dim(conn: Any, name: str = "memory_vectors") -> int | None:
+    """The dimension `name` was created with, read from its schema (no sqlite-vec needed)."""
+    row = conn.execute("select sql from sqlite_master where name = ?", (name,)).fetchone()
+    match = re.search(r"float\[(\d+)\]", row[0] or "") if row else None
+    return int(match.group(1)) if match else None
 
 
 def _prepare_vectors(store: Store, conn: Any, dim: int | None) -> None:
@@ -588,8 +619,12 @@ def _prepare_vectors(store: Store, conn: Any, dim: int | None) -> None:
     if store._pending_identity is not None and _read_identity(conn) is None:
         _write_identity(conn, store._pending_identity)
         store._pending_identity = None
-    if not _table_exists(conn, "memory_vectors"):
+    table_dim = vector_table_dim(conn)
+    if table_dim is None:
         _create_vectors(conn, "memory_vectors", dim)
+    elif table_dim != dim:  # another process created it with another embedder meanwhile
+        raise StoreError(f"{store.path}: the vector table holds {table_dim} dimensions but this "
+                         f"batch has {dim}; nothing was written")
 
 
 def _create_vectors(conn: Any, name: str, dim: int) -> None:
@@ -903,6 +938,7 @@ def reindex(store: Store, *, batch_size: int = REINDEX_BATCH,
         batch = _unstaged(conn, batch_size)
         if batch:
             vectors = embedder.embed_documents([c for _, c in batch])
+            check_batch_dim(vectors, int(current["dim"]), embedder)
             with db.transaction(conn):
                 conn.executemany("insert or replace into memory_reindex(id, embedding) values (?, ?)",
                                  [(i, np.asarray(v, dtype=np.float32).tobytes())
@@ -1007,6 +1043,7 @@ def store_report(path: Path | str, settings: "Settings") -> dict[str, Any]:
         report["reindex_in_progress"] = conn.execute(
             "select 1 from meta where key = 'reindex'").fetchone() is not None
         report["fingerprint"] = query_fingerprint(settings, identity)
+        report["vector_table_dim"] = vector_table_dim(conn)
     finally:
         conn.close()
     report["status"], report["detail"] = _report_verdict(report, settings)
@@ -1073,4 +1110,9 @@ def _report_verdict(report: dict[str, Any], settings: "Settings") -> tuple[str, 
         problems.append(f"schema {report.get('schema_version')} < {len(MIGRATIONS)} (migrated on the next open)")
     if problems:
         status = "warn"
+    table_dim = report.get("vector_table_dim")
+    if ident and table_dim is not None and ident.get("dim") != table_dim:
+        status = "fail"
+        problems.append(f"the embedding identity records {ident.get('dim')} dimensions but the "
+                        f"vector table holds {table_dim}: run `forge reindex` to re-embed every entry")
     return status, "; ".join(parts + problems)
