@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from .main import get_settings
+from .main import ENTRY_ID, get_settings
 from .output import dumps, emit, emit_one, note, output_options
 
 RECALL_COLUMNS = ["id", "kind", "project", "channel", "distance", "content"]
@@ -32,7 +32,15 @@ def _note_unknown_project(store: Any, project: str | None) -> None:
 
 
 def _read_stdin_if_dash(text: str) -> str:
-    return sys.stdin.read().rstrip("\n") if text == "-" else text
+    if text != "-":
+        return text
+    try:
+        data = sys.stdin.read()
+        data.encode("utf-8")
+    except (UnicodeDecodeError, UnicodeEncodeError):  # surrogates, or a strict decoder
+        raise click.UsageError("stdin is not UTF-8 text; convert it first, "
+                               "e.g. `iconv -f latin1 -t utf-8`") from None
+    return data.rstrip("\n")
 
 
 @click.command()
@@ -105,6 +113,8 @@ def _read_batch(stream: Any, project: str | None) -> list[Any]:
             obj = json.loads(line)
         except ValueError as e:
             raise ForgeError(f"--batch line {number} is not JSON: {e.msg}") from None
+        except RecursionError:
+            raise ForgeError(f"--batch line {number} is nested too deeply to be an entry") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("content"), str):
             raise ForgeError(f'--batch line {number} needs an object with a "content" string')
         item = rag.NewEntry(kind=obj.get("kind") or "fact", content=obj["content"],
@@ -180,7 +190,7 @@ def memory_ls(kind: str | None, project: str | None, fmt: str) -> None:
 
 
 @memory.command("show")
-@click.argument("entry_id", type=int)
+@click.argument("entry_id", type=ENTRY_ID)
 @output_options
 def memory_show(entry_id: int, fmt: str) -> None:
     """One entry: its content, refs and the events that touched it."""
@@ -201,7 +211,7 @@ def memory_show(entry_id: int, fmt: str) -> None:
 
 
 @memory.command("forget")
-@click.argument("entry_id", type=int)
+@click.argument("entry_id", type=ENTRY_ID)
 @output_options
 def memory_forget(entry_id: int, fmt: str) -> None:
     """Remove one entry from the rows, vectors and words. The event log keeps only that the
