@@ -158,6 +158,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("MAX_STEPS", "max_steps", "1", lambda n, r: _int(n, r, minimum=1), "router steps per turn"),
     Spec("FORGE_WORKSPACE", "workspace", None, _opt_text, "root of the files tool; unset = working directory"),
     Spec("FORGE_SHELL_AUTO", "shell_auto", "false", _bool, "let the shell tool run without asking in a pipeline"),
+    Spec("FORGE_SECRET_FILES", "secret_files", "", _text, "more secret-file patterns the files and git tools refuse (comma-separated globs)"),
+    Spec("FORGE_READ_SECRETS", "read_secrets", "false", _bool, "let the files and git tools read secret files (.env*, keys, .ssh/, .netrc, ...)"),
     Spec("API_TOKEN", "api_token", None, _opt_text, "bearer token of the later HTTP API"),
 )
 SPEC_BY_NAME = {s.name: s for s in SPECS}
@@ -192,6 +194,8 @@ class Settings:
     max_steps: int
     workspace: Path
     shell_auto: bool
+    secret_files: str
+    read_secrets: bool
     api_token: str | None
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     raw: Mapping[str, str | None] = field(default_factory=dict, compare=False)
