@@ -256,3 +256,20 @@ def test_an_unplanned_exception_says_it_is_a_bug_and_how_to_report_it(runner, mo
     assert len(line.splitlines()) == 1
     assert "ZeroDivisionError: division by zero" in line
     assert "a bug in Forge" in line and "FORGE_DEBUG=1" in line and "report" in line
+
+
+def test_doctor_accepts_a_server_that_answers_v1_models_without_health(fake_server):
+    # Ollama and vLLM builds without /health: /v1/models answering is a working server.
+    from forge.doctor import check_servers
+    from forge.settings import load_settings
+
+    fake_server.status("/health", 404, times=None)
+    settings = load_settings({**os.environ, "LLAMA_CPP_URL": fake_server.url + "/v1",
+                              "EMBEDDING_URL": fake_server.url + "/v1/embeddings"})
+    rows = {r["check"]: r for r in check_servers(settings)}
+    assert rows["chat server"]["status"] == "ok", rows["chat server"]
+    assert "/v1/models" in rows["chat server"]["detail"]
+    assert rows["embedding server"]["status"] == "ok", rows["embedding server"]
+    fake_server.status("/v1/models", 404, times=None)
+    rows = {r["check"]: r for r in check_servers(settings)}
+    assert rows["chat server"]["status"] == "warn" and "HTTP 404" in rows["chat server"]["detail"]

@@ -317,3 +317,17 @@ def test_git_in_a_workspace_inside_a_larger_repository_sees_only_the_workspace(n
     assert "+two" in git(nested, {"op": "diff"}).text
     refused = git(nested, {"op": "show", "args": "HEAD:.env"})
     assert refused.text.startswith(non_answer.TOOL_ERROR) and "hunter" not in refused.text
+
+
+@pytest.mark.parametrize("error", [KeyError("op"), RuntimeError("lost"), RecursionError("deep"),
+                                   UnicodeEncodeError("utf-8", "\udce9", 0, 1, "surrogates")])
+def test_any_exception_from_a_tool_is_a_tool_error_naming_its_type(workspace, monkeypatch, error):
+    from forge.tools import files as files_tool
+
+    def broken(ctx, payload):
+        raise error
+
+    monkeypatch.setattr(files_tool, "run", broken)
+    result = files(workspace, {"op": "read", "path": "notes.txt"})
+    assert result.text.startswith(f"{non_answer.TOOL_ERROR} files: {type(error).__name__}")
+    assert result.not_answered == "tool_error"
