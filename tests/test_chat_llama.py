@@ -73,3 +73,15 @@ def test_whatever_the_model_says_is_an_answer_or_a_classified_placeholder(llama_
     result = run_turn(settings, text, max_tokens=MAX_TOKENS)
     check_turn(settings, result)
     assert traces.tail(settings.trace_file, 1)[-1]["not_answered"] == result.not_answered
+
+
+def test_a_message_larger_than_the_servers_context_is_named_in_tokens(llama_chat_server):
+    from forge.errors import ServerError
+    from forge.llm import ChatClient
+
+    with ChatClient(settings_for(llama_chat_server)) as client:
+        with pytest.raises(ServerError) as e:
+            client.complete([{"role": "user", "content": "mot " * 20000}], max_tokens=4)
+    text = str(e.value)
+    assert "tokens" in text and "context" in text and "forge compact" in text
+    assert "start one" not in text

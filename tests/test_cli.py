@@ -200,7 +200,7 @@ def _forge_bytes(*args: bytes, stdin: bytes | None = None) -> subprocess.Complet
 def test_an_argument_that_is_not_utf8_is_a_usage_error(argv, forge_env):
     result = _forge_bytes(*argv)
     assert result.returncode == 2, result.stderr
-    assert b"not valid UTF-8" in result.stderr and b"Traceback" not in result.stderr
+    assert b"is not UTF-8 text" in result.stderr and b"Traceback" not in result.stderr
     assert not (forge_env / "forge_rag.db").exists()
 
 

@@ -79,7 +79,7 @@ class ForgeGroup(click.Group):
                 arg.encode("utf-8")
             except UnicodeEncodeError:
                 shown = arg.encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
-                raise click.UsageError(f"the argument {shown[:60]!r} is not valid UTF-8 text; "
+                raise click.UsageError(f"the argument `{shown[:60]}` is not UTF-8 text; "
                                        "convert it first, e.g. `iconv -f latin1 -t utf-8`",
                                        ctx) from None
         return super().parse_args(ctx, args)

@@ -113,8 +113,12 @@ class ServerEmbedder(Embedder):
             detail = _error_text(response)
             if response.status_code in (400, 413, 500) and _TOO_LONG.search(detail):
                 raise TooLong(detail)
+            from ..llm import snippet
+
+            # It answered: "start a server" would be the wrong advice.
             raise ServerError(self.url, f"the embedding server answered HTTP "
-                              f"{response.status_code}: {detail[:160]}", HINT)
+                              f"{response.status_code}: {snippet(detail)}",
+                              "check EMBEDDING_URL and the server's log")
         try:
             body = response.json()
         except ValueError:
