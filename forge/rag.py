@@ -865,6 +865,11 @@ def search_lexical(store: Store, words: Sequence[str], *, k: int,
     return [(r[0], r[1]) for r in store.conn.execute(sql, args)]
 
 
+# `forge recall`'s query is a question, not a document: past this it is refused (the embedded
+# model reads about 512 tokens, some 2,900 characters of prose, and would silently cut it).
+MAX_QUERY_CHARS = 2000
+
+
 def search_hybrid(store: Store, query: str, *, project: str | None = None, vector_k: int = 5,
                   lexical_k: int = 5, query_vector: "np.ndarray | None" = None) -> SearchResult:
     """V6: a union on entry id — vector rows by distance, then word-only rows by bm25; the

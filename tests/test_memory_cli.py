@@ -262,3 +262,14 @@ def test_two_processes_remembering_at_once_lose_nothing_and_store_duplicates_onc
     assert sum(e.kind == "todo" for e in entries) == 5
     ids = [{r["line"]: r["id"] for r in map(json.loads, out.splitlines())} for out, _ in outs]
     assert [ids[0][n] for n in range(16, 21)] == [ids[1][n] for n in range(16, 21)]  # same ids for both
+
+
+def test_a_recall_query_over_the_cap_is_a_usage_error_saying_the_cap(runner):
+    from forge import rag
+
+    result = invoke(runner, "recall", "-", input="x" * 1_000_000)
+    assert result.exit_code == 2
+    assert f"at most {rag.MAX_QUERY_CHARS} characters" in result.stderr
+    assert "1000000 characters" in result.stderr and "stored text" not in result.stderr
+    ok = invoke(runner, "recall", "mot " * (rag.MAX_QUERY_CHARS // 4))
+    assert ok.exit_code == 0, ok.stderr

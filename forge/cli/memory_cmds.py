@@ -144,6 +144,11 @@ def recall(query: str, project: str | None, vector_k: int, lexical_k: int, fmt: 
     query = _read_stdin_if_dash(query).strip()
     if not query:
         raise click.UsageError("QUERY is empty")
+    if len(query) > rag.MAX_QUERY_CHARS:
+        raise click.BadParameter(
+            f"the query is {len(query)} characters; recall takes at most {rag.MAX_QUERY_CHARS} "
+            "characters (a question, not a document): shorten it to the words that matter",
+            param_hint="QUERY")
     with _open() as store:
         result = rag.search_hybrid(store, query, project=project, vector_k=vector_k,
                                    lexical_k=lexical_k)
