@@ -830,18 +830,38 @@ def query_words(store: Store, text: str) -> list[str]:
     return list(seen)
 
 
+# Below this many entries a document frequency says little (in 10 entries, `is` and `my` sit in
+# 2, as rare as `nipogi` by the seed's 20%): the bound shrinks with the store. See
+# bench/lexical_df.py for the measurements on LoCoMo.
+LEXICAL_FULL_STORE = 50
+
+
+def is_informative(df: int, entries: int, max_df: float) -> bool:
+    """V5, the one rule for "this word is rare enough to mean something" (the word channel's
+    admission, and the aggregation tier's informative words): a word in `df` of `entries`
+    entries is informative when
+
+        1 <= df <= max(1, max_df × entries × min(1, entries / LEXICAL_FULL_STORE))
+
+    From 50 entries on, it is the seed's `max(1, RECALL_LEXICAL_MAX_DF × entries)` exactly;
+    below, the share shrinks with the store, so up to 22 entries (at 0.2) a word must be in
+    at most one entry."""
+    scale = min(1.0, entries / LEXICAL_FULL_STORE)
+    return 1 <= df <= max(1.0, max_df * entries * scale)
+
+
 def admitted_words(store: Store, text: str) -> list[str]:
-    """V5: words that appear in at most max(1, RECALL_LEXICAL_MAX_DF × entries) entries."""
+    """V5: the query's words that `is_informative` admits in this store."""
     if not store.fts:
         return []
     total = count_entries(store)
     if total == 0:
         return []
-    bound = max(1.0, store.settings.recall_lexical_max_df * total)
+    max_df = store.settings.recall_lexical_max_df
     admitted = []
     for word in query_words(store, text):
         row = store.conn.execute("select doc from memory_fts_vocab where term = ?", (word,)).fetchone()
-        if row and 1 <= row[0] <= bound:
+        if row and is_informative(row[0], total, max_df):
             admitted.append(word)
     return admitted
 
