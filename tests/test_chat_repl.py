@@ -245,3 +245,19 @@ def test_a_stream_dying_on_a_terminal_starts_its_error_on_a_new_line(chat_fake):
     before = term.seen[: term.seen.find(b"Error:")]
     assert b"this answer" in before, term.seen  # the start of the answer was shown
     assert before.endswith(b"\n"), term.seen
+
+
+def test_a_stream_dying_in_the_repl_starts_its_error_on_a_new_line(chat_fake):
+    term = Terminal("chat")
+    try:
+        term.read_until(b"Forge > ")
+        chat_fake.stream_dies(after=3)
+        term.type(b"Raconte une histoire\n")
+        term.read_until(b"error:")
+        term.read_until(b"Forge > ")
+        term.type(b"\x04")
+    finally:
+        assert term.close() == 0
+    before = term.seen[: term.seen.find(b"error:")]
+    assert b"this answer" in before, term.seen
+    assert before.endswith(b"\n"), term.seen
