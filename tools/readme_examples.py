@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -171,6 +172,10 @@ def main(argv: list[str]) -> int:
     mode, path = argv[0], Path(argv[1])
     lines = path.read_text(encoding="utf-8").split("\n")
     blocks = parse(lines)
+    if any("| jq" in c for b in blocks for c in b.commands) and shutil.which("jq") is None:
+        print("the examples pipe into jq, which is not installed here (apt install jq)",
+              file=sys.stderr)
+        return 2
     results = generate(blocks)
     if mode == "--check":
         stale = 0
