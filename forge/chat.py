@@ -260,6 +260,11 @@ class _Turn:
         notice = None
         if verdict.not_answered in outcome.NOT_PERSISTED:
             notice = f"no answer: {traces.NOT_ANSWERED_REASONS[verdict.not_answered]}; nothing was kept"
+        elif verdict.not_answered == "non_answer_reply":
+            # H7: the model wrote one of Forge's fixed strings (e.g. an `[error]` from the
+            # history); it is shown, kept marked unanswered, never archived: say so.
+            notice = ("this reply is one of Forge's fixed non-answers; it was not kept as an "
+                      "answer (the history marks it unanswered and compaction leaves it out)")
         result = TurnResult(run_id=self.run_id, reply=reply if verdict.persist else "",
                             ok=verdict.ok, not_answered=verdict.not_answered, error=error,
                             notice=notice, shown=self.shown, persisted=persisted,

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator, Sequence
 
-from .errors import StoreError
+from .errors import DamagedStoreError, StoreError
 
 log = logging.getLogger("forge")
 
@@ -119,10 +119,96 @@ def connect(path: Path | str, *, readonly: bool = False, untouched: bool = False
         conn.execute("pragma foreign_keys = on")
         conn.execute("select count(*) from sqlite_master")  # a file that is no database fails here
     except b.module.Error as e:
+        if is_damage(e):
+            raise damaged(path, e) from None
         raise StoreError(f"cannot open {path}: {e}") from None
     if vec:
         _load_vec(conn)
-    return conn
+    return conn if str(path) == ":memory:" else Connection(conn, str(path))
+
+
+# SQLITE_CORRUPT, SQLITE_NOTADB (primary codes; extended codes share the low byte)
+_DAMAGE_CODES = (11, 26)
+_DAMAGE_WORDS = ("malformed", "not a database", "corrupt", "blob read error")
+
+
+def is_damage(e: BaseException) -> bool:
+    """Whether a SQLite error says the file itself is damaged (not locked, not a bug)."""
+    code = getattr(e, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF in _DAMAGE_CODES:
+        return True
+    return any(word in str(e).lower() for word in _DAMAGE_WORDS)
+
+
+def damaged(path: Path | str, e: BaseException) -> DamagedStoreError:
+    problem = ("the file is not a database" if "not a database" in str(e).lower()
+               else f"the database is damaged ({e})")
+    return DamagedStoreError(str(path), problem)
+
+
+class Connection:
+    """The binding's connection, except that an error saying the file is damaged (whenever a
+    page is read: at open, in a query, while fetching rows) becomes one DamagedStoreError naming
+    the file, so every command and compaction see the same failure."""
+
+    def __init__(self, raw: Any, path: str):
+        self.raw = raw
+        self.path = path
+
+    def execute(self, sql: str, params: Any = ()) -> "Cursor":
+        with self._translated():
+            return Cursor(self.raw.execute(sql, params), self)
+
+    def executemany(self, sql: str, rows: Any) -> "Cursor":
+        with self._translated():
+            return Cursor(self.raw.executemany(sql, rows), self)
+
+    @contextlib.contextmanager
+    def _translated(self) -> Iterator[None]:
+        try:
+            yield
+        except binding().module.DatabaseError as e:
+            if is_damage(e):
+                raise damaged(self.path, e) from None
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+    def __enter__(self) -> "Connection":
+        self.raw.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self.raw.__exit__(*exc)
+
+
+class Cursor:
+    def __init__(self, raw: Any, conn: Connection):
+        self.raw = raw
+        self._conn = conn
+
+    def fetchone(self) -> Any:
+        with self._conn._translated():
+            return self.raw.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        with self._conn._translated():
+            return self.raw.fetchall()
+
+    def fetchmany(self, size: int = 1) -> list[Any]:
+        with self._conn._translated():
+            return self.raw.fetchmany(size)
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            rows = self.fetchmany(256)
+            if not rows:
+                return
+            yield from rows
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
 
 
 def _set_wal(conn: Any, module: ModuleType) -> None:
@@ -222,7 +308,7 @@ def snapshot(source: Path, dest: Path) -> Path:
     src = connect(source, readonly=True, vec=False)
     dst = connect(dest, vec=False)
     try:
-        src.backup(dst)
+        src.raw.backup(dst.raw)
     finally:
         src.close()
         dst.close()

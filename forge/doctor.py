@@ -33,29 +33,40 @@ def check_sqlite(settings: Settings) -> list[Row]:
     return rows
 
 
-def probe_health(url: str, timeout: float = 2.0) -> tuple[bool, str]:
+def probe_health(url: str, timeout: float = 2.0) -> tuple[bool | None, str]:
+    """(True, how) when the server answers `/health` (llama.cpp) or `/v1/models` (Ollama, vLLM
+    and every OpenAI-compatible server); (None, why) when nothing answers at that address;
+    (False, why) when something answers, but with an HTTP error."""
     import httpx
 
-    try:
-        response = httpx.get(f"{server_root(url)}/health", timeout=timeout)
-    except httpx.HTTPError as e:
-        return False, f"unreachable ({type(e).__name__})"
-    if response.status_code == 200:
-        return True, "healthy"
-    return False, f"HTTP {response.status_code}"
+    root = server_root(url)
+    codes = []
+    for path in ("/health", "/v1/models"):
+        try:
+            response = httpx.get(f"{root}{path}", timeout=timeout)
+        except httpx.HTTPError as e:
+            return None, f"unreachable ({type(e).__name__})"
+        if response.status_code == 200:
+            return True, "healthy" if path == "/health" else f"answers {path}"
+        codes.append(f"HTTP {response.status_code} on {path}")
+    return False, ", ".join(codes)
+
+
+def _server_row(check: str, url: str, failing: str, start: str) -> Row:
+    ok, detail = probe_health(url)
+    if ok:
+        return _row(check, "ok", f"{url}: {detail}")
+    if ok is None:
+        return _row(check, failing, f"{url}: {detail}; start one with `{start}`")
+    return _row(check, failing, f"{url}: {detail}; something answers there, but not as a "
+                                "chat or embedding server: check the URL")
 
 
 def check_servers(settings: Settings) -> list[Row]:
-    rows = []
-    ok, detail = probe_health(settings.llama_cpp_url)
-    rows.append(_row("chat server", "ok" if ok else "warn",
-                     f"{settings.llama_cpp_url}: {detail}"
-                     + ("" if ok else "; start one with `tools/llama-server chat`")))
+    rows = [_server_row("chat server", settings.llama_cpp_url, "warn", "tools/llama-server chat")]
     if settings.embedding_url:
-        ok, detail = probe_health(settings.embedding_url)
-        rows.append(_row("embedding server", "ok" if ok else "fail",
-                         f"{settings.embedding_url}: {detail}"
-                         + ("" if ok else "; start one with `tools/llama-server embedding`")))
+        rows.append(_server_row("embedding server", settings.embedding_url, "fail",
+                                "tools/llama-server embedding"))
     else:
         import importlib.util
 

@@ -22,6 +22,19 @@ class StoreError(ForgeError):
     """The deliberate store cannot be opened or used."""
 
 
+class DamagedStoreError(StoreError):
+    """The database file is damaged or is not a database: named, left untouched, how to check it."""
+
+    def __init__(self, path: str, problem: str):
+        import shlex
+
+        self.path = path
+        super().__init__(
+            f"{path}: {problem}; the file was left untouched. Check it with "
+            f"`sqlite3 {shlex.quote(str(path))} \"pragma integrity_check\"` and recover it from a "
+            "backup (`forge reindex` does not help: it re-embeds the entries this file holds)")
+
+
 class NotFoundError(ForgeError):
     """An id or name given by the user does not exist."""
 

@@ -1,10 +1,14 @@
 """Crash- and concurrency-safe file primitives shared by the JSON and JSONL stores.
 
 - `locked(path)`: an exclusive advisory lock on `path + ".lock"` that another forge process
-  waits on. It is a separate file so the data file itself can be replaced by rename.
+  waits on. It is a separate file so the data file itself can be replaced by rename. Whoever
+  takes it removes the temporary files of a writer that died mid-rewrite (kill -9): every
+  rewrite of `path` happens under the lock, so while we hold it no live writer owns one.
 - `atomic_write(path, data)`: temporary file in the same folder, fsync, rename, fsync the folder.
 - `append_line(path, line)`: one `write()` of the whole line on an O_APPEND descriptor, so two
   processes never interleave (Python's buffered writer may split a long line in several writes).
+  A file whose last line is torn (a crash mid-append, a full disk) gets a newline first, so the
+  new record never glues onto the broken one.
 """
 from __future__ import annotations
 
@@ -40,6 +44,7 @@ def locked(path: Path, *, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[Non
                     ) from None
                 time.sleep(delay)
                 delay = min(delay * 2, 0.05)
+        _remove_dead_temporaries(path)
         try:
             yield
         finally:
@@ -48,9 +53,24 @@ def locked(path: Path, *, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[Non
         os.close(fd)
 
 
+def _temporary_prefix(path: Path) -> str:
+    return f".{path.name}."
+
+
+def _remove_dead_temporaries(path: Path) -> None:
+    """Called with the lock held: a temporary file of `path` now belongs to a dead writer."""
+    for leftover in path.parent.glob(f"{glob_escape(_temporary_prefix(path))}*.tmp"):
+        with contextlib.suppress(OSError):
+            leftover.unlink()
+
+
+def glob_escape(text: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(path), suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -72,11 +92,14 @@ def append_line(path: Path, line: bytes) -> None:
     if not line.endswith(b"\n"):
         line += b"\n"
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         # A short write to a regular file is near impossible, but if it ever happens the rest
         # must follow before anyone else appends: the flock makes the loop one unit.
         fcntl.flock(fd, fcntl.LOCK_EX)
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line
         view = memoryview(line)
         while view:
             written = os.write(fd, view)

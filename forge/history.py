@@ -121,6 +121,9 @@ def parse(path: Path, data: bytes) -> HistoryDoc:
             f"{path}: not valid JSON at line {e.lineno} column {e.colno} ({e.msg}); "
             "the file was left untouched"
         ) from None
+    except RecursionError:
+        raise CorruptFileError(f"{path}: nested too deeply to be a Forge history; "
+                               "the file was left untouched") from None
     try:
         if isinstance(raw, list):
             # The seed's older layout: a bare list of {role, content}. Ids are assigned in order.

@@ -130,6 +130,9 @@ def _array_items(text: str) -> list[tuple[int, Any]]:
             except json.JSONDecodeError as e:
                 raise ForgeError(f"the JSON array is broken at line {e.lineno} column {e.colno} "
                                  f"({e.msg}); nothing was imported") from None
+            except RecursionError:
+                raise ForgeError(f"the JSON array's item at line {line_of(pos)} is nested too "
+                                 "deeply to be a message; nothing was imported") from None
             items.append((line_of(pos), obj))
             pos = skip(end)
             if pos < len(text) and text[pos] == ",":
@@ -159,6 +162,8 @@ def parse_records(text: str) -> tuple[list[NewMessage], list[BadRecord]]:
                 raw.append((number, json.loads(line)))
             except ValueError as e:
                 raw_bad.append(BadRecord(number, f"not JSON ({getattr(e, 'msg', e)})"))
+            except RecursionError:
+                raw_bad.append(BadRecord(number, "nested too deeply to be a message"))
     good: list[NewMessage] = []
     bad = list(raw_bad)
     unknown: set[str] = set()

@@ -7,7 +7,9 @@ Other OpenAI-compatible servers (Ollama, vLLM, LM Studio) work unchanged: when a
 the extras with a 400/422, the request is sent again without them and the client remembers it;
 usage numbers then come from the standard `usage` block.
 
-Every failure is a `ServerError` naming the URL and how to start a server. httpx is imported
+Every failure is a `ServerError` naming the URL: an unreachable server says how to start one,
+an HTTP error gives the server's own message whole, a request too large for the server's
+context says how many tokens were sent against its context and what to do. httpx is imported
 inside the functions so `forge --help` stays light.
 """
 from __future__ import annotations
@@ -179,8 +181,7 @@ class ChatClient:
             raise _ModelRequired()
         if extras and response.status_code in (400, 422) and _mentions_extras(response.text):
             raise _ExtrasRejected()
-        snippet = " ".join(response.text.split())[:160]
-        raise self._error(f"chat server answered HTTP {response.status_code}: {snippet}")
+        raise http_error(self.chat_url, response)
 
     def _parse_full(self, response: Any, started: float) -> Completion:
         try:
@@ -189,7 +190,7 @@ class ChatClient:
             content = choice["message"].get("content") or ""
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             raise self._error("chat server answered something that is not a chat completion: "
-                              + " ".join(response.text.split())[:120]) from None
+                              + snippet(response.text)) from None
         return _completion(content, data, choice.get("finish_reason"), started)
 
     def _parse_stream(self, lines: Iterator[str], on_token: Callable[[str], None] | None,
@@ -212,7 +213,7 @@ class ChatClient:
                 chunk = json.loads(payload)
             except ValueError:
                 raise self._error("chat server streamed a line that is not JSON: "
-                                  + payload[:120]) from None
+                                  + snippet(payload)) from None
             if not isinstance(chunk, dict):
                 raise self._error("chat server streamed something that is not a chat chunk")
             if "error" in chunk:
@@ -265,6 +266,61 @@ class ChatClient:
             except httpx.HTTPError:
                 return False
         return False
+
+
+CONTEXT_HINT = ("shorten the message, run `forge compact` to shrink the history, or restart the "
+                "server with a larger context (`-c`; `tools/llama-server chat --ctx 8192`)")
+
+
+def snippet(text: str, limit: int = 200) -> str:
+    """A body on one line, whole when short; else cut at a word with what was left out said,
+    never in the middle of a quoted string a reader would take for the whole of it."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat.rfind(" ", 0, limit)
+    cut = cut if cut > limit // 2 else limit
+    return f"{flat[:cut]}… ({len(flat) - cut} more characters)"
+
+
+def _error_fields(response: Any) -> dict[str, Any]:
+    """The error object of an OpenAI-style body ({"error": {...}} or {"error": "..."}), of
+    FastAPI's {"detail": ...} (vLLM), or {} when the body is not JSON."""
+    try:
+        data = response.json()
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    error = data.get("error", data.get("detail", data))
+    if isinstance(error, str):
+        return {"message": error}
+    return error if isinstance(error, dict) else {"message": json.dumps(error)}
+
+
+def http_error(url: str, response: Any) -> ServerError:
+    """Three messages, not one: a request too large for the server's context (the tokens sent
+    against the context, and what to do), any other HTTP error (the server's own message whole;
+    not "start a server": one answered), and, elsewhere, an unreachable server."""
+    fields = _error_fields(response)
+    message = str(fields.get("message") or "")
+    code = response.status_code
+    if fields.get("type") == "exceed_context_size_error" or "context size" in message \
+            or "context length" in message or "input is too large" in message:
+        sent, n_ctx = _int(fields.get("n_prompt_tokens")), _int(fields.get("n_ctx"))
+        problem = ("the request is " + (f"{sent} tokens" if sent else "too large") + ", more than "
+                   + (f"the server's context of {n_ctx} tokens" if n_ctx else "the server's context"))
+        return ServerError(url, problem, CONTEXT_HINT)
+    shown = " ".join(message.split()) if message else snippet(response.text)
+    problem = f"chat server answered HTTP {code}" + (f": {shown}" if shown else "")
+    if code == 404:
+        hint = ("check LLAMA_CPP_URL: it should be the chat server's address (http://host:port "
+                "or .../v1)")
+    elif code in (401, 403):
+        hint = "the server wants credentials Forge does not send; check its configuration"
+    else:
+        hint = "see the server's log"
+    return ServerError(url, problem, hint)
 
 
 class _ExtrasRejected(Exception):

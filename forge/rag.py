@@ -573,13 +573,44 @@ def _embed_batched(store: Store, texts: list[str], batch_size: int,
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
     embedder = store.checked_embedder()
+    expected = _expected_dim(store)
     parts = []
     for start in range(0, len(texts), batch_size):
         chunk = texts[start:start + batch_size]
-        parts.append(embedder.embed_documents(chunk))
+        vectors = embedder.embed_documents(chunk)
+        expected = check_batch_dim(vectors, expected, embedder)
+        parts.append(vectors)
         if on_progress:
             on_progress(len(chunk))
     return np.vstack(parts)
+
+
+def _expected_dim(store: Store) -> int | None:
+    """The dimension every batch must have: the recorded identity's, else the one the probe
+    just measured, else the vector table's (None on a store that never held a vector)."""
+    identity = store.identity or store._pending_identity
+    if identity and identity.get("dim"):
+        return int(identity["dim"])
+    return vector_table_dim(store.conn)
+
+
+def check_batch_dim(vectors: "np.ndarray", expected: int | None, embedder: "Embedder") -> int:
+    """A batch whose dimension is not the identity's (a server swapped between the probe and
+    this batch) stops the write before anything reaches the store."""
+    dim = int(vectors.shape[1])
+    if expected is not None and dim != expected:
+        raise StoreError(
+            f"the embedder ({embedder.backend}{' at ' + embedder.url if embedder.url else ''}) "
+            f"returned {dim} dimensions for a batch, but this store's embedding identity is "
+            f"{expected} dimensions (was the server changed mid-write?); nothing was written")
+    return dim
+
+
+def vector_table_dim(conn: Any, name: str = "memory_vectors") -> int | None:
+    """The dimension `name` was created with, read from its schema (no sqlite-vec needed)."""
+    row = conn.execute("select sql from sqlite_master where name = ?", (name,)).fetchone()
+    match = re.search(r"float\[(\d+)\]", row[0] or "") if row else None
+    return int(match.group(1)) if match else None
 
 
 def _prepare_vectors(store: Store, conn: Any, dim: int | None) -> None:
@@ -590,8 +621,12 @@ def _prepare_vectors(store: Store, conn: Any, dim: int | None) -> None:
     if store._pending_identity is not None and _read_identity(conn) is None:
         _write_identity(conn, store._pending_identity)
         store._pending_identity = None
-    if not _table_exists(conn, "memory_vectors"):
+    table_dim = vector_table_dim(conn)
+    if table_dim is None:
         _create_vectors(conn, "memory_vectors", dim)
+    elif table_dim != dim:  # another process created it with another embedder meanwhile
+        raise StoreError(f"{store.path}: the vector table holds {table_dim} dimensions but this "
+                         f"batch has {dim}; nothing was written")
 
 
 def _create_vectors(conn: Any, name: str, dim: int) -> None:
@@ -881,9 +916,8 @@ def unfold(store: Store, entry_id: int) -> dict[str, Any]:
 
 
 def rare_by_document_frequency(doc_count: int, total: int, max_share: float) -> bool:
-    """A word in `doc_count` of `total` entries is rare enough to separate them (V5):
-    at most max(1, max_share × total). The aggregation tier's "informative" is this rule."""
-    return total > 0 and 1 <= doc_count <= max(1.0, max_share * total)
+    """The aggregation tier's "informative": the word channel's rule, `is_informative` (V5)."""
+    return total > 0 and is_informative(doc_count, total, max_share)
 
 
 # --------------------------------------------------------------------------- reading
@@ -1005,18 +1039,38 @@ def query_words(store: Store, text: str) -> list[str]:
     return list(seen)
 
 
+# Below this many entries a document frequency says little (in 10 entries, `is` and `my` sit in
+# 2, as rare as `nipogi` by the seed's 20%): the bound shrinks with the store. See
+# bench/lexical_df.py for the measurements on LoCoMo.
+LEXICAL_FULL_STORE = 50
+
+
+def is_informative(df: int, entries: int, max_df: float) -> bool:
+    """V5, the one rule for "this word is rare enough to mean something" (the word channel's
+    admission, and the aggregation tier's informative words): a word in `df` of `entries`
+    entries is informative when
+
+        1 <= df <= max(1, max_df × entries × min(1, entries / LEXICAL_FULL_STORE))
+
+    From 50 entries on, it is the seed's `max(1, RECALL_LEXICAL_MAX_DF × entries)` exactly;
+    below, the share shrinks with the store, so up to 22 entries (at 0.2) a word must be in
+    at most one entry."""
+    scale = min(1.0, entries / LEXICAL_FULL_STORE)
+    return 1 <= df <= max(1.0, max_df * entries * scale)
+
+
 def admitted_words(store: Store, text: str) -> list[str]:
-    """V5: words that appear in at most max(1, RECALL_LEXICAL_MAX_DF × entries) entries."""
+    """V5: the query's words that `is_informative` admits in this store."""
     if not store.fts:
         return []
     total = count_entries(store)
     if total == 0:
         return []
-    bound = max(1.0, store.settings.recall_lexical_max_df * total)
+    max_df = store.settings.recall_lexical_max_df
     admitted = []
     for word in query_words(store, text):
         row = store.conn.execute("select doc from memory_fts_vocab where term = ?", (word,)).fetchone()
-        if row and 1 <= row[0] <= bound:
+        if row and is_informative(row[0], total, max_df):
             admitted.append(word)
     return admitted
 
@@ -1043,6 +1097,11 @@ def search_lexical(store: Store, words: Sequence[str], *, k: int,
         sql += " order by score limit ?"
         args.append(k)
     return [(r[0], r[1]) for r in store.conn.execute(sql, args)]
+
+
+# `forge recall`'s query is a question, not a document: past this it is refused (the embedded
+# model reads about 512 tokens, some 2,900 characters of prose, and would silently cut it).
+MAX_QUERY_CHARS = 2000
 
 
 def search_hybrid(store: Store, query: str, *, project: str | None = None, vector_k: int = 5,
@@ -1122,6 +1181,7 @@ def reindex(store: Store, *, batch_size: int = REINDEX_BATCH,
         batch = _unstaged(conn, batch_size)
         if batch:
             vectors = embedder.embed_documents([c for _, c in batch])
+            check_batch_dim(vectors, int(current["dim"]), embedder)
             with db.transaction(conn):
                 conn.executemany("insert or replace into memory_reindex(id, embedding) values (?, ?)",
                                  [(i, np.asarray(v, dtype=np.float32).tobytes())
@@ -1226,6 +1286,7 @@ def store_report(path: Path | str, settings: "Settings") -> dict[str, Any]:
         report["reindex_in_progress"] = conn.execute(
             "select 1 from meta where key = 'reindex'").fetchone() is not None
         report["fingerprint"] = query_fingerprint(settings, identity)
+        report["vector_table_dim"] = vector_table_dim(conn)
     finally:
         conn.close()
     report["status"], report["detail"] = _report_verdict(report, settings)
@@ -1292,4 +1353,9 @@ def _report_verdict(report: dict[str, Any], settings: "Settings") -> tuple[str, 
         problems.append(f"schema {report.get('schema_version')} < {len(MIGRATIONS)} (migrated on the next open)")
     if problems:
         status = "warn"
+    table_dim = report.get("vector_table_dim")
+    if ident and table_dim is not None and ident.get("dim") != table_dim:
+        status = "fail"
+        problems.append(f"the embedding identity records {ident.get('dim')} dimensions but the "
+                        f"vector table holds {table_dim}: run `forge reindex` to re-embed every entry")
     return status, "; ".join(parts + problems)

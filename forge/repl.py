@@ -135,14 +135,22 @@ def _command(line: str, io: Io, run_command: Callable[[list[str]], None]) -> Non
 
 def _turn(settings: Any, line: str, io: Io, run_turn: Callable[..., Any], stream: bool,
           interactive: bool = True) -> None:
+    open_line = False  # streamed text not ended by a newline: an error must not glue onto it
+
+    def write(text: str) -> None:
+        nonlocal open_line
+        io.write(text)
+        if text:
+            open_line = not text.endswith("\n")
+
     try:
-        result = run_turn(settings, line, on_token=io.write if stream else None,
+        result = run_turn(settings, line, on_token=write if stream else None,
                           interactive=interactive, confirm=io.confirm)
     except KeyboardInterrupt:
         io.note("\n(interrupted: nothing of this answer was kept)")
         return
     except ForgeError as e:
-        io.note(f"error: {e}")
+        io.note(("\n" if open_line else "") + f"error: {e}")
         return
     rest = result.reply[len(result.shown):] if result.reply.startswith(result.shown) else ""
     if not result.shown and result.reply:

@@ -172,6 +172,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("MAX_STEPS", "max_steps", "1", lambda n, r: _int(n, r, minimum=1), "router steps per turn"),
     Spec("FORGE_WORKSPACE", "workspace", None, _opt_text, "root of the files tool; unset = working directory"),
     Spec("FORGE_SHELL_AUTO", "shell_auto", "false", _bool, "let the shell tool run without asking in a pipeline"),
+    Spec("FORGE_SECRET_FILES", "secret_files", "", _text, "more secret-file patterns the files and git tools refuse (comma-separated globs)"),
+    Spec("FORGE_READ_SECRETS", "read_secrets", "false", _bool, "let the files and git tools read secret files (.env*, keys, .ssh/, .netrc, ...)"),
     Spec("WEB_FETCH_ALLOW_HOSTS", "web_fetch_allow_hosts", "", _hosts, "hosts web_fetch may fetch though the turn does not name them (`.example.org` = its subdomains too)"),
     Spec("WEB_FETCH_ALLOW_PRIVATE", "web_fetch_allow_private", "false", _bool, "let web_fetch reach loopback, link-local and private addresses"),
     Spec("WEB_FETCH_TIMEOUT", "web_fetch_timeout", "15", lambda n, r: _float(n, r, minimum=0.1), "seconds web_fetch waits for a page"),
@@ -219,6 +221,8 @@ class Settings:
     max_steps: int
     workspace: Path
     shell_auto: bool
+    secret_files: str
+    read_secrets: bool
     web_fetch_allow_hosts: tuple[str, ...]
     web_fetch_allow_private: bool
     web_fetch_timeout: float
@@ -254,37 +258,183 @@ class Settings:
         return out
 
 
-def read_dotenv(path: Path) -> dict[str, str]:
-    """KEY=VALUE lines; `#` comments, blank lines, `export ` and matching quotes allowed."""
+# -- .env: python-dotenv's grammar (its parser.py, 1.2), so a file that works with dotenv works
+# here. `parse_dotenv` keeps every binding's text and position, so a tool that edits `.env`
+# (forge calibrate --write) can replace one binding and leave comments and order alone.
+
+_DOTENV = {name: re.compile(rx, flags) for name, rx, flags in (
+    ("newline", r"(\r\n|\n|\r)", 0),
+    ("multiline_whitespace", r"\s*", re.MULTILINE),
+    ("whitespace", r"[^\S\r\n]*", 0),
+    ("export", r"(?:export[^\S\r\n]+)?", 0),
+    ("single_quoted_key", r"'([^']+)'", 0),
+    ("unquoted_key", r"([^=\#\s]+)", 0),
+    ("equal_sign", r"(=[^\S\r\n]*)", 0),
+    ("single_quoted_value", r"'((?:\\.|[^'\\])*)'", re.DOTALL),
+    ("double_quoted_value", r'"((?:\\.|[^"\\])*)"', re.DOTALL),
+    ("unquoted_value", r"([^\r\n]*)", 0),
+    ("comment", r"(?:[^\S\r\n]*#[^\r\n]*)?", 0),
+    ("end_of_line", r"[^\S\r\n]*(?:\r\n|\n|\r|$)", 0),
+    ("rest_of_line", r"[^\r\n]*(?:\r|\n|\r\n)?", 0),
+    ("double_quote_escapes", r"\\[\\'\"abfnrtv]", 0),
+    ("single_quote_escapes", r"\\[\\']", 0),
+    ("variable", r"\$\{(?P<name>[^\}:]*)(?::-(?P<default>[^\}]*))?\}", 0),
+)}
+
+
+@dataclass(frozen=True)
+class DotenvBinding:
+    """One statement of a `.env` file: `key` None for a blank or comment line; `value` None for
+    a bare KEY (no `=`); `error` for text that is not a binding. `start`/`end` are the offsets
+    of `text` (the statement with its line end) in the file's text; `line` is 1-based."""
+
+    key: str | None
+    value: str | None
+    line: int
+    start: int
+    end: int
+    text: str
+    error: bool = False
+
+
+class _Stop(Exception):
+    pass
+
+
+def _decode_escapes(regex: re.Pattern[str], value: str) -> str:
+    import codecs
+
+    return regex.sub(lambda m: codecs.decode(m.group(0), "unicode-escape"), value)
+
+
+def parse_dotenv(text: str) -> list[DotenvBinding]:
+    """Every statement of a `.env` text, by python-dotenv's rules: `export ` allowed, `'quoted'`
+    keys, whitespace around `=`, single-quoted values (only \\' and \\\\ escapes) and
+    double-quoted values (C escapes), both able to span lines and be followed by a `# comment`;
+    an unquoted value ends at ` #` (a `#` right after `=` is part of it)."""
+    text = text.removeprefix("\ufeff")
+    out: list[DotenvBinding] = []
+    pos, line = 0, 1
+
+    def read(name: str) -> tuple[str, ...]:
+        nonlocal pos
+        m = _DOTENV[name].match(text, pos)
+        if m is None:
+            raise _Stop()
+        pos = m.end()
+        return m.groups()
+
+    while pos < len(text) or not out:
+        start = pos
+        key: str | None = None
+        value: str | None = None
+        error = False
+        try:
+            read("multiline_whitespace")
+            if pos < len(text):
+                read("export")
+                if text[pos:pos + 1] == "#":
+                    key = None
+                elif text[pos:pos + 1] == "'":
+                    (key,) = read("single_quoted_key")
+                else:
+                    (key,) = read("unquoted_key")
+                read("whitespace")
+                if text[pos:pos + 1] == "=":
+                    (equal,) = read("equal_sign")
+                    if len(equal) > 1 and text[pos:pos + 1] == "#":
+                        value = ""
+                    else:
+                        value = _dotenv_value(text, pos, read)
+                read("comment")
+                read("end_of_line")
+        except _Stop:
+            read("rest_of_line")
+            key, value, error = None, None, True
+        chunk = text[start:pos]
+        # the statement's own line: after the blank lines that precede it
+        lead = len(chunk) - len(chunk.lstrip())
+        first = line + len(_DOTENV["newline"].findall(chunk[:lead]))
+        out.append(DotenvBinding(key, value, first, start, pos, chunk, error))
+        line += len(_DOTENV["newline"].findall(chunk))
+        if pos >= len(text):
+            break
+    return out
+
+
+def _dotenv_value(text: str, pos: int, read: Callable[[str], tuple[str, ...]]) -> str:
+    char = text[pos:pos + 1]
+    if char == "'":
+        (value,) = read("single_quoted_value")
+        return _decode_escapes(_DOTENV["single_quote_escapes"], value)
+    if char == '"':
+        (value,) = read("double_quoted_value")
+        return _decode_escapes(_DOTENV["double_quote_escapes"], value)
+    if char in ("", "\n", "\r"):
+        return ""
+    (part,) = read("unquoted_value")
+    return re.sub(r"\s+#.*", "", part).rstrip()
+
+
+def _expand(value: str, env: Mapping[str, str | None]) -> str:
+    """POSIX `${NAME}` and `${NAME:-default}`, as python-dotenv expands them."""
+    def one(m: re.Match[str]) -> str:
+        found = env.get(m["name"], m["default"] if m["default"] is not None else "")
+        return found if found is not None else ""
+    return _DOTENV["variable"].sub(one, value)
+
+
+def dotenv_values_of(text: str, *, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """KEY -> value of a `.env` text, variables expanded as python-dotenv's `dotenv_values`
+    does (earlier keys of the file first, then the environment). Bare keys are left out."""
+    environ = os.environ if environ is None else environ
     values: dict[str, str] = {}
+    for b in parse_dotenv(text):
+        if b.key is not None and b.value is not None:
+            values[b.key] = _expand(b.value, {**environ, **values})
+    return values
+
+
+def _dotenv_text(path: Path) -> str | None:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return values
+        return None
     except OSError as e:
         raise SettingsError(str(path), f"cannot read it ({e.strerror})") from None
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         raise SettingsError(str(path), f"line {line} is not UTF-8; save the file as UTF-8") from None
-    for number, line in enumerate(text.splitlines(), 1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
+
+
+def _check_dotenv(path: Path, text: str) -> None:
+    """A statement that is not a binding stops everything (nothing is guessed); a key that is
+    close to a setting's name, but not one, is a warning naming the likely setting."""
+    import difflib
+    import logging
+
+    names = [spec.name for spec in SPECS]
+    for b in parse_dotenv(text):
+        if b.error:
+            shown = b.text.strip().splitlines()[0][:60] if b.text.strip() else ""
+            raise SettingsError(str(path), f"line {b.line} is not KEY=VALUE: {shown!r}")
+        if b.key is None or b.key in SPEC_BY_NAME:
             continue
-        if stripped.startswith("export "):
-            stripped = stripped[len("export "):].lstrip()
-        key, sep, value = stripped.partition("=")
-        key = key.strip()
-        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-            raise SettingsError(str(path), f"line {number} is not KEY=VALUE: {line.strip()[:60]!r}")
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-            value = value[1:-1]
-        elif " #" in value:
-            value = value.split(" #", 1)[0].rstrip()
-        values[key] = value
-    return values
+        close = difflib.get_close_matches(b.key.upper(), names, n=1, cutoff=0.85)
+        if close:
+            logging.getLogger("forge").warning("%s: line %d: %s is not a Forge setting; did you "
+                                               "mean %s?", path, b.line, b.key, close[0])
+
+
+def read_dotenv(path: Path) -> dict[str, str]:
+    """The settings a `.env` file gives (python-dotenv's rules), {} when there is none."""
+    text = _dotenv_text(path)
+    if text is None:
+        return {}
+    _check_dotenv(path, text)
+    return dotenv_values_of(text)
 
 
 def load_settings(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> Settings:

@@ -225,6 +225,16 @@ def test_cli_placeholder_prints_a_notice_and_exits_zero(runner, chat_fake):
     assert "no answer: the model returned nothing; nothing was kept" in result.stderr
 
 
+def test_cli_a_parroted_non_answer_says_on_stderr_it_was_not_kept_as_an_answer(runner, chat_fake):
+    # the model repeats an imported `[error] server down` as if it were its answer
+    chat_fake.chat_reply(envelope("chat", content="[error] server down"))
+    result = invoke(runner, "chat", "Le serveur va bien ?")
+    assert result.exit_code == 0 and result.stdout == "[error] server down\n"
+    assert "is one of Forge's fixed non-answers" in result.stderr
+    assert "not kept as an answer" in result.stderr
+    assert [m.answered for m in history_messages(load())] == [False, False]
+
+
 def test_cli_server_down_is_one_line_and_exit_1(runner):
     result = invoke(runner, "chat", "hello")
     assert result.exit_code == 1

@@ -87,3 +87,15 @@ def test_system_and_options_keep_the_cached_prefix_on_a_real_server(llama_chat_s
         check_turn(settings, result)
     record = traces.tail(settings.trace_file, 1)[-1]
     assert record["ok"] is True and record["llm"]["cache_n"] > 300  # the system prompt: ~320
+
+
+def test_a_message_larger_than_the_servers_context_is_named_in_tokens(llama_chat_server):
+    from forge.errors import ServerError
+    from forge.llm import ChatClient
+
+    with ChatClient(settings_for(llama_chat_server)) as client:
+        with pytest.raises(ServerError) as e:
+            client.complete([{"role": "user", "content": "mot " * 20000}], max_tokens=4)
+    text = str(e.value)
+    assert "tokens" in text and "context" in text and "forge compact" in text
+    assert "start one" not in text

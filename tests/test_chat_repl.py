@@ -238,3 +238,31 @@ def test_one_turn_on_a_terminal_asks_before_running_a_shell_command(chat_fake, t
     finally:
         assert term.close() == 0
     assert target.exists()
+
+
+def test_a_stream_dying_on_a_terminal_starts_its_error_on_a_new_line(chat_fake):
+    chat_fake.stream_dies(after=3)
+    term = Terminal("chat", "Raconte une histoire")
+    try:
+        term.read_until(b"Error:")
+    finally:
+        assert term.close() == 1
+    before = term.seen[: term.seen.find(b"Error:")]
+    assert b"this answer" in before, term.seen  # the start of the answer was shown
+    assert before.endswith(b"\n"), term.seen
+
+
+def test_a_stream_dying_in_the_repl_starts_its_error_on_a_new_line(chat_fake):
+    term = Terminal("chat")
+    try:
+        term.read_until(b"Forge > ")
+        chat_fake.stream_dies(after=3)
+        term.type(b"Raconte une histoire\n")
+        term.read_until(b"error:")
+        term.read_until(b"Forge > ")
+        term.type(b"\x04")
+    finally:
+        assert term.close() == 0
+    before = term.seen[: term.seen.find(b"error:")]
+    assert b"this answer" in before, term.seen
+    assert before.endswith(b"\n"), term.seen

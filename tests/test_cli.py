@@ -179,3 +179,97 @@ def test_doctor_probes_the_server_root_the_clients_use(fake_server, chat_suffix,
     rows = {r["check"]: r for r in check_servers(settings)}
     assert rows["chat server"]["status"] == "ok", rows["chat server"]
     assert rows["embedding server"]["status"] == "ok", rows["embedding server"]
+
+
+# -- fuzzed inputs (issue 14, item 7): what the user typed is a usage error, bad data in a file
+# -- is exit 1 naming the line, and anything unplanned says it is a bug
+
+
+def _forge_bytes(*args: bytes, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    forge = Path(sys.executable).parent / "forge"
+    return subprocess.run([bytes(forge), *args], input=stdin, capture_output=True,
+                          env={**os.environ, "LC_ALL": "C.UTF-8"})
+
+
+@pytest.mark.parametrize("argv", [
+    [b"remember", b"caf\xe9 au lait"],
+    [b"remember", b"fact", b"caf\xe9"],
+    [b"recall", b"caf\xe9"],
+    [b"memory", b"ls", b"-p", b"caf\xe9"],
+])
+def test_an_argument_that_is_not_utf8_is_a_usage_error(argv, forge_env):
+    result = _forge_bytes(*argv)
+    assert result.returncode == 2, result.stderr
+    assert b"is not UTF-8 text" in result.stderr and b"Traceback" not in result.stderr
+    assert not (forge_env / "forge_rag.db").exists()
+
+
+def test_stdin_that_is_not_utf8_is_a_usage_error(forge_env):
+    result = _forge_bytes(b"remember", b"-", stdin=b"caf\xe9\n")
+    assert result.returncode == 2, result.stderr
+    assert b"stdin is not UTF-8" in result.stderr
+
+
+@pytest.mark.parametrize("command", [["memory", "show"], ["memory", "forget"]])
+def test_an_id_beyond_64_bits_is_a_usage_error(runner, command):
+    from conftest import invoke
+
+    result = invoke(runner, *command, str(2 ** 64))
+    assert result.exit_code == 2, result.stderr
+    assert "is not an entry id" in result.stderr
+
+
+def test_deeply_nested_json_is_exit_1_naming_the_line(runner, tmp_path, settings):
+    from conftest import invoke
+
+    deep = "[" * 100_000 + "]" * 100_000
+    jsonl = tmp_path / "deep.jsonl"
+    jsonl.write_text('{"role": "user", "content": "ok"}\n' + deep + "\n")
+    result = invoke(runner, "history", "import", str(jsonl))
+    assert result.exit_code == 1 and "line 2: nested too deeply" in result.stderr
+    array = tmp_path / "deep.json"
+    array.write_text('[\n{"role": "user", "content": "ok"},\n' + deep + "\n]")
+    result = invoke(runner, "history", "import", str(array))
+    assert result.exit_code == 1 and "line 3" in result.stderr and "nested too deeply" in result.stderr
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text('{"content": "ok"}\n' + deep + "\n")
+    result = invoke(runner, "remember", "--batch", str(batch))
+    assert result.exit_code == 1 and "--batch line 2 is nested too deeply" in result.stderr
+    settings.memory_file.parent.mkdir(parents=True, exist_ok=True)
+    settings.memory_file.write_text(deep)
+    result = invoke(runner, "history")
+    assert result.exit_code == 1 and "nested too deeply" in result.stderr
+    assert "left untouched" in result.stderr
+
+
+def test_an_unplanned_exception_says_it_is_a_bug_and_how_to_report_it(runner, monkeypatch):
+    from conftest import invoke
+    from forge import history
+
+    def boom(*a, **k):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(history, "read", boom)
+    result = invoke(runner, "history")
+    assert result.exit_code == 1
+    line = result.stderr.strip()
+    assert len(line.splitlines()) == 1
+    assert "ZeroDivisionError: division by zero" in line
+    assert "a bug in Forge" in line and "FORGE_DEBUG=1" in line and "report" in line
+
+
+def test_doctor_accepts_a_server_that_answers_v1_models_without_health(fake_server):
+    # Ollama and vLLM builds without /health: /v1/models answering is a working server.
+    from forge.doctor import check_servers
+    from forge.settings import load_settings
+
+    fake_server.status("/health", 404, times=None)
+    settings = load_settings({**os.environ, "LLAMA_CPP_URL": fake_server.url + "/v1",
+                              "EMBEDDING_URL": fake_server.url + "/v1/embeddings"})
+    rows = {r["check"]: r for r in check_servers(settings)}
+    assert rows["chat server"]["status"] == "ok", rows["chat server"]
+    assert "/v1/models" in rows["chat server"]["detail"]
+    assert rows["embedding server"]["status"] == "ok", rows["embedding server"]
+    fake_server.status("/v1/models", 404, times=None)
+    rows = {r["check"]: r for r in check_servers(settings)}
+    assert rows["chat server"]["status"] == "warn" and "HTTP 404" in rows["chat server"]["detail"]

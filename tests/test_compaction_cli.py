@@ -122,3 +122,50 @@ def test_llm_summary_that_is_a_placeholder_is_refused_and_says_which(monkeypatch
         assert result.exit_code == 1, result.stdout
         assert "no usable summary" in result.stderr and reason in result.stderr
         assert history.read(s.memory_file).messages == before.messages
+
+
+def _damage(path, table: str = "memory_entries") -> None:
+    """A valid header and schema, garbage in one table's pages (a bad sector, a torn copy)."""
+    import random
+    import sqlite3
+
+    plain = sqlite3.connect(path)  # no extension needed to read the schema
+    page_size = plain.execute("pragma page_size").fetchone()[0]
+    root = plain.execute("select rootpage from sqlite_master where name = ?", (table,)).fetchone()[0]
+    plain.close()
+    rnd = random.Random(7)
+    with open(path, "r+b") as fh:
+        fh.seek((root - 1) * page_size)
+        fh.write(bytes(rnd.randrange(256) for _ in range(page_size)))
+
+
+def _unreadable(path) -> None:
+    """Not a database at all (overwritten by something else)."""
+    path.write_bytes(b"this is not a database\n" * 4000)
+
+
+def _assert_damage_message(stderr: str, path) -> None:
+    line = stderr.strip().splitlines()[-1]
+    assert str(path) in line and "left untouched" in line
+    assert f'sqlite3 {path} "pragma integrity_check"' in line
+    assert "backup" in line and "`forge reindex` does not help" in line
+
+
+def test_a_damaged_or_unreadable_store_names_the_file_and_compaction_marks_itself_pending(
+        monkeypatch, runner):
+    import pytest
+
+    for spoil in (_damage, _unreadable):
+        s = fill(monkeypatch, 4, COMPACTION_THRESHOLD=40)
+        assert invoke(runner, "remember", "Le NAS est un Synology").exit_code == 0
+        spoil(s.rag_db_file)
+        before = s.rag_db_file.read_bytes()
+        for args in (["memory", "ls"], ["recall", "NAS"], ["remember", "autre"], ["compact"]):
+            result = invoke(runner, *args)
+            assert result.exit_code == 1, (spoil.__name__, args, result.stdout)
+            _assert_damage_message(result.stderr, s.rag_db_file)
+        assert s.rag_db_file.read_bytes() == before
+        assert history.read(s.memory_file).compaction_pending, spoil.__name__
+        assert len(history.read(s.memory_file).messages) == 8
+        for p in s.rag_db_file.parent.iterdir():
+            p.unlink()

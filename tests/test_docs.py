@@ -1,6 +1,7 @@
 """The README keeps up with the code: every setting, every command, the generated settings table."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -59,3 +60,28 @@ def test_the_env_example_as_a_dotenv_gives_the_defaults(tmp_path, monkeypatch):
     # FORGE_WORKSPACE defaults to the working directory, which differs between the two loads.
     pairs = lambda st: [(r["setting"], r["value"]) for r in st.rows() if r["setting"] != "FORGE_WORKSPACE"]
     assert pairs(from_example) == pairs(defaults)
+
+
+def test_the_readme_examples_are_what_forge_prints_today(tmp_path):
+    """The marked console blocks are real runs (tools/readme_examples.py); times, run ids,
+    decimals and column widths aside, they must match a run of today's code."""
+    env = {k: v for k, v in os.environ.items() if k != "FORGE_DATA_DIR"}
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "readme_examples.py"), "--check",
+                           str(ROOT / "README.md")], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert text.count("<!-- example: ") >= 6
+
+
+def test_the_example_checker_catches_a_drifted_output(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- example: s/one -->\n```console\n$ forge remember 'Un fait'\n"
+                      "remembered #7\n```\n<!-- /example -->\n", encoding="utf-8")
+    tool = str(ROOT / "tools" / "readme_examples.py")
+    stale = subprocess.run([sys.executable, tool, "--check", str(readme)], capture_output=True,
+                           text=True, timeout=300)
+    assert stale.returncode == 1 and "s/one drifted" in stale.stderr
+    assert subprocess.run([sys.executable, tool, "--write", str(readme)], timeout=300).returncode == 0
+    assert "remembered #1" in readme.read_text(encoding="utf-8")
+    assert subprocess.run([sys.executable, tool, "--check", str(readme)], timeout=300).returncode == 0

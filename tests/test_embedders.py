@@ -53,6 +53,14 @@ def test_embedded_model_cuts_long_input_with_a_warning(settings, caplog):
     assert "stored text is whole" in caplog.text
 
 
+def test_a_long_query_is_cut_with_a_warning_about_the_search_not_the_store(settings, caplog):
+    emb = make_embedder(settings)
+    with caplog.at_level(logging.WARNING, logger="forge"):
+        emb.embed_query("mot " * 600)
+    assert "a query of 2400 characters" in caplog.text and "searched with its first" in caplog.text
+    assert "stored" not in caplog.text
+
+
 # ------------------------------------------------------------------ the real llama.cpp server
 
 @pytest.mark.llama
@@ -111,6 +119,11 @@ def test_input_too_long_for_the_server_is_cut_and_stored_whole(small_context_ser
         assert rag.get_entry(store, big.id).content == long_text
         assert short.created and big.created
     assert "refused an input" in caplog.text and "stored text is whole" in caplog.text
+    caplog.clear()
+    with rag.open_store(s) as store, caplog.at_level(logging.WARNING, logger="forge"):
+        assert rag.search_hybrid(store, long_text[:1900]).rows
+    assert "refused a query" in caplog.text and "searched with its first" in caplog.text
+    assert "stored" not in caplog.text
 
 
 @pytest.mark.llama

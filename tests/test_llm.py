@@ -128,3 +128,44 @@ def test_requests_stop_at_chat_template_end_markers(chat_fake):
     does not know it writes `<|im_end|>` as text and runs to max_tokens: stop there."""
     client().complete(MESSAGES)
     assert "<|im_end|>" in chat_fake.requests_to("/v1/chat/completions")[-1].json["stop"]
+
+
+# -- issue 14, item 9: unreachable, an HTTP error, and a request too large are three messages
+
+
+def test_an_http_error_does_not_advise_starting_a_server(chat_fake):
+    chat_fake.status("/v1/chat/completions", 404, {"error": {"message": "File Not Found"}})
+    with pytest.raises(ServerError) as e:
+        client().complete(MESSAGES)
+    text = str(e.value)
+    assert "HTTP 404" in text and "File Not Found" in text and chat_fake.url in text
+    assert "start one" not in text and "tools/llama-server" not in text
+    assert "LLAMA_CPP_URL" in text  # a 404 is most often a wrong address
+
+
+def test_an_error_body_is_never_cut_mid_string(chat_fake):
+    long_message = "the model failed to load because " + "of a very long reason " * 20 + "THE END"
+    chat_fake.status("/v1/chat/completions", 500, {"error": {"code": 500, "message": long_message}})
+    with pytest.raises(ServerError) as e:
+        client().complete(MESSAGES)
+    assert long_message in str(e.value) and "start one" not in str(e.value)
+    chat_fake.status("/v1/chat/completions", 502, "<html>" + "bad gateway " * 100 + "</html>",
+                     )
+    with pytest.raises(ServerError) as e:
+        client().complete(MESSAGES)
+    text = str(e.value)
+    assert "HTTP 502" in text and '"' not in text.split("HTTP 502", 1)[1][:3]
+    assert text.rstrip().endswith(("…", "</html>")) or "more characters" in text
+
+
+def test_a_request_larger_than_the_context_says_the_tokens_and_what_to_do(chat_fake):
+    # llama-server's own answer (measured against b6xxx builds, see test_chat_llama.py).
+    chat_fake.status("/v1/chat/completions", 400, {"error": {
+        "code": 400, "message": "the request exceeds the available context size, try increasing it",
+        "type": "exceed_context_size_error", "n_prompt_tokens": 5210, "n_ctx": 4096}})
+    with pytest.raises(ServerError) as e:
+        client().complete(MESSAGES)
+    text = str(e.value)
+    assert "5210 tokens" in text and "4096" in text and "context" in text
+    assert "forge compact" in text and "-c" in text and "shorten" in text
+    assert "start one" not in text

@@ -287,3 +287,14 @@ def test_batch_recall_errors_name_the_line_and_write_nothing(filled):
     assert both.exit_code == 2 and "not both" in both.stderr
     empty = invoke(filled, "recall", "--queries", "-", input="\n\n")
     assert empty.exit_code == 2 and "no query" in empty.stderr
+
+
+def test_a_recall_query_over_the_cap_is_a_usage_error_saying_the_cap(runner):
+    from forge import rag
+
+    result = invoke(runner, "recall", "-", input="x" * 1_000_000)
+    assert result.exit_code == 2
+    assert f"at most {rag.MAX_QUERY_CHARS} characters" in result.stderr
+    assert "1000000 characters" in result.stderr and "stored text" not in result.stderr
+    ok = invoke(runner, "recall", "mot " * (rag.MAX_QUERY_CHARS // 4))
+    assert ok.exit_code == 0, ok.stderr

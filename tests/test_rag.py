@@ -413,3 +413,29 @@ def test_store_report_reads_without_embedding(store, settings):
     assert mismatch["status"] == "warn" and "forge reindex" in mismatch["detail"]
     missing = rag.store_report(settings.data_dir / "none.db", settings)
     assert missing["exists"] is False and missing["entries"] == 0
+
+
+# ------------------------------------------------------------------ V5 on a small store (issue 14)
+
+SMALL = ["My cat is called Pixel", "My NAS is a Synology DS920+", "The backup runs at 3am",
+         "Buy a UPS for the rack", "Prefers tea over coffee", "The router runs OpenWrt",
+         "Renew the TLS certificate of Caddy", "Podman runs on the Steam Deck",
+         "The NiPoGi has 32 GB of RAM", "Use SQLite-vec for the vectors"]
+
+
+def test_on_a_small_store_words_in_two_of_ten_entries_are_not_rare(settings):
+    with rag.open_store(settings) as store:
+        rag.remember_many(store, [rag.NewEntry("fact", text) for text in SMALL])
+        result = rag.search_hybrid(store, "What is my NAS?")
+        assert result.admitted_words == ["nas"]  # not "is" nor "my": 2 of 10 entries
+        cat = next(r for r in result.rows if r.entry.content.startswith("My cat"))
+        assert cat.channel == "vector"  # a weak row does not look strong
+
+
+def test_from_fifty_entries_the_seeds_bound_holds_unchanged():
+    for entries in (50, 52, 100, 1_000, 100_000):
+        bound = max(1.0, 0.2 * entries)
+        assert rag.is_informative(int(bound), entries, 0.2)
+        assert not rag.is_informative(int(bound) + 1, entries, 0.2)
+    assert rag.is_informative(1, 10, 0.2) and not rag.is_informative(2, 10, 0.2)
+    assert not rag.is_informative(0, 10, 0.2)

@@ -7,6 +7,7 @@ recorded name.
 """
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import replace
 
@@ -40,6 +41,19 @@ class SameNameOtherVectors(OtherVectors):
 class RenamedOtherVectors(OtherVectors):
     def identity(self) -> dict:
         return {**super().identity(), "model": "reversed-e5"}
+
+
+class SwappedAfterProbe(EmbeddedEmbedder):
+    """A server swapped between the identity probe and the next batch: 192 dimensions."""
+
+    def __init__(self, good_calls: int = 1):
+        super().__init__()
+        self.good_calls = good_calls
+
+    def _embed(self, texts, is_query):
+        rows = super()._embed(texts, is_query)
+        self.good_calls -= 1
+        return rows if self.good_calls >= 0 else rows[:, :192]
 
 
 def fill(settings, entries=ENTRIES) -> None:
@@ -91,6 +105,38 @@ def test_embedding_dim_is_checked_when_set(settings):
         assert rag.count_entries(store) == 0
     with rag.open_store(replace(settings, embedding_dim=384)) as store:
         assert rag.remember(store, "fact", "x").created
+
+
+def test_a_batch_of_another_dimension_than_the_probe_writes_nothing(settings):
+    # A fresh store: the probe says 384, the first batch comes back with 192.
+    with rag.open_store(settings, embedder=SwappedAfterProbe()) as store:
+        with pytest.raises(StoreError, match=r"192 dimensions.*384"):
+            rag.remember_many(store, [rag.NewEntry(k, c) for k, c in ENTRIES])
+        assert rag.count_entries(store) == 0
+        assert store.identity is None
+    fill(settings)
+    # A filled store: the second batch (after a good one) changes dimension; nothing is kept.
+    with rag.open_store(settings, embedder=SwappedAfterProbe(good_calls=2)) as store:
+        with pytest.raises(StoreError, match=r"192 dimensions.*384"):
+            rag.remember_many(store, [rag.NewEntry("fact", f"nouveau {i}") for i in range(4)],
+                              batch_size=2)
+        assert rag.count_entries(store) == len(ENTRIES)
+    with rag.open_store(settings, embedder=SwappedAfterProbe(good_calls=2)) as store:
+        with pytest.raises(StoreError, match=r"192 dimensions.*384"):
+            rag.reindex(store, batch_size=2)
+        assert store.identity["dim"] == 384
+
+
+def test_doctor_fails_when_the_identity_and_the_vector_table_disagree(settings):
+    fill(settings)
+    with rag.open_store(settings) as store:
+        ident = store.identity
+        with store.conn:
+            store.conn.execute("update meta set value = ? where key = 'identity'",
+                               (json.dumps({**ident, "dim": 768}),))
+    report = rag.store_report(settings.rag_db_file, settings)
+    assert report["status"] == "fail"
+    assert "768" in report["detail"] and "384" in report["detail"] and "forge reindex" in report["detail"]
 
 
 def test_reindex_fixes_a_model_mismatch(settings):

@@ -131,3 +131,72 @@ def test_an_unreadable_dotenv_is_one_line_naming_the_file(runner):
     Path(".env").mkdir()
     result = invoke(runner, "config")
     assert result.exit_code == 1 and ".env: cannot read it" in result.stderr, result.stderr
+
+
+# -- issue 14, item 11: .env follows python-dotenv's rules; a near-miss key is named
+
+
+def test_a_quoted_value_may_be_followed_by_a_comment(monkeypatch):
+    Path(".env").write_text("MEMORY_MAX_HISTORY='300' # the cap\nMAX_STEPS=\"2\"   # steps\n")
+    s = load_settings()
+    assert s.max_history == 300 and s.max_steps == 2
+
+
+DOTENV_CORPUS = r"""
+# a comment
+PLAIN=value
+SPACED = value with spaces   
+COMMENTED=value # a comment
+HASH_INSIDE=value#not-a-comment
+EMPTY=
+EMPTY_COMMENT= # only a comment
+SINGLE='single # kept'
+SINGLE_COMMENT='300' # comment
+DOUBLE="double # kept"
+ESCAPES="tab\there\nnewline \"quoted\""
+SINGLE_ESCAPES='it\'s \\ raw \n'
+export EXPORTED=yes
+'QUOTED_KEY'=ok
+MULTI="first
+second"
+dotted.key=fine
+REF=${PLAIN}-and-${MISSING:-default}
+SINGLE_REF='${PLAIN}'
+BARE_KEY
+UNICODE=café ☕
+TRAILING_TAB=x	
+"""
+
+
+def test_dotenv_parsing_matches_python_dotenv_on_every_rule():
+    import io
+
+    from dotenv import dotenv_values
+
+    from forge.settings import dotenv_values_of
+
+    expected = {k: v for k, v in dotenv_values(stream=io.StringIO(DOTENV_CORPUS)).items()
+                if v is not None}
+    assert dotenv_values_of(DOTENV_CORPUS, environ={}) == expected
+    assert expected["SINGLE_COMMENT"] == "300" and expected["REF"] == "value-and-default"
+
+
+def test_a_key_close_to_a_setting_is_named_in_a_warning(runner):
+    from conftest import invoke
+
+    Path(".env").write_text("MEMORY_MAX_HISTROY=300\nOTHER_APP_TOKEN=x\ncompaction_threshold=30\n")
+    result = invoke(runner, "config", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert (".env: line 1: MEMORY_MAX_HISTROY is not a Forge setting; did you mean "
+            "MEMORY_MAX_HISTORY?") in result.stderr
+    assert "line 3: compaction_threshold is not a Forge setting; did you mean COMPACTION_THRESHOLD?" \
+        in result.stderr
+    assert "OTHER_APP_TOKEN" not in result.stderr  # another program's variable: no warning
+
+
+def test_a_line_that_is_not_a_binding_names_its_line(runner):
+    from conftest import invoke
+
+    Path(".env").write_text("MAX_STEPS=2\nMEMORY_MAX_HISTORY 300\n")
+    result = invoke(runner, "config")
+    assert result.exit_code == 1 and ".env: line 2 is not KEY=VALUE" in result.stderr

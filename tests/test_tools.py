@@ -223,3 +223,112 @@ def test_memory_outage_is_an_error_string(monkeypatch):
 
 def test_memory_without_an_op_or_content_is_a_tool_error():
     assert dispatch("memory", {"kind": "fact"}, ctx()).text.startswith(non_answer.TOOL_ERROR)
+
+
+# -- issue 14, item 8: no link followed at open time, git confined to the workspace, secrets
+
+
+def test_a_symlink_swapped_in_after_the_check_is_not_followed(workspace, monkeypatch):
+    from forge.tools import files as files_tool
+
+    (workspace / "flip.txt").write_text("inside", encoding="utf-8")
+    checked = files_tool.resolve
+
+    def resolve_then_swap(root, relative):  # the attacker wins the race, every time
+        target = checked(root, relative)
+        (workspace / "flip.txt").unlink()
+        os.symlink(workspace.parent / "secret.txt", workspace / "flip.txt")
+        return target
+
+    monkeypatch.setattr(files_tool, "resolve", resolve_then_swap)
+    result = files(workspace, {"op": "read", "path": "flip.txt"})
+    assert result.text.startswith(non_answer.TOOL_ERROR) and "outside" not in result.text.replace(
+        "outside the workspace", "")
+
+
+def test_a_symlink_inside_the_workspace_still_reads(workspace):
+    os.symlink("notes.txt", workspace / "alias.txt")
+    assert files(workspace, {"op": "read", "path": "alias.txt"}).text == "the NAS runs Debian\n"
+
+
+@pytest.mark.parametrize("path", [".env", ".env.local", "sub/.env", ".ssh/id_ed25519", ".netrc",
+                                  "deploy.pem", "server.key", "id_rsa"])
+def test_files_refuses_secret_files_unless_a_setting_allows_them(workspace, path):
+    target = workspace / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("API_TOKEN=hunter2\n", encoding="utf-8")
+    result = files(workspace, {"op": "read", "path": path})
+    assert result.text.startswith(non_answer.TOOL_ERROR) and "hunter2" not in result.text
+    assert "FORGE_READ_SECRETS" in result.text
+    allowed = dispatch("files", {"op": "read", "path": path},
+                       ctx(FORGE_WORKSPACE=str(workspace), FORGE_READ_SECRETS="true"))
+    assert "hunter2" in allowed.text
+
+
+def test_files_named_in_a_setting_are_secret_too(workspace):
+    result = dispatch("files", {"op": "read", "path": "sub/a.md"},
+                      ctx(FORGE_WORKSPACE=str(workspace), FORGE_SECRET_FILES="*.md, vault/*"))
+    assert result.text.startswith(non_answer.TOOL_ERROR) and "# A" not in result.text
+
+
+@pytest.fixture
+def nested(tmp_path: Path) -> Path:
+    """A workspace that is a folder of a larger repository (the default workspace, the working
+    directory, usually is)."""
+    outer = tmp_path / "outer"
+    (outer / "ws").mkdir(parents=True)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@x"}
+    run = lambda *a: subprocess.run(["git", *a], cwd=outer, env=env, check=True, capture_output=True)
+    run("init", "-q")
+    (outer / "README.md").write_text("parent secret plans\n")
+    (outer / "ws" / "a.txt").write_text("one\n")
+    (outer / "ws" / ".env").write_text("API_TOKEN=hunter2\n")
+    run("add", "-A")
+    run("commit", "-q", "-m", "first commit")
+    (outer / "README.md").write_text("parent secret plans, changed\n")
+    (outer / "ws" / "a.txt").write_text("two\n")
+    (outer / "ws" / ".env").write_text("API_TOKEN=hunter3\n")
+    return outer / "ws"
+
+
+@pytest.mark.parametrize("payload", [
+    {"op": "show", "args": "HEAD:../README.md"},
+    {"op": "show", "args": "HEAD~0:./../README.md"},
+    {"op": "log", "args": ["-p", "--", "../README.md"]},
+    {"op": "diff", "args": "../README.md"},
+    {"op": "diff", "args": "/etc/passwd"},
+    {"op": "show", "args": ":/README.md"},
+])
+def test_git_refuses_revisions_and_paths_that_leave_the_workspace(nested, payload):
+    result = git(nested, payload)
+    assert result.text.startswith(non_answer.TOOL_ERROR), result.text
+    assert "leaves the workspace" in result.text and "parent secret" not in result.text
+
+
+def test_git_in_a_workspace_inside_a_larger_repository_sees_only_the_workspace(nested):
+    for payload in ({"op": "status", "args": "--short"}, {"op": "diff"}, {"op": "log", "args": "-p"},
+                    {"op": "show", "args": "HEAD"}, {"op": "show", "args": "HEAD:"}):
+        text = git(nested, payload).text
+        assert "README" not in text and "parent secret" not in text, payload
+        assert "hunter" not in text, payload
+    assert git(nested, {"op": "show", "args": "HEAD:a.txt"}).text == "one\n"
+    # a tree path is read from the workspace, not from the top of the larger repository
+    assert "parent secret" not in git(nested, {"op": "show", "args": "HEAD:README.md"}).text
+    assert "+two" in git(nested, {"op": "diff"}).text
+    refused = git(nested, {"op": "show", "args": "HEAD:.env"})
+    assert refused.text.startswith(non_answer.TOOL_ERROR) and "hunter" not in refused.text
+
+
+@pytest.mark.parametrize("error", [KeyError("op"), RuntimeError("lost"), RecursionError("deep"),
+                                   UnicodeEncodeError("utf-8", "\udce9", 0, 1, "surrogates")])
+def test_any_exception_from_a_tool_is_a_tool_error_naming_its_type(workspace, monkeypatch, error):
+    from forge.tools import files as files_tool
+
+    def broken(ctx, payload):
+        raise error
+
+    monkeypatch.setattr(files_tool, "run", broken)
+    result = files(workspace, {"op": "read", "path": "notes.txt"})
+    assert result.text.startswith(f"{non_answer.TOOL_ERROR} files: {type(error).__name__}")
+    assert result.not_answered == "tool_error"

@@ -156,3 +156,12 @@ def test_tail_up_to_an_offset_then_follow_from_it_shows_each_record_once(setting
     followed = traces.follow(settings.trace_file, start=start, poll=0.01, stop_after=0.5)
     assert [r["run_id"] for r in followed] == ["r1"]
     assert traces.end_offset(settings.trace_file.with_name("none.jsonl")) == 0
+
+
+def test_an_append_after_a_torn_last_line_starts_on_a_fresh_line(settings):
+    traces.append(settings.trace_file, record(0))
+    with open(settings.trace_file, "ab") as fh:
+        fh.write(b'{"run_id": "r1", "ok": tr')  # a crash mid-append, a full disk
+    traces.append(settings.trace_file, record(2))
+    traces.append(settings.trace_file, record(3))
+    assert [r["run_id"] for r in traces.tail(settings.trace_file, 10)] == ["r0", "r2", "r3"]

@@ -5,7 +5,7 @@ from typing import Any
 
 import click
 
-from .main import get_settings
+from .main import ENTRY_ID, get_settings
 from .output import emit, emit_one, note, output_options
 
 SUBJECT_COLUMNS = ("subject", "sources", "outcome", "line")
@@ -35,7 +35,7 @@ def _subject_row(s: Any) -> dict[str, Any]:
 @click.command()
 @click.option("--project", "-p", help="Only the subjects of this project.")
 @click.option("--apply", "apply_", is_flag=True, help="Write the folds (the default is a dry run).")
-@click.option("--undo", "undo_id", type=int, metavar="ID",
+@click.option("--undo", "undo_id", type=ENTRY_ID, metavar="ID",
               help="Unfold the aggregate (or absorbing entry) ID: its sources become active again.")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False), metavar="PATH",
               help="Run on another store file (a snapshot) instead of RAG_DB_FILE.")

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from .main import get_settings
+from .main import ENTRY_ID, get_settings
 from .output import emit, note, output_options
 
 COLUMNS = ["case", "question", "entry", "distance", "rank", "returned"]
@@ -15,7 +15,7 @@ COLUMNS = ["case", "question", "entry", "distance", "rank", "returned"]
 @click.command()
 @click.option("--hit", "hits", multiple=True, metavar="QUESTION",
               help="A question the store answers (repeat; each with its --expect).")
-@click.option("--expect", "expects", multiple=True, type=int, metavar="ID",
+@click.option("--expect", "expects", multiple=True, type=ENTRY_ID, metavar="ID",
               help="The id of the entry that answers the --hit at the same position.")
 @click.option("--miss", "misses", multiple=True, metavar="QUESTION",
               help="A question nothing in the store answers (repeat).")

@@ -118,15 +118,25 @@ def chat(message: str | None, system: str | None, option_pairs: tuple, no_stream
 
     stream = fmt == "table" and sys.stdout.isatty() and not no_stream
 
+    streamed = {"open_line": False}
+
     def write(text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
+        if text:
+            streamed["open_line"] = not text.endswith("\n")
 
     # A human at a terminal can answer the shell tool's y/N; a pipeline cannot.
     interactive = not from_stdin and stdin_tty
-    result = run_turn(settings, message, on_token=write if stream else None,
-                      interactive=interactive,
-                      confirm=lambda q: click.confirm(q, default=False, err=True), **turn_options)
+    try:
+        result = run_turn(settings, message, on_token=write if stream else None,
+                          interactive=interactive,
+                          confirm=lambda q: click.confirm(q, default=False, err=True),
+                          **turn_options)
+    except BaseException:
+        if streamed["open_line"]:  # the error must not glue onto half an answer
+            write("\n")
+        raise
     if fmt == "table":
         if result.shown:
             rest = result.reply[len(result.shown):] if result.reply.startswith(result.shown) else ""

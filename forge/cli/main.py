@@ -1,7 +1,9 @@
 """`forge`: the Click group. Commands load lazily, so `forge --help` stays light.
 
 Exceptions are translated once, here: ForgeError and any other failure become one line on
-stderr and exit 1 (`FORGE_DEBUG=1` re-raises with the traceback); Click's usage errors exit 2.
+stderr and exit 1 (`FORGE_DEBUG=1` re-raises with the traceback); an exception nothing planned
+for says it is a bug to report with that traceback. Click's usage errors exit 2, and so does an
+argument that is not valid UTF-8.
 """
 from __future__ import annotations
 
@@ -36,6 +38,23 @@ COMMANDS: dict[str, str] = {
 }
 
 
+class EntryId(click.ParamType):
+    """An id as SQLite stores it: a whole number from 1 to 2^63-1 (a larger one is a typo, and
+    SQLite would answer it with an OverflowError)."""
+
+    name = "integer"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        number = click.INT.convert(value, param, ctx)
+        if not 0 < number < 2 ** 63:
+            self.fail(f"{value!r} is not an entry id (ids are whole numbers from 1 to 2^63-1)",
+                      param, ctx)
+        return number
+
+
+ENTRY_ID = EntryId()
+
+
 def debug_enabled() -> bool:
     return os.environ.get("FORGE_DEBUG", "").strip() not in ("", "0", "false")
 
@@ -55,6 +74,19 @@ class ForgeGroup(click.Group):
             return None
         module, attr = target.split(":")
         return getattr(importlib.import_module(f"forge.cli.{module}"), attr)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # Bytes that are not UTF-8 reach Python as lone surrogates: refuse them here, once for
+        # every command, before one of them reaches SQLite, a file or a server.
+        for arg in args:
+            try:
+                arg.encode("utf-8")
+            except UnicodeEncodeError:
+                shown = arg.encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
+                raise click.UsageError(f"the argument `{shown[:60]}` is not UTF-8 text; "
+                                       "convert it first, e.g. `iconv -f latin1 -t utf-8`",
+                                       ctx) from None
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -80,7 +112,10 @@ class ForgeGroup(click.Group):
                 # A path that is a folder, unreadable, on a full disk: the user's to fix.
                 message = f"{e.filename}: {e.strerror}"
             else:
-                message = f"{type(e).__name__}: {e} (FORGE_DEBUG=1 shows the traceback)"
+                # Nothing planned for it: a bug, and the traceback is what a report needs.
+                message = (f"{type(e).__name__}: {e} -- this is a bug in Forge; please report it "
+                           "with the traceback that `FORGE_DEBUG=1` prints when you run the same "
+                           "command again")
             raise click.ClickException(message.splitlines()[0] if message else type(e).__name__) from None
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from .main import get_settings
+from .main import ENTRY_ID, get_settings
 from .output import confirm_destructive, dumps, emit, emit_one, note, output_options
 
 RECALL_COLUMNS = ["id", "kind", "project", "channel", "distance", "content"]
@@ -33,7 +33,15 @@ def _note_unknown_project(store: Any, project: str | None) -> None:
 
 
 def _read_stdin_if_dash(text: str) -> str:
-    return sys.stdin.read().rstrip("\n") if text == "-" else text
+    if text != "-":
+        return text
+    try:
+        data = sys.stdin.read()
+        data.encode("utf-8")
+    except (UnicodeDecodeError, UnicodeEncodeError):  # surrogates, or a strict decoder
+        raise click.UsageError("stdin is not UTF-8 text; convert it first, "
+                               "e.g. `iconv -f latin1 -t utf-8`") from None
+    return data.rstrip("\n")
 
 
 class Kind(click.ParamType):
@@ -134,6 +142,8 @@ def _read_batch(stream: Any, project: str | None) -> list[Any]:
             obj = json.loads(line)
         except ValueError as e:
             raise ForgeError(f"--batch line {number} is not JSON: {e.msg}") from None
+        except RecursionError:
+            raise ForgeError(f"--batch line {number} is nested too deeply to be an entry") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("content"), str):
             raise ForgeError(f'--batch line {number} needs an object with a "content" string')
         item = rag.NewEntry(kind=obj.get("kind") or "fact", content=obj["content"],
@@ -177,6 +187,11 @@ def recall(query: str | None, queries_file: Any, project: str | None, vector_k: 
     query = _read_stdin_if_dash(query).strip()
     if not query:
         raise click.UsageError("QUERY is empty")
+    if len(query) > rag.MAX_QUERY_CHARS:
+        raise click.BadParameter(
+            f"the query is {len(query)} characters; recall takes at most {rag.MAX_QUERY_CHARS} "
+            "characters (a question, not a document): shorten it to the words that matter",
+            param_hint="QUERY")
     with _open() as store:
         result = rag.search_hybrid(store, query, project=project, vector_k=vector_k,
                                    lexical_k=lexical_k, kind=kind, limit=limit)
@@ -263,7 +278,7 @@ def memory_ls(kind: str | None, project: str | None, fmt: str) -> None:
 
 
 @memory.command("show")
-@click.argument("entry_id", type=int)
+@click.argument("entry_id", type=ENTRY_ID)
 @output_options
 def memory_show(entry_id: int, fmt: str) -> None:
     """One entry: its content, refs and the events that touched it."""
@@ -284,7 +299,7 @@ def memory_show(entry_id: int, fmt: str) -> None:
 
 
 @memory.command("forget")
-@click.argument("entry_ids", nargs=-1, type=int, metavar="[ID]...")
+@click.argument("entry_ids", nargs=-1, type=ENTRY_ID, metavar="[ID]...")
 @click.option("--kind", "-k", type=Kind(archive=True), help="Forget every entry of this kind.")
 @click.option("--project", "-p", help="Forget every entry of this project.")
 @click.option("--dry-run", is_flag=True, help="List what would be forgotten; change nothing.")
@@ -346,7 +361,7 @@ def _forgot_line(result: dict[str, Any]) -> str:
 
 
 @memory.command("edit")
-@click.argument("entry_id", type=int)
+@click.argument("entry_id", type=ENTRY_ID)
 @click.argument("content", required=False)
 @click.option("--kind", "-k", type=Kind(), help="The new kind.")
 @output_options

@@ -60,7 +60,11 @@ class EmbeddedEmbedder(Embedder):
         while count > MAX_TOKENS and len(text) > 1:
             text = text[:max(1, int(len(text) * MAX_TOKENS / count * 0.95))]
             count = model.token_count(text, is_query)
-        log.warning("an input of %d characters is longer than the embedded model's %d tokens; "
-                    "embedded its first %d characters (the stored text is whole)",
-                    original, MAX_TOKENS, len(text))
+        if is_query:  # recall, the recall graph: what is cut is the search, not a memory
+            log.warning("a query of %d characters is longer than the embedded model's %d tokens; "
+                        "searched with its first %d characters", original, MAX_TOKENS, len(text))
+        else:
+            log.warning("an input of %d characters is longer than the embedded model's %d tokens; "
+                        "embedded its first %d characters (the stored text is whole)",
+                        original, MAX_TOKENS, len(text))
         return text

@@ -74,10 +74,10 @@ class ServerEmbedder(Embedder):
             except TooLong as e:
                 # Which input is too long is not said: embed them one by one, cutting as needed.
                 for text in chunk:
-                    rows.extend(self._post_cut(text, str(e)))
+                    rows.extend(self._post_cut(text, str(e), is_query))
         return rows
 
-    def _post_cut(self, text: str, message: str) -> list[list[float]]:
+    def _post_cut(self, text: str, message: str, is_query: bool = False) -> list[list[float]]:
         original = len(text)
         for _ in range(_MAX_CUTS):
             try:
@@ -86,7 +86,11 @@ class ServerEmbedder(Embedder):
                 text = text[:_cut_length(len(text), str(e))]
                 message = str(e)
                 continue
-            if len(text) < original:
+            if len(text) < original and is_query:  # the search is cut, not a memory
+                log.warning("the embedding server at %s refused a query of %d characters as too "
+                            "long; searched with its first %d characters",
+                            self.url, original, len(text))
+            elif len(text) < original:
                 log.warning("the embedding server at %s refused an input of %d characters as too "
                             "long; embedded its first %d characters (the stored text is whole)",
                             self.url, original, len(text))
@@ -113,8 +117,12 @@ class ServerEmbedder(Embedder):
             detail = _error_text(response)
             if response.status_code in (400, 413, 500) and _TOO_LONG.search(detail):
                 raise TooLong(detail)
+            from ..llm import snippet
+
+            # It answered: "start a server" would be the wrong advice.
             raise ServerError(self.url, f"the embedding server answered HTTP "
-                              f"{response.status_code}: {detail[:160]}", HINT)
+                              f"{response.status_code}: {snippet(detail)}",
+                              "check EMBEDDING_URL and the server's log")
         try:
             body = response.json()
         except ValueError:

@@ -63,6 +63,7 @@ def dispatch(name: str, payload: dict[str, Any], ctx: ToolContext) -> ToolResult
         return module.run(ctx, payload)
     except ForgeError as e:
         return failure(f"{name}: {e}")
-    except (OSError, ValueError, TypeError) as e:
+    except Exception as e:  # K1: whatever a tool raises is a result, never a failed turn
         log.info("tool %s failed: %s: %s", name, type(e).__name__, e)
-        return failure(f"{name}: {type(e).__name__}: {e}")
+        text = str(e).splitlines()[0] if str(e) else ""
+        return failure(f"{name}: {type(e).__name__}: {text}" if text else f"{name}: {type(e).__name__}")
