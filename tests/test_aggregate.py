@@ -316,3 +316,27 @@ def test_precision_is_1_on_the_labelled_set_whatever_the_rarity_rule(labelled, f
         result = score(aggregate.run(store).subjects, cases)
     assert result.precision == 1.0, result.wrong
     assert result.recall >= (1.0 if rule == "V5" else 0.6)
+
+
+def test_the_rag_aggregate_harness_folds_a_snapshot_and_leaves_the_store_as_it_was(runner, store,
+                                                                                  settings):
+    """bench/rag_aggregate.py (C2): the real pass on a copy made by the shared snapshot helper;
+    the folded sources stay findable there, and the live store keeps its bytes."""
+    import os
+    import subprocess
+    import sys
+
+    live = Path(settings.rag_db_file)
+    before = live.read_bytes()
+    bench = Path(__file__).resolve().parent.parent / "bench" / "rag_aggregate.py"
+    proc = subprocess.run([sys.executable, str(bench), "--apply", "--json"], capture_output=True,
+                          text=True, timeout=600, env=os.environ.copy())
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    nipogi = subject_of(doc, store["nipogi"])
+    assert nipogi["outcome"] == "written" and nipogi["line"] == NIPOGI_LINE
+    assert doc["db"] != str(live) and doc["applied"] is True
+    assert doc["recall"]["folded_sources"] >= 3
+    assert doc["recall"]["still_recalled"] == doc["recall"]["folded_sources"]
+    assert live.read_bytes() == before
+    assert len(entries(runner)) == 105   # nothing written to the live store
