@@ -256,6 +256,8 @@ class Store:
         self._checked = False
         self._pending_identity: dict[str, Any] | None = None
         self._cutoff_warned = False
+        self.missing = False    # no store at `path` yet: an empty in-memory one stands in
+        self.readonly = False   # opened read-only (a read-only folder)
 
     # identity as recorded in the file (no network)
     @property
@@ -296,16 +298,86 @@ class Store:
         self.close()
 
 
+OPEN_MODES = ("write", "read", "rows")
+
+
+class StoreReadOnly(StoreError):
+    """A write to a store whose folder (or file) cannot be written."""
+
+
 def open_store(settings: "Settings", *, embedder: "Embedder | None" = None,
-               check_identity: bool = True, path: Path | str | None = None) -> Store:
-    """Open (creating and migrating) `RAG_DB_FILE`. Embeds nothing until a vector is needed."""
+               check_identity: bool = True, path: Path | str | None = None,
+               mode: str = "write") -> Store:
+    """Open `RAG_DB_FILE`. Embeds nothing until a vector is needed.
+
+    `mode`:
+    - "write" (the default): create and migrate the store, build the word index, sweep orphan
+      vectors. A read-only folder fails here with one line saying so.
+    - "read": a vector or word search. Never creates a store: a missing one opens as an empty
+      in-memory store with `store.missing` set. A read-only folder opens the file read-only.
+    - "rows": listings that read no vector: as "read", without loading sqlite-vec, and with no
+      orphan sweep or word-index build (those wait for the first write or vector read).
+    """
+    if mode not in OPEN_MODES:
+        raise ValueError(f"mode must be one of {OPEN_MODES}, not {mode!r}")
     path = Path(path) if path is not None else Path(settings.rag_db_file)
-    conn = db.connect(path)
+    if mode == "write":
+        if path.parent.exists() and not path.parent.is_dir():
+            raise StoreError(f"{path.parent} is a file, not a folder: FORGE_DATA_DIR (or "
+                             "RAG_DB_FILE) must name a folder")
+        if path.parent.exists() and not db.writable(path):
+            raise StoreReadOnly(f"the data folder {path.parent} is read-only: cannot write "
+                                f"{path.name} (make it writable or point FORGE_DATA_DIR elsewhere)")
+        return _open_prepared(settings, db.connect(path), path, embedder, check_identity)
+    if path.parent.exists() and not path.parent.is_dir():
+        raise StoreError(f"{path.parent} is a file, not a folder: FORGE_DATA_DIR (or RAG_DB_FILE) "
+                         "must name a folder")
+    vec = mode == "read"
+    if not path.exists():  # a read never creates a store (a mistyped FORGE_DATA_DIR)
+        store = _open_prepared(settings, db.connect(":memory:", vec=vec), path, embedder,
+                               check_identity)
+        store.missing = True
+        return store
+    if db.writable(path):
+        conn = db.connect(path, vec=vec)
+        if mode == "read":
+            return _open_prepared(settings, conn, path, embedder, check_identity)
+        try:
+            if db.schema_version(conn) < len(MIGRATIONS):
+                _migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return Store(conn, settings, path, fts=_table_exists(conn, "memory_fts"),
+                     embedder=embedder, check_identity=check_identity)
+    conn = db.connect(path, untouched=True, vec=vec)
     try:
-        if db.migrate(conn, MIGRATIONS):
-            with db.transaction(conn):  # the meta table says it too, for a human with sqlite3
-                conn.execute("insert into meta(key, value) values ('schema_version', ?) on conflict(key) "
-                             "do update set value = excluded.value", (str(db.schema_version(conn)),))
+        version = db.schema_version(conn)
+        if version < len(MIGRATIONS):
+            raise StoreError(f"{path} has schema {version}, this forge needs {len(MIGRATIONS)}, "
+                             f"and its folder is read-only: make {path.parent} writable and run "
+                             "`forge memory ls` once (the migration runs on open)")
+        fts = _table_exists(conn, "memory_fts") and db.has_fts5(conn)
+    except BaseException:
+        conn.close()
+        raise
+    store = Store(conn, settings, path, fts=fts, embedder=embedder, check_identity=check_identity)
+    store.readonly = True
+    return store
+
+
+def _migrate(conn: Any) -> None:
+    if db.migrate(conn, MIGRATIONS):
+        with db.transaction(conn):  # the meta table says it too, for a human with sqlite3
+            conn.execute("insert into meta(key, value) values ('schema_version', ?) on conflict(key) "
+                         "do update set value = excluded.value", (str(db.schema_version(conn)),))
+
+
+def _open_prepared(settings: "Settings", conn: Any, path: Path, embedder: "Embedder | None",
+                   check_identity: bool) -> Store:
+    """Migrations, the word index and the orphan sweep: what a write or a vector read needs."""
+    try:
+        _migrate(conn)
         fts = _ensure_fts(conn)
         _sweep_orphans(conn)
     except BaseException:
@@ -765,10 +837,10 @@ def entry_events(store: Store, entry_id: int) -> list[dict[str, Any]]:
 
 # --------------------------------------------------------------------------- search
 
-def search_vector(store: Store, qvec: "np.ndarray", *, k: int,
+def search_vector(store: Store, qvec: "np.ndarray | None", *, k: int,
                   project: str | None = None) -> list[tuple[int, float]]:
     """(entry id, distance) of the k nearest, the project filter inside the KNN."""
-    if k <= 0 or not _table_exists(store.conn, "memory_vectors"):
+    if k <= 0 or qvec is None or not _table_exists(store.conn, "memory_vectors"):
         return []
     sql = "select rowid, distance from memory_vectors where embedding match ? and k = ?"
     args: list[Any] = [qvec.astype("float32").tobytes(), k]
@@ -837,7 +909,9 @@ def search_hybrid(store: Store, query: str, *, project: str | None = None, vecto
 
     `query_vector`: an already embedded query (calibration, benchmarks) — no embedding call.
     """
-    qvec = query_vector if query_vector is not None else store.checked_embedder().embed_query(query)
+    qvec = query_vector
+    if qvec is None and _table_exists(store.conn, "memory_vectors"):  # no vector yet: no embedding
+        qvec = store.checked_embedder().embed_query(query)
     fingerprint = query_fingerprint(store.settings, store.identity)
     cutoff, warning = resolve_cutoff(store.settings, fingerprint)
     if warning and not store._cutoff_warned:

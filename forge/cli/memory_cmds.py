@@ -15,9 +15,13 @@ LS_COLUMNS = ["entry", "project", "created", "content"]
 
 
 def _open(**kwargs: Any) -> Any:
+    """Open the store; a read (`mode="read"` or `"rows"`) never creates one and says so."""
     from .. import rag
 
-    return rag.open_store(get_settings(), **kwargs)
+    store = rag.open_store(get_settings(), **kwargs)
+    if store.missing:
+        note(f"no store at {store.path} yet; `forge remember` creates it")
+    return store
 
 
 def _note_unknown_project(store: Any, project: str | None) -> None:
@@ -134,7 +138,7 @@ def recall(query: str, project: str | None, vector_k: int, lexical_k: int, fmt: 
     query = _read_stdin_if_dash(query).strip()
     if not query:
         raise click.UsageError("QUERY is empty")
-    with _open() as store:
+    with _open(mode="read") as store:
         result = rag.search_hybrid(store, query, project=project, vector_k=vector_k,
                                    lexical_k=lexical_k)
         if not result.rows:
@@ -166,7 +170,7 @@ def memory_ls(kind: str | None, project: str | None, fmt: str) -> None:
     entry that speaks for them: `#312 [fact] -> #341`."""
     from .. import rag
 
-    with _open() as store:
+    with _open(mode="rows") as store:
         entries = rag.list_entries(store, kind=kind, project=project)
         by_kind = rag.counts_by_kind(store, project=project)
         if not entries:
@@ -186,7 +190,7 @@ def memory_show(entry_id: int, fmt: str) -> None:
     """One entry: its content, refs and the events that touched it."""
     from .. import rag
 
-    with _open() as store:
+    with _open(mode="rows") as store:
         entry = rag.get_entry(store, entry_id)
         events = rag.entry_events(store, entry_id)
     lines = [_entry_label(entry) + (f" project {entry.project}" if entry.project else ""),
