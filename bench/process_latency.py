@@ -43,6 +43,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--trace-mb", type=int, default=200)
     parser.add_argument("--markdown", action="store_true", help="print the README table")
+    parser.add_argument("--compare", type=Path, metavar="DIR",
+                        help="also run each forge command with another copy of the `forge` "
+                        "package (DIR/forge, e.g. `git archive OLD forge | tar -x -C DIR`), "
+                        "interleaved, and print new / old")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from forge import db
@@ -65,15 +69,22 @@ def main() -> None:
             f"forge trace tail --nl ({args.trace_mb} MB)": (forge + ["trace", "tail", "--nl"], 1.5),
             "forge config --json": (forge + ["config", "--json"], 1.5),
         }
+        envs = {name: env for name in commands}
+        if args.compare:
+            old_env = {**env, "PYTHONPATH": str(args.compare)}
+            for name, (cmd, target) in list(commands.items()):
+                if name.startswith("forge"):
+                    commands[f"{name} [old]"] = (cmd, target)
+                    envs[f"{name} [old]"] = old_env
         times: dict[str, list[float]] = {name: [] for name in commands}
         for name, (cmd, _) in commands.items():  # warm the page cache once
-            subprocess.run(cmd or forge + ["remember", "fact", "warm-up"], env=env,
+            subprocess.run(cmd or forge + ["remember", "fact", f"warm-up {name}"], env=envs[name],
                            capture_output=True, check=True)
         for _ in range(args.runs):
             for name, (cmd, _) in commands.items():
                 cmd = cmd or forge + ["remember", "fact", f"new fact number {next(counter)}"]
                 t = time.perf_counter()
-                subprocess.run(cmd, env=env, capture_output=True, check=True)
+                subprocess.run(cmd, env=envs[name], capture_output=True, check=True)
                 times[name].append((time.perf_counter() - t) * 1000)
         base = statistics.median(times['python -c "import click"'])
         load = os.getloadavg()
@@ -83,6 +94,8 @@ def main() -> None:
         else:
             print(f"{'command':40} {'median ms':>10} {'min ms':>8} {'x import click':>15}")
         for name, (_, target) in commands.items():
+            if name.endswith(" [old]"):
+                continue
             med = statistics.median(times[name])
             goal = (f"<= {target}x" if target else "<= 250 ms" if "recall" in name or
                     "remember" in name else "")
@@ -90,6 +103,14 @@ def main() -> None:
                 print(f"| `{name}` | {med:.0f} | {med / base:.2f} | {goal} |")
             else:
                 print(f"{name:40} {med:10.1f} {min(times[name]):8.1f} {med / base:15.2f}  {goal}")
+        if args.compare:
+            print(f"\nagainst the forge package in {args.compare}, same run, interleaved:")
+            for name in commands:
+                if name.endswith(" [old]"):
+                    new_ms = statistics.median(times[name[:-6]])
+                    old_ms = statistics.median(times[name])
+                    print(f"  {name[:-6]:40} {old_ms:8.1f} -> {new_ms:8.1f} ms  "
+                          f"(new / old {new_ms / old_ms:.2f})")
         print(f"\n{args.runs} runs each, interleaved; store {args.store} copied; "
               f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs")
     finally:

@@ -52,6 +52,7 @@ def test_reads_on_a_missing_store_exit_0_with_empty_output_and_create_nothing(ru
     assert found.stdout == "" and NOTE in found.stderr
     hot = invoke(runner, "memory", "hot", "--json")
     assert hot.exit_code == 0, hot.stderr
+    assert invoke(runner, "context", "--json").exit_code == 0
     assert not forge_env.exists(), list(forge_env.iterdir())
     assert invoke(runner, "remember", "fact", "the NAS has 32 GB").exit_code == 0
     assert (forge_env / "forge_rag.db").exists()
@@ -91,6 +92,8 @@ def test_a_read_only_folder_reads_and_refuses_writes_in_one_line(runner, forge_e
     assert found.exit_code == 0, found.stderr
     assert json.loads(found.stdout.splitlines()[0])["content"] == "the NiPoGi has an N100 CPU"
     assert invoke(runner, "memory", "hot", "--json").exit_code == 0
+    context = invoke(runner, "context", "--json")
+    assert context.exit_code == 0, context.stderr
     for args in (["remember", "fact", "a new fact"], ["memory", "forget", "1"]):
         refused = invoke(runner, *args)
         assert refused.exit_code == 1
