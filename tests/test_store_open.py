@@ -145,3 +145,24 @@ def test_a_listing_loads_no_vector_extension_and_sweeps_nothing(runner, forge_en
     with rag.open_store(settings, mode="read") as store:
         assert store.conn.execute("select count(*) from memory_vector_orphans").fetchone()[0] == 0
         assert store.conn.execute("select count(*) from memory_vectors").fetchone()[0] == 1
+
+
+def test_history_writes_on_a_read_only_folder_or_a_file_say_so_in_one_line(runner, forge_env,
+                                                                          monkeypatch, read_only,
+                                                                          tmp_path):
+    forge_env.mkdir()
+    ro = read_only(forge_env)
+    monkeypatch.setenv("FORGE_DATA_DIR", str(ro))
+    listing = invoke(runner, "history", "--nl")
+    assert listing.exit_code == 0 and listing.stdout == ""
+    pinned = invoke(runner, "history", "clear")
+    assert pinned.exit_code == 1
+    assert pinned.stderr.strip().splitlines() == [
+        f"Error: the data folder {ro} is read-only: cannot write memory.json "
+        "(make it writable or point FORGE_DATA_DIR elsewhere)"]
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    monkeypatch.setenv("FORGE_DATA_DIR", str(afile))
+    cleared = invoke(runner, "history", "clear")
+    assert cleared.exit_code == 1
+    assert f"{afile} is a file, not a folder" in cleared.stderr
