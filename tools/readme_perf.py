@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 
 COMMANDS = {
-    "process_latency": "python bench/process_latency.py STORE_DIR",
+    "process_latency": "python bench/process_latency.py /tmp/s10k --runs 9 --compare /tmp/before",
     "recall_latency": "python bench/recall_latency.py",
-    "knn_options": "python bench/knn_options.py",
-    "locomo_store": "python bench/locomo_store.py DIR",
+    "knn_options": "OPENBLAS_NUM_THREADS=1 python bench/knn_options.py --size 100000 --real 300",
+    "locomo_store": "python bench/locomo_store.py /tmp/s300 --count 300 --share",
     "startup": "python bench/startup.py",
 }
 
@@ -30,10 +30,13 @@ def render(name: str, text: str) -> str:
 
 
 def replace_block(readme: str, name: str, body: str) -> str:
-    pattern = re.compile(rf"(<!-- bench: {re.escape(name)} -->\n).*?(\n<!-- /bench -->)", re.S)
+    # The body never holds another block's opening tag, so an empty block cannot swallow the
+    # next one.
+    pattern = re.compile(rf"(<!-- bench: {re.escape(name)} -->\n)(?:(?!<!-- bench:).)*?"
+                         r"(<!-- /bench -->)", re.S)
     if not pattern.search(readme):
         raise SystemExit(f"README has no <!-- bench: {name} --> block")
-    return pattern.sub(lambda m: m.group(1) + body + m.group(2), readme, count=1)
+    return pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(2), readme, count=1)
 
 
 def main() -> None:
