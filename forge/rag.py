@@ -1173,6 +1173,7 @@ def check_embedding(path: Path | str, settings: "Settings", *,
     conn = db.connect(path, untouched=True)
     try:
         recorded = _read_identity(conn) if db.schema_version(conn) else None
+        check = _read_check(conn) if recorded is not None else None
     finally:
         conn.close()
     if recorded is None:
@@ -1192,6 +1193,14 @@ def check_embedding(path: Path | str, settings: "Settings", *,
         return "fail", str(e)
     finally:
         embedder.close()
+    known = (check or {}).get("answer") or {}
+    if known.get("sha256"):  # the embedded model: its file's hash, recorded once
+        ask = getattr(embedder, "identity_answer", None)
+        now = ask(full=True) if ask else None
+        if now and now.get("sha256") and now["sha256"] != known["sha256"]:
+            return "warn", (f"the probe matches, but {known.get('file')} is not the file recorded "
+                            f"(sha256 {known['sha256'][:12]}… -> {now['sha256'][:12]}…): "
+                            "a reinstall? `forge reindex` re-embeds if in doubt")
     return "ok", f"the configured {_describe(current)} wrote this store's vectors (probe matches)"
 
 

@@ -132,6 +132,14 @@ def test_the_embedded_identity_is_checked_without_embedding_on_the_common_path(s
     assert probes == [1]
 
 
+def test_doctor_compares_the_embedded_model_files_hash(settings):
+    fill(settings)
+    assert rag.check_embedding(settings.rag_db_file, settings)[0] == "ok"
+    _edit_check(settings, lambda c: c["answer"].update(sha256="0" * 64))
+    status, detail = rag.check_embedding(settings.rag_db_file, settings)
+    assert status == "warn" and "is not the file recorded" in detail, detail
+
+
 def test_a_read_only_or_missing_store_records_no_check(settings):
     with rag.open_store(settings, mode="read") as store:
         assert store.missing and rag.search_hybrid(store, "x").rows == []
