@@ -306,8 +306,11 @@ class Store:
         missing store: those probe on every open)."""
         if check is None or self.readonly or self.missing:
             return
-        with db.transaction(self.conn) as conn:
-            _write_check(conn, check)
+        try:
+            with db.transaction(self.conn) as conn:
+                _write_check(conn, check)
+        except StoreError as e:  # a long writer holds the lock: probe again next time
+            log.info("identity check not recorded: %s", e)
 
     def close(self) -> None:
         if self._embedder is not None:
