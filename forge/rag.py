@@ -306,11 +306,14 @@ class Store:
         missing store: those probe on every open)."""
         if check is None or self.readonly or self.missing:
             return
+        self.conn.execute("pragma busy_timeout = 200")  # never wait long for a cache
         try:
             with db.transaction(self.conn) as conn:
                 _write_check(conn, check)
         except StoreError as e:  # a long writer holds the lock: probe again next time
             log.info("identity check not recorded: %s", e)
+        finally:
+            self.conn.execute(f"pragma busy_timeout = {db.BUSY_TIMEOUT_MS}")
 
     def close(self) -> None:
         if self._embedder is not None:
