@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -165,6 +166,8 @@ def main() -> None:
     for label, ms, rec in rows:
         print(f"{label:55} {ms:10.1f} {ms / base_ms:8.2f} {rec:10.3f}")
     conn.close()
+    del mm
+    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -219,6 +219,8 @@ def main() -> None:
         if not args.keep:
             for suffix in ("", "-wal", "-shm", ".f32"):
                 Path(str(path) + suffix).unlink(missing_ok=True)
+    if not args.keep:
+        folder.rmdir()
     print(f"{'entries':>8} {'remember ms/entry':>18} {'recall cold ms':>15} {'recall median ms':>17} "
           f"{'p90 ms':>7} {'--project median ms':>20} {'numpy ms':>9} {'x numpy':>8} "
           f"{'RSS MB':>7} {'file MB':>8} {'build s':>8}")
