@@ -72,14 +72,30 @@ def binding() -> Binding:
                      + "; install one with `pip install sqlean.py`")
 
 
-def _load_vec(conn: Any) -> str:
-    try:
+def vec_extension_path() -> str:
+    """The sqlite-vec loadable extension, found without importing the `sqlite_vec` module:
+    that import pulls numpy (~0.3 s), which a command that only lists rows must not pay."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        raise StoreError("sqlite-vec is not installed; `pip install sqlite-vec`")
+    folder = Path(list(spec.submodule_search_locations)[0])
+    for name in ("vec0.so", "vec0.dylib", "vec0.dll"):
+        if (folder / name).exists():
+            return str(folder / "vec0")  # SQLite adds the platform's suffix itself
+    try:  # an unusual layout: ask the package (imports numpy, still correct)
         import sqlite_vec
     except ImportError:
         raise StoreError("sqlite-vec is not installed; `pip install sqlite-vec`") from None
+    return sqlite_vec.loadable_path()
+
+
+def _load_vec(conn: Any) -> str:
+    path = vec_extension_path()
     try:
         conn.enable_load_extension(True)
-        sqlite_vec.load(conn)
+        conn.load_extension(path)
         conn.enable_load_extension(False)
         (version,) = conn.execute("select vec_version()").fetchone()
     except Exception as e:  # the binding's OperationalError, AttributeError on odd builds
@@ -100,7 +116,11 @@ def connect(path: Path | str, *, readonly: bool = False, untouched: bool = False
     b = binding()
     readonly = readonly or untouched
     if str(path) != ":memory:" and not readonly:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(path).parent
+        if folder.exists() and not folder.is_dir():
+            raise StoreError(f"{folder} is a file, not a folder: FORGE_DATA_DIR (or the store's "
+                             "own setting) must name a folder")
+        folder.mkdir(parents=True, exist_ok=True)
     try:
         if readonly:
             idle = untouched and not Path(f"{path}-wal").exists()
@@ -209,6 +229,16 @@ class Cursor:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.raw, name)
+
+
+def writable(path: Path | str) -> bool:
+    """Whether a store at `path` can be written: its folder (SQLite creates the `-wal` and
+    `-shm` files there) and the file itself when it exists. False on a read-only mount too."""
+    path = Path(path)
+    folder = path.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        return False
+    return not path.exists() or os.access(path, os.W_OK)
 
 
 def _set_wal(conn: Any, module: ModuleType) -> None:

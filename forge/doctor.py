@@ -108,6 +108,29 @@ def check_traces(settings: Settings) -> list[Row]:
     return [_row("traces", "ok", f"{path}: {size} bytes")]
 
 
+def check_data_folder(settings: Settings) -> list[Row]:
+    """Each folder the stores live in: a folder, and writable (reads work without it, writes
+    do not). Asks the file system only; creates nothing."""
+    import os
+
+    rows = []
+    folders = dict.fromkeys(Path(p).parent for p in
+                            (settings.memory_file, settings.rag_db_file, settings.trace_file))
+    for folder in folders:
+        if not folder.exists():
+            rows.append(_row("data folder", "info", f"{folder}: not created yet (the first write "
+                                                    "creates it)"))
+        elif not folder.is_dir():
+            rows.append(_row("data folder", "fail", f"{folder} is a file, not a folder: "
+                                                    "FORGE_DATA_DIR must name a folder"))
+        elif not os.access(folder, os.W_OK | os.X_OK):
+            rows.append(_row("data folder", "warn", f"{folder} is read-only: reads work, writes "
+                                                    "(remember, chat, compact) fail"))
+        else:
+            rows.append(_row("data folder", "ok", f"{folder}: writable"))
+    return rows
+
+
 def check_store(settings: Settings) -> list[Row]:
     path = settings.rag_db_file
     if not Path(path).exists():
@@ -144,7 +167,8 @@ def check_cutoff(settings: Settings) -> list[Row]:
 
 # (the row a check shows when it raises, the check)
 CHECKS: tuple[tuple[str, Callable[[Settings], list[Row]]], ...] = (
-    ("sqlite", check_sqlite), ("servers", check_servers), ("history", check_history),
+    ("sqlite", check_sqlite), ("servers", check_servers), ("data folder", check_data_folder),
+    ("history", check_history),
     ("traces", check_traces), ("memory store", check_store),
     ("embedding match", check_embedding_match), ("recall cutoff", check_cutoff),
 )

@@ -25,11 +25,27 @@ from .errors import LockTimeout
 DEFAULT_LOCK_TIMEOUT = 60.0
 
 
+def folder_error(path: Path, error: OSError) -> Exception:
+    """A write that failed on the folder itself, said in one line: read-only, or a file."""
+    from .errors import ForgeError
+
+    folder = Path(path).parent
+    if folder.exists() and not folder.is_dir():
+        return ForgeError(f"{folder} is a file, not a folder: FORGE_DATA_DIR must name a folder")
+    if isinstance(error, PermissionError) or error.errno == 30:  # EROFS: a read-only mount
+        return ForgeError(f"the data folder {folder} is read-only: cannot write {Path(path).name} "
+                          "(make it writable or point FORGE_DATA_DIR elsewhere)")
+    return error
+
+
 @contextlib.contextmanager
 def locked(path: Path, *, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[None]:
     lock_path = Path(str(path) + ".lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise folder_error(path, e) from None
     try:
         deadline = time.monotonic() + timeout
         delay = 0.001
@@ -91,8 +107,11 @@ def atomic_write(path: Path, data: bytes) -> None:
 def append_line(path: Path, line: bytes) -> None:
     if not line.endswith(b"\n"):
         line += b"\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise folder_error(path, e) from None
     try:
         # A short write to a regular file is near impossible, but if it ever happens the rest
         # must follow before anyone else appends: the flock makes the loop one unit.

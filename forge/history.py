@@ -153,6 +153,10 @@ def read(path: Path) -> HistoryDoc:
         data = path.read_bytes()
     except FileNotFoundError:
         return HistoryDoc()
+    except NotADirectoryError as e:  # FORGE_DATA_DIR names a file
+        from .fileio import folder_error
+
+        raise folder_error(path, e) from None
     return parse(path, data)
 
 

