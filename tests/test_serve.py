@@ -239,6 +239,9 @@ def test_openapi_document_lists_every_route_with_its_methods_and_the_bearer_sche
             assert op.get("summary") and op.get("responses"), f"{method} {path} undocumented"
     assert doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     assert doc["paths"]["/health"]["get"]["security"] == []
+    search = {p["name"] for p in doc["paths"]["/search"]["get"]["parameters"]}
+    assert search == {"q", "project", "vector_k", "lexical_k", "kind", "limit"}
+    assert "never written to .env" in doc["paths"]["/calibrate"]["post"]["description"]
 
 
 # -- the token -------------------------------------------------------------------------------
