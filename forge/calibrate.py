@@ -126,20 +126,26 @@ def load_cases(path: Path | str) -> Cases:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise ForgeError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+    return cases_from_mapping(doc, str(path))
+
+
+def cases_from_mapping(doc: Any, source: str) -> Cases:
+    """Cases from a parsed document `{"hits": [{"question", "expect"}], "misses": [...]}`
+    (a YAML file, a JSON request body); `source` names it in errors."""
     if not isinstance(doc, dict) or not set(doc) <= {"hits", "misses"}:
-        raise ForgeError(f"{path}: expected a mapping with `hits:` and `misses:` lists "
+        raise ForgeError(f"{source}: expected a mapping with `hits:` and `misses:` lists "
                          "(see deploy/calibrate.example.yaml)")
     cases = Cases()
     for number, item in enumerate(doc.get("hits") or [], 1):
         if not isinstance(item, dict) or not isinstance(item.get("question"), str) \
                 or isinstance(item.get("expect"), bool) or not isinstance(item.get("expect"), int):
-            raise ForgeError(f"{path}: hit {number} needs `question:` (text) and `expect:` "
+            raise ForgeError(f"{source}: hit {number} needs `question:` (text) and `expect:` "
                              f"(an entry id), got {item!r}"[:200])
         cases.hits.append(HitCase(item["question"].strip(), item["expect"]))
     for number, item in enumerate(doc.get("misses") or [], 1):
         question = item.get("question") if isinstance(item, dict) else item
         if not isinstance(question, str) or not question.strip():
-            raise ForgeError(f"{path}: miss {number} must be a question (text), got {item!r}"[:200])
+            raise ForgeError(f"{source}: miss {number} must be a question (text), got {item!r}"[:200])
         cases.misses.append(question.strip())
     return cases
 

@@ -185,7 +185,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("DELEGATE_URL", "delegate_url", None, _opt_url, "second chat server that answers delegated turns; unset = the chat server"),
     Spec("API_TOKEN", "api_token", None, _opt_text, "bearer token of `forge serve`; required to bind beyond loopback"),
     Spec("SERVE_RATE_LIMIT", "serve_rate_limit", "120", lambda n, r: _int(n, r, minimum=0), "requests a minute per client on every route of `forge serve`; 0 = no limit"),
-    Spec("SERVE_MODEL_RATE_LIMIT", "serve_model_rate_limit", "20", lambda n, r: _int(n, r, minimum=0), "requests a minute per client on the routes that call a model (chat, remember, search, compact, history import); 0 = no limit"),
+    Spec("SERVE_MODEL_RATE_LIMIT", "serve_model_rate_limit", "20", lambda n, r: _int(n, r, minimum=0), "requests a minute per client on the routes that call a model (chat, remember, search, compact, history import, aggregate, calibrate, memory edit); 0 = no limit"),
     Spec("SERVE_MAX_BODY", "serve_max_body", "1048576", lambda n, r: _int(n, r, minimum=1024), "largest request body `forge serve` reads, in bytes (413 above)"),
     Spec("SERVE_CORS_ORIGINS", "serve_cors_origins", None, _origins, "origins allowed to call `forge serve` from another page (comma-separated); unset = CORS off"),
 )

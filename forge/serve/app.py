@@ -3,9 +3,11 @@ the same JSON as that command's `--json`:
 
     POST /chat            forge chat M --json          (server-sent events with "stream": true)
     POST /remember        forge remember KIND TEXT --json
-    GET  /search          forge recall Q --json
+    GET  /search          forge recall Q --json [--kind K] [--limit N]
     GET  /memory          forge memory ls [KIND] --json
+    GET  /memory/export   forge memory export [--kind K] [--project P]   (JSON Lines)
     GET  /memory/{id}     forge memory show ID --json
+    PATCH /memory/{id}    forge memory edit ID [CONTENT] [--kind K] --json
     DELETE /memory/{id}   forge memory forget ID --json
     GET  /history         forge history --json [-n N]
     POST /history/import  forge history import FILE --json
@@ -15,6 +17,8 @@ the same JSON as that command's `--json`:
     POST /drawer/pin      forge pin ID --json
     POST /drawer/unpin    forge unpin ID --json
     GET  /traces          forge trace tail -n N --json
+    POST /aggregate       forge aggregate [--project P] [--apply] [--undo ID] --json
+    POST /calibrate       forge calibrate --hit Q --expect ID --miss Q --json   (never --write)
 
 Errors are `{"error": "one line"}`: 400 bad input, 404 unknown id, 409 a store written by another
 embedding model, 502 a model server down (named), 503 a lock held too long. A refusal (recall
@@ -149,6 +153,23 @@ def bool_field(body: dict[str, Any], name: str) -> bool:
     return value
 
 
+def kind_value(raw: Any, name: str, *, archive: bool) -> str | None:
+    """A kind as the CLI's Kind type takes it: trimmed, lower case, one of the known kinds
+    (`archive` too where the CLI accepts it: search, listing)."""
+    from ..rag import ARCHIVE_KIND, KINDS
+
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str):
+        raise BadRequest(f'"{name}" must be a string')
+    kind = raw.strip().lower()
+    valid = KINDS + ((ARCHIVE_KIND,) if archive else ())
+    if kind not in valid:
+        shown = kind if len(kind) <= 64 else kind[:64] + "…"
+        raise BadRequest(f"unknown kind {shown!r}; valid kinds: {', '.join(valid)}")
+    return kind
+
+
 def settings_of(request: Request) -> Any:
     return request.app.state.settings
 
@@ -168,12 +189,13 @@ def do_remember(settings: Any, kind: str | None, content: str, project: str | No
         return rag.remember(store, kind or "fact", content, project=project).to_dict()
 
 
-def do_search(settings: Any, query: str, project: str | None, vector_k: int, lexical_k: int) -> dict:
+def do_search(settings: Any, query: str, project: str | None, vector_k: int, lexical_k: int,
+              kind: str | None = None, limit: int | None = None) -> dict:
     from .. import rag
 
     with _open(settings) as store:
         return rag.search_hybrid(store, query, project=project, vector_k=vector_k,
-                                 lexical_k=lexical_k).to_dict()
+                                 lexical_k=lexical_k, kind=kind, limit=limit).to_dict()
 
 
 def do_memory_ls(settings: Any, kind: str | None, project: str | None) -> dict:
@@ -182,6 +204,8 @@ def do_memory_ls(settings: Any, kind: str | None, project: str | None) -> dict:
     with _open(settings) as store:
         entries = rag.list_entries(store, kind=kind, project=project)
         by_kind = rag.counts_by_kind(store, project=project)
+    if kind is not None:  # the count of that kind only, as `forge memory ls KIND` gives it
+        by_kind = {kind: by_kind.get(kind, 0)}
     return {"entries": [e.to_dict() for e in entries], "by_kind": by_kind}
 
 
@@ -201,6 +225,45 @@ def do_forget(settings: Any, entry_id: int) -> dict:
         entry = rag.forget(store, entry_id)
         released = rag.released_by(store, entry_id)
     return {"id": entry.id, "kind": entry.kind, "released": released}
+
+
+def do_edit(settings: Any, entry_id: int, content: str | None, kind: str | None) -> dict:
+    from .. import rag
+
+    with _open(settings) as store:
+        before = rag.get_entry(store, entry_id)
+        entry = rag.edit(store, entry_id, content=content, kind=kind)
+    changed = [name for name in ("content", "kind") if getattr(entry, name) != getattr(before, name)]
+    return {**entry.to_dict(), "changed": changed}
+
+
+def do_export(settings: Any, kind: str | None, project: str | None) -> list[dict]:
+    """The lines of `forge memory export`: deliberate entries, oldest first, archives left out."""
+    from .. import rag
+
+    with _open(settings) as store:
+        entries = rag.list_entries(store, kind=kind, project=project)
+    return [{"kind": e.kind, "project": e.project, "content": e.content, "id": e.id,
+             "created": e.created} for e in entries if e.kind != rag.ARCHIVE_KIND]
+
+
+def do_aggregate(settings: Any, project: str | None, apply: bool, undo_id: int | None) -> dict:
+    from .. import aggregate as tier
+
+    with tier.open_db(settings, None) as store:
+        if undo_id is not None:
+            return tier.undo(store, undo_id)
+        return tier.run(store, project=project, apply=apply).to_dict()
+
+
+def do_calibrate(settings: Any, cases: Any, project: str | None, vector_k: int,
+                 lexical_k: int) -> dict:
+    """`forge calibrate --json` without `--write`: over HTTP nothing edits the .env file."""
+    from .. import calibrate as cal
+
+    with cal.open_readonly(settings) as store:
+        return cal.calibrate(store, cases, vector_k=vector_k, lexical_k=lexical_k,
+                             project=project).to_dict()
 
 
 def do_history(settings: Any, last: int | None) -> list[dict]:
@@ -302,8 +365,11 @@ async def search(request: Request) -> Response:
       - {name: project, in: query, schema: {type: string}}
       - {name: vector_k, in: query, schema: {type: integer, default: 5}}
       - {name: lexical_k, in: query, schema: {type: integer, default: 5}}
+      - {name: kind, in: query, schema: {type: string}, description: 'entries of this kind only (recall --kind)'}
+      - {name: limit, in: query, schema: {type: integer, minimum: 1}, description: 'at most this many rows (recall --limit)'}
     responses:
       200: {description: '{"rows": [...], "dropped_by_cutoff", ...}; no rows is not an error'}
+      400: {description: 'q empty, an unknown kind, a bad number'}
       502: {description: the embedding server is down}
     """
     q = request.query_params
@@ -312,8 +378,11 @@ async def search(request: Request) -> Response:
         raise BadRequest("q is empty")
     vector_k = int_value(q.get("vector_k", 5), "vector_k", maximum=1000)
     lexical_k = int_value(q.get("lexical_k", 5), "lexical_k", maximum=1000)
+    kind = kind_value(q.get("kind"), "kind", archive=True)
+    raw_limit = q.get("limit")
+    limit = int_value(raw_limit, "limit", minimum=1, maximum=10**6) if raw_limit else None
     return JSONResponse(await call(do_search, settings_of(request), query, q.get("project"),
-                                   vector_k, lexical_k))
+                                   vector_k, lexical_k, kind, limit))
 
 
 @api
@@ -327,8 +396,8 @@ async def memory_ls(request: Request) -> Response:
       200: {description: '{"entries": [...], "by_kind": {...}}'}
     """
     q = request.query_params
-    return JSONResponse(await call(do_memory_ls, settings_of(request), q.get("kind") or None,
-                                   q.get("project")))
+    kind = kind_value(q.get("kind"), "kind", archive=True)
+    return JSONResponse(await call(do_memory_ls, settings_of(request), kind, q.get("project")))
 
 
 def _entry_id(request: Request) -> int:
@@ -359,6 +428,113 @@ async def memory_forget(request: Request) -> Response:
       404: {description: no such entry}
     """
     return JSONResponse(await call(do_forget, settings_of(request), _entry_id(request)))
+
+
+@api
+async def memory_edit(request: Request) -> Response:
+    """
+    summary: Change an entry's text and/or kind in place (forge memory edit ID [CONTENT] [--kind K] --json)
+    description: The id stays; a new text is embedded again. An edit that would duplicate another
+      entry, or touch a folded source or an aggregate, is refused (400) and changes nothing.
+    parameters:
+      - {name: entry_id, in: path, required: true, schema: {type: integer}}
+    requestBody:
+      content:
+        application/json:
+          schema: {type: object, properties: {content: {type: string}, kind: {type: string}}}
+    responses:
+      200: {description: 'the entry as it now stands, with "changed": ["content", "kind"] (empty: nothing changed)'}
+      400: {description: 'neither content nor kind, an unknown kind, a duplicate, a folded entry'}
+      404: {description: no such entry}
+      502: {description: the embedding server is down; nothing changed}
+    """
+    entry_id = _entry_id(request)
+    body = await json_body(request)
+    content = text_field(body, "content", required=False)
+    kind = kind_value(body.get("kind"), "kind", archive=False)
+    if content is None and kind is None:
+        raise BadRequest('give the new "content", or "kind", or both')
+    return JSONResponse(await call(do_edit, settings_of(request), entry_id, content, kind))
+
+
+@api
+async def memory_export(request: Request) -> Response:
+    """
+    summary: The deliberate entries as JSON Lines, oldest first (forge memory export)
+    description: The format `forge remember --batch` reads; archive entries stay out.
+    parameters:
+      - {name: kind, in: query, schema: {type: string}}
+      - {name: project, in: query, schema: {type: string}}
+    responses:
+      200: {description: 'application/x-ndjson: {"kind", "project", "content", "id", "created"} per line'}
+    """
+    q = request.query_params
+    kind = kind_value(q.get("kind"), "kind", archive=False)
+    lines = await call(do_export, settings_of(request), kind, q.get("project"))
+    text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+    return Response(text, media_type="application/x-ndjson",
+                    headers={"content-disposition": 'inline; filename="forge-memory.jsonl"'})
+
+
+@api
+async def aggregate(request: Request) -> Response:
+    """
+    summary: The aggregation tier (forge aggregate --json); a dry run unless apply
+    description: '{"apply": true} writes the folds (the new lines are embedded); {"undo": ID}
+      unfolds one aggregate. There is no --db over HTTP: the pass runs on the server''s store.'
+    requestBody:
+      content:
+        application/json:
+          schema: {type: object, properties: {project: {type: string}, apply: {type: boolean}, undo: {type: integer}}}
+    responses:
+      200: {description: 'the report (subjects, counts, hot block before and after), or for undo {"id", "kind", "released", "forgot"}'}
+      400: {description: 'undo with apply or project; an entry that speaks for no other'}
+      404: {description: no such entry to undo}
+      502: {description: the embedding server is down; nothing written}
+    """
+    body = await json_body(request)
+    project = text_field(body, "project", required=False)
+    apply = bool_field(body, "apply")
+    undo_id = None
+    if body.get("undo") is not None:
+        undo_id = int_value(body["undo"], '"undo"', minimum=1, maximum=2**62)
+        if apply or project:
+            raise BadRequest('"undo" takes no "apply" or "project"')
+    return JSONResponse(await call(do_aggregate, settings_of(request), project, apply, undo_id))
+
+
+@api
+async def calibrate(request: Request) -> Response:
+    """
+    summary: Measure hit and miss questions and propose RECALL_MAX_DISTANCE (forge calibrate --json)
+    description: Reads the store only. Over HTTP the proposal is never written to .env
+      ("write" is refused); `forge calibrate --write` on the server's machine does that.
+    requestBody:
+      content:
+        application/json:
+          schema: {type: object, required: [hits, misses], properties: {hits: {type: array, items: {type: object, properties: {question: {type: string}, expect: {type: integer}}}}, misses: {type: array, items: {type: string}}, project: {type: string}, vector_k: {type: integer}, lexical_k: {type: integer}}}
+    responses:
+      200: {description: the calibration document of `forge calibrate --json`}
+      400: {description: 'no hit or no miss, a malformed case, "write" asked'}
+      404: {description: an expected entry id that is not in the store}
+      502: {description: the embedding server is down}
+    """
+    from ..calibrate import cases_from_mapping
+
+    body = await json_body(request)
+    if body.get("write"):
+        raise BadRequest("calibrate over HTTP never writes .env; run `forge calibrate --write` "
+                         "on the server's machine")
+    for name in ("hits", "misses"):
+        if not isinstance(body.get(name, []), list):
+            raise BadRequest(f'"{name}" must be a list')
+    cases = cases_from_mapping({"hits": body.get("hits"), "misses": body.get("misses")},
+                               "the request body")
+    project = text_field(body, "project", required=False)
+    vector_k = int_value(body.get("vector_k", 5), '"vector_k"', minimum=1, maximum=1000)
+    lexical_k = int_value(body.get("lexical_k", 5), '"lexical_k"', maximum=1000)
+    return JSONResponse(await call(do_calibrate, settings_of(request), cases, project,
+                                   vector_k, lexical_k))
 
 
 @api
@@ -577,7 +753,9 @@ ROUTES = [
     Route("/remember", remember, methods=["POST"]),
     Route("/search", search, methods=["GET"]),
     Route("/memory", memory_ls, methods=["GET"]),
+    Route("/memory/export", memory_export, methods=["GET"]),   # before /memory/{entry_id}
     Route("/memory/{entry_id}", memory_show, methods=["GET"]),
+    Route("/memory/{entry_id}", memory_edit, methods=["PATCH"]),
     Route("/memory/{entry_id}", memory_forget, methods=["DELETE"]),
     Route("/history", history_route, methods=["GET"]),
     Route("/history/import", history_import, methods=["POST"]),
@@ -587,6 +765,8 @@ ROUTES = [
     Route("/drawer/pin", drawer_pin, methods=["POST"]),
     Route("/drawer/unpin", drawer_unpin, methods=["POST"]),
     Route("/traces", traces_route, methods=["GET"]),
+    Route("/aggregate", aggregate, methods=["POST"]),
+    Route("/calibrate", calibrate, methods=["POST"]),
     Mount("/static", StaticFiles(directory=STATIC), name="static"),
 ]
 
@@ -607,7 +787,7 @@ def create_app(settings: Any) -> Starlette:
         from starlette.middleware.cors import CORSMiddleware
 
         middleware.append(Middleware(CORSMiddleware, allow_origins=list(settings.serve_cors_origins),
-                                     allow_methods=["GET", "POST", "DELETE"],
+                                     allow_methods=["GET", "POST", "PATCH", "DELETE"],
                                      allow_headers=["authorization", "content-type"]))
     middleware += [
         Middleware(guard.SecurityHeaders),

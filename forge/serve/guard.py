@@ -24,8 +24,13 @@ ASGIApp = Callable[[Scope, Callable[[], Awaitable[dict]], Callable[[dict], Await
 # The page shell and its assets hold no data; /health says only that the server is up.
 PUBLIC_PATHS = frozenset({"/", "/health"})
 PUBLIC_PREFIXES = ("/static/",)
-# Routes that call a model (chat or embedding): their own, tighter budget.
-MODEL_ROUTES = frozenset({"/chat", "/remember", "/search", "/compact", "/history/import"})
+# Routes that call a model (chat or embedding): their own, tighter budget. The aggregation
+# pass embeds the lines it writes and calibration embeds every question; a dry run of
+# /aggregate is counted too (the budget is per path, not per body).
+MODEL_ROUTES = frozenset({"/chat", "/remember", "/search", "/compact", "/history/import",
+                          "/aggregate", "/calibrate"})
+# Methods that call a model on a path with an id: an edit embeds the new text.
+MODEL_METHODS = {"PATCH": "/memory/"}
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
        "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
@@ -39,6 +44,11 @@ SECURITY_HEADERS = [
 
 def is_public(path: str) -> bool:
     return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
+
+
+def calls_a_model(method: str, path: str) -> bool:
+    prefix = MODEL_METHODS.get(method.upper())
+    return path in MODEL_ROUTES or (prefix is not None and path.startswith(prefix))
 
 
 def is_loopback(host: str) -> bool:
@@ -94,9 +104,9 @@ class RateLimiter:
         self.lock = threading.Lock()
         self.calls = 0
 
-    def retry_after(self, client: str, path: str) -> int | None:
+    def retry_after(self, client: str, path: str, method: str = "GET") -> int | None:
         """Record a request; None when allowed, else the seconds until one would be."""
-        budgets = ["all"] + (["model"] if path in MODEL_ROUTES else [])
+        budgets = ["all"] + (["model"] if calls_a_model(method, path) else [])
         now = self.clock()
         with self.lock:
             self.calls += 1
@@ -129,9 +139,10 @@ class RateLimit:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         client = (scope.get("client") or ("unknown", 0))[0]
-        wait = self.limiter.retry_after(client, scope["path"])
+        method = scope.get("method", "GET")
+        wait = self.limiter.retry_after(client, scope["path"], method)
         if wait is not None:
-            budget = "model routes" if scope["path"] in MODEL_ROUTES else "every route"
+            budget = "model routes" if calls_a_model(method, scope["path"]) else "every route"
             return await send_json(send, 429, {"error": f"rate limit reached ({budget}); retry in "
                                                         f"{wait} s"},
                                    [(b"retry-after", str(wait).encode())])
