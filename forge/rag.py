@@ -103,10 +103,13 @@ class SearchRow:
     channel: str            # "vector" | "lexical" | "both"
     distance: float | None  # L2 between unit vectors; None for word-only rows
     bm25: float | None
+    fused: float | None = None  # recall_rank's reciprocal-rank score; None from search_hybrid
 
     def to_dict(self) -> dict[str, Any]:
         out = self.entry.to_dict()
         out.update(channel=self.channel, distance=self.distance, bm25=self.bm25)
+        if self.fused is not None:
+            out["fused"] = self.fused
         return out
 
 

@@ -1,0 +1,128 @@
+"""The rows budget: ONE fused ranking of both channels fills `limit` rows (`forge recall --limit`).
+
+Wave 2's default ordering (SPEC V6, issue 12), used by `forge recall`, `recall --queries`
+(recall_batch), the chat recall graph (V8) and bench/locomo.py. `rag.search_hybrid` with its
+per-channel budgets stays for calibration (`--vector-k/--lexical-k`).
+
+How a row earns its place (`fused`, printed with every row):
+- Each channel searches a deeper pool than the budget: `pool(limit)` candidates, the vector
+  channel by distance, the word channel by bm25 over the admitted words (V5, unchanged).
+- Reciprocal rank fusion: fused = 1/(K + rank in the vector pool) + 1/(K + rank in the word
+  pool), ranks from 1, K = 60; a channel that did not find the row adds nothing. An entry both
+  channels found is ONE row (channel "both") and sums both terms, so it rises.
+  Only ranks are fused: a distance and a bm25 are never added, weighted or normalised into
+  one number, and no threshold is ever put on `fused` — it orders, it never refuses.
+- The V4 cutoff keeps its meaning: a distance, applied to vector-only candidates before the
+  budget is cut, so a slot it frees goes to the next candidate that passes. Word matches
+  (lexical or both) are never judged by a distance.
+- Ties (equal fused scores) break on distance, then bm25, then entry id: deterministic.
+
+Why RRF with K = 60 and not normalised scores: measured on LoCoMo (README, "Retrieval"),
+and a rank needs no calibration while a min-max of bm25 moves with every query.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from . import rag
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .rag import SearchResult, Store
+
+log = logging.getLogger("forge.rag")
+
+DEFAULT_LIMIT = 10
+RRF_K = 60
+MIN_POOL = 30
+
+
+def pool(limit: int) -> int:
+    """Candidates each channel brings to the fusion for a budget of `limit` rows."""
+    return max(MIN_POOL, 3 * limit)
+
+
+@dataclass
+class Candidate:
+    entry_id: int
+    distance: float | None = None
+    bm25: float | None = None
+    vector_rank: int | None = None
+    lexical_rank: int | None = None
+
+    @property
+    def channel(self) -> str:
+        if self.vector_rank is not None and self.lexical_rank is not None:
+            return "both"
+        return "vector" if self.vector_rank is not None else "lexical"
+
+
+def rrf(vector: list[tuple[int, float]], lexical: list[tuple[int, float]], *,
+        k: int = RRF_K) -> list[tuple[Candidate, float]]:
+    """(candidate, fused score) best first: one candidate per entry id."""
+    found: dict[int, Candidate] = {}
+    for rank, (entry_id, distance) in enumerate(vector, 1):
+        found.setdefault(entry_id, Candidate(entry_id))
+        found[entry_id].distance, found[entry_id].vector_rank = distance, rank
+    for rank, (entry_id, score) in enumerate(lexical, 1):
+        found.setdefault(entry_id, Candidate(entry_id))
+        found[entry_id].bm25, found[entry_id].lexical_rank = score, rank
+
+    def fused(c: Candidate) -> float:
+        return sum(1.0 / (k + r) for r in (c.vector_rank, c.lexical_rank) if r is not None)
+
+    scored = [(c, round(fused(c), 6)) for c in found.values()]
+    scored.sort(key=lambda item: (-item[1], item[0].distance if item[0].distance is not None
+                                  else float("inf"), item[0].bm25 if item[0].bm25 is not None
+                                  else 0.0, item[0].entry_id))
+    return scored
+
+
+def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: str | None = None,
+           query_vector: "np.ndarray | None" = None, vector_pool: int | None = None,
+           lexical_pool: int | None = None, rrf_k: int = RRF_K) -> "SearchResult":
+    """`limit` rows (fewer only when the store has fewer passing candidates), best fused first.
+
+    Raises ServerError when the embedder is down, like rag.search_hybrid.
+    """
+    qvec = query_vector if query_vector is not None else store.checked_embedder().embed_query(query)
+    fingerprint = rag.query_fingerprint(store.settings, store.identity)
+    cutoff, warning = rag.resolve_cutoff(store.settings, fingerprint)
+    if warning and not store._cutoff_warned:
+        log.warning(warning)
+        store._cutoff_warned = True
+    depth = pool(limit)
+    vector = rag.search_vector(store, qvec, k=vector_pool or depth, project=project)
+    words = rag.admitted_words(store, query)
+    lexical = rag.search_lexical(store, words, k=lexical_pool or depth, project=project)
+    return fill(store, rrf(vector, lexical, k=rrf_k), limit=limit, cutoff=cutoff,
+                fingerprint=fingerprint, words=words)
+
+
+def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
+         cutoff: float | None, fingerprint: str, words: list[str]) -> "SearchResult":
+    """Walk the fused ranking: vector-only candidates beyond the cutoff are dropped (and
+    counted), orphan vectors skipped, until `limit` rows are taken."""
+    entries = rag._entries_by_id(store.conn, [c.entry_id for c, _ in ranked])
+    rows: list[rag.SearchRow] = []
+    dropped: list[float] = []
+    for candidate, score in ranked:
+        if candidate.channel == "vector" and cutoff is not None and candidate.distance > cutoff:
+            dropped.append(candidate.distance)
+            continue
+        entry = entries.get(candidate.entry_id)
+        if entry is None:   # an orphan vector not swept yet
+            continue
+        if len(rows) < limit:
+            rows.append(rag.SearchRow(entry, candidate.channel, candidate.distance, candidate.bm25,
+                                      fused=score))
+    return rag.SearchResult(rows, len(dropped), min(dropped) if dropped else None, cutoff,
+                            fingerprint, words)
+
+
+def describe() -> dict[str, Any]:
+    """The fusion's constants, for reports (`--json` documents, bench output)."""
+    return {"fusion": "rrf", "rrf_k": RRF_K, "pool": f"max({MIN_POOL}, 3 x limit)"}
