@@ -65,18 +65,18 @@ def seed_split(store, q, vec, budget, deeper=False):
                              query_vector=vec).rows[:budget]
 
 
-def rrf(store, q, vec, budget, pool=None, k=60):
+def rrf(store, q, vec, budget, pool=None, k=60, w=1.0):
     from forge import recall_rank
 
     return recall_rank.search(store, q, limit=budget, query_vector=vec, vector_pool=pool,
-                              lexical_pool=pool, rrf_k=k).rows
+                              lexical_pool=pool, rrf_k=k, lexical_weight=w).rows
 
 
-def norm(store, q, vec, budget):
+def norm(store, q, vec, budget, pool=POOL):
     from forge import rag, recall_rank
 
-    vector = rag.search_vector(store, vec, k=POOL)
-    lexical = rag.search_lexical(store, rag.admitted_words(store, q), k=POOL)
+    vector = rag.search_vector(store, vec, k=pool)
+    lexical = rag.search_lexical(store, rag.admitted_words(store, q), k=pool)
     scored: dict[int, float] = {}
     for pairs, better_low in ((vector, True), (lexical, True)):
         if not pairs:
@@ -110,18 +110,21 @@ def prf(store, q, vec, budget):
     return _rows(store, recall_rank.rrf(vector, lexical), budget)
 
 
-def neighbours(store, q, vec, budget):
+def neighbours(store, q, vec, budget, base=None, after=1, only_both=False):
+    """The best row's neighbouring exchanges (ids -1 and +1) placed after the first `after`
+    rows; `only_both`: only when the best row was found by both channels (a strong hit)."""
     from forge import rag
 
-    rows = rrf(store, q, vec, budget)
-    if not rows:
+    rows = (base or rrf)(store, q, vec, budget)
+    if not rows or (only_both and rows[0].channel != "both"):
         return rows
     top = rows[0].entry.id
     near = rag._entries_by_id(store.conn, [top - 1, top + 1])
-    out = [rows[0]] + [rag.SearchRow(near[i], "neighbour", None, None) for i in (top - 1, top + 1)
-                       if i in near]
+    extra = [rag.SearchRow(near[i], "neighbour", None, None) for i in (top - 1, top + 1)
+             if i in near and i not in {r.entry.id for r in rows[:after]}]
+    out = rows[:after] + extra
     seen = {r.entry.id for r in out}
-    out += [r for r in rows[1:] if r.entry.id not in seen]
+    out += [r for r in rows[after:] if r.entry.id not in seen]
     return out[:budget]
 
 
@@ -191,6 +194,8 @@ def sparse(store, q, vec, budget, index=None, qsparse=None):
 # ------------------------------------------------------------------ running and reporting
 
 def variants(store, asked: list[dict]) -> dict[str, Callable]:
+    import os
+
     out: dict[str, Callable] = {
         "seed-split": seed_split,
         "seed-split-cut": lambda s, q, v, b: seed_split(s, q, v, b, deeper=True),
@@ -198,12 +203,31 @@ def variants(store, asked: list[dict]) -> dict[str, Callable]:
         "rrf-pool=budget": lambda s, q, v, b: rrf(s, q, v, b, pool=b),
         "rrf-pool100": lambda s, q, v, b: rrf(s, q, v, b, pool=100),
         "rrf-K10": lambda s, q, v, b: rrf(s, q, v, b, k=10),
+        "rrf-K5": lambda s, q, v, b: rrf(s, q, v, b, k=5),
+        "rrf-K1": lambda s, q, v, b: rrf(s, q, v, b, k=1),
+        "rrf-K10-pool=budget": lambda s, q, v, b: rrf(s, q, v, b, pool=b, k=10),
+        "rrf-K10-pool100": lambda s, q, v, b: rrf(s, q, v, b, pool=100, k=10),
         "norm": norm,
+        "norm-pool=budget": lambda s, q, v, b: norm(s, q, v, b, pool=b),
+        "norm-pool100": lambda s, q, v, b: norm(s, q, v, b, pool=100),
         "rrf+prf": prf,
         "rrf+neighbours": neighbours,
+        "rrf-K10+neighbours": lambda s, q, v, b: neighbours(
+            s, q, v, b, base=lambda *a: rrf(*a, k=10)),
+        "norm+neighbours": lambda s, q, v, b: neighbours(s, q, v, b, base=norm),
+        "rrf+neighbours-after3": lambda s, q, v, b: neighbours(s, q, v, b, after=3),
+        "rrf+neighbours-of-both": lambda s, q, v, b: neighbours(s, q, v, b, only_both=True),
+        "rrf+neighbours-after-half": lambda s, q, v, b: neighbours(s, q, v, b, after=b // 2),
+        "rrf-K10-w.5": lambda s, q, v, b: rrf(s, q, v, b, k=10, w=0.5),
+        "rrf-K10-w.7": lambda s, q, v, b: rrf(s, q, v, b, k=10, w=0.7),
+        "rrf-K20-w.5": lambda s, q, v, b: rrf(s, q, v, b, k=20, w=0.5),
+        "rrf-K5-w.5": lambda s, q, v, b: rrf(s, q, v, b, k=5, w=0.5),
+        "rrf-K10-w.5+neighbours": lambda s, q, v, b: neighbours(
+            s, q, v, b, base=lambda *a: rrf(*a, k=10, w=0.5)),
     }
-    import os
-
+    only = os.environ.get("LOCOMO_ABLATION_ONLY")   # a comma list of variants to run
+    if only:
+        out = {name: fn for name, fn in out.items() if name in only.split(",")}
     if os.environ.get("LOCOMO_ABLATION_HEAVY") == "1":   # re-embeds every entry: minutes
         ctx = _cached(store, "ctx-prev", lambda: ctx_prev_index(store))
         out["rrf+ctx-prev"] = lambda s, q, v, b: ctx_prev(s, q, v, b, index=ctx)

@@ -61,7 +61,7 @@ class Candidate:
 
 
 def rrf(vector: list[tuple[int, float]], lexical: list[tuple[int, float]], *,
-        k: int = RRF_K) -> list[tuple[Candidate, float]]:
+        k: int = RRF_K, lexical_weight: float = 1.0) -> list[tuple[Candidate, float]]:
     """(candidate, fused score) best first: one candidate per entry id."""
     found: dict[int, Candidate] = {}
     for rank, (entry_id, distance) in enumerate(vector, 1):
@@ -72,7 +72,8 @@ def rrf(vector: list[tuple[int, float]], lexical: list[tuple[int, float]], *,
         found[entry_id].bm25, found[entry_id].lexical_rank = score, rank
 
     def fused(c: Candidate) -> float:
-        return sum(1.0 / (k + r) for r in (c.vector_rank, c.lexical_rank) if r is not None)
+        return sum(w / (k + r) for r, w in ((c.vector_rank, 1.0), (c.lexical_rank, lexical_weight))
+                   if r is not None)
 
     scored = [(c, round(fused(c), 6)) for c in found.values()]
     scored.sort(key=lambda item: (-item[1], item[0].distance if item[0].distance is not None
@@ -83,7 +84,8 @@ def rrf(vector: list[tuple[int, float]], lexical: list[tuple[int, float]], *,
 
 def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: str | None = None,
            query_vector: "np.ndarray | None" = None, vector_pool: int | None = None,
-           lexical_pool: int | None = None, rrf_k: int = RRF_K) -> "SearchResult":
+           lexical_pool: int | None = None, rrf_k: int = RRF_K,
+           lexical_weight: float = 1.0) -> "SearchResult":
     """`limit` rows (fewer only when the store has fewer passing candidates), best fused first.
 
     Raises ServerError when the embedder is down, like rag.search_hybrid.
@@ -98,7 +100,7 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     vector = rag.search_vector(store, qvec, k=vector_pool or depth, project=project)
     words = rag.admitted_words(store, query)
     lexical = rag.search_lexical(store, words, k=lexical_pool or depth, project=project)
-    return fill(store, rrf(vector, lexical, k=rrf_k), limit=limit, cutoff=cutoff,
+    return fill(store, rrf(vector, lexical, k=rrf_k, lexical_weight=lexical_weight), limit=limit, cutoff=cutoff,
                 fingerprint=fingerprint, words=words)
 
 
