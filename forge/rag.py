@@ -100,16 +100,19 @@ class Remembered:
 @dataclass
 class SearchRow:
     entry: Entry
-    channel: str            # "vector" | "lexical" | "both"
+    channel: str            # "vector" | "lexical" | "both" | "neighbour" (recall_rank)
     distance: float | None  # L2 between unit vectors; None for word-only rows
     bm25: float | None
     fused: float | None = None  # recall_rank's reciprocal-rank score; None from search_hybrid
+    neighbour_of: int | None = None   # channel "neighbour": the strong hit it sits beside
 
     def to_dict(self) -> dict[str, Any]:
         out = self.entry.to_dict()
         out.update(channel=self.channel, distance=self.distance, bm25=self.bm25)
         if self.fused is not None:
             out["fused"] = self.fused
+        if self.neighbour_of is not None:
+            out["neighbour_of"] = self.neighbour_of
         return out
 
 

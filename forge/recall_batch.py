@@ -86,7 +86,7 @@ def embed_queries(store: "Store", texts: Sequence[str]) -> "np.ndarray":
 def search_many(store: "Store", queries: Iterable[Query | str], *, project: str | None = None,
                 vector_k: int = 5, lexical_k: int = 5, vectors: "np.ndarray | None" = None,
                 on_progress: Callable[[int], None] | None = None,
-                limit: int | None = None) -> BatchRecall:
+                limit: int | None = None, neighbours: bool = True) -> BatchRecall:
     """Run one recall per query, in input order, on one connection: `recall_rank.search`
     (the fused ranking) when `limit` is given, else `rag.search_hybrid` with the per-channel
     budgets (calibration).
@@ -104,7 +104,7 @@ def search_many(store: "Store", queries: Iterable[Query | str], *, project: str 
     for index, (query, vector) in enumerate(zip(items, vectors)):
         if limit is not None:
             result = recall_rank.search(store, query.q, limit=limit, project=project,
-                                        query_vector=vector)
+                                        query_vector=vector, neighbours=neighbours)
         else:
             result = rag.search_hybrid(store, query.q, project=project, vector_k=vector_k,
                                        lexical_k=lexical_k, query_vector=vector)

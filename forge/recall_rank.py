@@ -16,6 +16,13 @@ How a row earns its place (`fused`, printed with every row):
   budget is cut, so a slot it frees goes to the next candidate that passes. Word matches
   (lexical or both) are never judged by a distance.
 - Ties (equal fused scores) break on distance, then bm25, then entry id: deterministic.
+- Neighbours of a strong hit (`neighbours=True`, the default): when the best row is an archived
+  exchange that BOTH channels found, the archived exchanges just before and after it (same
+  project, by id: the order compaction wrote them) take the next places, tagged channel
+  "neighbour" with `neighbour_of` = the hit's id, no distance, no bm25, no fused score; the
+  budget stays `limit` (they push the last rows out). A conversation's answer is often the
+  turn next to the one that shares the question's words. Deliberate entries have no
+  neighbours. They are added after the cutoff, beside a word match, so it never judges them.
 
 Why RRF with K = 60 and not normalised scores: measured on LoCoMo (README, "Retrieval"),
 and a rank needs no calibration while a min-max of bm25 moves with every query.
@@ -85,7 +92,7 @@ def rrf(vector: list[tuple[int, float]], lexical: list[tuple[int, float]], *,
 def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: str | None = None,
            query_vector: "np.ndarray | None" = None, vector_pool: int | None = None,
            lexical_pool: int | None = None, rrf_k: int = RRF_K,
-           lexical_weight: float = 1.0) -> "SearchResult":
+           lexical_weight: float = 1.0, neighbours: bool = True) -> "SearchResult":
     """`limit` rows (fewer only when the store has fewer passing candidates), best fused first.
 
     Raises ServerError when the embedder is down, like rag.search_hybrid.
@@ -100,8 +107,39 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     vector = rag.search_vector(store, qvec, k=vector_pool or depth, project=project)
     words = rag.admitted_words(store, query)
     lexical = rag.search_lexical(store, words, k=lexical_pool or depth, project=project)
-    return fill(store, rrf(vector, lexical, k=rrf_k, lexical_weight=lexical_weight), limit=limit, cutoff=cutoff,
-                fingerprint=fingerprint, words=words)
+    result = fill(store, rrf(vector, lexical, k=rrf_k, lexical_weight=lexical_weight),
+                  limit=limit, cutoff=cutoff, fingerprint=fingerprint, words=words)
+    if neighbours:
+        result.rows = with_neighbours(store, result.rows, limit=limit)
+    return result
+
+
+def neighbour_ids(store: "Store", entry: "rag.Entry") -> list[int]:
+    """The archived exchanges just before and after `entry` in the same project."""
+    if entry.kind != rag.ARCHIVE_KIND:
+        return []
+    conn = store.conn
+    out = []
+    for op, order in (("<", "desc"), (">", "asc")):
+        row = conn.execute(f"select id from memory_entries where kind = ? and project is ? and "
+                           f"id {op} ? order by id {order} limit 1",
+                           (rag.ARCHIVE_KIND, entry.project, entry.id)).fetchone()
+        if row:
+            out.append(row[0])
+    return out
+
+
+def with_neighbours(store: "Store", rows: list, *, limit: int) -> list:
+    """`rows` with the best row's neighbouring exchanges right after it, when it is a strong
+    hit (an archived exchange found by both channels); still at most `limit` rows."""
+    if not rows or rows[0].channel != "both" or limit < 2:
+        return rows
+    taken = {r.entry.id for r in rows}
+    near = rag._entries_by_id(store.conn, [i for i in neighbour_ids(store, rows[0].entry)
+                                           if i not in taken])
+    extra = [rag.SearchRow(near[i], "neighbour", None, None, neighbour_of=rows[0].entry.id)
+             for i in sorted(near)]
+    return (rows[:1] + extra + rows[1:])[:limit]
 
 
 def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,

@@ -132,3 +132,36 @@ def test_a_cutoff_that_drops_every_row_leaves_nothing_and_says_so(settings, buil
         result = recall_rank.search(store, "Qu'est-ce que tu sais de moi ?", limit=10)
     assert result.admitted_words == [] and result.rows == []
     assert result.dropped_by_cutoff == recall_rank.pool(10)
+
+
+def test_a_strong_hit_brings_its_neighbouring_exchanges_and_a_fact_does_not(settings):
+    exchanges = [
+        "user: On part où cet été ?\nassistant: On pourrait retourner en Bretagne.",
+        "user: J'ai réservé le gîte à Perros-Guirec pour la semaine du 14 juillet.\n"
+        "assistant: Parfait, c'est noté.",
+        "user: Il faudra prendre le train de 7 h 12.\nassistant: Je te le rappellerai.",
+        "user: Tu aimes les crêpes ?\nassistant: Oui, surtout au sarrasin.",
+    ]
+    with rag.open_store(settings) as store:
+        rag.remember_many(store, [rag.NewEntry("fact", "Le chat s'appelle Pixel")] +
+                          [rag.NewEntry("archive", text, source="compaction") for text in exchanges]
+                          + [rag.NewEntry("fact", f) for f in (
+                              "Le gîte de l'an dernier était à Annecy", "Réserver un train pour Lyon",
+                              "Perros-Guirec est en Côtes-d'Armor", "Les vacances d'été commencent le 5 juillet")])
+        ids = [e.id for e in rag.list_entries(store)]
+        question = "Où est le gîte réservé à Perros-Guirec ?"
+        plain = recall_rank.search(store, question, limit=3, neighbours=False)
+        result = recall_rank.search(store, question, limit=3)
+        assert plain.rows[0].channel == "both" and plain.rows[0].entry.id == ids[2]
+        assert result.rows[0].entry.id == ids[2]
+        got = {r.entry.id: r for r in result.rows}
+        assert {ids[1], ids[3]} <= set(got) and len(result.rows) == len(got) == 3
+        # a neighbour the ranking had not taken comes right after the hit, tagged as such
+        added = [i for i in (ids[1], ids[3]) if i not in {r.entry.id for r in plain.rows}]
+        assert added and [r.entry.id for r in result.rows[1:1 + len(added)]] == added
+        assert all(got[i].channel == "neighbour" and got[i].neighbour_of == ids[2]
+                   and got[i].distance is None and got[i].fused is None for i in added)
+        assert ids[0] not in {r.entry.id for r in result.rows if r.channel == "neighbour"}
+        fact = recall_rank.search(store, "Comment s'appelle le chat Pixel ?", limit=5)
+        assert fact.rows[0].entry.kind == "fact" and fact.rows[0].channel == "both"
+        assert "neighbour" not in {r.channel for r in fact.rows}

@@ -131,9 +131,12 @@ def _read_batch(stream: Any, project: str | None) -> list[Any]:
 @click.option("--lexical-k", type=click.IntRange(0, 1000), default=None,
               help="Calibration: rows the word channel may return [5 when only --vector-k "
                    "is given].")
+@click.option("--neighbours/--no-neighbours", default=True, show_default=True,
+              help="With --limit: the archived exchanges beside a strong hit (found by both "
+                   "channels) follow it, tagged neighbour.")
 @output_options
 def recall(query: str | None, queries_file: Any, project: str | None, limit: int | None,
-           vector_k: int | None, lexical_k: int | None, fmt: str) -> None:
+           vector_k: int | None, lexical_k: int | None, neighbours: bool, fmt: str) -> None:
     """Hybrid search of the deliberate memory: both channels fused into one ranking.
 
     Each row says which channel found it (vector, lexical or both), its distance and word
@@ -155,7 +158,7 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
     if queries_file is not None:
         if query is not None:
             raise click.UsageError("give QUERY or --queries FILE, not both")
-        _recall_many(queries_file, project, vector_k, lexical_k, fmt, limit)
+        _recall_many(queries_file, project, vector_k, lexical_k, fmt, limit, neighbours)
         return
     if query is None:
         raise click.UsageError("give a QUERY (`-` reads stdin), or --queries FILE")
@@ -164,7 +167,8 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
         raise click.UsageError("QUERY is empty")
     with _open() as store:
         if limit is not None:
-            result = recall_rank.search(store, query, limit=limit, project=project)
+            result = recall_rank.search(store, query, limit=limit, project=project,
+                                        neighbours=neighbours)
         else:
             result = rag.search_hybrid(store, query, project=project, vector_k=vector_k,
                                        lexical_k=lexical_k)
@@ -182,7 +186,7 @@ BATCH_COLUMNS = ["n", "id", "query", "entry", "channel", "distance", "fused", "c
 
 
 def _recall_many(stream: Any, project: str | None, vector_k: int | None, lexical_k: int | None,
-                 fmt: str, limit: int | None) -> None:
+                 fmt: str, limit: int | None, neighbours: bool = True) -> None:
     from .. import recall_batch
     from ..errors import ForgeError
 
@@ -198,7 +202,7 @@ def _recall_many(stream: Any, project: str | None, vector_k: int | None, lexical
     with _open() as store:
         batch = recall_batch.search_many(store, queries, project=project,
                                          vector_k=vector_k or 0, lexical_k=lexical_k or 0,
-                                         limit=limit)
+                                         limit=limit, neighbours=neighbours)
     answers = [a.to_dict() for a in batch.answers]
     if fmt == "nl":
         emit(answers, fmt, columns=[])
