@@ -13,7 +13,8 @@ score (the expensive part) and rare ones.
   and the event log, one transaction per batch. Reported per entry.
 - recall: `rag.search_hybrid` with a given query vector (vector KNN + admitted words + FTS5 +
   merge), measured in a fresh process per size: the first query (cold) and the median of the
-  next ones (warm), unfiltered and with a project filter.
+  next ones (warm), unfiltered and with a project filter; and `recall_rank.search(limit=10)`,
+  the fused rows budget `forge recall` runs by default (pools of 30, RRF, neighbours).
 
 Targets (issue 4): recall <= 60 ms at 10k and <= 150 ms at 100k; remember <= 2 ms per entry.
 """
@@ -131,7 +132,7 @@ def measure(path: Path, queries: int, seed: int) -> dict:
     """Runs in a fresh process: open the store, time search_hybrid without embedding."""
     import numpy as np
 
-    from forge import rag
+    from forge import rag, recall_rank
     from forge.settings import load_settings
 
     rng = np.random.default_rng(seed + 1)
@@ -141,10 +142,15 @@ def measure(path: Path, queries: int, seed: int) -> dict:
     qvecs = unit_vectors(queries + 1, rng)
     out: dict = {}
     with rag.open_store(settings, embedder=Precomputed(qvecs)) as store:
-        for label, project in (("all", None), ("project", "cuisine")):
+        for label, project in (("all", None), ("project", "cuisine"), ("fused", None)):
             times = []
             for text, vec in zip(qtexts, qvecs):
                 t = time.perf_counter()
+                if label == "fused":
+                    result = recall_rank.search(store, text, query_vector=vec, limit=10)
+                    times.append((time.perf_counter() - t) * 1000)
+                    assert len(result.rows) == 10
+                    continue
                 result = rag.search_hybrid(store, text, query_vector=vec, project=project)
                 times.append((time.perf_counter() - t) * 1000)
                 assert len([r for r in result.rows if r.channel != "lexical"]) == 5
@@ -182,11 +188,11 @@ def main() -> None:
             for suffix in ("", "-wal", "-shm"):
                 Path(str(path) + suffix).unlink(missing_ok=True)
     print(f"{'entries':>8} {'remember ms/entry':>18} {'recall cold ms':>15} {'recall median ms':>17} "
-          f"{'p90 ms':>7} {'--project median ms':>20}")
+          f"{'p90 ms':>7} {'--project median ms':>20} {'fused --limit 10 median ms':>27}")
     for size, per_entry, m in rows:
         print(f"{size:>8} {per_entry * 1000:>18.3f} {m['all']['cold_ms']:>15.1f} "
               f"{m['all']['median_ms']:>17.1f} {m['all']['p90_ms']:>7.1f} "
-              f"{m['project']['median_ms']:>20.1f}")
+              f"{m['project']['median_ms']:>20.1f} {m['fused']['median_ms']:>27.1f}")
     print("targets: recall <= 60 ms at 10k, <= 150 ms at 100k; remember <= 2 ms per entry "
           f"(batched); {DIM} dims, {args.queries} queries, embedding excluded")
 

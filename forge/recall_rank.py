@@ -146,19 +146,24 @@ def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
          cutoff: float | None, fingerprint: str, words: list[str]) -> "SearchResult":
     """Walk the fused ranking: vector-only candidates beyond the cutoff are dropped (and
     counted), orphan vectors skipped, until `limit` rows are taken."""
-    entries = rag._entries_by_id(store.conn, [c.entry_id for c, _ in ranked])
     rows: list[rag.SearchRow] = []
     dropped: list[float] = []
+    passing: list[tuple[Candidate, float]] = []
     for candidate, score in ranked:
         if candidate.channel == "vector" and cutoff is not None and candidate.distance > cutoff:
             dropped.append(candidate.distance)
-            continue
-        entry = entries.get(candidate.entry_id)
-        if entry is None:   # an orphan vector not swept yet
-            continue
-        if len(rows) < limit:
-            rows.append(rag.SearchRow(entry, candidate.channel, candidate.distance, candidate.bm25,
-                                      fused=score))
+        else:
+            passing.append((candidate, score))
+    start = 0
+    while len(rows) < limit and start < len(passing):   # read only the entries that are used
+        chunk = passing[start:start + limit - len(rows) + 2]
+        start += len(chunk)
+        entries = rag._entries_by_id(store.conn, [c.entry_id for c, _ in chunk])
+        for candidate, score in chunk:
+            entry = entries.get(candidate.entry_id)
+            if entry is not None and len(rows) < limit:   # None: an orphan vector not swept yet
+                rows.append(rag.SearchRow(entry, candidate.channel, candidate.distance,
+                                          candidate.bm25, fused=score))
     return rag.SearchResult(rows, len(dropped), min(dropped) if dropped else None, cutoff,
                             fingerprint, words)
 
