@@ -19,7 +19,7 @@ Protocol (the README's "LoCoMo" section states the figures):
   which fills exactly N rows when the store has them.
 - A question counts at budget k (any@k) when any of its evidence turns' dia_id is among the refs
   of the rows returned. Reported overall, per category and per channel (the evidence came back
-  through a vector row, a word row, or either), with the time spent importing (embedding) and
+  through a vector row, a word row; any@k also counts a neighbour row), with the time spent importing (embedding) and
   recalling.
 - `--keep DIR` builds each conversation's store once under DIR and reuses it on the next run
   (the import is the slow part: minutes per conversation); `--ablation` then scores the
@@ -155,12 +155,13 @@ def run_conversation(conversation: dict, folder: Path, *, sessions: int | None,
         scored = dict(q)
         for budget in BUDGETS:
             rows = results[budget][index].result.rows
-            via = {"vector": False, "lexical": False}
+            via = {"vector": False, "lexical": False, "neighbour": False}
             for row in rows:
                 if wanted & set((row.entry.refs or {}).get("external") or []):
                     via["vector"] |= row.channel in ("vector", "both")
                     via["lexical"] |= row.channel in ("lexical", "both")
-            scored[f"any@{budget}"] = via["vector"] or via["lexical"]
+                    via["neighbour"] |= row.channel == "neighbour"
+            scored[f"any@{budget}"] = any(via.values())
             scored[f"vector@{budget}"] = via["vector"]
             scored[f"lexical@{budget}"] = via["lexical"]
             scored[f"rows@{budget}"] = len(rows)

@@ -19,8 +19,9 @@ How a row earns its place (`fused`, printed with every row):
 - Neighbours of a strong hit (`neighbours=True`, the default): when the best row is an archived
   exchange that BOTH channels found, the archived exchanges just before and after it (same
   project, by id: the order compaction wrote them) take the next places, tagged channel
-  "neighbour" with `neighbour_of` = the hit's id, no distance, no bm25, no fused score; the
-  budget stays `limit` (they push the last rows out). A conversation's answer is often the
+  "neighbour" with `neighbour_of` = the hit's id, no distance, no bm25, no fused score (one the
+  ranking already holds moves up beside the hit and keeps its own tags); the budget stays
+  `limit` (they push the last rows out). A conversation's answer is often the
   turn next to the one that shares the question's words. Deliberate entries have no
   neighbours. They are added after the cutoff, beside a word match, so it never judges them.
 
@@ -134,12 +135,14 @@ def with_neighbours(store: "Store", rows: list, *, limit: int) -> list:
     hit (an archived exchange found by both channels); still at most `limit` rows."""
     if not rows or rows[0].channel != "both" or limit < 2:
         return rows
-    taken = {r.entry.id for r in rows}
-    near = rag._entries_by_id(store.conn, [i for i in neighbour_ids(store, rows[0].entry)
-                                           if i not in taken])
-    extra = [rag.SearchRow(near[i], "neighbour", None, None, neighbour_of=rows[0].entry.id)
-             for i in sorted(near)]
-    return (rows[:1] + extra + rows[1:])[:limit]
+    around = neighbour_ids(store, rows[0].entry)
+    present = {r.entry.id: r for r in rows}
+    new = rag._entries_by_id(store.conn, [i for i in around if i not in present])
+    beside = [present.get(i) or rag.SearchRow(new[i], "neighbour", None, None,
+                                              neighbour_of=rows[0].entry.id)
+              for i in sorted(around) if i in present or i in new]
+    rest = [r for r in rows[1:] if r.entry.id not in around]
+    return (rows[:1] + beside + rest)[:limit]
 
 
 def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,

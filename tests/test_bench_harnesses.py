@@ -114,7 +114,7 @@ def test_locomo_runs_on_one_conversation(tmp_path):
     assert {row["questions"] for row in doc["table"]} >= {"all", "1 multi-hop", "2 temporal", "4 single-hop"}
     for q in doc["per_question"]:   # the fused rows budget is filled
         assert q["rows@5"] == min(5, doc["entries"]) and q["rows@10"] == min(10, doc["entries"])
-        assert q["any@5"] == (q["vector@5"] or q["lexical@5"])
+        assert q["any@5"] >= (q["vector@5"] or q["lexical@5"])   # or a neighbour row
     assert doc["protocol"]["budgets"]["5"] == {"limit": 5}
     variants = {row["variant"]: row for row in doc["ablation"]}
     assert {"seed-split", "shipped", "rrf", "norm", "rrf+prf", "rrf+neighbours"} <= set(variants)
