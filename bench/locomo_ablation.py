@@ -8,8 +8,8 @@ the store (`ablation-*.npz` in the conversation's folder), so a second run only 
   seed-split         the seed's V6: vector rows by distance then word-only rows by bm25,
                      budgets 3+2 (5) and 5+5 (10): what `forge recall` did before --limit
   seed-split-cut     the same with 3+3 / 7+7, cut to the budget
-  shipped            `forge recall --limit` as shipped: rrf + the neighbours of a strong hit
-  rrf                recall_rank's fusion alone (RRF, K=60, pools of 30), no neighbours
+  shipped            `forge recall --limit` as shipped: norm + the neighbours of a strong hit
+  rrf                reciprocal rank fusion (RRF, K=60, pools of 30), no neighbours
   rrf-pool=budget    RRF over pools as deep as the budget only
   rrf-pool100        RRF over pools of 100
   rrf-K10            RRF with K=10 (the head of each channel weighs more); -K5, -K1 likewise
@@ -73,7 +73,7 @@ def rrf(store, q, vec, budget, pool=None, k=60, w=1.0):
 
     return recall_rank.search(store, q, limit=budget, query_vector=vec, vector_pool=pool,
                               lexical_pool=pool, rrf_k=k, lexical_weight=w,
-                              neighbours=False).rows
+                              neighbours=False, fusion="rrf").rows
 
 
 def shipped(store, q, vec, budget):

@@ -62,6 +62,22 @@ def kept_and_refused(hit_rows: list[list], expected: list[int], miss_rows: list[
     return kept / len(expected), refused / len(miss_rows)
 
 
+def compare_orderings(store, questions: list[str], vectors, expected: list[int]) -> list[dict]:
+    """top-1 and any@5 of the other orderings bench/locomo_ablation.py measures."""
+    import locomo_ablation as ab
+
+    out = []
+    for name, fn in (("seed-split (3+2)", ab.seed_split), ("rrf (shipped)", ab.shipped),
+                     ("norm", ab.norm)):
+        rows = [fn(store, q, v, 5) for q, v in zip(questions, vectors)]
+        out.append({"ordering": name,
+                    "top1": round(sum(bool(r) and r[0].entry.id == e
+                                      for r, e in zip(rows, expected)) / len(expected), 3),
+                    "any@5": round(sum(e in {x.entry.id for x in r}
+                                       for r, e in zip(rows, expected)) / len(expected), 3)})
+    return out
+
+
 def run(folder: Path) -> dict:
     from forge import calibrate, rag, recall_batch
     from forge.settings import load_settings
@@ -79,6 +95,7 @@ def run(folder: Path) -> dict:
         cases = calibrate.Cases([calibrate.HitCase(h["question"], e) for h, e in zip(hits, expected)],
                                 list(data["misses"]))
         cal = calibrate.calibrate(store, cases)
+        orderings = compare_orderings(store, questions[:len(hits)], vectors, expected)
         hot = {e.id for e in rag.hot_entries(store)}
         total = rag.count_entries(store)
     rows = [a.result.rows for a in batch.answers]
@@ -114,6 +131,7 @@ def run(folder: Path) -> dict:
         "hit_distances": {"min": round(hit_d[0], 4), "median": round(hit_d[len(hit_d) // 2], 4),
                           "max": round(hit_d[-1], 4)},
         "miss_nearest": sorted(round(m.distance, 4) for m in cal.misses),
+        "orderings": orderings,
         "sweep": sweep,
         "misses_detail": [{"q": q, "word_rows": [x.entry.content[:50] for x in r
                                                  if x.channel != "vector"][:3],
@@ -145,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
           f"word channel reaches {out['hits_word_channel']}/{out['hits']} hit entries and gives "
           f"rows to {out['misses_with_word_rows']}/{out['misses']} misses; hot block holds "
           f"{out['hot_block_entries']} entries")
+    print(tabulate(out["orderings"], headers="keys", tablefmt="simple"))
     print(f"calibrate: {out['calibrate']['message']}")
     print(f"hit distances {out['hit_distances']}, miss nearest {out['miss_nearest']}")
     print("refusal rules (a miss is refused when no row is left; all_rows_*: a distance that "

@@ -43,7 +43,7 @@ def test_the_fused_ranking_fills_the_budget_and_tags_every_row(store):
         result = recall_rank.search(store, "Quel processeur a mon NiPoGi ?", limit=limit)
         assert len(result.rows) == limit
         fused = [r.fused for r in result.rows]
-        assert fused == sorted(fused, reverse=True) and all(f > 0 for f in fused)
+        assert fused == sorted(fused, reverse=True) and all(0 <= f <= 2 for f in fused)
         for row in result.rows:
             assert row.channel in ("vector", "lexical", "both")
             assert (row.distance is not None) == (row.channel in ("vector", "both"))
@@ -68,28 +68,35 @@ def test_a_row_both_channels_found_is_one_row_with_both_scores(store):
     both = [r for r in result.rows if r.channel == "both"]
     assert both and all(r.distance is not None and r.bm25 is not None for r in both)
     assert keywords in ids
-    # the fused score of a both row is the sum of its two reciprocal ranks
+    # the fused score of a both row is the sum of its places in the two pools (README)
     pooled_vector = rag.search_vector(store, store.checked_embedder().embed_query(
         "Est-ce que j'utilise SteamOS ?"), k=recall_rank.pool(10))
     pooled_words = rag.search_lexical(store, result.admitted_words, k=recall_rank.pool(10))
-    row = both[0]
-    v = [i for i, _ in pooled_vector].index(row.entry.id) + 1
-    w = [i for i, _ in pooled_words].index(row.entry.id) + 1
-    assert row.fused == pytest.approx(1 / (recall_rank.RRF_K + v) + 1 / (recall_rank.RRF_K + w),
-                                      abs=1e-6)
+
+    def place(pool, value):
+        values = [v for _, v in pool]
+        return (max(values) - value) / (max(values) - min(values))
+
+    for row in both:
+        assert row.fused == pytest.approx(place(pooled_vector, row.distance)
+                                          + place(pooled_words, row.bm25), abs=1e-5)
 
 
-def test_rrf_merges_on_entry_id():
-    ranked = recall_rank.rrf([(7, 0.3), (8, 0.4)], [(8, -5.0), (9, -4.0)])
-    assert [(c.entry_id, c.channel) for c, _ in ranked] == [(8, "both"), (7, "vector"), (9, "lexical")]
-    assert ranked[0][0].distance == 0.4 and ranked[0][0].bm25 == -5.0
+def test_both_fusions_merge_on_entry_id():
+    vector, words = [(7, 0.3), (8, 0.35), (10, 0.5)], [(8, -5.0), (9, -4.0), (11, -1.0)]
+    for fuse in (recall_rank.rrf, recall_rank.normalised):
+        ranked = fuse(vector, words)
+        assert [(c.entry_id, c.channel) for c, _ in ranked] == [
+            (8, "both"), (7, "vector"), (9, "lexical"), (10, "vector"), (11, "lexical")]
+        assert ranked[0][0].distance == 0.35 and ranked[0][0].bm25 == -5.0
+    assert [s for _, s in recall_rank.normalised(vector, words)] == [1.75, 1.0, 0.75, 0.0, 0.0]
 
 
 def test_the_cutoff_frees_slots_that_the_next_passing_rows_refill(settings, built_store):
     from fixtures.memory_entries import copy_store
 
     copy_store(built_store, settings.rag_db_file)
-    question = "Quel processeur a mon NiPoGi ?"
+    question = "Mon chat et mon NiPoGi ?"
     # a shallow vector pool so that word-only rows exist in a 52-entry store
     with with_cutoff(settings, None) as store:
         everything = recall_rank.search(store, question, limit=60, vector_pool=5).rows
@@ -97,10 +104,10 @@ def test_the_cutoff_frees_slots_that_the_next_passing_rows_refill(settings, buil
     vector_only = sorted({r.distance for r in everything if r.channel == "vector"})
     # a budget and a cutoff where a vector-only row of the free top `limit` is dropped and
     # enough rows of the ranking still pass to fill the budget
-    limit, value = next((n, (lo + hi) / 2) for lo, hi in zip([0.0] + vector_only, vector_only)
-                        for n in range(2, 12)
-                        if any(r.channel == "vector" and r.distance > lo for r in everything[:n])
-                        and sum(r.channel != "vector" or r.distance <= lo for r in everything) >= n)
+    cuts = [(lo + hi) / 2 for lo, hi in zip([0.0] + vector_only, vector_only)]
+    limit, value = next((n, v) for v in cuts for n in range(2, 25)
+                        if any(r.channel == "vector" and r.distance > v for r in everything[:n])
+                        and sum(r.channel != "vector" or r.distance <= v for r in everything) >= n)
     with with_cutoff(settings, value) as store:
         cut = recall_rank.search(store, question, limit=limit, vector_pool=5)
     assert cut.cutoff == value and cut.dropped_by_cutoff > 0
@@ -119,7 +126,9 @@ def test_the_cutoff_refuses_vector_only_rows_and_spares_word_matches(settings, b
     with with_cutoff(settings, 0.05) as store:
         cut = recall_rank.search(store, question, limit=10)
     words = [r.entry.id for r in free.rows if r.channel != "vector"]
-    assert words and [r.entry.id for r in cut.rows] == words   # same order, no vector-only row
+    kept = [r.entry.id for r in cut.rows]
+    assert words and kept[:len(words)] == words   # every word match kept, in the same order
+    assert all(r.channel != "vector" for r in cut.rows)   # and no vector-only row
     assert all(r.distance > 0.05 for r in cut.rows if r.channel == "both")
     assert cut.dropped_by_cutoff > 0
 
@@ -149,7 +158,7 @@ def test_a_strong_hit_brings_its_neighbouring_exchanges_and_a_fact_does_not(sett
                               "Le gîte de l'an dernier était à Annecy", "Réserver un train pour Lyon",
                               "Perros-Guirec est en Côtes-d'Armor", "Les vacances d'été commencent le 5 juillet")])
         ids = [e.id for e in rag.list_entries(store)]
-        question = "Où est le gîte réservé à Perros-Guirec ?"
+        question = "Pour quelle semaine le gîte de Perros-Guirec est-il réservé ?"
         plain = recall_rank.search(store, question, limit=3, neighbours=False)
         result = recall_rank.search(store, question, limit=3)
         assert plain.rows[0].channel == "both" and plain.rows[0].entry.id == ids[2]
