@@ -15,9 +15,11 @@ it on the next run), then:
 - refusal rules a user can turn on, each scored as the share of hits whose entry is still
   returned (kept) and the share of misses left with no row at all (refused: V8 answers
   "nothing found" without an LLM call):
-  * `RECALL_MAX_DISTANCE=D` (V4: a distance on vector-only rows; word matches are spared),
-    swept over D, with the largest D that still refuses misses;
-  * the same cutoff at D = 0: only word matches survive ("the word channel decides").
+  * `RECALL_MAX_DISTANCE=D@fingerprint` (V4: a distance on vector-only rows; word matches are
+    spared), through `forge recall --limit 10` itself, swept over D = 0 (only word matches
+    survive) and every hit's distance;
+  * for comparison only, never shipped: the same D judging every row (a hit kept when its own
+    distance is within D, a miss refused when its nearest entry is beyond D).
   The hot block (V7) is reported too: with every deliberate entry in it, a refused recall in
   chat still reaches synthesis, which answers from the block.
 """
@@ -51,14 +53,23 @@ def build(folder: Path, data: dict) -> dict[str, int]:
     return ids
 
 
-def kept_and_refused(hit_rows: list[list], expected: list[int], miss_rows: list[list],
-                     cutoff: float | None) -> tuple[float, float]:
-    def passing(rows):
-        return [r for r in rows if not (cutoff is not None and r.channel == "vector"
-                                        and r.distance > cutoff)]
+def kept_and_refused(settings, questions: list[str], vectors, expected: list[int],
+                     cutoff: float) -> tuple[float, float]:
+    """`forge recall` (--limit 10) with RECALL_MAX_DISTANCE=cutoff@fingerprint: the share of
+    hits whose entry is still among the rows, of misses left with no row (V8 refuses)."""
+    from dataclasses import replace
 
-    kept = sum(e in {r.entry.id for r in passing(rows)} for rows, e in zip(hit_rows, expected))
-    refused = sum(not passing(rows) for rows in miss_rows)
+    from forge import rag, recall_batch
+    from forge.settings import Cutoff
+
+    with rag.open_store(settings) as store:
+        fp = rag.query_fingerprint(settings, store.identity)
+    with rag.open_store(replace(settings, recall_max_distance=Cutoff(cutoff, fp))) as store:
+        batch = recall_batch.search_many(store, questions, vectors=vectors, limit=10)
+    rows = [a.result.rows for a in batch.answers]
+    hit_rows, miss_rows = rows[:len(expected)], rows[len(expected):]
+    kept = sum(e in {r.entry.id for r in r_} for r_, e in zip(hit_rows, expected))
+    refused = sum(not r_ for r_ in miss_rows)
     return kept / len(expected), refused / len(miss_rows)
 
 
@@ -67,8 +78,8 @@ def compare_orderings(store, questions: list[str], vectors, expected: list[int])
     import locomo_ablation as ab
 
     out = []
-    for name, fn in (("seed-split (3+2)", ab.seed_split), ("rrf (shipped)", ab.shipped),
-                     ("norm", ab.norm)):
+    for name, fn in (("seed-split (3+2)", ab.seed_split), ("rrf", ab.rrf),
+                     ("shipped (normalised)", ab.shipped)):
         rows = [fn(store, q, v, 5) for q, v in zip(questions, vectors)]
         out.append({"ordering": name,
                     "top1": round(sum(bool(r) and r[0].entry.id == e
@@ -90,8 +101,7 @@ def run(folder: Path) -> dict:
     questions = [h["question"] for h in hits] + data["misses"]
     with rag.open_store(settings) as store:
         vectors = recall_batch.embed_queries(store, questions)
-        # a deep budget: the refusal rules below are applied to these rows as a cutoff would
-        batch = recall_batch.search_many(store, questions, vectors=vectors, limit=60)
+        batch = recall_batch.search_many(store, questions, vectors=vectors, limit=10)
         cases = calibrate.Cases([calibrate.HitCase(h["question"], e) for h, e in zip(hits, expected)],
                                 list(data["misses"]))
         cal = calibrate.calibrate(store, cases)
@@ -107,16 +117,13 @@ def run(folder: Path) -> dict:
     hits_with_words = sum(any(x.entry.id == e and x.channel != "vector" for x in r)
                           for r, e in zip(hit_rows, expected))
     hit_d = sorted(m.distance for m in cal.hits)
-    nearest = [min((x.distance for x in r if x.distance is not None), default=9.0)
-               for r in rows]
+    nearest = [m.distance for m in cal.hits] + [m.distance for m in cal.misses]
     sweep = []
     for d in sorted({0.0, *hit_d}):
-        kept, refused = kept_and_refused(hit_rows, expected, miss_rows, d)
+        kept, refused = kept_and_refused(settings, questions, vectors, expected, d)
         # for comparison only, never shipped (the seed's category error): a distance that
         # also judged word matches, i.e. refuse whenever the nearest entry is beyond d
-        kept_all = sum(n <= d and e in {x.entry.id for x in r if x.distance is not None
-                                        and x.distance <= d}
-                       for n, r, e in zip(nearest, hit_rows, expected)) / len(hits)
+        kept_all = sum(n <= d for n in nearest[:len(hits)]) / len(hits)
         refused_all = sum(n > d for n in nearest[len(hits):]) / len(data["misses"])
         sweep.append({"cutoff": round(d, 6), "hits_kept": round(kept, 3), "misses_refused": round(refused, 3),
                       "all_rows_hits_kept": round(kept_all, 3),

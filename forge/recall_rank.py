@@ -5,7 +5,7 @@ Wave 2's default ordering (SPEC V6, issue 12), used by `forge recall`, `recall -
 per-channel budgets stays for calibration (`--vector-k/--lexical-k`).
 
 How a row earns its place (`fused`, printed with every row):
-- Each channel searches a deeper pool than the budget: `pool(limit)` = max(30, 3 x limit)
+- Each channel searches a deeper pool than the budget: `pool(limit)` = max(30, limit)
   candidates, the vector channel by distance, the word channel by bm25 over the admitted words
   (V5, unchanged).
 - Normalised-score fusion (the default, `fusion="normalised"`): within each pool a candidate's
@@ -53,8 +53,10 @@ MIN_POOL = 30
 
 
 def pool(limit: int) -> int:
-    """Candidates each channel brings to the fusion for a budget of `limit` rows."""
-    return max(MIN_POOL, 3 * limit)
+    """Candidates each channel brings to the fusion for a budget of `limit` rows: 30 up to a
+    budget of 30, so the normalised scores (relative to the pools) and therefore the order of
+    the first rows do not change with `--limit`."""
+    return max(MIN_POOL, limit)
 
 
 @dataclass
@@ -198,5 +200,5 @@ def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
 
 def describe() -> dict[str, Any]:
     """The fusion's constants, for reports (`--json` documents, bench output)."""
-    return {"fusion": "normalised", "weights": "1:1", "pool": f"max({MIN_POOL}, 3 x limit)",
+    return {"fusion": "normalised", "weights": "1:1", "pool": f"max({MIN_POOL}, limit)",
             "neighbours": "of a both-channel archived hit"}
