@@ -172,3 +172,15 @@ def test_a_strong_hit_brings_its_neighbouring_exchanges_and_a_fact_does_not(sett
         fact = recall_rank.search(store, "Comment s'appelle le chat Pixel ?", limit=5)
         assert fact.rows[0].entry.kind == "fact" and fact.rows[0].channel == "both"
         assert "neighbour" not in {r.channel for r in fact.rows}
+
+
+@pytest.mark.llama
+def test_the_fused_recall_runs_the_same_through_an_embedding_server(llama_embedding_server, settings):
+    served = replace(settings, embedding_url=llama_embedding_server.url + "/embedding")
+    with rag.open_store(served) as store:
+        rag.remember_many(store, [rag.NewEntry("fact", text) for text in (
+            "Matériel : NiPoGi AM06PRO, processeur Ryzen 5500U, 32 Go de RAM",
+            "Possède un Steam Deck", "Le chat s'appelle Pixel", "Use SQLite-vec for vectors")])
+        result = recall_rank.search(store, "Quel processeur a mon NiPoGi ?", limit=3)
+    assert len(result.rows) == 3
+    assert result.rows[0].channel == "both" and "NiPoGi" in result.rows[0].entry.content
