@@ -14,13 +14,16 @@ Protocol (the README's "LoCoMo" section states the figures):
   adversarial questions with no answer in the conversation, is left out) goes through
   `recall_batch.search_many`, the code of `forge recall --queries`: all questions embedded in one
   call, then `rag.search_hybrid` each, no cutoff (RECALL_MAX_DISTANCE unset, the shipped default).
-- A rows budget of 5 and of 10, by `rows_budget()`: until `forge recall` has a single rows budget,
-  a budget is the two channels' own budgets (5 = 3 vector + 2 word rows, 10 = 5 + 5) and the
-  rows they return (their union, at most that many).
+- A rows budget of 5 and of 10, by `rows_budget()`: `forge recall --limit N`'s fused ranking
+  (recall_rank.search: reciprocal rank fusion of both channels over pools of 30 candidates),
+  which fills exactly N rows when the store has them.
 - A question counts at budget k (any@k) when any of its evidence turns' dia_id is among the refs
   of the rows returned. Reported overall, per category and per channel (the evidence came back
-  through a vector row, a word row, or either), with the time spent importing (embedding) and
+  through a vector row, a word row; any@k also counts a neighbour row), with the time spent importing (embedding) and
   recalling.
+- `--keep DIR` builds each conversation's store once under DIR and reuses it on the next run
+  (the import is the slow part: minutes per conversation); `--ablation` then scores the
+  variants of bench/locomo_ablation.py on the same stores, one row each.
 """
 from __future__ import annotations
 
@@ -43,9 +46,13 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 BUDGETS = (5, 10)
 
 
-def rows_budget(budget: int) -> tuple[int, int]:
-    """(vector_k, lexical_k) for a rows budget. The one place a later single rows budget
-    (`forge recall --limit`) replaces: 5 = 3 + 2, 10 = 5 + 5."""
+def rows_budget(budget: int) -> dict:
+    """The recall arguments of a rows budget: `forge recall --limit N`'s fused ranking."""
+    return {"limit": budget}
+
+
+def seed_split(budget: int) -> tuple[int, int]:
+    """(vector_k, lexical_k) of the seed's fixed split (V6), the ablation's baseline."""
     return {5: (3, 2), 10: (5, 5)}.get(budget, (budget - budget // 2, budget // 2))
 
 
@@ -98,7 +105,7 @@ def questions(conversation: dict, known_refs: set[str], limit: int | None) -> li
 
 
 def run_conversation(conversation: dict, folder: Path, *, sessions: int | None,
-                     limit: int | None) -> dict:
+                     limit: int | None, ablation: bool = False) -> dict:
     from forge import compaction, history_import, rag, recall_batch
     from forge.settings import load_settings
 
@@ -108,13 +115,24 @@ def run_conversation(conversation: dict, folder: Path, *, sessions: int | None,
     settings = load_settings(env, cwd=folder)
     recs = records(conversation, sessions)
     started = time.perf_counter()
-    report = history_import.import_history(settings, "\n".join(json.dumps(r) for r in recs),
-                                           source="locomo", compact=True, strategy="rag_pointer")
-    compaction.compact(settings, strategy="rag_pointer")   # what the import left in the history
-    imported = time.perf_counter()
+    built = folder / "locomo-built.json"
+    if built.exists():   # --keep DIR: the store of an earlier run, same data and sessions
+        report = json.loads(built.read_text())
+        if report.get("sessions") != sessions:
+            raise SystemExit(f"error: {folder} was built with --sessions {report.get('sessions')}; "
+                             "use another --keep DIR")
+    else:
+        done = history_import.import_history(settings, "\n".join(json.dumps(r) for r in recs),
+                                             source="locomo", compact=True,
+                                             strategy="rag_pointer")
+        compaction.compact(settings, strategy="rag_pointer")   # what the import left
+        report = {"compactions": done.compactions + 1,
+                  "import_seconds": round(time.perf_counter() - started, 2),
+                  "sessions": sessions, "turns": len(recs)}
+        built.write_text(json.dumps(report))
     asked = questions(conversation, {r["ref"] for r in recs}, limit)
     out = {"sample_id": conversation.get("sample_id"), "turns": len(recs),
-           "compactions": report.compactions + 1, "questions": [], "import_seconds": 0.0,
+           "compactions": report["compactions"], "questions": [], "import_seconds": 0.0,
            "embed_seconds": 0.0, "recall_seconds": 0.0}
     with rag.open_store(settings) as store:
         out["entries"] = rag.count_entries(store)
@@ -123,23 +141,27 @@ def run_conversation(conversation: dict, folder: Path, *, sessions: int | None,
         out["embed_seconds"] = time.perf_counter() - t0
         results = {}
         for budget in BUDGETS:
-            vector_k, lexical_k = rows_budget(budget)
-            batch = recall_batch.search_many(store, [q["q"] for q in asked], vector_k=vector_k,
-                                             lexical_k=lexical_k, vectors=vectors)
+            batch = recall_batch.search_many(store, [q["q"] for q in asked], vectors=vectors,
+                                             **rows_budget(budget))
             out["recall_seconds"] += batch.search_seconds
             results[budget] = batch.answers
-    out["import_seconds"] = imported - started
+        if ablation:
+            from locomo_ablation import run_variants
+
+            out["ablation"] = run_variants(store, asked, vectors, BUDGETS)
+    out["import_seconds"] = report["import_seconds"]
     for index, q in enumerate(asked):
         wanted = set(q["evidence"])
         scored = dict(q)
         for budget in BUDGETS:
             rows = results[budget][index].result.rows
-            via = {"vector": False, "lexical": False}
+            via = {"vector": False, "lexical": False, "neighbour": False}
             for row in rows:
                 if wanted & set((row.entry.refs or {}).get("external") or []):
                     via["vector"] |= row.channel in ("vector", "both")
                     via["lexical"] |= row.channel in ("lexical", "both")
-            scored[f"any@{budget}"] = via["vector"] or via["lexical"]
+                    via["neighbour"] |= row.channel == "neighbour"
+            scored[f"any@{budget}"] = any(via.values())
             scored[f"vector@{budget}"] = via["vector"]
             scored[f"lexical@{budget}"] = via["lexical"]
             scored[f"rows@{budget}"] = len(rows)
@@ -172,8 +194,7 @@ def summarise(conversations: list[dict]) -> dict:
         "import_seconds": round(sum(c["import_seconds"] for c in conversations), 2),
         "embed_seconds": round(sum(c["embed_seconds"] for c in conversations), 2),
         "recall_seconds": round(sum(c["recall_seconds"] for c in conversations), 3),
-        "protocol": {"budgets": {b: dict(zip(("vector_k", "lexical_k"), rows_budget(b)))
-                                 for b in BUDGETS},
+        "protocol": {"budgets": {b: rows_budget(b) for b in BUDGETS},
                      "categories": CATEGORIES, "cutoff": None, "strategy": "rag_pointer"},
         "per_question": asked,
     }
@@ -200,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, help="only the first N sessions of each")
     parser.add_argument("--questions", type=int, help="at most N questions per conversation")
     parser.add_argument("--keep", type=Path, help="build the stores under DIR and keep them")
+    parser.add_argument("--ablation", action="store_true",
+                        help="also score every variant of bench/locomo_ablation.py, one row each")
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
     args = parser.parse_args(argv)
     if not args.data.exists():
@@ -214,13 +237,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"conversation {number}/{len(data)} ({conversation.get('sample_id')}) ...",
               file=sys.stderr, flush=True)
         done.append(run_conversation(conversation, folder, sessions=args.sessions,
-                                     limit=args.questions))
+                                     limit=args.questions, ablation=args.ablation))
     summary = summarise(done)
+    if args.ablation:
+        from locomo_ablation import summarise_variants
+
+        summary["ablation"] = summarise_variants(done, CATEGORIES, BUDGETS)
     summary["data"] = str(args.data)
     if args.json:
         print(json.dumps(summary, ensure_ascii=False, indent=2))
     else:
         print_table(summary)
+        if args.ablation:
+            from locomo_ablation import print_variants
+
+            print()
+            print_variants(summary["ablation"], CATEGORIES, BUDGETS)
     if not args.keep:
         import shutil
 

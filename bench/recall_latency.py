@@ -13,7 +13,8 @@ score (the expensive part) and rare ones.
   and the event log, one transaction per batch. Reported per entry.
 - recall: `rag.search_hybrid` with a given query vector (vector KNN + admitted words + FTS5 +
   merge), measured in a fresh process per size: the first query (cold) and the median of the
-  next ones (warm), unfiltered and with a project filter.
+  next ones (warm), unfiltered and with a project filter; and `recall_rank.search(limit=10)`,
+  the fused rows budget `forge recall` runs by default (pools of 30, normalised ranks, neighbours).
 
 Targets (issue 4): recall <= 60 ms at 10k and <= 150 ms at 100k; remember <= 2 ms per entry.
 """
@@ -153,7 +154,7 @@ def measure(path: Path, queries: int, seed: int, real: Path | None = None) -> di
 
     import numpy as np
 
-    from forge import rag
+    from forge import rag, recall_rank
     from forge.settings import load_settings
 
     rng = np.random.default_rng(seed + 1)
@@ -172,10 +173,15 @@ def measure(path: Path, queries: int, seed: int, real: Path | None = None) -> di
         times.append((time.perf_counter() - t) * 1000)
     out["numpy_ms"] = statistics.median(times[1:])
     with rag.open_store(settings, embedder=Precomputed(qvecs)) as store:
-        for label, project in (("all", None), ("project", "cuisine")):
+        for label, project in (("all", None), ("project", "cuisine"), ("fused", None)):
             times = []
             for text, vec in zip(qtexts, qvecs):
                 t = time.perf_counter()
+                if label == "fused":
+                    result = recall_rank.search(store, text, query_vector=vec, limit=10)
+                    times.append((time.perf_counter() - t) * 1000)
+                    assert len(result.rows) == 10
+                    continue
                 result = rag.search_hybrid(store, text, query_vector=vec, project=project)
                 times.append((time.perf_counter() - t) * 1000)
                 assert len([r for r in result.rows if r.channel != "lexical"]) == 5
@@ -222,12 +228,14 @@ def main() -> None:
     if not args.keep:
         folder.rmdir()
     print(f"{'entries':>8} {'remember ms/entry':>18} {'recall cold ms':>15} {'recall median ms':>17} "
-          f"{'p90 ms':>7} {'--project median ms':>20} {'numpy ms':>9} {'x numpy':>8} "
+          f"{'p90 ms':>7} {'--project median ms':>20} {'fused --limit 10 ms':>20} "
+          f"{'numpy ms':>9} {'x numpy':>8} "
           f"{'RSS MB':>7} {'file MB':>8} {'build s':>8}")
     for size, per_entry, m, built_s, file_mb in rows:
         print(f"{size:>8} {per_entry * 1000:>18.3f} {m['all']['cold_ms']:>15.1f} "
               f"{m['all']['median_ms']:>17.1f} {m['all']['p90_ms']:>7.1f} "
-              f"{m['project']['median_ms']:>20.1f} {m['numpy_ms']:>9.1f} "
+              f"{m['project']['median_ms']:>20.1f} {m['fused']['median_ms']:>20.1f} "
+              f"{m['numpy_ms']:>9.1f} "
               f"{m['all']['median_ms'] / m['numpy_ms']:>8.2f} {m['max_rss_mb']:>7.0f} "
               f"{file_mb:>8.0f} {built_s:>8.0f}")
     print("x numpy: recall median / a numpy brute force over the same vectors in the same run "

@@ -104,13 +104,19 @@ class Remembered:
 @dataclass
 class SearchRow:
     entry: Entry
-    channel: str            # "vector" | "lexical" | "both"
+    channel: str            # "vector" | "lexical" | "both" | "neighbour" (recall_rank)
     distance: float | None  # L2 between unit vectors; None for word-only rows
     bm25: float | None
+    fused: float | None = None  # recall_rank's reciprocal-rank score; None from search_hybrid
+    neighbour_of: int | None = None   # channel "neighbour": the strong hit it sits beside
 
     def to_dict(self) -> dict[str, Any]:
         out = self.entry.to_dict()
         out.update(channel=self.channel, distance=self.distance, bm25=self.bm25)
+        if self.fused is not None:
+            out["fused"] = self.fused
+        if self.neighbour_of is not None:
+            out["neighbour_of"] = self.neighbour_of
         return out
 
 
@@ -1147,6 +1153,11 @@ def entry_events(store: Store, entry_id: int) -> list[dict[str, Any]]:
 
 # --------------------------------------------------------------------------- search
 
+def has_vectors(store: Store) -> bool:
+    """Whether the store has a vector table yet: a search on one without needs no embedding."""
+    return _table_exists(store.conn, "memory_vectors")
+
+
 def search_vector(store: Store, qvec: "np.ndarray | None", *, k: int,
                   project: str | None = None, kind: str | None = None) -> list[tuple[int, float]]:
     """(entry id, distance) of the k nearest, the project filter inside the KNN. With `kind`,
@@ -1261,7 +1272,7 @@ def search_hybrid(store: Store, query: str, *, project: str | None = None, vecto
     `kind`: that kind's entries only; `limit`: at most that many rows, the first of the union.
     """
     qvec = query_vector
-    if qvec is None and _table_exists(store.conn, "memory_vectors"):  # no vector yet: no embedding
+    if qvec is None and has_vectors(store):  # no vector yet: no embedding
         qvec = store.checked_embedder().embed_query(query)
     fingerprint = query_fingerprint(store.settings, store.identity)
     cutoff, warning = resolve_cutoff(store.settings, fingerprint)

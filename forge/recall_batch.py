@@ -1,6 +1,7 @@
 """Many recalls in one process: `forge recall --queries FILE|-`, calibration and the benchmarks.
 
-Every query goes through `rag.search_hybrid`, the code `forge recall QUERY` runs, with its
+Every query goes through the code `forge recall QUERY` runs — `recall_rank.search` (the fused
+rows budget, `limit`), or `rag.search_hybrid` when per-channel budgets are given — with its
 vector embedded beforehand: one `embed_queries` call for the whole batch, so a script pays the
 model load (or the server round trip) once, not once per question.
 
@@ -84,13 +85,16 @@ def embed_queries(store: "Store", texts: Sequence[str]) -> "np.ndarray":
 
 def search_many(store: "Store", queries: Iterable[Query | str], *, project: str | None = None,
                 vector_k: int = 5, lexical_k: int = 5, kind: str | None = None,
-                limit: int | None = None, vectors: "np.ndarray | None" = None,
-                on_progress: Callable[[int], None] | None = None) -> BatchRecall:
-    """Run `rag.search_hybrid` for every query, in input order, on one connection.
+                vectors: "np.ndarray | None" = None,
+                on_progress: Callable[[int], None] | None = None,
+                limit: int | None = None, neighbours: bool = True) -> BatchRecall:
+    """Run one recall per query, in input order, on one connection: `recall_rank.search`
+    (the fused ranking) when `limit` is given, else `rag.search_hybrid` with the per-channel
+    budgets (calibration).
 
     `vectors`: the queries' vectors when the caller already has them (no embedding call).
     """
-    from . import rag
+    from . import rag, recall_rank
 
     items = [q if isinstance(q, Query) else Query(q) for q in queries]
     started = time.perf_counter()
@@ -99,9 +103,12 @@ def search_many(store: "Store", queries: Iterable[Query | str], *, project: str 
     embedded = time.perf_counter()
     answers = []
     for index, (query, vector) in enumerate(zip(items, vectors)):
-        result = rag.search_hybrid(store, query.q, project=project, vector_k=vector_k,
-                                   lexical_k=lexical_k, kind=kind, limit=limit,
-                                   query_vector=vector)
+        if limit is not None:
+            result = recall_rank.search(store, query.q, limit=limit, project=project, kind=kind,
+                                        query_vector=vector, neighbours=neighbours)
+        else:
+            result = rag.search_hybrid(store, query.q, project=project, vector_k=vector_k,
+                                       lexical_k=lexical_k, kind=kind, query_vector=vector)
         answers.append(BatchAnswer(query, result))
         if on_progress:
             on_progress(index + 1)

@@ -115,11 +115,13 @@ def test_recall_table_json_and_nl(filled):
     table = invoke(filled, "recall", "Quel processeur a mon NiPoGi ?")
     assert table.exit_code == 0, table.stderr
     header = table.stdout.splitlines()[0].split()
-    assert header == ["id", "kind", "project", "channel", "distance", "content"]
+    assert header == ["id", "kind", "project", "channel", "distance", "bm25", "fused", "content"]
     assert "NiPoGi AM06PRO" in table.stdout and "both" in table.stdout
     doc = json.loads(invoke(filled, "recall", "Quel processeur a mon NiPoGi ?", "--json").stdout)
     assert len(doc["fingerprint"]) == 6 and doc["cutoff"] is None
     assert doc["rows"][0]["channel"] == "both" and "refs" in doc["rows"][0]
+    assert len(doc["rows"]) == 10 and doc["rows"][0]["fused"] > 0   # the default rows budget
+    assert len(invoke(filled, "recall", "NiPoGi", "--nl", "--limit", "3").stdout.splitlines()) == 3
     lines = invoke(filled, "recall", "SteamOS", "--nl", "--vector-k", "2", "--lexical-k", "3").stdout.splitlines()
     rows = [json.loads(line) for line in lines]
     assert 2 <= len(rows) <= 5
@@ -132,18 +134,27 @@ def test_recall_reports_what_the_cutoff_dropped(filled, monkeypatch):
     monkeypatch.setenv("RECALL_MAX_DISTANCE", f"0.05@{fp}")
     result = invoke(filled, "recall", "Qu'est-ce que tu sais de moi ?")
     assert result.exit_code == 0
-    assert "cutoff 0.05 dropped 5 vector row(s), the nearest at 0." in result.stderr
+    assert "cutoff 0.05 dropped 30 vector row(s), the nearest at 0." in result.stderr
     assert "no results" in result.stderr and result.stdout == ""
     monkeypatch.setenv("RECALL_MAX_DISTANCE", "0.05@a5c47b")
     stale = invoke(filled, "recall", "Qu'est-ce que tu sais de moi ?", "--nl")
     assert "warning:" in stale.stderr and "cutoff off" in stale.stderr
-    assert len(stale.stdout.splitlines()) == 5
+    assert len(stale.stdout.splitlines()) == 10
+
+
+def test_recall_limit_and_per_channel_budgets_are_one_or_the_other(filled):
+    both = invoke(filled, "recall", "NiPoGi", "--limit", "3", "--vector-k", "2")
+    assert both.exit_code == 2 and "not both" in both.stderr
+    seed = [json.loads(line) for line in
+            invoke(filled, "recall", "NiPoGi", "--nl", "--vector-k", "2").stdout.splitlines()]
+    assert sum(r["channel"] != "lexical" for r in seed) == 2 and all("fused" not in r for r in seed)
 
 
 def test_recall_project_filter(filled):
     rows = [json.loads(line) for line in
             invoke(filled, "recall", "Qu'est-ce que tu sais de moi ?", "-p", "homelab", "--nl").stdout.splitlines()]
-    assert len([r for r in rows if r["channel"] != "lexical"]) == 5
+    homelab = sum(e["project"] == "homelab" for e in json.loads(FIXTURE.read_text(encoding="utf-8")))
+    assert len(rows) == min(10, homelab)   # the filter does not cost rows of the budget
     assert {r["project"] for r in rows} == {"homelab"}
 
 

@@ -114,6 +114,8 @@ MORE_TWINS = [
                           "--kind", "decision", "--json"],
      dict(params={"q": "NAS", "project": "forge", "vector_k": 2, "lexical_k": 0, "kind": "decision"}),
      None, None),
+    (("GET", "/search"), ["recall", "NAS backup", "--limit", "3", "--no-neighbours", "--json"],
+     dict(params={"q": "NAS backup", "limit": 3, "neighbours": "false"}), None, None),
     (("GET", "/memory"), ["memory", "ls", "fact", "--json"], dict(params={"kind": "fact"}), None, None),
     (("GET", "/memory/export"), ["memory", "export", "--kind", "fact", "--project", "homelab"],
      dict(params={"kind": "fact", "project": "homelab"}), None, None),
@@ -199,6 +201,7 @@ def test_the_aggregate_twin_folds_and_a_calibration_over_http_writes_no_env_file
 @pytest.mark.parametrize("method,url,body,status,reason", [
     ("GET", "/search?q=NAS&kind=bogus", None, 400, "unknown kind 'bogus'"),
     ("GET", "/search?q=NAS&limit=0", None, 400, "limit must be between 1"),
+    ("GET", "/search?q=NAS&limit=3&vector_k=2", None, 400, "not both"),
     ("GET", "/memory/export?kind=archive", None, 400, "unknown kind 'archive'"),
     ("PATCH", "/memory/2", {}, 400, 'give the new "content", or "kind", or both'),
     ("PATCH", "/memory/99", {"content": "x"}, 404, "no memory entry #99"),
@@ -240,7 +243,7 @@ def test_openapi_document_lists_every_route_with_its_methods_and_the_bearer_sche
     assert doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     assert doc["paths"]["/health"]["get"]["security"] == []
     search = {p["name"] for p in doc["paths"]["/search"]["get"]["parameters"]}
-    assert search == {"q", "project", "vector_k", "lexical_k", "kind", "limit"}
+    assert search == {"q", "project", "vector_k", "lexical_k", "kind", "limit", "neighbours"}
     assert "never written to .env" in doc["paths"]["/calibrate"]["post"]["description"]
 
 
@@ -365,9 +368,14 @@ def test_embedding_outage_is_502_naming_the_server_and_writes_nothing(settings):
     response = client.post("/remember", json={"content": "The NAS runs Debian"})
     assert response.status_code == 502 and response.json()["server"].startswith(root)
     assert root in response.json()["error"]
+    assert client.get("/memory").json()["entries"] == []
+    # A search on a store that has vectors needs the server: 502, and the store is unchanged.
+    assert client_for().post("/remember", json={"content": "The NAS runs Debian"}).status_code == 200
+    before = Path(settings.rag_db_file).read_bytes()
     search = client.get("/search", params={"q": "NAS"})
     assert search.status_code == 502 and root in search.json()["error"]
-    assert client.get("/memory").json()["entries"] == []
+    assert [e["content"] for e in client.get("/memory").json()["entries"]] == ["The NAS runs Debian"]
+    assert Path(settings.rag_db_file).read_bytes() == before
 
 
 def test_chat_outage_is_502_and_the_turn_is_not_persisted(settings):

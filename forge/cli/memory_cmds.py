@@ -11,7 +11,7 @@ import click
 from .main import ENTRY_ID, get_settings
 from .output import confirm_destructive, dumps, emit, emit_one, note, output_options
 
-RECALL_COLUMNS = ["id", "kind", "project", "channel", "distance", "content"]
+RECALL_COLUMNS = ["id", "kind", "project", "channel", "distance", "bm25", "fused", "content"]
 LS_COLUMNS = ["entry", "project", "created", "content"]
 
 
@@ -165,26 +165,46 @@ def _read_batch(stream: Any, project: str | None) -> list[Any]:
               help='Many queries in one process: one per line, or JSONL {"q": ..., "id": ...}; '
                    "with --nl one JSON line per query, in input order.")
 @click.option("--project", "-p", help="Search this project only.")
-@click.option("--vector-k", default=5, show_default=True, type=click.IntRange(0, 1000),
-              help="Rows the vector channel may return (taken before the cutoff).")
-@click.option("--lexical-k", default=5, show_default=True, type=click.IntRange(0, 1000),
-              help="Rows the word channel may return.")
+@click.option("--limit", "-n", type=click.IntRange(1, 1000), default=None,
+              help="Rows budget [default: 10]: one fused ranking of both channels fills it.")
+@click.option("--vector-k", type=click.IntRange(0, 1000), default=None,
+              help="Calibration: the seed's per-channel budgets instead of --limit; rows the "
+                   "vector channel may return (taken before the cutoff) [5 when only "
+                   "--lexical-k is given].")
+@click.option("--lexical-k", type=click.IntRange(0, 1000), default=None,
+              help="Calibration: rows the word channel may return [5 when only --vector-k "
+                   "is given].")
+@click.option("--neighbours/--no-neighbours", default=True, show_default=True,
+              help="With --limit: the archived exchanges beside a strong hit (found by both "
+                   "channels) follow it, tagged neighbour.")
 @click.option("--kind", "-k", type=Kind(archive=True), help="Search entries of this kind only.")
-@click.option("--limit", "-n", type=click.IntRange(min=1), help="At most N rows.")
 @output_options
-def recall(query: str | None, queries_file: Any, project: str | None, vector_k: int,
-           lexical_k: int, kind: str | None, limit: int | None, fmt: str) -> None:
-    """Hybrid search of the deliberate memory: nearest vectors, then rare shared words.
+def recall(query: str | None, queries_file: Any, project: str | None, limit: int | None,
+           vector_k: int | None, lexical_k: int | None, neighbours: bool, kind: str | None,
+           fmt: str) -> None:
+    """Hybrid search of the deliberate memory: both channels fused into one ranking.
 
-    Each row says which channel found it (vector, lexical or both). QUERY `-` reads stdin.
-    `--queries FILE|-` answers many queries with one model load and one connection.
+    Each row says which channel found it (vector, lexical or both), its distance and word
+    score when it has them, and its fused score (both channels' normalised ranks), which
+    orders the rows.
+    QUERY `-` reads stdin. `--queries FILE|-` answers many queries with one model load.
     """
-    from .. import rag
+    from .. import rag, recall_rank
 
+    per_channel = vector_k is not None or lexical_k is not None
+    if per_channel and limit is not None:
+        raise click.UsageError("give --limit (fused rows budget) or --vector-k/--lexical-k "
+                               "(per-channel budgets), not both")
+    if per_channel:
+        vector_k = 5 if vector_k is None else vector_k
+        lexical_k = 5 if lexical_k is None else lexical_k
+        limit = None
+    elif limit is None:
+        limit = recall_rank.DEFAULT_LIMIT
     if queries_file is not None:
         if query is not None:
             raise click.UsageError("give QUERY or --queries FILE, not both")
-        _recall_many(queries_file, project, vector_k, lexical_k, kind, limit, fmt)
+        _recall_many(queries_file, project, vector_k, lexical_k, kind, limit, neighbours, fmt)
         return
     if query is None:
         raise click.UsageError("give a QUERY (`-` reads stdin), or --queries FILE")
@@ -197,8 +217,12 @@ def recall(query: str | None, queries_file: Any, project: str | None, vector_k: 
             "characters (a question, not a document): shorten it to the words that matter",
             param_hint="QUERY")
     with _open(mode="read") as store:
-        result = rag.search_hybrid(store, query, project=project, vector_k=vector_k,
-                                   lexical_k=lexical_k, kind=kind, limit=limit)
+        if limit is not None:
+            result = recall_rank.search(store, query, limit=limit, project=project, kind=kind,
+                                        neighbours=neighbours)
+        else:
+            result = rag.search_hybrid(store, query, project=project, vector_k=vector_k,
+                                       lexical_k=lexical_k, kind=kind)
         if not result.rows:
             _note_unknown_project(store, project)
     rows = [row.to_dict() for row in result.rows]
@@ -209,11 +233,11 @@ def recall(query: str | None, queries_file: Any, project: str | None, vector_k: 
     emit(rows, fmt, columns=RECALL_COLUMNS, document=result.to_dict(), empty="no results")
 
 
-BATCH_COLUMNS = ["n", "id", "query", "entry", "channel", "distance", "content"]
+BATCH_COLUMNS = ["n", "id", "query", "entry", "channel", "distance", "fused", "content"]
 
 
-def _recall_many(stream: Any, project: str | None, vector_k: int, lexical_k: int,
-                 kind: str | None, limit: int | None, fmt: str) -> None:
+def _recall_many(stream: Any, project: str | None, vector_k: int | None, lexical_k: int | None,
+                 kind: str | None, limit: int | None, neighbours: bool, fmt: str) -> None:
     from .. import recall_batch
     from ..errors import ForgeError
 
@@ -227,14 +251,16 @@ def _recall_many(stream: Any, project: str | None, vector_k: int, lexical_k: int
     if not queries:
         raise click.UsageError(f"{source} holds no query")
     with _open(mode="read") as store:
-        batch = recall_batch.search_many(store, queries, project=project, vector_k=vector_k,
-                                         lexical_k=lexical_k, kind=kind, limit=limit)
+        batch = recall_batch.search_many(store, queries, project=project,
+                                         vector_k=vector_k or 0, lexical_k=lexical_k or 0,
+                                         kind=kind, limit=limit, neighbours=neighbours)
     answers = [a.to_dict() for a in batch.answers]
     if fmt == "nl":
         emit(answers, fmt, columns=[])
     else:
         rows = [{"n": n, "id": a.query.id, "query": a.query.q, "entry": f"#{r.entry.id}",
-                 "channel": r.channel, "distance": r.distance, "content": r.entry.content}
+                 "channel": r.channel, "distance": r.distance, "fused": r.fused,
+                 "content": r.entry.content}
                 for n, a in enumerate(batch.answers, 1) for r in a.result.rows]
         emit(rows, fmt, columns=BATCH_COLUMNS, document=answers, empty="no results")
     dropped = sum(a.result.dropped_by_cutoff for a in batch.answers)

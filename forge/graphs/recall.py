@@ -52,11 +52,12 @@ def prompt_texts() -> list[str]:
 def run(settings: Any, question: str, *, client: Any, usage: LLMUsage,
         project: str | None = None,
         on_token: Callable[[str], None] | None = None) -> ToolResult:
-    from .. import rag
+    from .. import rag, recall_rank
 
     try:
         with rag.open_store(settings, mode="read") as store:
-            found = rag.search_hybrid(store, question, project=project)
+            found = recall_rank.search(store, question, limit=recall_rank.DEFAULT_LIMIT,
+                                       project=project)
             hot = render_hot_block(rag.hot_entries(store, project=project),
                                    max_tokens=settings.recall_hot_max_tokens)
     except ForgeError as e:

@@ -189,13 +189,21 @@ def do_remember(settings: Any, kind: str | None, content: str, project: str | No
         return rag.remember(store, kind or "fact", content, project=project).to_dict()
 
 
-def do_search(settings: Any, query: str, project: str | None, vector_k: int, lexical_k: int,
-              kind: str | None = None, limit: int | None = None) -> dict:
-    from .. import rag
+def do_search(settings: Any, query: str, project: str | None, vector_k: int | None,
+              lexical_k: int | None, kind: str | None = None, limit: int | None = None,
+              neighbours: bool = True) -> dict:
+    """`forge recall`'s choice: the fused rows budget (`limit`, default 10), or the seed's
+    per-channel budgets when `vector_k`/`lexical_k` is given (calibration)."""
+    from .. import rag, recall_rank
 
-    with _open(settings) as store:
-        return rag.search_hybrid(store, query, project=project, vector_k=vector_k,
-                                 lexical_k=lexical_k, kind=kind, limit=limit).to_dict()
+    with rag.open_store(settings, mode="read") as store:
+        if vector_k is not None or lexical_k is not None:
+            return rag.search_hybrid(store, query, project=project,
+                                     vector_k=5 if vector_k is None else vector_k,
+                                     lexical_k=5 if lexical_k is None else lexical_k,
+                                     kind=kind).to_dict()
+        return recall_rank.search(store, query, limit=limit or recall_rank.DEFAULT_LIMIT,
+                                  project=project, kind=kind, neighbours=neighbours).to_dict()
 
 
 def do_memory_ls(settings: Any, kind: str | None, project: str | None) -> dict:
@@ -363,10 +371,11 @@ async def search(request: Request) -> Response:
     parameters:
       - {name: q, in: query, required: true, schema: {type: string}}
       - {name: project, in: query, schema: {type: string}}
-      - {name: vector_k, in: query, schema: {type: integer, default: 5}}
-      - {name: lexical_k, in: query, schema: {type: integer, default: 5}}
+      - {name: vector_k, in: query, schema: {type: integer}, description: 'calibration: per-channel budgets instead of limit (recall --vector-k)'}
+      - {name: lexical_k, in: query, schema: {type: integer}, description: 'calibration: per-channel budgets instead of limit (recall --lexical-k)'}
+      - {name: neighbours, in: query, schema: {type: boolean, default: true}, description: 'recall --neighbours/--no-neighbours'}
       - {name: kind, in: query, schema: {type: string}, description: 'entries of this kind only (recall --kind)'}
-      - {name: limit, in: query, schema: {type: integer, minimum: 1}, description: 'at most this many rows (recall --limit)'}
+      - {name: limit, in: query, schema: {type: integer, minimum: 1}, description: 'rows budget filled from one fused ranking, default 10 (recall --limit)'}
     responses:
       200: {description: '{"rows": [...], "dropped_by_cutoff", ...}; no rows is not an error'}
       400: {description: 'q empty, an unknown kind, a bad number'}
@@ -376,13 +385,22 @@ async def search(request: Request) -> Response:
     query = (q.get("q") or "").strip()
     if not query:
         raise BadRequest("q is empty")
-    vector_k = int_value(q.get("vector_k", 5), "vector_k", maximum=1000)
-    lexical_k = int_value(q.get("lexical_k", 5), "lexical_k", maximum=1000)
+    from .. import rag
+
+    if len(query) > rag.MAX_QUERY_CHARS:
+        raise BadRequest(f"q is {len(query)} characters; recall takes at most "
+                         f"{rag.MAX_QUERY_CHARS} (a question, not a document)")
+    raw_v, raw_l, raw_limit = q.get("vector_k"), q.get("lexical_k"), q.get("limit")
+    vector_k = int_value(raw_v, "vector_k", maximum=1000) if raw_v else None
+    lexical_k = int_value(raw_l, "lexical_k", maximum=1000) if raw_l else None
     kind = kind_value(q.get("kind"), "kind", archive=True)
-    raw_limit = q.get("limit")
-    limit = int_value(raw_limit, "limit", minimum=1, maximum=10**6) if raw_limit else None
+    limit = int_value(raw_limit, "limit", minimum=1, maximum=1000) if raw_limit else None
+    if limit is not None and (vector_k is not None or lexical_k is not None):
+        raise BadRequest("give limit (fused rows budget) or vector_k/lexical_k (per-channel "
+                         "budgets), not both")
+    neighbours = (q.get("neighbours") or "true").lower() not in ("0", "false", "no")
     return JSONResponse(await call(do_search, settings_of(request), query, q.get("project"),
-                                   vector_k, lexical_k, kind, limit))
+                                   vector_k, lexical_k, kind, limit, neighbours))
 
 
 @api

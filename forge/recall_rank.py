@@ -1,0 +1,207 @@
+"""The rows budget: ONE fused ranking of both channels fills `limit` rows (`forge recall --limit`).
+
+Wave 2's default ordering (SPEC V6, issue 12), used by `forge recall`, `recall --queries`
+(recall_batch), the chat recall graph (V8) and bench/locomo.py. `rag.search_hybrid` with its
+per-channel budgets stays for calibration (`--vector-k/--lexical-k`).
+
+How a row earns its place (`fused`, printed with every row):
+- Each channel searches a deeper pool than the budget: `pool(limit)` = max(30, limit)
+  candidates, the vector channel by distance, the word channel by bm25 over the admitted words
+  (V5, unchanged).
+- Normalised-score fusion (the default, `fusion="normalised"`): within each pool a candidate's
+  score is its place between the pool's best and the pool's last, (last - x) / (last - best):
+  1 for the nearest (or best bm25), 0 for the pool's last, 1 when the pool holds one value.
+  fused = vector share + word share (weights 1:1; a channel that did not find it adds 0), so
+  fused is in [0, 2], and an entry both channels found is ONE row (channel "both") with both
+  shares. `fusion="rrf"` (measured, not the default): 1/(K + rank) per channel, K = 60.
+  A fused score is relative to this query's two pools: it orders, and NOTHING ever refuses on
+  it (a cutoff on it would mean something different for every query and every store size).
+- The V4 cutoff keeps its meaning: a distance, applied to vector-only candidates before the
+  budget is cut, so a slot it frees goes to the next candidate that passes. Word matches
+  (lexical or both) are never judged by a distance.
+- Ties (equal fused scores) break on distance, then bm25, then entry id: deterministic.
+- Neighbours of a strong hit (`neighbours=True`, the default): when the best row is an archived
+  exchange that BOTH channels found, the archived exchanges just before and after it (same
+  project, by id: the order compaction wrote them) take the next places, tagged channel
+  "neighbour" with `neighbour_of` = the hit's id, no distance, no bm25, no fused score (one the
+  ranking already holds moves up beside the hit and keeps its own tags); the budget stays
+  `limit` (they push the last rows out). A conversation's answer is often the turn next to the
+  one that shares the question's words. Deliberate entries have no neighbours. They are added
+  after the cutoff, beside a word match, so it never judges them.
+
+Why these: measured on LoCoMo and on tests/fixtures/personal_facts.json (README, "Retrieval:
+what was tried"); normalised beat RRF on both sets, the neighbours added 3 points at 10 rows.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from . import rag
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .rag import SearchResult, Store
+
+log = logging.getLogger("forge.rag")
+
+DEFAULT_LIMIT = 10
+RRF_K = 60
+MIN_POOL = 30
+
+
+def pool(limit: int) -> int:
+    """Candidates each channel brings to the fusion for a budget of `limit` rows: 30 up to a
+    budget of 30, so the normalised scores (relative to the pools) and therefore the order of
+    the first rows do not change with `--limit`."""
+    return max(MIN_POOL, limit)
+
+
+@dataclass
+class Candidate:
+    entry_id: int
+    distance: float | None = None
+    bm25: float | None = None
+    vector_rank: int | None = None
+    lexical_rank: int | None = None
+
+    @property
+    def channel(self) -> str:
+        if self.vector_rank is not None and self.lexical_rank is not None:
+            return "both"
+        return "vector" if self.vector_rank is not None else "lexical"
+
+
+def rrf(vector: list[tuple[int, float]], lexical: list[tuple[int, float]], *,
+        k: int = RRF_K, lexical_weight: float = 1.0) -> list[tuple[Candidate, float]]:
+    """(candidate, fused score) best first: one candidate per entry id."""
+    found: dict[int, Candidate] = {}
+    for rank, (entry_id, distance) in enumerate(vector, 1):
+        found.setdefault(entry_id, Candidate(entry_id))
+        found[entry_id].distance, found[entry_id].vector_rank = distance, rank
+    for rank, (entry_id, score) in enumerate(lexical, 1):
+        found.setdefault(entry_id, Candidate(entry_id))
+        found[entry_id].bm25, found[entry_id].lexical_rank = score, rank
+
+    def fused(c: Candidate) -> float:
+        return sum(w / (k + r) for r, w in ((c.vector_rank, 1.0), (c.lexical_rank, lexical_weight))
+                   if r is not None)
+
+    scored = [(c, round(fused(c), 6)) for c in found.values()]
+    scored.sort(key=lambda item: (-item[1], item[0].distance if item[0].distance is not None
+                                  else float("inf"), item[0].bm25 if item[0].bm25 is not None
+                                  else 0.0, item[0].entry_id))
+    return scored
+
+
+def normalised(vector: list[tuple[int, float]], lexical: list[tuple[int, float]]
+               ) -> list[tuple[Candidate, float]]:
+    """The alternative measured in the ablation: each channel's score min-max normalised over
+    its own pool (nearest / best bm25 = 1, the pool's last = 0), summed with weights 1:1."""
+    base = {c.entry_id: c for c, _ in rrf(vector, lexical)}
+    scored: dict[int, float] = {}
+    for pairs in (vector, lexical):   # distance and bm25: lower is better for both
+        if not pairs:
+            continue
+        lo, hi = min(v for _, v in pairs), max(v for _, v in pairs)
+        for entry_id, v in pairs:
+            scored[entry_id] = scored.get(entry_id, 0.0) + (1.0 if hi == lo else (hi - v) / (hi - lo))
+    out = [(base[i], round(s, 6)) for i, s in scored.items()]
+    out.sort(key=lambda item: (-item[1], item[0].distance if item[0].distance is not None
+                               else float("inf"), item[0].bm25 if item[0].bm25 is not None
+                               else 0.0, item[0].entry_id))
+    return out
+
+
+def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: str | None = None,
+           kind: str | None = None, query_vector: "np.ndarray | None" = None, vector_pool: int | None = None,
+           lexical_pool: int | None = None, rrf_k: int = RRF_K,
+           lexical_weight: float = 1.0, neighbours: bool = True,
+           fusion: str = "normalised") -> "SearchResult":
+    """`limit` rows (fewer only when the store has fewer passing candidates), best fused first.
+
+    Raises ServerError when the embedder is down, like rag.search_hybrid.
+    """
+    qvec = query_vector
+    if qvec is None and rag.has_vectors(store):  # no vector yet (a missing store): no embedding
+        qvec = store.checked_embedder().embed_query(query)
+    fingerprint = rag.query_fingerprint(store.settings, store.identity)
+    cutoff, warning = rag.resolve_cutoff(store.settings, fingerprint)
+    if warning and not store._cutoff_warned:
+        log.warning(warning)
+        store._cutoff_warned = True
+    depth = pool(limit)
+    vector = rag.search_vector(store, qvec, k=vector_pool or depth, project=project, kind=kind)
+    words = rag.admitted_words(store, query)
+    lexical = rag.search_lexical(store, words, k=lexical_pool or depth, project=project,
+                                 kind=kind)
+    ranked = (normalised(vector, lexical) if fusion == "normalised"
+              else rrf(vector, lexical, k=rrf_k, lexical_weight=lexical_weight))
+    result = fill(store, ranked, limit=limit, cutoff=cutoff, fingerprint=fingerprint, words=words)
+    if neighbours:
+        result.rows = with_neighbours(store, result.rows, limit=limit)
+    return result
+
+
+def neighbour_ids(store: "Store", entry: "rag.Entry") -> list[int]:
+    """The archived exchanges just before and after `entry` in the same project."""
+    if entry.kind != rag.ARCHIVE_KIND:
+        return []
+    conn = store.conn
+    out = []
+    for op, order in (("<", "desc"), (">", "asc")):
+        row = conn.execute(f"select id from memory_entries where kind = ? and project is ? and "
+                           f"id {op} ? order by id {order} limit 1",
+                           (rag.ARCHIVE_KIND, entry.project, entry.id)).fetchone()
+        if row:
+            out.append(row[0])
+    return out
+
+
+def with_neighbours(store: "Store", rows: list, *, limit: int) -> list:
+    """`rows` with the best row's neighbouring exchanges right after it, when it is a strong
+    hit (an archived exchange found by both channels); still at most `limit` rows."""
+    if not rows or rows[0].channel != "both" or limit < 2:
+        return rows
+    around = neighbour_ids(store, rows[0].entry)
+    present = {r.entry.id: r for r in rows}
+    new = rag._entries_by_id(store.conn, [i for i in around if i not in present])
+    beside = [present.get(i) or rag.SearchRow(new[i], "neighbour", None, None,
+                                              neighbour_of=rows[0].entry.id)
+              for i in sorted(around) if i in present or i in new]
+    rest = [r for r in rows[1:] if r.entry.id not in around]
+    return (rows[:1] + beside + rest)[:limit]
+
+
+def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
+         cutoff: float | None, fingerprint: str, words: list[str]) -> "SearchResult":
+    """Walk the fused ranking: vector-only candidates beyond the cutoff are dropped (and
+    counted), orphan vectors skipped, until `limit` rows are taken."""
+    rows: list[rag.SearchRow] = []
+    dropped: list[float] = []
+    passing: list[tuple[Candidate, float]] = []
+    for candidate, score in ranked:
+        if candidate.channel == "vector" and cutoff is not None and candidate.distance > cutoff:
+            dropped.append(candidate.distance)
+        else:
+            passing.append((candidate, score))
+    start = 0
+    while len(rows) < limit and start < len(passing):   # read only the entries that are used
+        chunk = passing[start:start + limit - len(rows) + 2]
+        start += len(chunk)
+        entries = rag._entries_by_id(store.conn, [c.entry_id for c, _ in chunk])
+        for candidate, score in chunk:
+            entry = entries.get(candidate.entry_id)
+            if entry is not None and len(rows) < limit:   # None: an orphan vector not swept yet
+                rows.append(rag.SearchRow(entry, candidate.channel, candidate.distance,
+                                          candidate.bm25, fused=score))
+    return rag.SearchResult(rows, len(dropped), min(dropped) if dropped else None, cutoff,
+                            fingerprint, words)
+
+
+def describe() -> dict[str, Any]:
+    """The fusion's constants, for reports (`--json` documents, bench output)."""
+    return {"fusion": "normalised", "weights": "1:1", "pool": f"max({MIN_POOL}, limit)",
+            "neighbours": "of a both-channel archived hit"}

