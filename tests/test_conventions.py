@@ -52,6 +52,7 @@ def add_history(settings, *pairs):
 def test_forget_takes_several_ids_and_a_missing_one_forgets_nothing(store):
     missing = invoke(store, "memory", "forget", "1", "99")
     assert missing.exit_code == 1 and "#99" in missing.stderr
+    assert "nothing was forgotten" in missing.stderr
     assert len(listed(store)) == 5
     done = invoke(store, "memory", "forget", "1", "3", "--json")
     assert done.exit_code == 0, done.stderr

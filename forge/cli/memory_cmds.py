@@ -355,7 +355,7 @@ def memory_forget(entry_ids: tuple[int, ...], kind: str | None, project: str | N
             if not targets:
                 _note_unknown_project(store, project)
         else:
-            targets = [rag.get_entry(store, i) for i in dict.fromkeys(entry_ids)]
+            targets = _entries_or_none(store, list(dict.fromkeys(entry_ids)))
         if dry_run or not targets:
             rows = [{"id": e.id, "kind": e.kind, "project": e.project, "content": e.content}
                     for e in targets]
@@ -381,6 +381,25 @@ def memory_forget(entry_ids: tuple[int, ...], kind: str | None, project: str | N
             click.echo(_forgot_line(r))
     else:
         emit(results, fmt, columns=("id", "kind", "released"))
+
+
+def _entries_or_none(store: Any, entry_ids: list[int]) -> list[Any]:
+    """Every entry asked for, or a NotFoundError naming each missing id: one missing id
+    forgets nothing."""
+    from .. import rag
+    from ..errors import NotFoundError
+
+    found, missing = [], []
+    for entry_id in entry_ids:
+        try:
+            found.append(rag.get_entry(store, entry_id))
+        except NotFoundError:
+            missing.append(entry_id)
+    if missing:
+        listed = ", ".join(f"#{i}" for i in missing)
+        raise NotFoundError(f"no memory entry {listed}; `forge memory ls` lists them"
+                            + ("" if len(entry_ids) == 1 else "; nothing was forgotten"))
+    return found
 
 
 def _forgot_line(result: dict[str, Any]) -> str:
