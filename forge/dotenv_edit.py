@@ -15,9 +15,7 @@ go back and the edit fails, so a file this module misreads is never left half-ch
 """
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -172,18 +170,6 @@ def set_value(path: Path | str, key: str, value: str) -> DotenvEdit:
 
 
 def _atomic_write(path: Path, data: bytes, mode: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    from .fileio import atomic_write
+
+    atomic_write(path, data, mode=mode)
