@@ -158,6 +158,8 @@ def normalise(text: str) -> str:
         line = _TS.sub("<time>", line)
         line = _RUN_ID.sub("<id>", line)
         line = _DECIMAL.sub("<n>", line)
+        # a duration in JSON: 130.0 prints as 130, with no decimals for the rule above
+        line = re.sub(r'("\w*_ms":\s*)\d+', r"\1<n>", line)
         if stamped:
             line = re.sub(r"\b\d+\b", "<n>", line)
         line = re.sub(r"-{2,}", "--", line)
