@@ -9,6 +9,8 @@ the store (`ablation-*.npz` in the conversation's folder), so a second run only 
                      budgets 3+2 (5) and 5+5 (10): what `forge recall` did before --limit
   seed-split-cut     the same with 3+3 / 7+7, cut to the budget
   shipped            `forge recall --limit` as shipped: norm + the neighbours of a strong hit
+                     (the top row is both the nearest vector and the best word match)
+  shipped-neighbours-of-both  the same with neighbours whenever both channels found the top row
   rrf                reciprocal rank fusion (RRF, K=60, pools of 30), no neighbours
   rrf-pool=budget    RRF over pools as deep as the budget only
   rrf-pool100        RRF over pools of 100
@@ -83,6 +85,13 @@ def shipped(store, q, vec, budget):
     from forge import recall_rank
 
     return recall_rank.search(store, q, limit=budget, query_vector=vec).rows
+
+
+def shipped_both(store, q, vec, budget):
+    """The ranking as first shipped: neighbours whenever both channels found the top row."""
+    from forge import recall_rank
+
+    return recall_rank.search(store, q, limit=budget, query_vector=vec, strong="both").rows
 
 
 def norm(store, q, vec, budget, pool=POOL):
@@ -213,6 +222,7 @@ def variants(store, asked: list[dict]) -> dict[str, Callable]:
         "seed-split": seed_split,
         "seed-split-cut": lambda s, q, v, b: seed_split(s, q, v, b, deeper=True),
         "shipped": shipped,
+        "shipped-neighbours-of-both": shipped_both,
         "rrf": rrf,
         "rrf-pool=budget": lambda s, q, v, b: rrf(s, q, v, b, pool=b),
         "rrf-pool100": lambda s, q, v, b: rrf(s, q, v, b, pool=100),

@@ -119,7 +119,7 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
            kind: str | None = None, query_vector: "np.ndarray | None" = None, vector_pool: int | None = None,
            lexical_pool: int | None = None, rrf_k: int = RRF_K,
            lexical_weight: float = 1.0, neighbours: bool = True,
-           fusion: str = "normalised") -> "SearchResult":
+           fusion: str = "normalised", strong: str = "agreed") -> "SearchResult":
     """`limit` rows (fewer only when the store has fewer passing candidates), best fused first.
 
     Raises ServerError when the embedder is down, like rag.search_hybrid.
@@ -140,9 +140,26 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     ranked = (normalised(vector, lexical) if fusion == "normalised"
               else rrf(vector, lexical, k=rrf_k, lexical_weight=lexical_weight))
     result = fill(store, ranked, limit=limit, cutoff=cutoff, fingerprint=fingerprint, words=words)
-    if neighbours:
+    if neighbours and _strong_hit(result.rows, vector, lexical, strong):
         result.rows = with_neighbours(store, result.rows, limit=limit)
     return result
+
+
+def _strong_hit(rows: list, vector: list[tuple[int, float]], lexical: list[tuple[int, float]],
+                rule: str) -> bool:
+    """Is the best row a hit strong enough to bring its neighbouring exchanges?
+
+    "agreed" (the default): it is the nearest vector AND the best word match, so both channels
+    put it first. "both": both channels found it at all — weaker: a common-enough word can make
+    a mediocre vector hit the top `both` row, and its neighbours then push the real answer out
+    (the sample transcript's power-cut question did exactly that).
+    """
+    if not rows or rows[0].channel != "both":
+        return False
+    if rule == "both":
+        return True
+    top = rows[0].entry.id
+    return bool(vector and lexical and vector[0][0] == top and lexical[0][0] == top)
 
 
 def neighbour_ids(store: "Store", entry: "rag.Entry") -> list[int]:

@@ -174,6 +174,36 @@ def test_a_strong_hit_brings_its_neighbouring_exchanges_and_a_fact_does_not(sett
         assert "neighbour" not in {r.channel for r in fact.rows}
 
 
+def test_a_top_row_the_channels_do_not_both_put_first_brings_no_neighbours(settings):
+    """The demo's power-cut question: the best fused row was a weak word match (second by
+    distance), and its two neighbours pushed the nearest vector out of the budget."""
+    exchanges = [
+        "user: Quel port pour Grafana ?\nassistant: Le port 3000 par défaut.",
+        "user: Je veux accéder au lab depuis dehors, VPN ou reverse proxy ?\n"
+        "assistant: Un VPN WireGuard sur le routeur.",
+        "user: Combien consomme le NiPoGi ?\nassistant: Environ 9 W au repos.",
+        "user: L'onduleur est branché : le NAS coupe le NiPoGi à 30 % de batterie.\n"
+        "assistant: Teste-le une fois en débranchant la prise.",
+        "user: Tu aimes les crêpes ?\nassistant: Oui, surtout au sarrasin.",
+    ]
+    with rag.open_store(settings) as store:
+        rag.remember_many(store, [rag.NewEntry("archive", text, source="compaction")
+                                  for text in exchanges])
+        ids = [e.id for e in rag.list_entries(store)]
+        question = "Comment garder le lab allumé pendant une coupure de courant ?"
+        plain = recall_rank.search(store, question, limit=5, neighbours=False)
+        vector = rag.search_vector(store, store.checked_embedder().embed_query(question), k=1)
+        top = plain.rows[0]
+        assert top.channel == "both" and vector[0][0] != top.entry.id, \
+            "the store no longer makes the case this test is about"
+        loose = recall_rank.search(store, question, limit=3, strong="both")
+        assert "neighbour" in {r.channel for r in loose.rows}
+        result = recall_rank.search(store, question, limit=3)
+        assert "neighbour" not in {r.channel for r in result.rows}
+        assert [r.entry.id for r in result.rows] == [r.entry.id for r in plain.rows[:3]]
+        assert ids[3] in [r.entry.id for r in recall_rank.search(store, question, limit=5).rows]
+
+
 @pytest.mark.llama
 def test_the_fused_recall_runs_the_same_through_an_embedding_server(llama_embedding_server, settings):
     served = replace(settings, embedding_url=llama_embedding_server.url + "/embedding")
