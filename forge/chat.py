@@ -181,9 +181,7 @@ class _Turn:
         completion = self.client.complete(messages, max_tokens=self.max_tokens,
                                           stream=self.sink is not None, on_token=self._filter())
         self.steps.append(Step("router", round((time.monotonic() - t0) * 1000, 1)))
-        self.usage.add(prompt_n=completion.prompt_n, predicted_n=completion.predicted_n,
-                       prompt_ms=completion.prompt_ms, predicted_ms=completion.predicted_ms,
-                       cache_n=completion.cache_n, model=completion.model)
+        self.usage.add_completion(completion)
         return completion.content
 
     def _tool(self, env: envelope.Envelope) -> ToolResult:

@@ -66,6 +66,12 @@ class LLMUsage:
         if model and model not in self.models:
             self.models.append(model)
 
+    def add_completion(self, completion: Any) -> None:
+        """Count one `llm.Completion` (any object with its usage fields)."""
+        self.add(prompt_n=completion.prompt_n, predicted_n=completion.predicted_n,
+                 prompt_ms=completion.prompt_ms, predicted_ms=completion.predicted_ms,
+                 cache_n=completion.cache_n, model=completion.model)
+
 
 @dataclass
 class Step:

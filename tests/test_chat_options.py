@@ -9,6 +9,7 @@ import subprocess
 
 from chat_helpers import envelope, history_messages, load
 from conftest import invoke
+from terminal import run_with_a_terminal
 from forge.router.prompt import system_text
 
 
@@ -42,26 +43,8 @@ def test_options_reach_the_server_over_forges_own(runner, chat_fake):
 
 
 def run_with_stdout_on_a_terminal(args: list[str]) -> tuple[int, str]:
-    import pty
-
-    primary, secondary = pty.openpty()
-    try:
-        proc = subprocess.Popen([shutil.which("forge"), *args], stdin=subprocess.DEVNULL,
-                                stdout=secondary, stderr=subprocess.PIPE, env=os.environ)
-        os.close(secondary)
-        out = b""
-        while True:
-            try:
-                chunk = os.read(primary, 4096)
-            except OSError:  # the child closed the terminal
-                break
-            if not chunk:
-                break
-            out += chunk
-        proc.wait(timeout=60)
-    finally:
-        os.close(primary)
-    return proc.returncode, out.decode()
+    code, out, _ = run_with_a_terminal(args, on="stdout")
+    return code, out
 
 
 def test_no_stream_asks_for_the_whole_answer_even_on_a_terminal(chat_fake):

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import invoke
+from terminal import run_with_a_terminal
 
 FIXTURE = Path(__file__).parent / "fixtures" / "memory_entries.json"
 
@@ -311,41 +312,12 @@ def test_a_recall_query_over_the_cap_is_a_usage_error_saying_the_cap(runner):
     assert ok.exit_code == 0, ok.stderr
 
 
-def _run_with_stderr_on_a_terminal(args: list[str]) -> tuple[int, str, str]:
-    """The real `forge` with stdout in a pipe and stderr on a pseudo-terminal."""
-    import os
-    import pty
-    import select
-    import subprocess
-    import sys
-
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "forge", *args], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=slave)
-    os.close(slave)
-    seen = b""
-    while True:
-        ready, _, _ = select.select([master], [], [], 0.2)
-        if ready:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:  # the child closed the terminal
-                break
-            if not chunk:
-                break
-            seen += chunk
-        elif proc.poll() is not None:
-            break
-    out = proc.stdout.read().decode()
-    os.close(master)
-    return proc.wait(timeout=60), out, seen.decode(errors="replace")
-
-
 def test_batch_shows_a_progress_bar_on_a_terminal_and_none_in_a_pipe(tmp_path, script_runner):
     batch = tmp_path / "batch.jsonl"
     batch.write_text("".join(json.dumps({"kind": "fact", "content": f"bulk fact number {i}"}) + "\n"
                              for i in range(70)))
-    code, out, err = _run_with_stderr_on_a_terminal(["remember", "--batch", str(batch), "--nl"])
+    code, out, err = run_with_a_terminal(["remember", "--batch", str(batch), "--nl"],
+                                         on="stderr")
     assert code == 0, err
     assert len(out.splitlines()) == 70 and "embedding" not in out
     assert "embedding" in err and "100%" in err, err

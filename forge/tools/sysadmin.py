@@ -212,9 +212,7 @@ def answer(collection: Collection, question: str, *, client: Any, usage: LLMUsag
     completion = client.complete(answer_messages(collection, question),
                                  max_tokens=ANSWER_MAX_TOKENS, stream=on_token is not None,
                                  on_token=on_token)
-    usage.add(prompt_n=completion.prompt_n, predicted_n=completion.predicted_n,
-              prompt_ms=completion.prompt_ms, predicted_ms=completion.predicted_ms,
-              cache_n=completion.cache_n, model=completion.model)
+    usage.add_completion(completion)
     return ToolResult(completion.content, final=True, streamed=on_token is not None,
                       from_model=True, instructions=(PREAMBLE,))
 
