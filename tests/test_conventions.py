@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 import pytest
 
-from conftest import invoke
+from conftest import command_paths, invoke
 from forge import history, rag
 from forge.cli.main import cli
 from forge.history import NewMessage
@@ -295,23 +295,12 @@ def test_compact_dry_run_says_would_archive(settings, runner, monkeypatch):
     assert "would archive 1 exchange(s)" in out and "exchange(s) archived" not in out
 
 
-def all_command_paths() -> list[list[str]]:
-    paths = [[]]
-    ctx = click.Context(cli)
-    for name in cli.list_commands(ctx):
-        cmd = cli.get_command(ctx, name)
-        paths.append([name])
-        if isinstance(cmd, click.Group):
-            paths += [[name, s] for s in cmd.list_commands(ctx)]
-    return paths
-
-
 def test_help_text_fits_80_columns():
     from click.testing import CliRunner
 
     runner = CliRunner()
     wide = []
-    for path in all_command_paths():
+    for path in [[], *command_paths()]:
         result = runner.invoke(cli, [*path, "--help"], terminal_width=80)
         assert result.exit_code == 0, path
         wide += [f"forge {' '.join(path)}: {line}" for line in result.output.splitlines()
