@@ -337,8 +337,9 @@ def format_distance(value: float) -> str:
 
 def _kept(rows: Sequence["SearchRow"], cutoff: float | None) -> list["SearchRow"]:
     """The rows a recall returns under `cutoff` (V6: it judges vector-only rows)."""
-    return [r for r in rows if not (r.channel == "vector" and cutoff is not None
-                                    and r.distance is not None and r.distance > cutoff)]
+    from . import rag
+
+    return [r for r in rows if not rag.beyond_cutoff(r.channel, r.distance, cutoff)]
 
 
 def _at_cutoff(hits: list[Measured], misses: list[Measured], answers: Sequence[Any],

@@ -925,14 +925,19 @@ def _forget_rows(store: Store, conn: Any, entry_id: int) -> Entry:
     return entry
 
 
-def _forget_one(conn: Any, entry: Entry) -> None:
-    entry_id = entry.id
+def _release_sources(conn: Any, entry_id: int) -> None:
+    """Every entry `entry_id` speaks for is active again; each release is logged."""
     released = conn.execute("select id, kind from memory_entries where superseded_by = ?",
                             (entry_id,)).fetchall()
     for rid, rkind in released:
         conn.execute("update memory_entries set superseded_by = null, updated = ? where id = ?",
                      (utc_now(), rid))
         _log_event(conn, "release", rid, rkind, link=entry_id)
+
+
+def _forget_one(conn: Any, entry: Entry) -> None:
+    entry_id = entry.id
+    _release_sources(conn, entry_id)
     if _table_exists(conn, "memory_vectors"):
         conn.execute("delete from memory_vectors where rowid = ?", (entry_id,))
     if _table_exists(conn, "memory_reindex"):
@@ -1056,11 +1061,7 @@ def unfold(store: Store, entry_id: int) -> dict[str, Any]:
             if forgot:
                 _forget_rows(store, conn, entry_id)   # releases the sources, logs each
             else:
-                now = utc_now()
-                for sid in sources:
-                    conn.execute("update memory_entries set superseded_by = null, updated = ? "
-                                 "where id = ?", (now, sid))
-                    _log_event(conn, "release", sid, entry.kind, link=entry_id)
+                _release_sources(conn, entry_id)
     finally:
         store.conn.execute("pragma secure_delete = off")
     if forgot:
@@ -1152,6 +1153,27 @@ def entry_events(store: Store, entry_id: int) -> list[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------- search
+
+def prepare_query(store: Store, query: str, query_vector: "np.ndarray | None" = None
+                  ) -> tuple["np.ndarray | None", float | None, str]:
+    """What every recall starts with: the query's vector (embedded unless given, and not at
+    all when the store has no vector yet), the cutoff in force and the fingerprint. A stale or
+    untagged cutoff is warned about once per store."""
+    qvec = query_vector
+    if qvec is None and has_vectors(store):
+        qvec = store.checked_embedder().embed_query(query)
+    fingerprint = query_fingerprint(store.settings, store.identity)
+    cutoff, warning = resolve_cutoff(store.settings, fingerprint)
+    if warning and not store._cutoff_warned:
+        log.warning(warning)
+        store._cutoff_warned = True
+    return qvec, cutoff, fingerprint
+
+
+def beyond_cutoff(channel: str, distance: float | None, cutoff: float | None) -> bool:
+    """V4/V6: the cutoff refuses a vector-only row farther than it; word matches are spared."""
+    return channel == "vector" and cutoff is not None and distance is not None and distance > cutoff
+
 
 def has_vectors(store: Store) -> bool:
     """Whether the store has a vector table yet: a search on one without needs no embedding."""
@@ -1264,21 +1286,14 @@ MAX_QUERY_CHARS = 2000
 
 def search_hybrid(store: Store, query: str, *, project: str | None = None, vector_k: int = 5,
                   lexical_k: int = 5, query_vector: "np.ndarray | None" = None,
-                  kind: str | None = None, limit: int | None = None) -> SearchResult:
+                  kind: str | None = None) -> SearchResult:
     """V6: a union on entry id — vector rows by distance, then word-only rows by bm25; the
     cutoff (V4) applies to vector-only rows. Raises ServerError when the embedder is down.
 
     `query_vector`: an already embedded query (calibration, benchmarks) — no embedding call.
-    `kind`: that kind's entries only; `limit`: at most that many rows, the first of the union.
+    `kind`: that kind's entries only.
     """
-    qvec = query_vector
-    if qvec is None and has_vectors(store):  # no vector yet: no embedding
-        qvec = store.checked_embedder().embed_query(query)
-    fingerprint = query_fingerprint(store.settings, store.identity)
-    cutoff, warning = resolve_cutoff(store.settings, fingerprint)
-    if warning and not store._cutoff_warned:
-        log.warning(warning)
-        store._cutoff_warned = True
+    qvec, cutoff, fingerprint = prepare_query(store, query, query_vector)
     vector = search_vector(store, qvec, k=vector_k, project=project, kind=kind)
     words = admitted_words(store, query)
     lexical = search_lexical(store, words, k=lexical_k, project=project, kind=kind)
@@ -1291,7 +1306,7 @@ def search_hybrid(store: Store, query: str, *, project: str | None = None, vecto
         if entry is None:  # an orphan vector not swept yet
             continue
         channel = "both" if entry_id in bm25 else "vector"
-        if channel == "vector" and cutoff is not None and distance > cutoff:
+        if beyond_cutoff(channel, distance, cutoff):
             dropped.append(distance)
             continue
         rows.append(SearchRow(entry, channel, distance, bm25.get(entry_id)))
@@ -1299,8 +1314,6 @@ def search_hybrid(store: Store, query: str, *, project: str | None = None, vecto
     for entry_id, score in lexical:
         if entry_id not in vector_ids and entry_id in entries:
             rows.append(SearchRow(entries[entry_id], "lexical", None, score))
-    if limit is not None:
-        rows = rows[:limit]
     return SearchResult(rows, len(dropped), min(dropped) if dropped else None, cutoff,
                         fingerprint, words)
 

@@ -84,17 +84,16 @@ def embed_queries(store: "Store", texts: Sequence[str]) -> "np.ndarray":
 
 
 def search_many(store: "Store", queries: Iterable[Query | str], *, project: str | None = None,
-                vector_k: int = 5, lexical_k: int = 5, kind: str | None = None,
+                vector_k: int | None = 5, lexical_k: int | None = 5, kind: str | None = None,
                 vectors: "np.ndarray | None" = None,
                 on_progress: Callable[[int], None] | None = None,
                 limit: int | None = None, neighbours: bool = True) -> BatchRecall:
-    """Run one recall per query, in input order, on one connection: `recall_rank.search`
-    (the fused ranking) when `limit` is given, else `rag.search_hybrid` with the per-channel
-    budgets (calibration).
+    """Run `recall_rank.recall` (what `forge recall` runs) for every query, in input order, on
+    one connection: the fused budget when `limit` is given, else the per-channel budgets.
 
     `vectors`: the queries' vectors when the caller already has them (no embedding call).
     """
-    from . import rag, recall_rank
+    from . import recall_rank
 
     items = [q if isinstance(q, Query) else Query(q) for q in queries]
     started = time.perf_counter()
@@ -103,12 +102,9 @@ def search_many(store: "Store", queries: Iterable[Query | str], *, project: str 
     embedded = time.perf_counter()
     answers = []
     for index, (query, vector) in enumerate(zip(items, vectors)):
-        if limit is not None:
-            result = recall_rank.search(store, query.q, limit=limit, project=project, kind=kind,
-                                        query_vector=vector, neighbours=neighbours)
-        else:
-            result = rag.search_hybrid(store, query.q, project=project, vector_k=vector_k,
-                                       lexical_k=lexical_k, kind=kind, query_vector=vector)
+        result = recall_rank.recall(store, query.q, limit=limit, vector_k=vector_k,
+                                    lexical_k=lexical_k, project=project, kind=kind,
+                                    neighbours=neighbours, query_vector=vector)
         answers.append(BatchAnswer(query, result))
         if on_progress:
             on_progress(index + 1)

@@ -34,7 +34,6 @@ what was tried"); normalised beat RRF on both sets, the neighbours added 3 point
 """
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +44,6 @@ if TYPE_CHECKING:
 
     from .rag import SearchResult, Store
 
-log = logging.getLogger("forge.rag")
 
 DEFAULT_LIMIT = 10
 RRF_K = 60
@@ -115,6 +113,22 @@ def normalised(vector: list[tuple[int, float]], lexical: list[tuple[int, float]]
     return out
 
 
+def recall(store: "Store", query: str, *, limit: int | None = None,
+           vector_k: int | None = None, lexical_k: int | None = None,
+           project: str | None = None, kind: str | None = None, neighbours: bool = True,
+           query_vector: "np.ndarray | None" = None) -> "SearchResult":
+    """`forge recall`'s choice, for every front end (CLI, batch, HTTP): the fused rows budget
+    (`limit`, DEFAULT_LIMIT when nothing is given), or, when only per-channel budgets are given,
+    the seed's union (V6) with 5 for the one left out (calibration)."""
+    if limit is None and (vector_k is not None or lexical_k is not None):
+        return rag.search_hybrid(store, query, project=project, kind=kind,
+                                 vector_k=5 if vector_k is None else vector_k,
+                                 lexical_k=5 if lexical_k is None else lexical_k,
+                                 query_vector=query_vector)
+    return search(store, query, limit=limit or DEFAULT_LIMIT, project=project, kind=kind,
+                  query_vector=query_vector, neighbours=neighbours)
+
+
 def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: str | None = None,
            kind: str | None = None, query_vector: "np.ndarray | None" = None, vector_pool: int | None = None,
            lexical_pool: int | None = None, rrf_k: int = RRF_K,
@@ -124,14 +138,7 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
 
     Raises ServerError when the embedder is down, like rag.search_hybrid.
     """
-    qvec = query_vector
-    if qvec is None and rag.has_vectors(store):  # no vector yet (a missing store): no embedding
-        qvec = store.checked_embedder().embed_query(query)
-    fingerprint = rag.query_fingerprint(store.settings, store.identity)
-    cutoff, warning = rag.resolve_cutoff(store.settings, fingerprint)
-    if warning and not store._cutoff_warned:
-        log.warning(warning)
-        store._cutoff_warned = True
+    qvec, cutoff, fingerprint = rag.prepare_query(store, query, query_vector)
     depth = pool(limit)
     vector = rag.search_vector(store, qvec, k=vector_pool or depth, project=project, kind=kind)
     words = rag.admitted_words(store, query)
@@ -200,7 +207,7 @@ def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
     dropped: list[float] = []
     passing: list[tuple[Candidate, float]] = []
     for candidate, score in ranked:
-        if candidate.channel == "vector" and cutoff is not None and candidate.distance > cutoff:
+        if rag.beyond_cutoff(candidate.channel, candidate.distance, cutoff):
             dropped.append(candidate.distance)
         else:
             passing.append((candidate, score))

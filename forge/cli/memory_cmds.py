@@ -101,7 +101,7 @@ def remember(kind_or_content: str | None, content: str | None, project: str | No
         items = _read_batch(batch, project)
         with _open() as store, progress(items, length=len(items), label="embedding") as bar:
             results = rag.remember_many(
-                store, items, on_progress=lambda n: bar.update(n) if hasattr(bar, "update") else None)
+                store, items, on_progress=bar.update)
         rows = [{"line": n, "id": r.id, "created": r.created} for n, r in enumerate(results, 1)]
         emit(rows, fmt, columns=["line", "id", "created"])
         made = sum(r.created for r in results)
@@ -191,15 +191,10 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
     """
     from .. import rag, recall_rank
 
-    per_channel = vector_k is not None or lexical_k is not None
-    if per_channel and limit is not None:
+    if limit is not None and (vector_k is not None or lexical_k is not None):
         raise click.UsageError("give --limit (fused rows budget) or --vector-k/--lexical-k "
                                "(per-channel budgets), not both")
-    if per_channel:
-        vector_k = 5 if vector_k is None else vector_k
-        lexical_k = 5 if lexical_k is None else lexical_k
-        limit = None
-    elif limit is None:
+    if limit is None and vector_k is None and lexical_k is None:
         limit = recall_rank.DEFAULT_LIMIT
     if queries_file is not None:
         if query is not None:
@@ -217,12 +212,9 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
             "characters (a question, not a document): shorten it to the words that matter",
             param_hint="QUERY")
     with _open(mode="read") as store:
-        if limit is not None:
-            result = recall_rank.search(store, query, limit=limit, project=project, kind=kind,
-                                        neighbours=neighbours)
-        else:
-            result = rag.search_hybrid(store, query, project=project, vector_k=vector_k,
-                                       lexical_k=lexical_k, kind=kind)
+        result = recall_rank.recall(store, query, limit=limit, vector_k=vector_k,
+                                    lexical_k=lexical_k, project=project, kind=kind,
+                                    neighbours=neighbours)
         if not result.rows:
             _note_unknown_project(store, project)
     rows = [row.to_dict() for row in result.rows]
@@ -252,7 +244,7 @@ def _recall_many(stream: Any, project: str | None, vector_k: int | None, lexical
         raise click.UsageError(f"{source} holds no query")
     with _open(mode="read") as store:
         batch = recall_batch.search_many(store, queries, project=project,
-                                         vector_k=vector_k or 0, lexical_k=lexical_k or 0,
+                                         vector_k=vector_k, lexical_k=lexical_k,
                                          kind=kind, limit=limit, neighbours=neighbours)
     answers = [a.to_dict() for a in batch.answers]
     if fmt == "nl":
@@ -479,8 +471,7 @@ def reindex(batch_size: int, fmt: str) -> None:
         total = rag.count_entries(store)
         with progress(range(total), length=total, label="re-embedding") as bar:
             def advance(n: int, _total: int) -> None:
-                if hasattr(bar, "update"):
-                    bar.update(n)
+                bar.update(n)
 
             result = rag.reindex(store, batch_size=batch_size, on_progress=advance)
     ident = result.identity

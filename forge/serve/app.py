@@ -192,24 +192,18 @@ def do_remember(settings: Any, kind: str | None, content: str, project: str | No
 def do_search(settings: Any, query: str, project: str | None, vector_k: int | None,
               lexical_k: int | None, kind: str | None = None, limit: int | None = None,
               neighbours: bool = True) -> dict:
-    """`forge recall`'s choice: the fused rows budget (`limit`, default 10), or the seed's
-    per-channel budgets when `vector_k`/`lexical_k` is given (calibration)."""
     from .. import rag, recall_rank
 
     with rag.open_store(settings, mode="read") as store:
-        if vector_k is not None or lexical_k is not None:
-            return rag.search_hybrid(store, query, project=project,
-                                     vector_k=5 if vector_k is None else vector_k,
-                                     lexical_k=5 if lexical_k is None else lexical_k,
-                                     kind=kind).to_dict()
-        return recall_rank.search(store, query, limit=limit or recall_rank.DEFAULT_LIMIT,
-                                  project=project, kind=kind, neighbours=neighbours).to_dict()
+        return recall_rank.recall(store, query, limit=limit, vector_k=vector_k,
+                                  lexical_k=lexical_k, project=project, kind=kind,
+                                  neighbours=neighbours).to_dict()
 
 
 def do_memory_ls(settings: Any, kind: str | None, project: str | None) -> dict:
     from .. import rag
 
-    with _open(settings) as store:
+    with rag.open_store(settings, mode="rows") as store:
         entries = rag.list_entries(store, kind=kind, project=project)
         by_kind = rag.counts_by_kind(store, project=project)
     if kind is not None:  # the count of that kind only, as `forge memory ls KIND` gives it
@@ -220,7 +214,7 @@ def do_memory_ls(settings: Any, kind: str | None, project: str | None) -> dict:
 def do_memory_show(settings: Any, entry_id: int) -> dict:
     from .. import rag
 
-    with _open(settings) as store:
+    with rag.open_store(settings, mode="rows") as store:
         entry = rag.get_entry(store, entry_id)
         events = rag.entry_events(store, entry_id)
     return {**entry.to_dict(), "events": events}
@@ -249,7 +243,7 @@ def do_export(settings: Any, kind: str | None, project: str | None) -> list[dict
     """The lines of `forge memory export`: deliberate entries, oldest first, archives left out."""
     from .. import rag
 
-    with _open(settings) as store:
+    with rag.open_store(settings, mode="rows") as store:
         entries = rag.list_entries(store, kind=kind, project=project)
     return [{"kind": e.kind, "project": e.project, "content": e.content, "id": e.id,
              "created": e.created} for e in entries if e.kind != rag.ARCHIVE_KIND]
