@@ -132,11 +132,13 @@ def pieces(entry: "Entry", block: BlockPlan) -> list[Any]:
 
 
 def resplit(store: "Store", *, apply: bool = False, backup: Path | str | None = None,
-            on_progress: Callable[[int], None] | None = None) -> ResplitReport:
-    """Dry run by default; `apply` writes, and needs `backup` (R2)."""
+            on_progress: Callable[[int], None] | None = None,
+            planned: ResplitReport | None = None) -> ResplitReport:
+    """Dry run by default; `apply` writes, and needs `backup` (R2). `planned`: this store's
+    `plan`, when the caller already made it (to size a progress bar)."""
     from . import rag
 
-    report = plan(store)
+    report = planned if planned is not None else plan(store)
     if not apply:
         return report
     if backup is None:

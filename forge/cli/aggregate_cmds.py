@@ -110,7 +110,7 @@ def resplit(apply_: bool, backup: str | None, db_path: str | None, fmt: str) -> 
         with progress(range(len(planned.blocks)), length=len(planned.blocks),
                       label="re-slicing") as bar:
             report = rs.resplit(store, apply=apply_, backup=backup,
-                                on_progress=lambda n: bar.update(n) if hasattr(bar, "update") else None)
+                                on_progress=bar.update, planned=planned)
     rows = []
     for b in report.blocks:
         status = ("would split" if not report.applied else

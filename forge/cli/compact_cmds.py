@@ -140,9 +140,8 @@ def history_import(file: str, skip_bad: bool, compact_: bool, fmt: str) -> None:
     try:
         with progress(range(0), length=1, label="importing") as bar:
             def advance(imported: int, total: int) -> None:
-                if hasattr(bar, "update"):
-                    bar.length = total
-                    bar.update(imported - done[0])
+                bar.length = total
+                bar.update(imported - done[0])
                 done[0] = imported
 
             report = import_history(get_settings(), decode(data, name), source=name,

@@ -185,15 +185,24 @@ def progress(iterable: Iterable[Any], *, length: int | None = None, label: str =
 
     if sys.stderr.isatty():
         return click.progressbar(iterable, length=length, label=label, file=sys.stderr)
-    return _Quiet(iterable)
+    return _Quiet(iterable, length)
 
 
 class _Quiet:
-    def __init__(self, iterable: Iterable[Any]):
-        self.iterable = iterable
+    """click.progressbar's interface, drawing nothing: callers iterate it or `update` it alike."""
 
-    def __enter__(self) -> Iterable[Any]:
-        return self.iterable
+    def __init__(self, iterable: Iterable[Any], length: int | None = None):
+        self.iterable = iterable
+        self.length = length
+
+    def __enter__(self) -> "_Quiet":
+        return self
 
     def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def __iter__(self) -> Any:
+        return iter(self.iterable)
+
+    def update(self, n_steps: int) -> None:
         return None

@@ -83,7 +83,7 @@ def run(ctx: ToolContext, payload: dict[str, Any]) -> ToolResult:
     client = delegate_client(ctx.settings)
     try:
         return collect_and_answer(ctx, target, payload.get("command"), payload.get("args"),
-                                  ctx.turn_text, client=client or ctx.client)
+                                  ctx.turn_text, client=client or ctx.client, targets=targets)
     finally:
         if client is not None:
             client.close()

@@ -218,12 +218,15 @@ def answer(collection: Collection, question: str, *, client: Any, usage: LLMUsag
 
 
 def collect_and_answer(ctx: ToolContext, target: str | None, command: str | None,
-                       args: Any, question: str, *, client: Any) -> ToolResult:
-    """Collect, then answer; every refusal and failure is a marked non-answer result."""
+                       args: Any, question: str, *, client: Any,
+                       targets: dict[str, Target] | None = None) -> ToolResult:
+    """Collect, then answer; every refusal and failure is a marked non-answer result.
+    `targets`: the inventory, when the caller has read it already (delegation)."""
     named = [str(c) for c in command] if isinstance(command, list) else [str(command)] if command else []
     trace = {"target": str(target) if target else None, "commands": named}
     try:
-        targets = inventory(ctx.settings)
+        if targets is None:
+            targets = inventory(ctx.settings)
         collection = collect(ctx.settings, targets, target, command, args)
     except InventoryError as e:
         result = failure(f"sysadmin: {e}")
