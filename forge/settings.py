@@ -295,6 +295,10 @@ class DotenvBinding:
     end: int
     text: str
     error: bool = False
+    # where the value is written, quotes included (an editor replaces exactly that), and its quote
+    value_start: int | None = None
+    value_end: int | None = None
+    quote: str = ""
 
 
 class _Stop(Exception):
@@ -329,6 +333,8 @@ def parse_dotenv(text: str) -> list[DotenvBinding]:
         key: str | None = None
         value: str | None = None
         error = False
+        span: tuple[int | None, int | None] = (None, None)
+        quote = ""
         try:
             read("multiline_whitespace")
             if pos < len(text):
@@ -342,20 +348,27 @@ def parse_dotenv(text: str) -> list[DotenvBinding]:
                 read("whitespace")
                 if text[pos:pos + 1] == "=":
                     (equal,) = read("equal_sign")
+                    vstart = pos
+                    quote = text[pos:pos + 1] if text[pos:pos + 1] in ("'", '"') else ""
                     if len(equal) > 1 and text[pos:pos + 1] == "#":
                         value = ""
                     else:
                         value = _dotenv_value(text, pos, read)
+                    # an unquoted read runs to the line's end: its value stops before ` #`
+                    raw = text[vstart:pos]
+                    span = (vstart, vstart + (len(raw) if quote else
+                                             len(re.sub(r"\s+#.*", "", raw).rstrip())))
                 read("comment")
                 read("end_of_line")
         except _Stop:
             read("rest_of_line")
             key, value, error = None, None, True
+            span, quote = (None, None), ""
         chunk = text[start:pos]
         # the statement's own line: after the blank lines that precede it
         lead = len(chunk) - len(chunk.lstrip())
         first = line + len(_DOTENV["newline"].findall(chunk[:lead]))
-        out.append(DotenvBinding(key, value, first, start, pos, chunk, error))
+        out.append(DotenvBinding(key, value, first, start, pos, chunk, error, *span, quote))
         line += len(_DOTENV["newline"].findall(chunk))
         if pos >= len(text):
             break

@@ -91,6 +91,18 @@ def test_permissions_are_kept_and_a_symlink_followed(tmp_path):
     assert real.stat().st_mode & 0o777 == 0o600
 
 
+@pytest.mark.parametrize("before, after", [
+    # a quoted key is the same key for the reader: it is replaced, not appended beside
+    ("'RECALL_MAX_DISTANCE'=0.5\n", "'RECALL_MAX_DISTANCE'=0.57@f1ed89\n"),
+    # an escaped quote inside the old value: the whole value is replaced, the comment kept
+    ("RECALL_MAX_DISTANCE='x\\'y' # c\n", "RECALL_MAX_DISTANCE='0.57@f1ed89' # c\n"),
+])
+def test_the_line_the_settings_reader_reads_is_the_one_replaced(tmp_path, before, after):
+    text, result = edit(tmp_path, before)
+    assert text == after and not result.appended
+    assert read_dotenv(tmp_path / ".env")[KEY] == "0.57@f1ed89"
+
+
 def test_an_unclosed_quote_is_refused_and_nothing_changes(tmp_path):
     env = tmp_path / ".env"
     env.write_text("RECALL_MAX_DISTANCE='0.9\nA=1\n")
