@@ -72,9 +72,9 @@ class Candidate:
         return "vector" if self.vector_rank is not None else "lexical"
 
 
-def rrf(vector: list[tuple[int, float]], lexical: list[tuple[int, float]], *,
-        k: int = RRF_K, lexical_weight: float = 1.0) -> list[tuple[Candidate, float]]:
-    """(candidate, fused score) best first: one candidate per entry id."""
+def _candidates(vector: list[tuple[int, float]], lexical: list[tuple[int, float]]
+                ) -> dict[int, Candidate]:
+    """One candidate per entry id, with its distance, bm25 and rank in each channel."""
     found: dict[int, Candidate] = {}
     for rank, (entry_id, distance) in enumerate(vector, 1):
         found.setdefault(entry_id, Candidate(entry_id))
@@ -82,23 +82,32 @@ def rrf(vector: list[tuple[int, float]], lexical: list[tuple[int, float]], *,
     for rank, (entry_id, score) in enumerate(lexical, 1):
         found.setdefault(entry_id, Candidate(entry_id))
         found[entry_id].bm25, found[entry_id].lexical_rank = score, rank
+    return found
 
-    def fused(c: Candidate) -> float:
-        return sum(w / (k + r) for r, w in ((c.vector_rank, 1.0), (c.lexical_rank, lexical_weight))
-                   if r is not None)
 
-    scored = [(c, round(fused(c), 6)) for c in found.values()]
+def _best_first(scored: list[tuple[Candidate, float]]) -> list[tuple[Candidate, float]]:
+    """By fused score; ties on distance, then bm25, then id."""
     scored.sort(key=lambda item: (-item[1], item[0].distance if item[0].distance is not None
                                   else float("inf"), item[0].bm25 if item[0].bm25 is not None
                                   else 0.0, item[0].entry_id))
     return scored
 
 
+def rrf(vector: list[tuple[int, float]], lexical: list[tuple[int, float]], *,
+        k: int = RRF_K, lexical_weight: float = 1.0) -> list[tuple[Candidate, float]]:
+    """(candidate, fused score) best first: one candidate per entry id."""
+    def fused(c: Candidate) -> float:
+        return sum(w / (k + r) for r, w in ((c.vector_rank, 1.0), (c.lexical_rank, lexical_weight))
+                   if r is not None)
+
+    return _best_first([(c, round(fused(c), 6)) for c in _candidates(vector, lexical).values()])
+
+
 def normalised(vector: list[tuple[int, float]], lexical: list[tuple[int, float]]
                ) -> list[tuple[Candidate, float]]:
     """The alternative measured in the ablation: each channel's score min-max normalised over
     its own pool (nearest / best bm25 = 1, the pool's last = 0), summed with weights 1:1."""
-    base = {c.entry_id: c for c, _ in rrf(vector, lexical)}
+    base = _candidates(vector, lexical)
     scored: dict[int, float] = {}
     for pairs in (vector, lexical):   # distance and bm25: lower is better for both
         if not pairs:
@@ -106,11 +115,7 @@ def normalised(vector: list[tuple[int, float]], lexical: list[tuple[int, float]]
         lo, hi = min(v for _, v in pairs), max(v for _, v in pairs)
         for entry_id, v in pairs:
             scored[entry_id] = scored.get(entry_id, 0.0) + (1.0 if hi == lo else (hi - v) / (hi - lo))
-    out = [(base[i], round(s, 6)) for i, s in scored.items()]
-    out.sort(key=lambda item: (-item[1], item[0].distance if item[0].distance is not None
-                               else float("inf"), item[0].bm25 if item[0].bm25 is not None
-                               else 0.0, item[0].entry_id))
-    return out
+    return _best_first([(base[i], round(s, 6)) for i, s in scored.items()])
 
 
 def recall(store: "Store", query: str, *, limit: int | None = None,

@@ -56,9 +56,7 @@ class BadRequest(Exception):
 # -- plumbing ----------------------------------------------------------------------------------
 
 def error_status(exc: BaseException) -> int:
-    from ..history_import import BadRecordsError
-
-    if isinstance(exc, (BadRequest, BadRecordsError)):
+    if isinstance(exc, BadRequest):
         return 400
     if isinstance(exc, NotFoundError):
         return 404
