@@ -608,6 +608,17 @@ def _message_ids(refs: dict | None) -> list[int]:
     return sorted({int(m) for m in (refs or {}).get("messages") or []})
 
 
+def normalize_kind(raw: str, *, archive: bool = False) -> str:
+    """A kind as typed (CLI argument, HTTP parameter): trimmed, lower case, one of KINDS, or
+    `archive` where `archive` allows it (search, listing); else ForgeError naming the kinds."""
+    kind = raw.strip().lower()
+    valid = KINDS + ((ARCHIVE_KIND,) if archive else ())
+    if kind not in valid:
+        shown = kind if len(kind) <= MAX_NAME_CHARS else kind[:MAX_NAME_CHARS] + "…"
+        raise ForgeError(f"unknown kind {shown!r}; valid kinds: {', '.join(valid)}")
+    return kind
+
+
 def validate_new(item: NewEntry) -> NewEntry:
     """Kind, source, project and caps; returns the cleaned item or raises ForgeError."""
     for name in ("kind", "project"):  # from JSON (--batch, the chat's memory tool): any type
@@ -1086,9 +1097,7 @@ def get_entry(store: Store, entry_id: int) -> Entry:
 def list_entries(store: Store, *, kind: str | None = None, project: str | None = None) -> list[Entry]:
     where, args = [], []
     if kind is not None:
-        kind = kind.strip().lower()  # as validate_new reads a kind
-        if kind not in KINDS and kind != ARCHIVE_KIND:
-            raise ForgeError(f"unknown kind {kind!r}; valid kinds: {', '.join(KINDS + (ARCHIVE_KIND,))}")
+        kind = normalize_kind(kind, archive=True)
         where.append("kind = ?")
         args.append(kind)
     if project is not None:

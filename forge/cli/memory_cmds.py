@@ -63,12 +63,13 @@ class Kind(click.ParamType):
         return KINDS + ((ARCHIVE_KIND,) if self.archive else ())
 
     def convert(self, value: Any, param: Any, ctx: Any) -> str:
-        kind = str(value).strip().lower()
-        if kind not in self.choices():
-            shown = kind if len(kind) <= 64 else kind[:64] + "…"
-            self.fail(f"unknown kind {shown!r}; valid kinds: {', '.join(self.choices())}",
-                      param, ctx)
-        return kind
+        from ..errors import ForgeError
+        from ..rag import normalize_kind
+
+        try:
+            return normalize_kind(str(value), archive=self.archive)
+        except ForgeError as e:
+            self.fail(str(e), param, ctx)
 
     def shell_complete(self, ctx: Any, param: Any, incomplete: str) -> list[Any]:
         from click.shell_completion import CompletionItem

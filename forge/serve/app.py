@@ -154,18 +154,16 @@ def bool_field(body: dict[str, Any], name: str) -> bool:
 def kind_value(raw: Any, name: str, *, archive: bool) -> str | None:
     """A kind as the CLI's Kind type takes it: trimmed, lower case, one of the known kinds
     (`archive` too where the CLI accepts it: search, listing)."""
-    from ..rag import ARCHIVE_KIND, KINDS
+    from ..rag import normalize_kind
 
     if raw is None or raw == "":
         return None
     if not isinstance(raw, str):
         raise BadRequest(f'"{name}" must be a string')
-    kind = raw.strip().lower()
-    valid = KINDS + ((ARCHIVE_KIND,) if archive else ())
-    if kind not in valid:
-        shown = kind if len(kind) <= 64 else kind[:64] + "…"
-        raise BadRequest(f"unknown kind {shown!r}; valid kinds: {', '.join(valid)}")
-    return kind
+    try:
+        return normalize_kind(raw, archive=archive)
+    except ForgeError as e:
+        raise BadRequest(str(e)) from None
 
 
 def settings_of(request: Request) -> Any:
