@@ -837,8 +837,17 @@ def folded_into(store: Store, entry_id: int) -> list[int]:
     return [r[0] for r in rows]
 
 
+@dataclass
+class Edited:
+    entry: Entry              # as stored after the edit
+    changed: list[str]        # "content" and/or "kind"; empty when it already said that
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.entry.to_dict(), "changed": self.changed}
+
+
 def edit(store: Store, entry_id: int, *, content: str | None = None,
-         kind: str | None = None) -> Entry:
+         kind: str | None = None) -> Edited:
     """Change an entry's text and/or kind in place: same id, new vector and words, an `edit`
     event. Refuses an archive entry, a folded source or an aggregate (undo the fold first),
     and an edit that would make it an exact duplicate of another entry (V11)."""
@@ -858,7 +867,7 @@ def edit(store: Store, entry_id: int, *, content: str | None = None,
                                  project=entry.project, source=entry.source, refs=entry.refs))
     changed = [name for name in ("content", "kind") if getattr(item, name) != getattr(entry, name)]
     if not changed:
-        return entry
+        return Edited(entry, [])
     key = _dedup_key(item)
     other = _existing_by_key(store.conn, key)
     if other is not None and other != entry_id:
@@ -882,7 +891,7 @@ def edit(store: Store, entry_id: int, *, content: str | None = None,
                 conn.execute("delete from memory_reindex where id = ?", (entry_id,))
         _log_event(conn, "edit", entry_id, item.kind,
                    info={"changed": changed, **({"was_kind": entry.kind} if "kind" in changed else {})})
-    return get_entry(store, entry_id)
+    return Edited(get_entry(store, entry_id), changed)
 
 
 def forget(store: Store, entry_id: int) -> Entry:

@@ -424,12 +424,11 @@ def memory_edit(entry_id: int, content: str | None, kind: str | None, fmt: str) 
         if from_stdin and not content.strip():
             raise click.UsageError("stdin is empty: no new CONTENT (`-` reads it from stdin)")
     with _open() as store:
-        before = rag.get_entry(store, entry_id)
-        entry = rag.edit(store, entry_id, content=content, kind=kind)
-    changed = [name for name in ("content", "kind") if getattr(entry, name) != getattr(before, name)]
-    text = (f"edited #{entry.id} [{entry.kind}]: {' and '.join(changed)} changed" if changed
-            else f"#{entry.id} already says that: nothing changed")
-    emit_one({**entry.to_dict(), "changed": changed}, fmt, text=text)
+        edited = rag.edit(store, entry_id, content=content, kind=kind)
+    entry = edited.entry
+    text = (f"edited #{entry.id} [{entry.kind}]: {' and '.join(edited.changed)} changed"
+            if edited.changed else f"#{entry.id} already says that: nothing changed")
+    emit_one(edited.to_dict(), fmt, text=text)
 
 
 @memory.command("export")

@@ -229,10 +229,7 @@ def do_edit(settings: Any, entry_id: int, content: str | None, kind: str | None)
     from .. import rag
 
     with _open(settings) as store:
-        before = rag.get_entry(store, entry_id)
-        entry = rag.edit(store, entry_id, content=content, kind=kind)
-    changed = [name for name in ("content", "kind") if getattr(entry, name) != getattr(before, name)]
-    return {**entry.to_dict(), "changed": changed}
+        return rag.edit(store, entry_id, content=content, kind=kind).to_dict()
 
 
 def do_export(settings: Any, kind: str | None, project: str | None) -> list[dict]:
