@@ -159,7 +159,7 @@ def check_cutoff(settings: Settings) -> list[Row]:
     from . import rag
     from .calibrate import tag_status
 
-    fingerprint = rag.store_report(settings.rag_db_file, settings)["fingerprint"]
+    fingerprint = rag.store_fingerprint(settings.rag_db_file, settings)
     state, detail = tag_status(settings, fingerprint)
     status = {"matching": "ok", "unset": "info"}.get(state, "warn")
     return [_row("recall cutoff", status, f"{state}: {detail}")]

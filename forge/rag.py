@@ -1447,6 +1447,20 @@ def _reindex_resume_point(conn: Any, target: dict[str, Any], probe: "np.ndarray"
 
 # --------------------------------------------------------------------------- doctor
 
+def store_fingerprint(path: Path | str, settings: "Settings") -> str:
+    """V4's fingerprint for the store at `path` as it stands (its recorded identity, none when
+    there is no store or no schema yet): read-only, no embedding call, no network."""
+    path = Path(path)
+    if not path.exists():
+        return query_fingerprint(settings, None)
+    conn = db.connect(path, untouched=True)
+    try:
+        identity = _read_identity(conn) if db.schema_version(conn) else None
+    finally:
+        conn.close()
+    return query_fingerprint(settings, identity)
+
+
 def store_report(path: Path | str, settings: "Settings") -> dict[str, Any]:
     """What doctor shows about the store: read-only, no embedding call, no network."""
     path = Path(path)
