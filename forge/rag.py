@@ -356,17 +356,14 @@ def open_store(settings: "Settings", *, embedder: "Embedder | None" = None,
     if mode not in OPEN_MODES:
         raise ValueError(f"mode must be one of {OPEN_MODES}, not {mode!r}")
     path = Path(path) if path is not None else Path(settings.rag_db_file)
+    if path.parent.exists() and not path.parent.is_dir():
+        raise StoreError(f"{path.parent} is a file, not a folder: FORGE_DATA_DIR (or RAG_DB_FILE) "
+                         "must name a folder")
     if mode == "write":
-        if path.parent.exists() and not path.parent.is_dir():
-            raise StoreError(f"{path.parent} is a file, not a folder: FORGE_DATA_DIR (or "
-                             "RAG_DB_FILE) must name a folder")
         if path.parent.exists() and not db.writable(path):
             raise StoreReadOnly(f"the data folder {path.parent} is read-only: cannot write "
                                 f"{path.name} (make it writable or point FORGE_DATA_DIR elsewhere)")
         return _open_prepared(settings, db.connect(path), path, embedder, check_identity)
-    if path.parent.exists() and not path.parent.is_dir():
-        raise StoreError(f"{path.parent} is a file, not a folder: FORGE_DATA_DIR (or RAG_DB_FILE) "
-                         "must name a folder")
     vec = mode == "read"
     if not path.exists():  # a read never creates a store (a mistyped FORGE_DATA_DIR)
         store = _open_prepared(settings, db.connect(":memory:", vec=vec), path, embedder,
