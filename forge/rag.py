@@ -1010,7 +1010,7 @@ def apply_folds(store: Store, folds: Sequence[Fold]) -> list[FoldResult]:
     results: list[FoldResult] = []
     with db.transaction(store.conn) as conn:
         for fold in folds:
-            why = _fold_conflict(conn, fold)
+            why, found = _fold_conflict(conn, fold)
             if why:
                 results.append(FoldResult(None, why))
                 continue
@@ -1032,29 +1032,29 @@ def apply_folds(store: Store, folds: Sequence[Fold]) -> list[FoldResult]:
                 target = _insert(conn, item, key, vec, utc_now())
                 mode = "written"
             now = utc_now()
-            kinds = {e.id: e.kind for e in _entries_by_id(conn, fold.sources).values()}
             for sid in fold.sources:
                 conn.execute("update memory_entries set superseded_by = ?, updated = ? where id = ?",
                              (target, now, sid))
-                _log_event(conn, "supersede", sid, kinds.get(sid), link=target)
-            kind = conn.execute("select kind from memory_entries where id = ?", (target,)).fetchone()[0]
+                _log_event(conn, "supersede", sid, found[sid].kind, link=target)
+            kind = item.kind if mode == "written" else found[target].kind
             _log_event(conn, "fold", target, kind, info={"mode": mode, "sources": list(fold.sources)})
             results.append(FoldResult(target))
     return results
 
 
-def _fold_conflict(conn: Any, fold: Fold) -> str | None:
+def _fold_conflict(conn: Any, fold: Fold) -> tuple[str | None, dict[int, Entry]]:
+    """Why this fold can no longer be written (None: it can), and the entries it read."""
     ids = list(fold.sources) + ([fold.into] if fold.into is not None else [])
     found = _entries_by_id(conn, ids)
     for i in ids:
         entry = found.get(i)
         if entry is None:
-            return f"#{i} was forgotten meanwhile"
+            return f"#{i} was forgotten meanwhile", found
         if entry.superseded_by is not None:
-            return f"#{i} was folded into #{entry.superseded_by} meanwhile"
+            return f"#{i} was folded into #{entry.superseded_by} meanwhile", found
         if i in fold.expected and entry.content != fold.expected[i]:
-            return f"#{i} was edited meanwhile"
-    return None
+            return f"#{i} was edited meanwhile", found
+    return None, found
 
 
 def unfold(store: Store, entry_id: int) -> dict[str, Any]:
