@@ -23,8 +23,8 @@ What it does, in order:
 """
 from __future__ import annotations
 
+import dataclasses
 import re
-from types import SimpleNamespace
 from typing import Any
 
 from .. import non_answer
@@ -59,8 +59,8 @@ def delegate_client(settings: Any) -> Any:
         return None
     from ..llm import ChatClient
 
-    return ChatClient(SimpleNamespace(llama_cpp_url=settings.delegate_url, llama_cpp_id_slot=None,
-                                      llama_cpp_timeout=settings.llama_cpp_timeout))
+    return ChatClient(dataclasses.replace(settings, llama_cpp_url=settings.delegate_url,
+                                          llama_cpp_id_slot=None))
 
 
 def run(ctx: ToolContext, payload: dict[str, Any]) -> ToolResult:
