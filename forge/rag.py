@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from . import db
+from . import db, vector_scan
 from .errors import ForgeError, NotFoundError, ServerError, StoreError
 from .history import utc_now
 
@@ -706,6 +706,7 @@ def remember_many(store: Store, items: list[NewEntry], *, batch_size: int = 32,
     vectors = _embed_batched(store, [cleaned[i].content for i in todo], batch_size, on_progress)
     if todo:
         _write_new(store, cleaned, keys, todo, vectors, results)
+        vector_scan.after_write(store)  # vector_scan: the copy follows the commit
     for i, key in enumerate(keys):
         if results[i] is None:
             results[i] = Remembered(results[first_in_batch[key]].id, False)  # type: ignore[index,union-attr]
@@ -888,6 +889,8 @@ def edit(store: Store, entry_id: int, *, content: str | None = None,
                 conn.execute("delete from memory_reindex where id = ?", (entry_id,))
         _log_event(conn, "edit", entry_id, item.kind,
                    info={"changed": changed, **({"was_kind": entry.kind} if "kind" in changed else {})})
+    if vec is not None:
+        vector_scan.after_write(store)  # vector_scan: the copy follows the commit
     return Edited(get_entry(store, entry_id), changed)
 
 
@@ -909,6 +912,7 @@ def forget_many(store: Store, entry_ids: Sequence[int]) -> list[Entry]:
         entries = _forget_in_transaction(store, list(dict.fromkeys(entry_ids)))
     finally:
         store.conn.execute("pragma secure_delete = off")
+    vector_scan.after_write(store, forgot=True)  # vector_scan: zero the bytes in the copy too
     # Best effort: a reader holding an older snapshot keeps the old frames until it leaves.
     store.conn.execute("pragma wal_checkpoint(truncate)")
     return entries
@@ -1039,6 +1043,7 @@ def apply_folds(store: Store, folds: Sequence[Fold]) -> list[FoldResult]:
             kind = item.kind if mode == "written" else found[target].kind
             _log_event(conn, "fold", target, kind, info={"mode": mode, "sources": list(fold.sources)})
             results.append(FoldResult(target))
+    vector_scan.after_write(store)  # vector_scan: the copy follows the commit
     return results
 
 
@@ -1082,6 +1087,7 @@ def unfold(store: Store, entry_id: int) -> dict[str, Any]:
     finally:
         store.conn.execute("pragma secure_delete = off")
     if forgot:
+        vector_scan.after_write(store, forgot=True)  # vector_scan: zero the bytes in the copy too
         store.conn.execute("pragma wal_checkpoint(truncate)")
     return {"id": entry_id, "kind": entry.kind, "released": sources, "forgot": forgot}
 
@@ -1209,6 +1215,9 @@ def search_vector(store: Store, qvec: "np.ndarray | None", *, k: int,
             sql += " and e.project = ?"
             args.append(project)
         return [(r[0], r[1]) for r in store.conn.execute(sql + " order by d limit ?", [*args, k])]
+    scanned = vector_scan.knn(store, qvec, k=k, project=project)  # vector_scan: large stores
+    if scanned is not None:
+        return scanned
     sql = "select rowid, distance from memory_vectors where embedding match ? and k = ?"
     args = [qvec.astype("float32").tobytes(), k]
     if project is not None:
@@ -1383,6 +1392,7 @@ def reindex(store: Store, *, batch_size: int = REINDEX_BATCH,
         # last batch would otherwise lose its vector with the old table.
         if _swap_in_reindexed(conn, current, target, resumed_from, check):
             break
+    vector_scan.after_write(store)  # vector_scan: the swap reset the copy; rebuild it
     count = conn.execute("select count(*) from memory_vectors").fetchone()[0]
     store._checked = True
     store._pending_identity = None
@@ -1413,6 +1423,7 @@ def _swap_in_reindexed(conn: Any, current: dict[str, Any], target: dict[str, Any
         conn.execute("delete from meta where key = 'reindex'")
         conn.execute("delete from memory_vector_orphans")
         _write_identity(conn, target)
+        vector_scan.note_reset(conn)  # vector_scan: every vector changed, in this transaction
         conn.execute("delete from meta where key = 'identity_check'")
         if check is not None:
             _write_check(conn, check)
