@@ -596,10 +596,12 @@ def _scan(side: Sidecar, qvec: "np.ndarray", k: int, project: str | None
     if len(q) != side.header.dim:
         raise StoreError(f"the query has {len(q)} dimensions, the store's vectors "
                          f"{side.header.dim}")
-    keep = ids > 0
+    keep = None   # rows a filter or a forget takes out; None: all of them count
     if project is not None:
-        keep &= a["projects"] == project_hash(project)
-    n_keep = int(keep.sum()) if (project is not None or side.header.dead) else len(ids)
+        keep = a["projects"] == project_hash(project)
+    elif side.header.dead:
+        keep = ids > 0
+    n_keep = int(keep.sum()) if keep is not None else len(ids)
     k = min(k, n_keep)
     if k <= 0:
         return []
@@ -607,8 +609,10 @@ def _scan(side: Sidecar, qvec: "np.ndarray", k: int, project: str | None
         cand = _binary_candidates(a, q, keep, RESCORE_CANDIDATES)
         score = a["norms"][cand] - 2 * (matrix[cand] @ q)
     else:
-        score = a["norms"] - 2 * (matrix @ q)
-        if n_keep < len(ids):
+        score = matrix @ q
+        score *= -2
+        score += a["norms"]
+        if keep is not None:
             score[~keep] = np.inf
         cand = None
     top = np.argpartition(score, k - 1)[:k] if k < len(score) else np.arange(len(score))
@@ -627,7 +631,8 @@ def _binary_candidates(a: dict, q: "np.ndarray", keep: "np.ndarray", r: int) -> 
     dist = np.bitwise_count(codes[0] ^ qcode[0]).astype(np.uint16)
     for w in range(1, len(codes)):
         dist += np.bitwise_count(codes[w] ^ qcode[w])
-    dist[~keep] = np.iinfo(np.uint16).max
+    if keep is not None:
+        dist[~keep] = np.iinfo(np.uint16).max
     return np.argpartition(dist, r)[:r]
 
 
