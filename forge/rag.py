@@ -706,11 +706,18 @@ def remember_many(store: Store, items: list[NewEntry], *, batch_size: int = 32,
     vectors = _embed_batched(store, [cleaned[i].content for i in todo], batch_size, on_progress)
     if todo:
         _write_new(store, cleaned, keys, todo, vectors, results)
-        vector_scan.after_write(store)  # vector_scan: the copy follows the commit
+        _copy_follows(store)  # vector_scan: the copy follows the commit
     for i, key in enumerate(keys):
         if results[i] is None:
             results[i] = Remembered(results[first_in_batch[key]].id, False)  # type: ignore[index,union-attr]
     return results  # type: ignore[return-value]
+
+
+def _copy_follows(store: Store, *, forgot: bool = False) -> None:
+    """vector_scan: after a commit that wrote vectors, the memory-mapped copy follows."""
+    if not (store.missing or store.readonly):
+        vector_scan.after_write(store.conn, store.path, forgot=forgot,
+                                min_entries=store.settings.recall_scan_min_entries)
 
 
 def _write_new(store: Store, cleaned: list[NewEntry], keys: list[str | None], todo: list[int],
@@ -890,7 +897,7 @@ def edit(store: Store, entry_id: int, *, content: str | None = None,
         _log_event(conn, "edit", entry_id, item.kind,
                    info={"changed": changed, **({"was_kind": entry.kind} if "kind" in changed else {})})
     if vec is not None:
-        vector_scan.after_write(store)  # vector_scan: the copy follows the commit
+        _copy_follows(store)  # vector_scan: the copy follows the commit
     return Edited(get_entry(store, entry_id), changed)
 
 
@@ -912,7 +919,7 @@ def forget_many(store: Store, entry_ids: Sequence[int]) -> list[Entry]:
         entries = _forget_in_transaction(store, list(dict.fromkeys(entry_ids)))
     finally:
         store.conn.execute("pragma secure_delete = off")
-    vector_scan.after_write(store, forgot=True)  # vector_scan: zero the bytes in the copy too
+    _copy_follows(store, forgot=True)  # vector_scan: zero the bytes in the copy too
     # Best effort: a reader holding an older snapshot keeps the old frames until it leaves.
     store.conn.execute("pragma wal_checkpoint(truncate)")
     return entries
@@ -1043,7 +1050,7 @@ def apply_folds(store: Store, folds: Sequence[Fold]) -> list[FoldResult]:
             kind = item.kind if mode == "written" else found[target].kind
             _log_event(conn, "fold", target, kind, info={"mode": mode, "sources": list(fold.sources)})
             results.append(FoldResult(target))
-    vector_scan.after_write(store)  # vector_scan: the copy follows the commit
+    _copy_follows(store)  # vector_scan: the copy follows the commit
     return results
 
 
@@ -1087,7 +1094,7 @@ def unfold(store: Store, entry_id: int) -> dict[str, Any]:
     finally:
         store.conn.execute("pragma secure_delete = off")
     if forgot:
-        vector_scan.after_write(store, forgot=True)  # vector_scan: zero the bytes in the copy too
+        _copy_follows(store, forgot=True)  # vector_scan: zero the bytes in the copy too
         store.conn.execute("pragma wal_checkpoint(truncate)")
     return {"id": entry_id, "kind": entry.kind, "released": sources, "forgot": forgot}
 
@@ -1215,7 +1222,9 @@ def search_vector(store: Store, qvec: "np.ndarray | None", *, k: int,
             sql += " and e.project = ?"
             args.append(project)
         return [(r[0], r[1]) for r in store.conn.execute(sql + " order by d limit ?", [*args, k])]
-    scanned = vector_scan.knn(store, qvec, k=k, project=project)  # vector_scan: large stores
+    scanned = None if store.missing else vector_scan.knn(  # vector_scan: large stores
+        store.conn, store.path, qvec, k=k, project=project,
+        min_entries=store.settings.recall_scan_min_entries, readonly=store.readonly)
     if scanned is not None:
         return scanned
     sql = "select rowid, distance from memory_vectors where embedding match ? and k = ?"
@@ -1392,7 +1401,7 @@ def reindex(store: Store, *, batch_size: int = REINDEX_BATCH,
         # last batch would otherwise lose its vector with the old table.
         if _swap_in_reindexed(conn, current, target, resumed_from, check):
             break
-    vector_scan.after_write(store)  # vector_scan: the swap reset the copy; rebuild it
+    _copy_follows(store)  # vector_scan: the swap reset the copy; rebuild it
     count = conn.execute("select count(*) from memory_vectors").fetchone()[0]
     store._checked = True
     store._pending_identity = None

@@ -502,24 +502,23 @@ def sync(conn: Any, store_path: Path, *, wait: float, build: bool) -> Sidecar | 
         return None
 
 
-def after_write(store: Any, *, forgot: bool = False) -> None:
+def after_write(conn: Any, store_path: Path | str, *, min_entries: int,
+                forgot: bool = False) -> None:
     """After a commit that wrote, changed or removed vectors: bring the copy in step (or
     create it when the store has grown past RECALL_SCAN_MIN_ENTRIES). Never raises: the write
     is committed; a copy left behind is caught before its next use. After a forget, a copy
     that could not be brought in step is deleted, so the forgotten vector leaves it."""
-    if store.missing or store.readonly:
-        return
-    path = sidecar_path(store.path)
+    path = sidecar_path(store_path)
     try:
         if not path.exists():
-            if forgot or not _worth_a_copy(store):
+            if forgot or not _worth_a_copy(conn, min_entries):
                 return
-        side = sync(store.conn, store.path, wait=WRITER_LOCK_WAIT, build=True)
+        side = sync(conn, Path(store_path), wait=WRITER_LOCK_WAIT, build=True)
         if side is None:
             raise LockTimeout(f"{path} stayed locked")
         seq = side.header.seq
         side.close()
-        _trim(store.conn, seq)
+        _trim(conn, seq)
     except Exception as e:  # noqa: BLE001 - the write is committed
         if forgot:
             with contextlib.suppress(OSError):
@@ -531,10 +530,9 @@ def after_write(store: Any, *, forgot: bool = False) -> None:
                         "in step", path.name, e)
 
 
-def _worth_a_copy(store: Any) -> bool:
-    return (store.conn.execute("select 1 from sqlite_master where name = 'memory_vectors'")
-            .fetchone() is not None
-            and _estimated_entries(store.conn) >= store.settings.recall_scan_min_entries)
+def _worth_a_copy(conn: Any, min_entries: int) -> bool:
+    return (conn.execute("select 1 from sqlite_master where name = 'memory_vectors'")
+            .fetchone() is not None and _estimated_entries(conn) >= min_entries)
 
 
 def _trim(conn: Any, seq: int) -> None:
@@ -554,30 +552,29 @@ def _trim(conn: Any, seq: int) -> None:
 
 # --------------------------------------------------------------------------- the scan
 
-def knn(store: Any, qvec: "np.ndarray", *, k: int, project: str | None = None
+def knn(conn: Any, store_path: Path | str, qvec: "np.ndarray", *, k: int,
+        project: str | None = None, min_entries: int, readonly: bool = False
         ) -> list[tuple[int, float]] | None:
     """(entry id, L2 distance) of the k nearest from the copy, the project filter before the
     top k; None when the copy is not for this store (too small, missing and not buildable now,
     out of step and busy): the caller then asks `vec0`."""
-    if store.missing:
-        return None
-    minimum = store.settings.recall_scan_min_entries
-    path = sidecar_path(store.path)
+    minimum = min_entries
+    path = sidecar_path(store_path)
     side = Sidecar.open(path)
-    if side is None and _estimated_entries(store.conn) < minimum:
+    if side is None and _estimated_entries(conn) < minimum:
         return None
     try:
         if side is not None:
             if side.header.live < minimum:
                 return None
-            state = store_state(store.conn) if has_log(store.conn) else None
+            state = store_state(conn) if has_log(conn) else None
             if state is None or not _matches(side.header, state):
                 side.close()
                 side = None
         if side is None:
-            if store.readonly:
+            if readonly:
                 return None
-            side = sync(store.conn, store.path, wait=READER_LOCK_WAIT, build=True)
+            side = sync(conn, Path(store_path), wait=READER_LOCK_WAIT, build=True)
             if side is None or side.header.live < minimum:
                 return None
         return _scan(side, qvec, k, project)
