@@ -39,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from forge import vector_scan  # noqa: E402
+from forge.store import vector_scan  # noqa: E402
 
 PROJECTS = ["homelab", "forge", "cuisine", "locomo"]
 

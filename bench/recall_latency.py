@@ -207,7 +207,6 @@ def measure(path: Path, qvecs_file: Path) -> dict:
     """Runs in a fresh process: open the store, time search_hybrid without embedding, the
     vector channel through vec0 and through the copy, and a numpy brute force over the same
     vectors (memory-mapped) as the in-run baseline."""
-    import dataclasses
     import resource
 
     import numpy as np
@@ -250,10 +249,9 @@ def measure(path: Path, qvecs_file: Path) -> dict:
                 assert len([r for r in result.rows if r.channel != "lexical"]) == 5
             out[label] = {"cold_ms": times[0], "median_ms": statistics.median(times[1:]),
                           "p90_ms": sorted(times[1:])[int(0.9 * (len(times) - 1))]}
-        scan_on = store.settings
-        off = dataclasses.replace(scan_on, recall_scan_min_entries=10**12)
-        for label, conf in (("vec0", off), ("copy", scan_on)):
-            store.settings = conf
+        scan_on = store.backend.scan_min_entries
+        for label, conf in (("vec0", 10**12), ("copy", scan_on)):
+            store.backend.scan_min_entries = conf   # the SQLite backend's RECALL_SCAN_MIN_ENTRIES
             times, hits = [], []
             for vec, want in zip(qvecs, exact):
                 t = time.perf_counter()
@@ -262,7 +260,7 @@ def measure(path: Path, qvecs_file: Path) -> dict:
                 hits.append(len({i for i, _ in found} & want) / 10)
             out[label] = {"median_ms": statistics.median(times[1:]),
                           "recall_at_10": statistics.mean(hits)}
-        store.settings = scan_on
+        store.backend.scan_min_entries = scan_on
     out["max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from forge import db, rag, vector_scan
+from forge import db, rag
+from forge.store import vector_scan
 from forge.settings import load_settings
 
 QUERIES = ["Quel est mon chat ?", "combien de RAM a le NiPoGi", "Steam Deck conteneurs",

@@ -49,9 +49,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from . import db
-from .errors import LockTimeout, StoreError
-from .fileio import locked
+from .. import db
+from ..errors import LockTimeout, StoreError
+from ..fileio import locked
 
 if TYPE_CHECKING:
     import numpy as np
