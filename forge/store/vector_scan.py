@@ -12,8 +12,9 @@ Keeping it in step (the generation):
   SAME transaction as the write, whoever writes (any Forge version, a plain sqlite3 shell);
   `reindex`'s swap writes a reset (`note_reset`). The copy's header records the last seq it
   holds (and that row's id and op, the store's token and a digest of its embedding identity).
-- After every commit that wrote vectors, the writer applies the new log rows (`after_write`):
-  a put appends the vector (or overwrites it in place), a drop zeroes the vector's bytes and
+- After every commit that wrote vectors (the SQLite backend's transaction calls `after_write`),
+  the writer applies the new log rows:
+  a put appends the vector (an edited one's old row is zeroed first), a drop zeroes the bytes and
   its id (a forget is a real forget here too; when that cannot be done the copy is deleted).
 - Before every scan, the header is compared with the store (one small query): any difference
   (a crash between commit and update, another process, a restored backup, a reindex, a header
@@ -47,7 +48,7 @@ import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from .. import db
 from ..errors import LockTimeout, StoreError
@@ -694,12 +695,3 @@ def info(store_path: Path | str) -> dict[str, Any] | None:
                 "capacity": h.capacity, "seq": h.seq}
     finally:
         side.close()
-
-
-def remove(store_path: Path | str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        sidecar_path(store_path).unlink()
-
-
-__all__: Iterable[str] = ("knn", "after_write", "note_reset", "sync", "rebuild", "info",
-                          "sidecar_path", "project_hash")
