@@ -125,7 +125,9 @@ def document_frequency(store: "Store") -> DocumentFrequency:
     """Scan every entry once (archive and superseded included, as V5 counts them)."""
     counts: Counter = Counter()
     total = 0
-    for (content,) in store.conn.execute("select content from memory_entries"):
+    from . import rag
+
+    for _id, content in rag.texts(store):
         total += 1
         counts.update(set(_WORD.findall(_fold(content))))
     return DocumentFrequency(total, counts, store.settings.recall_lexical_max_df)
@@ -506,7 +508,7 @@ def run(store: "Store", *, project: str | None = None, apply: bool = False,
     started = time.perf_counter()
     before = rag.hot_entries(store, project=project)
     plans = plan_pass(store, project=project, min_sources=min_sources, active=before)
-    report = AggregateReport(applied=apply, project=project, db=str(store.path), subjects=plans,
+    report = AggregateReport(applied=apply, project=project, db=store.location, subjects=plans,
                              entries_scanned=len(before))
     report.block_before = _weigh(store, before)
     report.block_after = _weigh(store, _after(before, plans))

@@ -10,7 +10,7 @@ PKG = Path(__file__).resolve().parent.parent / "forge"
 
 STORE_RING = {"forge.history", "forge.traces", "forge.rag", "forge.embedders", "forge.llm",
               "forge.db", "forge.fileio", "forge.settings", "forge.errors", "forge.recall_batch",
-              "forge.recall_rank",
+              "forge.recall_rank", "forge.store",
               "forge.dotenv_edit"}
 MEMORY_RING = {"forge.compaction", "forge.history_import", "forge.transcript", "forge.non_answer",
                "forge.aggregate", "forge.resplit",
@@ -94,3 +94,44 @@ def test_the_http_app_is_an_outer_ring_beside_the_cli():
     for path in SOURCES:
         if module_name(path).startswith("forge.serve"):
             assert not {m for m in imports(path) if m.startswith("forge.cli")}, path
+
+
+BACKEND_MODULES = {"forge.store.sqlite", "forge.store.postgres"}
+SQL_ON_THE_STORE = ("execute(", "executemany(", "memory_entries", "memory_vectors", "memory_fts",
+                    "memory_events", "memory_message_refs")
+
+
+@pytest.mark.parametrize("path", [p for p in SOURCES if not module_name(p).startswith("forge.store")],
+                         ids=module_name)
+def test_only_the_store_package_knows_its_backends(path):
+    """The seam: a backend module is imported only inside forge/store (forge.store.backend_for
+    picks one), and nothing outside forge/store (and db.py, the SQLite helper) runs SQL on the
+    deliberate store: the CLI, the chat ring and the memory ring call rag, whatever the backend."""
+    assert not {m for m in imports(path) if ring_of(m, BACKEND_MODULES)}
+    if module_name(path) != "forge.db":
+        text = path.read_text(encoding="utf-8")
+        assert not [s for s in SQL_ON_THE_STORE if s in text]
+
+
+def test_the_sqlite_backend_keeps_the_whole_protocol(tmp_path):
+    """Every method of forge/store/backend.py's Backend exists on the SQLite backend with the
+    same parameters, and every attribute is set by an open (a second backend gets the same test)."""
+    import inspect
+
+    from forge.settings import load_settings
+    from forge.store import backend, sqlite
+
+    methods = {n: m for n, m in vars(backend.Backend).items()
+               if callable(m) and not n.startswith("_")}
+    assert len(methods) > 40
+    for name, declared in methods.items():
+        impl = getattr(sqlite.SQLiteBackend, name, None)
+        assert impl is not None, name
+        assert list(inspect.signature(impl).parameters) == list(inspect.signature(declared).parameters), name
+    opened = sqlite.open_backend(load_settings(environ={"FORGE_DATA_DIR": str(tmp_path)}, cwd=tmp_path),
+                                 mode="inspect")
+    try:
+        for name in backend.Backend.__annotations__:
+            assert hasattr(opened, name), name
+    finally:
+        opened.close()
