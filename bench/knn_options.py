@@ -15,7 +15,15 @@ same vectors in this run (a memory-mapped float32 matrix), the in-run baseline.
 Options:
 - vec0 float[384] (what Forge uses), with and without a project filter (metadata column);
 - vec0 float[384] with chunk_size=2048 and mmap_size;
-- vec0 bit[384] (binary quantisation) KNN of the top 10*R, float rescore from the same row.
+- vec0 bit[384] (binary quantisation) KNN of the top 10*R, float rescore from the same row;
+- Forge's memory-mapped copy (forge/vector_scan.py's own scan code over the same vectors): the
+  exact float32 scan it runs below BINARY_MIN_ENTRIES, and from there the first pass over one
+  bit per dimension (sign after centring by the mean vector) with a float rescore of the best
+  RESCORE_CANDIDATES; the same without centring, to show what centring buys on e5's vectors;
+  and with a project filter (the mask before the top k: the full budget).
+
+`--no-vec0` skips the vec0 tables (at 1M they take ~10 minutes to build; bench/recall_latency.py
+measures vec0 there).
 """
 from __future__ import annotations
 
@@ -30,6 +38,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from forge.store import vector_scan  # noqa: E402
 
 PROJECTS = ["homelab", "forge", "cuisine", "locomo"]
 
@@ -82,6 +92,7 @@ def main() -> None:
     parser.add_argument("--noise", type=float, default=0.008,
                         help="per-dimension sigma (0.008 x sqrt(384): a noise of norm ~0.16)")
     parser.add_argument("--rescore", type=int, default=10, help="candidates = rescore x k")
+    parser.add_argument("--no-vec0", action="store_true", help="numpy options only")
     args = parser.parse_args()
     import numpy as np
 
@@ -110,6 +121,74 @@ def main() -> None:
         return [int(i) + 1 for i in top[np.argsort(-d[top])]]
 
     exact = [brute(q) for q in queries]
+    copy = forge_copy(vectors, projects)
+    options = {"numpy brute force (memory-mapped float32)": brute}
+    for label, binary, centred in (("copy: exact float32 scan", False, True),
+                                   (f"copy: centred bits top {vector_scan.RESCORE_CANDIDATES} "
+                                    "+ float rescore", True, True),
+                                   (f"copy: uncentred bits top {vector_scan.RESCORE_CANDIDATES} "
+                                    "+ float rescore", True, False)):
+        options[label] = copy_option(copy, binary, centred)
+    options["copy: exact float32 scan --project"] = copy_option(copy, False, True, "forge")
+    options[f"copy: centred bits top {vector_scan.RESCORE_CANDIDATES} --project"] = \
+        copy_option(copy, True, True, "forge")
+    if not args.no_vec0:
+        options.update(vec0_options(work, vectors, projects, args.rescore))
+    run(options, queries, exact)
+    del mm
+    shutil.rmtree(work, ignore_errors=True)
+
+
+class ForgeCopy:
+    """vector_scan's Sidecar over arrays in memory: its scan code, its layout of the data."""
+
+    def __init__(self, arrays: dict, header):
+        self._arrays = arrays
+        self.header = header
+
+    def arrays(self) -> dict:
+        return self._arrays
+
+
+def forge_copy(vectors, projects: list[str]):
+    import numpy as np
+
+    n, dim = vectors.shape
+    mean = vectors.mean(axis=0).astype(np.float32)
+    arrays = {"ids": np.arange(1, n + 1, dtype=np.int64),
+              "projects": np.array([vector_scan.project_hash(p) for p in projects], np.int64),
+              "norms": np.einsum("ij,ij->i", vectors, vectors).astype(np.float32),
+              "codes": np.ascontiguousarray(vector_scan._codes(vectors, mean).T),
+              "uncentred": np.ascontiguousarray(
+                  vector_scan._codes(vectors, np.zeros(dim, np.float32)).T),
+              "matrix": vectors, "mean": mean}
+    header = vector_scan.Header(dim, n, n, 0, 0, n, 0, 0, b"", b"")
+    return ForgeCopy(arrays, header)
+
+
+def copy_option(copy: ForgeCopy, binary: bool, centred: bool, project: str | None = None):
+    import numpy as np
+
+    arrays = dict(copy.arrays())
+    if not centred:
+        arrays["codes"] = arrays["uncentred"]
+        arrays["mean"] = np.zeros_like(arrays["mean"])
+    side = ForgeCopy(arrays, copy.header)
+    minimum = 1 if binary else 10**12
+
+    def run(q):
+        saved = vector_scan.BINARY_MIN_ENTRIES
+        vector_scan.BINARY_MIN_ENTRIES = minimum
+        try:
+            return [i for i, _ in vector_scan._scan(side, q, 10, project)]
+        finally:
+            vector_scan.BINARY_MIN_ENTRIES = saved
+    return run
+
+
+def vec0_options(work: Path, vectors, projects: list[str], rescore: int) -> dict:
+    from forge import db
+
     conn = db.connect(work / "knn.db")
     conn.execute("create virtual table vf using vec0(embedding float[384], project text)")
     conn.execute("create virtual table vc using vec0(embedding float[384], project text, chunk_size=2048)")
@@ -136,17 +215,19 @@ def main() -> None:
         return run
 
     def bit_rescore(q):
-        k = 10 * args.rescore
+        k = 10 * rescore
         cand = conn.execute("select rowid, vec_distance_l2(full, ?) as d from vb where embedding "
                             "match vec_quantize_binary(?) and k = ? order by d limit 10",
                             (q.tobytes(), q.tobytes(), k)).fetchall()
         return [r[0] for r in cand]
 
-    options = {"numpy brute force (memory-mapped float32)": brute,
-               "vec0 float[384] (Forge today)": vec0("vf"),
-               "vec0 float[384], chunk_size=2048, mmap": vec0("vc"),
-               f"vec0 bit[384] top {10 * args.rescore} + float rescore": bit_rescore,
-               "vec0 float[384] --project": vec0("vf", "forge")}
+    return {"vec0 float[384] (Forge below RECALL_SCAN_MIN_ENTRIES)": vec0("vf"),
+            "vec0 float[384], chunk_size=2048, mmap": vec0("vc"),
+            f"vec0 bit[384] top {10 * rescore} + float rescore": bit_rescore,
+            "vec0 float[384] --project": vec0("vf", "forge")}
+
+
+def run(options: dict, queries, exact: list) -> None:
     times: dict[str, list[float]] = {label: [] for label in options}
     found: dict[str, list] = {label: [] for label in options}
     for q in queries:  # interleaved: every option sees the same moment of a busy machine
@@ -158,6 +239,8 @@ def main() -> None:
     rows: list[tuple[str, float, float]] = []
     for label in options:
         rec = recall_at_10(found[label], exact) if "--project" not in label else float("nan")
+        if label.endswith("--project") and label.startswith("copy: centred"):
+            rec = recall_at_10(found[label], found["copy: exact float32 scan --project"])
         if "--project" in label:
             counts = [len(f) for f in found[label]]
             label += f" (returned {min(counts)}-{max(counts)} of 10)"
@@ -165,9 +248,8 @@ def main() -> None:
     print(f"{'option':55} {'median ms':>10} {'x numpy':>8} {'recall@10':>10}")
     for label, ms, rec in rows:
         print(f"{label:55} {ms:10.1f} {ms / base_ms:8.2f} {rec:10.3f}")
-    conn.close()
-    del mm
-    shutil.rmtree(work, ignore_errors=True)
+    print("x numpy: median / the numpy brute force's median in this run; recall@10 against "
+          "the exact top 10 (--project rows of the bit pass: against the exact filtered scan)")
 
 
 if __name__ == "__main__":

@@ -17,8 +17,12 @@ from pathlib import Path
 
 COMMANDS = {
     "process_latency": "python bench/process_latency.py /tmp/s10k --runs 9 --compare /tmp/before",
-    "recall_latency": "python bench/recall_latency.py",
-    "knn_options": "OPENBLAS_NUM_THREADS=1 python bench/knn_options.py --size 100000 --real 300",
+    "recall_latency": "OPENBLAS_NUM_THREADS=1 python bench/recall_latency.py --sizes 10000,100000",
+    "recall_latency_1m": "OPENBLAS_NUM_THREADS=1 python bench/recall_latency.py --sizes 1000000 "
+                         "--keep /tmp/vs/keep1m --reuse",
+    "recall_latency_small": "OPENBLAS_NUM_THREADS=1 python bench/recall_latency.py --sizes 2000,10000 "
+                            "--scan-min 1",
+    "knn_options": "OPENBLAS_NUM_THREADS=1 python bench/knn_options.py --size 100000 --real 600",
     "locomo_store": "python bench/locomo_store.py /tmp/s300 --count 300 --share",
     "startup": "python bench/startup.py",
 }

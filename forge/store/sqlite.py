@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from .. import db
+from . import vector_scan
 from ..errors import StoreError
 from ..history import utc_now
 from .backend import OPEN_MODES
@@ -199,6 +200,12 @@ def _blob(vec: "np.ndarray") -> bytes:
 def open_backend(settings: "Settings", *, mode: str = "write",
                  path: Path | str | None = None) -> "SQLiteBackend":
     """Open `RAG_DB_FILE` (or `path`) in one of backend.OPEN_MODES (see there)."""
+    backend = _open_backend(settings, mode=mode, path=path)
+    backend.scan_min_entries = settings.recall_scan_min_entries  # vector_scan
+    return backend
+
+
+def _open_backend(settings: "Settings", *, mode: str, path: Path | str | None) -> "SQLiteBackend":
     if mode not in OPEN_MODES:
         raise ValueError(f"mode must be one of {OPEN_MODES}, not {mode!r}")
     path = Path(path) if path is not None else Path(settings.rag_db_file)
@@ -305,6 +312,10 @@ class SQLiteBackend:
         self.fts = fts
         self.missing = False
         self.readonly = False
+        # vector_scan: the memory-mapped copy's threshold (RECALL_SCAN_MIN_ENTRIES, set by
+        # open_backend) and what the open transaction did to vectors (None, "wrote", "erased")
+        self.scan_min_entries: int | None = None
+        self._vectors_changed: str | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -315,6 +326,7 @@ class SQLiteBackend:
     def transaction(self, *, erase: bool = False) -> Iterator[None]:
         if erase:
             self.conn.execute("pragma secure_delete = on")
+        self._vectors_changed = None
         try:
             with db.transaction(self.conn):
                 if erase and self.fts:
@@ -323,6 +335,10 @@ class SQLiteBackend:
         finally:
             if erase:
                 self.conn.execute("pragma secure_delete = off")
+            changed, self._vectors_changed = self._vectors_changed, None
+        if changed and self.scan_min_entries is not None and not (self.missing or self.readonly):
+            vector_scan.after_write(self.conn, self.path, min_entries=self.scan_min_entries,
+                                    forgot=changed == "erased")  # vector_scan: the copy follows
         if erase:  # best effort: a reader holding an older snapshot keeps the old frames
             self.conn.execute("pragma wal_checkpoint(truncate)")
 
@@ -480,6 +496,7 @@ class SQLiteBackend:
         entry_id = cur.lastrowid
         conn.execute("insert into memory_vectors(rowid, embedding, project) values (?, ?, ?)",
                      (entry_id, vector.tobytes(), item.project or ""))
+        self._vectors_changed = self._vectors_changed or "wrote"  # vector_scan
         for message_id in message_ids(item.refs):
             conn.execute("insert or ignore into memory_message_refs(message_id, entry_id) "
                          "values (?, ?)", (message_id, entry_id))
@@ -495,6 +512,7 @@ class SQLiteBackend:
         conn.execute("delete from memory_vectors where rowid = ?", (entry_id,))
         conn.execute("insert into memory_vectors(rowid, embedding, project) values (?, ?, ?)",
                      (entry_id, _blob(vector), project or ""))
+        self._vectors_changed = self._vectors_changed or "wrote"  # vector_scan
         if _table_exists(conn, "memory_reindex"):  # a reindex under way embeds it again
             conn.execute("delete from memory_reindex where id = ?", (entry_id,))
 
@@ -510,6 +528,7 @@ class SQLiteBackend:
             conn.execute("delete from memory_reindex where id = ?", (entry_id,))
         conn.execute("delete from memory_entries where id = ?", (entry_id,))  # words: the trigger
         conn.execute("delete from memory_vector_orphans where id = ?", (entry_id,))
+        self._vectors_changed = "erased"  # vector_scan: zero the vector in the copy too
 
     def log_event(self, event: str, entry_id: int | None, kind: str | None = None,
                   link: int | None = None, info: dict | None = None) -> None:
@@ -534,6 +553,11 @@ class SQLiteBackend:
                       kind: str | None = None) -> list[tuple[int, float]]:
         if k <= 0 or not self.has_vectors():
             return []
+        if kind is None and self.scan_min_entries is not None and not self.missing:
+            scanned = vector_scan.knn(self.conn, self.path, qvec, k=k, project=project,
+                                      min_entries=self.scan_min_entries, readonly=self.readonly)
+            if scanned is not None:  # vector_scan: large stores scan the memory-mapped copy
+                return scanned
         if kind is not None:  # the vector table holds no kinds: an exact scan of that kind
             sql = ("select v.rowid, vec_distance_l2(v.embedding, ?) as d from memory_vectors v "
                    "join memory_entries e on e.id = v.rowid where e.kind = ?")
@@ -666,4 +690,6 @@ class SQLiteBackend:
                              "on e.id = r.id").fetchone()[0]
         conn.execute("drop table memory_reindex")
         conn.execute("delete from memory_vector_orphans")
+        vector_scan.note_reset(conn)  # vector_scan: every vector changed, in this transaction
+        self._vectors_changed = self._vectors_changed or "wrote"
         return count
