@@ -28,7 +28,9 @@ the store (`ablation-*.npz` in the conversation's folder), so a second run only 
   shipped+sparse     the shipped ranking with the sparse head as a third normalised channel
                      (its share of the sum like the two others; neighbours as shipped);
                      -docD-queryQ: each entry's D heaviest latent terms, the query's Q (an
-                     inverted index's size and the postings a query reads shrink with them)
+                     inverted index's size and the postings a query reads shrink with them);
+                     -doc64-query-df<=xN: the query's latent terms in at most x N of the
+                     store's N entries only (V5's rule for words, on latent terms)
   shipped-admit-df<=N*N/(N+K)  the shipped ranking with the word channel admitting a word in
                      at most max(1, 0.2 x N x N/(N+K)) entries (K=100, 200), instead of the
                      seed's bound with its ramp below 50 entries: a smoothed share for small stores
@@ -271,6 +273,12 @@ def sparse_scores(index: dict, matrix, qsparse, top: int | None = None) -> list[
     return [(index["ids"][i], float(scores[i])) for i in order if scores[i] > 0]
 
 
+def _only_terms(qsparse, keep: set[int]):
+    """The query's sparse vector restricted to the latent terms in `keep`."""
+    pairs = [(t, v) for t, v in zip(*qsparse) if t in keep]
+    return [t for t, _ in pairs], [v for _, v in pairs]
+
+
 def sparse(store, q, vec, budget, index=None, qsparse=None):
     from forge import rag
 
@@ -337,6 +345,13 @@ def variants(store, asked: list[dict]) -> dict[str, Callable]:
         out["rrf+sparse"] = lambda s, q, v, b: sparse(s, q, v, b, index=index, qsparse=qmap[q])
         out["shipped+sparse"] = lambda s, q, v, b: shipped_with(
             s, q, v, b, third=sparse_scores(index, matrix, qmap[q]))
+        doc64 = sparse_matrix(index, 64)
+        df = (doc64 > 0).sum(axis=0)
+        for share in (0.2, 0.05):   # the word channel's V5 rule, on latent terms
+            rare = {int(t) for t in (df <= max(1, share * doc64.shape[0])).nonzero()[0]}
+            out[f"shipped+sparse-doc64-query-df<={share}N"] = (
+                lambda s, q, v, b, rare=rare: shipped_with(s, q, v, b, third=sparse_scores(
+                    index, doc64, _only_terms(qmap[q], rare))))
         for doc_top, query_top in ((64, 32), (64, None), (32, 16)):
             trimmed = sparse_matrix(index, doc_top)
             out[f"shipped+sparse-doc{doc_top}-query{query_top or 256}"] = (
