@@ -589,8 +589,9 @@ def _dedup_key(item: NewEntry) -> str | None:
         if isinstance(piece, dict):  # a piece of a re-sliced block: (block id, piece index)
             return f"r:{int(piece['block'])}:{int(piece['piece'])}"
         ids = _message_ids(item.refs)
-        if ids:
-            return "m:" + ",".join(map(str, ids))
+        if ids:  # message ids are per history: two machines' #1 are two messages
+            history = (item.refs or {}).get("history")
+            return "m:" + (f"{history}:" if history else "") + ",".join(map(str, ids))
         external = sorted(str(x) for x in (item.refs or {}).get("external") or [])
         return "x:" + json.dumps(external) if external else None
     digest = hashlib.sha256(json.dumps([item.kind, item.project, _normalize_text(item.content)],
@@ -1048,8 +1049,10 @@ def counts_by_kind(store: Store, *, project: str | None = None) -> dict[str, int
     return dict(store.conn.execute(sql + " group by kind order by kind", args).fetchall())
 
 
-def find_by_message_ids(store: Store, message_ids: Iterable[int]) -> dict[int, int]:
-    """History message id -> the archive entry holding it (compaction's crash recovery)."""
+def find_by_message_ids(store: Store, message_ids: Iterable[int], *,
+                        history: str | None = None) -> dict[int, int]:
+    """History message id -> the archive entry holding it (compaction's crash recovery).
+    `history`: the history's id (a shared store holds several histories' message ids)."""
     ids = sorted({int(m) for m in message_ids})
     out: dict[int, int] = {}
     for start in range(0, len(ids), 500):
