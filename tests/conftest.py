@@ -9,6 +9,7 @@ import pytest
 
 pytest_plugins = [
     "servers",       # real llama-server fixtures and the fake server
+    "postgres_server",  # a real PostgreSQL with pgvector: postgres_server, postgres_url
     "chat_helpers",  # chat_fake: a fake chat server wired into LLAMA_CPP_URL
 ]
 
