@@ -252,6 +252,10 @@ class PostgresBackend:
     def _table_exists(self, name: str) -> bool:
         return self.conn.execute("select to_regclass(%s) is not null", (name,)).fetchone()[0]
 
+    def word_index(self) -> tuple[bool | None, bool]:
+        """Full-text search is part of PostgreSQL: always there, always built."""
+        return True, True
+
     def snapshot(self, dest: Path) -> Path:
         raise StoreError(f"a snapshot of the PostgreSQL store at {self.location} goes through "
                          f"`forge store migrate --to sqlite:///{dest}`")
@@ -682,8 +686,13 @@ def connect(url: str) -> Any:
 def open_backend(settings: "Settings", *, mode: str, path: Path | None = None,
                  url: str | None = None) -> PostgresBackend:
     """Open the store at `url` (default: FORGE_DATABASE_URL). "write" creates and migrates the
-    schema; "read"/"rows" never create it: a database with no schema opens as an empty
-    stand-in (`missing`); "inspect" looks without changing anything."""
+    schema; "read"/"rows" never create it (a database with no schema opens as an empty
+    stand-in, `missing`) but migrate an older one; "inspect" and "readonly" look without
+    changing anything (every write of a "readonly" store raises)."""
+    from .backend import OPEN_MODES
+
+    if mode not in {*OPEN_MODES, "readonly"}:
+        raise ValueError(f"mode must be one of {OPEN_MODES}, not {mode!r}")
     url = url or _settings_url(settings)
     conn = connect(url)
     backend = PostgresBackend(conn, url)
@@ -693,9 +702,10 @@ def open_backend(settings: "Settings", *, mode: str, path: Path | None = None,
                 _migrate(conn)
         else:
             version = backend.schema_version()
+            backend.readonly = mode == "readonly"
             if version == 0:
-                backend.missing = mode != "inspect"
-            elif version < SCHEMA_VERSION and mode != "inspect":
+                backend.missing = True
+            elif version < SCHEMA_VERSION and mode in ("read", "rows"):
                 with backend._errors():
                     _migrate(conn)
             elif version > SCHEMA_VERSION:
