@@ -237,13 +237,17 @@ def _crash_point(name: str) -> None:
 # -- the strategies -----------------------------------------------------------------------------
 
 def _store_exchanges(settings: Any, plan: _Plan, store: Any) -> list[ArchivedExchange]:
-    """rag_pointer's write: one archive entry per exchange, embedded first, one transaction."""
+    """rag_pointer's write: one archive entry per exchange, embedded first, one transaction.
+    Each carries the history's id with its message ids (written into the file first when an
+    older file has none), so a re-run after a crash finds the same keys."""
     from . import rag
 
     if not plan.keep:
         return []
+    history_id = history.ensure_history_id(settings.memory_file)
     items = [rag.NewEntry(kind=rag.ARCHIVE_KIND, content=u.text(), source="compaction",
-                          refs=u.refs()) for u in plan.keep]
+                          refs={**u.refs(), **({"history": history_id} if history_id else {})})
+             for u in plan.keep]
     own = store is None
     store = rag.open_store(settings) if own else store
     try:
@@ -265,7 +269,8 @@ def _existing(settings: Any, plan: _Plan, store: Any) -> dict[int, int]:
     own = store is None
     store = rag.open_store(settings, check_identity=False) if own else store
     try:
-        return rag.find_by_message_ids(store, ids)
+        return rag.find_by_message_ids(store, ids,
+                                       history=history.read(settings.memory_file).history_id)
     finally:
         if own:
             store.close()

@@ -27,13 +27,14 @@ import hashlib
 import json
 import logging
 import re
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from . import db
 from .errors import ForgeError, NotFoundError, ServerError, StoreError
 from .history import utc_now
+from .store.common import (Edited, Entry, Fold, FoldResult, NewEntry, ReindexResult,  # noqa: F401
+                           Remembered, SearchResult, SearchRow)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -63,76 +64,6 @@ REINDEX_BATCH = 64
 
 class EmbeddingMismatch(StoreError):
     """The configured embedder is not the one that wrote the store's vectors."""
-
-
-# --------------------------------------------------------------------------- dataclasses
-
-@dataclass
-class Entry:
-    id: int
-    kind: str
-    project: str | None
-    content: str
-    source: str
-    refs: dict
-    created: str
-    updated: str
-    superseded_by: int | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class NewEntry:
-    kind: str
-    content: str
-    project: str | None = None
-    source: str = "remember"
-    refs: dict | None = None
-
-
-@dataclass
-class Remembered:
-    id: int
-    created: bool   # False: an exact duplicate, `id` is the existing entry (V11)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class SearchRow:
-    entry: Entry
-    channel: str            # "vector" | "lexical" | "both" | "neighbour" (recall_rank)
-    distance: float | None  # L2 between unit vectors; None for word-only rows
-    bm25: float | None
-    fused: float | None = None  # recall_rank's reciprocal-rank score; None from search_hybrid
-    neighbour_of: int | None = None   # channel "neighbour": the strong hit it sits beside
-
-    def to_dict(self) -> dict[str, Any]:
-        out = self.entry.to_dict()
-        out.update(channel=self.channel, distance=self.distance, bm25=self.bm25)
-        if self.fused is not None:
-            out["fused"] = self.fused
-        if self.neighbour_of is not None:
-            out["neighbour_of"] = self.neighbour_of
-        return out
-
-
-@dataclass
-class SearchResult:
-    rows: list[SearchRow]
-    dropped_by_cutoff: int
-    nearest_dropped: float | None
-    cutoff: float | None   # the cutoff actually applied (None = off)
-    fingerprint: str
-    admitted_words: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"rows": [r.to_dict() for r in self.rows], "dropped_by_cutoff": self.dropped_by_cutoff,
-                "nearest_dropped": self.nearest_dropped, "cutoff": self.cutoff,
-                "fingerprint": self.fingerprint, "admitted_words": self.admitted_words}
 
 
 # --------------------------------------------------------------------------- schema
@@ -658,8 +589,9 @@ def _dedup_key(item: NewEntry) -> str | None:
         if isinstance(piece, dict):  # a piece of a re-sliced block: (block id, piece index)
             return f"r:{int(piece['block'])}:{int(piece['piece'])}"
         ids = _message_ids(item.refs)
-        if ids:
-            return "m:" + ",".join(map(str, ids))
+        if ids:  # message ids are per history: two machines' #1 are two messages
+            history = (item.refs or {}).get("history")
+            return "m:" + (f"{history}:" if history else "") + ",".join(map(str, ids))
         external = sorted(str(x) for x in (item.refs or {}).get("external") or [])
         return "x:" + json.dumps(external) if external else None
     digest = hashlib.sha256(json.dumps([item.kind, item.project, _normalize_text(item.content)],
@@ -834,15 +766,6 @@ def folded_into(store: Store, entry_id: int) -> list[int]:
     return [r[0] for r in rows]
 
 
-@dataclass
-class Edited:
-    entry: Entry              # as stored after the edit
-    changed: list[str]        # "content" and/or "kind"; empty when it already said that
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.entry.to_dict(), "changed": self.changed}
-
-
 def edit(store: Store, entry_id: int, *, content: str | None = None,
          kind: str | None = None) -> Edited:
     """Change an entry's text and/or kind in place: same id, new vector and words, an `edit`
@@ -981,24 +904,6 @@ def released_by(store: Store, entry_id: int) -> list[int]:
 
 
 # --------------------------------------------------------------------------- folds (A5)
-
-@dataclass
-class Fold:
-    """One subject of the aggregation tier, to write: `sources` get `superseded_by` the new
-    `aggregate` (with its `vector`), or the existing entry `into` (absorption)."""
-
-    sources: list[int]
-    expected: dict[int, str]          # each source's content as the pass read it
-    into: int | None = None
-    aggregate: NewEntry | None = None
-    vector: Any = None
-
-
-@dataclass
-class FoldResult:
-    id: int | None                    # the entry that now speaks for the sources; None = skipped
-    why: str | None = None
-
 
 def apply_folds(store: Store, folds: Sequence[Fold]) -> list[FoldResult]:
     """Write every fold in ONE transaction. Each source is re-checked inside it (it still
@@ -1144,8 +1049,10 @@ def counts_by_kind(store: Store, *, project: str | None = None) -> dict[str, int
     return dict(store.conn.execute(sql + " group by kind order by kind", args).fetchall())
 
 
-def find_by_message_ids(store: Store, message_ids: Iterable[int]) -> dict[int, int]:
-    """History message id -> the archive entry holding it (compaction's crash recovery)."""
+def find_by_message_ids(store: Store, message_ids: Iterable[int], *,
+                        history: str | None = None) -> dict[int, int]:
+    """History message id -> the archive entry holding it (compaction's crash recovery).
+    `history`: the history's id (a shared store holds several histories' message ids)."""
     ids = sorted({int(m) for m in message_ids})
     out: dict[int, int] = {}
     for start in range(0, len(ids), 500):
@@ -1334,17 +1241,6 @@ def search_hybrid(store: Store, query: str, *, project: str | None = None, vecto
 
 
 # --------------------------------------------------------------------------- reindex
-
-@dataclass
-class ReindexResult:
-    entries: int
-    identity: dict[str, Any]
-    resumed_from: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"entries": self.entries, "resumed_from": self.resumed_from,
-                "identity": {k: v for k, v in self.identity.items() if k != "probe"}}
-
 
 def reindex(store: Store, *, batch_size: int = REINDEX_BATCH,
             on_progress: Callable[[int, int], None] | None = None) -> ReindexResult:

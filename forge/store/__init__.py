@@ -1,0 +1,1 @@
+"""The deliberate store's backends, behind one seam (`backend.py`): SQLite today."""

@@ -1,0 +1,252 @@
+"""The contract every deliberate-store backend keeps (SQLite today, PostgreSQL next).
+
+`forge/rag.py` holds the logic once (validation, dedup keys, embedding, the identity check,
+forget / edit / fold / unfold / reindex as sequences of steps, the hybrid search); a backend
+holds the SQL. A backend only stores, finds and counts: it never embeds, never validates user
+input and never words a message for a human beyond an error naming what failed.
+
+How a backend is opened: each backend module (`forge/store/sqlite.py`, `forge/store/postgres.py`)
+has a module-level
+
+    open_backend(settings: Settings, *, mode: str, path: Path | None = None) -> Backend
+
+and `forge.store.open_backend` picks the module (`forge.store.backend_for(settings)`). `mode`:
+
+- "write": create the store if needed and migrate it (migrations ordered and versioned:
+  `schema_version()` == `SCHEMA_VERSION` after the open), make the word index ready, sweep
+  whatever a crash or a foreign client left inconsistent. A store that cannot be written fails
+  here with one line saying why (`StoreReadOnly`).
+- "read": a vector or word search. Never creates a store: a missing one opens as an empty
+  stand-in with `missing = True`. A store that cannot be written opens read-only (`readonly`).
+- "rows": as "read", for listings that read no vector: must not import numpy or load a vector
+  extension (`forge memory ls` stays light).
+- "inspect": doctor's look: an existing store as it stands, nothing migrated, swept or created
+  (`schema_version()` may be below `SCHEMA_VERSION`, even 0; then only the meta, count and
+  capability methods are called).
+
+Transactions: every method that writes must run inside `with backend.transaction():`, and
+every call made inside it (reads included) sees and joins that one transaction. Write
+transactions are serialised across processes (SQLite: BEGIN IMMEDIATE; PostgreSQL: suggested
+`pg_advisory_xact_lock` on one store-wide key taken at BEGIN), so a read-then-write inside one
+(the dedup re-check, the fold conflict re-check, reindex's "nothing left unstaged") is safe
+against a second machine. Any exception rolls everything back; nothing is half-written.
+Methods outside a transaction are single consistent reads.
+
+Values crossing the seam are plain: ids are ints, vectors are numpy float32 arrays (unit
+length, L2 distance between them), words are the already folded tokens of `query_words`,
+`refs`/`info` are JSON-able dicts, times are `history.utc_now()` strings. No SQL, no FTS5 match
+syntax, no vec0 blobs, no rowids other than the entry id cross it.
+"""
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol, Sequence
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .common import Entry, NewEntry
+
+OPEN_MODES = ("write", "read", "rows", "inspect")
+
+
+class Backend(Protocol):
+    """One open deliberate store. Attributes are set by `open_backend`."""
+
+    name: str           # "sqlite" | "postgres"
+    location: str       # what messages name: the file path, or the URL WITHOUT its password
+    path: Path | None   # the SQLite file; None for a server-backed store
+    missing: bool       # no store there yet: an empty stand-in answers reads (mode read/rows)
+    readonly: bool      # opened read-only (a read-only folder): every write raises
+    fts: bool           # the word channel is available (SQLite: FTS5 present and index built)
+    SCHEMA_VERSION: int  # the number of migrations this code knows
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        """Release the connection. Idempotent."""
+
+    def transaction(self, *, erase: bool = False) -> AbstractContextManager[None]:
+        """One write transaction (see the module docstring): serialised with every other
+        writer of this store, committed on exit, rolled back on any exception.
+
+        `erase=True`: the transaction deletes entries and the deletion must be real (SPEC §5:
+        forget is a forget): SQLite zeroes freed pages (`secure_delete`), drops the entry's
+        tokens from the word index at once (FTS5 `secure-delete`) and checkpoints the WAL
+        after the commit; PostgreSQL deletes the rows (dead tuples stay until VACUUM: the
+        README says so and how to force it)."""
+
+    def schema_version(self) -> int:
+        """The store's migration count (0: no schema yet)."""
+
+    def snapshot(self, dest: Path) -> Path:
+        """A consistent copy of the whole store as a new SQLite file at `dest` (which must not
+        exist): resplit's --backup, harness snapshots. Returns `dest`."""
+
+    # ------------------------------------------------------------------ meta
+
+    def read_meta(self, key: str) -> Any | None:
+        """The JSON value stored under `key` in the metadata table, None when absent. Keys in
+        use: "identity" (the embedding identity with its probe vector, base64), "identity_check"
+        (the embedder's answer at the last probe and when), "reindex" (the target identity of a
+        reindex under way). Works in every mode, "inspect" included."""
+
+    def write_meta(self, key: str, value: Any) -> None:
+        """Insert or replace `key` (inside a transaction)."""
+
+    def delete_meta(self, key: str) -> None:
+        """Remove `key` if present (inside a transaction)."""
+
+    def try_write_meta(self, key: str, value: Any) -> bool:
+        """Best effort, its own short transaction that never waits long for another writer
+        (the identity-check cache): False, nothing written, when the store is busy."""
+
+    # ------------------------------------------------------------------ reading entries
+
+    def entries_by_id(self, ids: Iterable[int]) -> dict[int, "Entry"]:
+        """The entries among `ids` that exist (any number of ids), keyed by id."""
+
+    def list_entries(self, *, kind: str | None = None, project: str | None = None) -> list["Entry"]:
+        """Every entry (filtered by exact kind and/or project when given), by id."""
+
+    def hot_entries(self, *, project: str | None = None) -> list["Entry"]:
+        """V7's hot tier: every entry whose kind is not `archive` and that is not superseded,
+        (filtered by project when given), ordered by (created, id)."""
+
+    def projects(self) -> list[str]:
+        """The distinct non-null project names, sorted."""
+
+    def count_entries(self) -> int:
+        """Every entry, archive and superseded included."""
+
+    def counts_by_kind(self, *, project: str | None = None) -> dict[str, int]:
+        """kind -> count, ordered by kind (filtered by project when given)."""
+
+    def count_superseded(self) -> int:
+        """Entries whose `superseded_by` is set."""
+
+    def sources_of(self, entry_id: int) -> list[int]:
+        """The ids whose `superseded_by` is `entry_id` (what an aggregate speaks for), by id."""
+
+    def id_for_dedup_key(self, key: str | None) -> int | None:
+        """The entry holding dedup key `key` (V11), None for None or no such entry. Dedup keys
+        are unique in the store (a unique constraint): two machines writing the same key at
+        once store it once."""
+
+    def archive_for_messages(self, message_ids: Sequence[int]) -> dict[int, int]:
+        """History message id -> the smallest id of an `archive` entry holding it (any number
+        of ids; compaction's crash recovery)."""
+
+    def adjacent_ids(self, entry_id: int, *, kind: str, project: str | None) -> list[int]:
+        """The ids of the nearest entries of `kind` in the same project (None matches None)
+        just before and just after `entry_id`, in that order, each when it exists."""
+
+    def iter_texts(self) -> Iterator[tuple[int, str]]:
+        """(id, content) of every entry, by id, streamed (aggregate's document frequency)."""
+
+    def events_for(self, entry_id: int) -> list[dict[str, Any]]:
+        """The event log rows whose entry_id or link is `entry_id`, oldest first, as
+        {at, event, entry_id, kind, link, info} (info decoded, None when absent)."""
+
+    # ------------------------------------------------------------------ writing entries
+    # (each inside `transaction()`)
+
+    def ensure_vectors(self, dim: int) -> None:
+        """Create the vector storage for `dim` dimensions at the first vector write; raise
+        StoreError naming `location` when it exists with another dimension (nothing written)."""
+
+    def insert_entry(self, item: "NewEntry", dedup_key: str | None, vector: "np.ndarray",
+                     now: str) -> int:
+        """Insert one validated entry: its row (created = updated = now, refs as JSON), its
+        vector (kept with the entry's project so the KNN filters inside), its words in the word
+        index, and one message ref per `refs["messages"]` id. Returns the new id (ids grow and
+        are never reused). No event: the caller logs it."""
+
+    def update_entry(self, entry_id: int, *, kind: str, content: str, dedup_key: str | None,
+                     updated: str) -> None:
+        """Change an entry's kind, content and dedup key in place; the word index follows the
+        new content (the old words are gone at once)."""
+
+    def replace_vector(self, entry_id: int, vector: "np.ndarray", project: str | None) -> None:
+        """The entry's new vector; a vector staged for it by a reindex under way is dropped
+        (the reindex embeds it again)."""
+
+    def set_superseded(self, entry_id: int, by: int | None, updated: str) -> None:
+        """Set (or clear, `by=None`) an entry's `superseded_by`, and its `updated` time."""
+
+    def delete_entry(self, entry_id: int) -> None:
+        """A real forget of one entry: its row, its vector, its words in the word index, its
+        message refs and any vector a reindex staged for it, all gone in the caller's
+        transaction (with `transaction(erase=True)`, gone from the files too). Entries it
+        superseded are released by the caller first; no event (the caller logs it)."""
+
+    def log_event(self, event: str, entry_id: int | None, kind: str | None = None,
+                  link: int | None = None, info: dict | None = None) -> None:
+        """Append to the event log (at = now): ids, kinds, links, and `info` without content."""
+
+    # ------------------------------------------------------------------ vectors
+
+    def has_vectors(self) -> bool:
+        """The vector storage exists (a store that never held a vector needs no embedding)."""
+
+    def vector_dim(self) -> int | None:
+        """The dimension the vector storage was created with; None when there is none. Must
+        not need numpy or a vector extension (mode "inspect")."""
+
+    def count_vectors(self) -> int:
+        """Stored vectors (0 without a vector storage)."""
+
+    def search_vector(self, qvec: "np.ndarray", *, k: int, project: str | None = None,
+                      kind: str | None = None) -> list[tuple[int, float]]:
+        """(entry id, L2 distance) of the k nearest vectors, nearest first. The project filter
+        runs INSIDE the KNN: k rows come back whenever k entries of that project have vectors
+        (never a global top-k filtered afterwards). With `kind`, an exact scan of that kind's
+        entries (and project). [] without a vector storage or for k <= 0. Rows may name an
+        entry deleted by a foreign client (an orphan): callers skip ids with no entry."""
+
+    def vectors_of(self, ids: Iterable[int]) -> dict[int, "np.ndarray"]:
+        """The stored vector of each id that has one (float32)."""
+
+    def iter_vectors(self, *, project: str | None = None, chunk: int = 4096
+                     ) -> Iterator[tuple["np.ndarray", "np.ndarray"]]:
+        """Every stored vector (of `project`'s entries when given) as (ids int64 array,
+        float32 matrix) chunks of at most `chunk` rows: calibrate's one pass over the store."""
+
+    # ------------------------------------------------------------------ words (V5)
+
+    def query_words(self, text: str) -> list[str]:
+        """`text` cut and folded exactly as the word index cuts and folds documents (SQLite's
+        `unicode61 remove_diacritics 2`: case and accents folded), distinct, in order."""
+
+    def document_frequency(self, words: Sequence[str]) -> dict[str, int]:
+        """word -> the number of entries (archive and superseded included) holding it; words
+        in no entry are absent. The caller admits words with `is_informative`."""
+
+    def search_words(self, words: Sequence[str], *, k: int, project: str | None = None,
+                     kind: str | None = None) -> list[tuple[int, float]]:
+        """(entry id, score) of the best k entries holding ANY of `words` (already admitted
+        tokens, never user syntax), best first; the score is "lower is better" (SQLite's
+        bm25(); another backend documents its ranking and negates it to match). [] without a
+        word index, for k <= 0 or no words."""
+
+    # ------------------------------------------------------------------ reindex staging
+    # `forge reindex` embeds every entry again into a staging area, one transaction per batch,
+    # so an interrupted run resumes; one last transaction swaps the staged vectors in.
+
+    def staged_count(self) -> int | None:
+        """Vectors staged by a reindex; None when there is no staging area."""
+
+    def reset_staging(self) -> None:
+        """(inside a transaction) An empty staging area, dropping any previous one."""
+
+    def unstaged(self, limit: int) -> list[tuple[int, str]]:
+        """(id, content) of up to `limit` entries with no staged vector yet, by id."""
+
+    def stage_vectors(self, rows: Sequence[tuple[int, "np.ndarray"]]) -> None:
+        """(inside a transaction) Stage (insert or replace) these entries' new vectors."""
+
+    def swap_in_staged(self, dim: int) -> int:
+        """(inside a transaction) Replace the whole vector storage by the staged vectors of
+        entries that still exist (created for `dim`, each with its entry's project), drop the
+        staging area and any leftover orphan bookkeeping. Returns the vectors swapped in."""
