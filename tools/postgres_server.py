@@ -273,10 +273,19 @@ def start(folder: Path | str | None = None, port: int | None = None, *,
     this Python exits. `fsync=False` is for tests (faster, not crash-safe).
     """
     bin_dir = bin_dir or require()
-    if folder is None:
-        folder = Path(tempfile.mkdtemp(prefix="forge-pg-"))
-        os.chmod(folder, 0o755)
-    folder = Path(folder).expanduser().resolve()
+    if folder is not None:
+        return _start_in(Path(folder).expanduser().resolve(), port, bin_dir, timeout, detach, fsync)
+    folder = Path(tempfile.mkdtemp(prefix="forge-pg-"))
+    os.chmod(folder, 0o755)
+    try:
+        return _start_in(folder, port, bin_dir, timeout, detach, fsync)
+    except BaseException:
+        remove(folder)  # a temporary folder we made for a server that never ran
+        raise
+
+
+def _start_in(folder: Path, port: int | None, bin_dir: Path, timeout: float, detach: bool,
+              fsync: bool) -> Server:
     password = init(folder, bin_dir=bin_dir)
     pid_file = folder / "data" / "postmaster.pid"
     running = _postmaster_pid(pid_file)
@@ -357,11 +366,12 @@ def _wait_ready(server: Server, timeout: float) -> None:
         code = server.process.poll() if server.process else None
         if code is not None:
             tail = _log_tail(server.log_path)
-            if "could not bind" in tail or "Address already in use" in tail:
+            if "Address already in use" in tail:
                 raise _PortTaken()
-            raise PostgresError(
-                f"postgres exited with code {code} before it was ready; see {server.log_path}: "
-                f"{tail.splitlines()[-1] if tail else '(empty log)'}")
+            reasons = [line for line in tail.splitlines() if "FATAL" in line or "could not" in line]
+            last = (reasons or tail.splitlines() or ["(empty log)"])[0]
+            raise PostgresError(f"postgres exited with code {code} before it was ready "
+                                f"(see {server.log_path}): {last.split('  ', 1)[-1].strip()}")
         status = _postmaster_status(pid_file)
         if status and status[0] == server.pid and status[1] == "ready" and _listening(server.port):
             return
@@ -432,6 +442,19 @@ def stop(server: Server | int, timeout: float = 20.0) -> bool:
             break
         time.sleep(0.05)
     return True
+
+
+def ensure_database(server: Server, name: str, *, bin_dir: Path | None = None) -> str:
+    """Create the database `name` on the server unless it exists (psql over the unix socket);
+    returns its URL."""
+    bin_dir = bin_dir or require()
+    psql = [str(bin_dir / "psql"), "-h", str(server.dir), "-p", str(server.port), "-U", SUPERUSER,
+            "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-tAc"]
+    exists = _run([*psql, f"SELECT 1 FROM pg_database WHERE datname = '{name}'"],
+                  "psql", capture=True)
+    if exists.strip() != "1":
+        _run([*psql, f'CREATE DATABASE "{name}"'], "psql", capture=True)
+    return server.database_url(name)
 
 
 def remove(folder: Path) -> None:
