@@ -251,7 +251,21 @@ def check_database(settings: Settings) -> list[Row]:
     return [_row("database", "ok", f"PostgreSQL {version} at {shown}, {state}")]
 
 
+def _store_at(settings: Settings) -> Path | None:
+    """The SQLite file to look at, or None for the configured server (FORGE_DATABASE_URL)."""
+    return None if settings.database_url else settings.rag_db_file
+
+
 def check_store(settings: Settings) -> list[Row]:
+    if settings.database_url:
+        from .errors import StoreError
+
+        try:
+            report = store_report(None, settings)
+        except StoreError as e:
+            return [_row("memory store", "fail", scrub(str(e)))]
+        status = report.pop("status", "ok")
+        return [_row("memory store", status, f"{report['path']}: {report.pop('detail', '')}")]
     path = settings.rag_db_file
     if not Path(path).exists():
         return [_row("memory store", "info", f"{path}: not created yet")]
@@ -267,7 +281,12 @@ def check_store(settings: Settings) -> list[Row]:
 
 def check_embedding_match(settings: Settings) -> list[Row]:
     """SPEC §1: does the configured embedding match the store (model, dimension, probe)."""
-    verdict = check_embedding(settings.rag_db_file, settings)
+    from .errors import StoreError
+
+    try:
+        verdict = check_embedding(_store_at(settings), settings)
+    except StoreError as e:  # the server is down: the database row says so already
+        return [_row("embedding match", "warn", f"cannot compare: {scrub(str(e))}")]
     return [] if verdict is None else [_row("embedding match", *verdict)]
 
 
@@ -277,7 +296,12 @@ def check_cutoff(settings: Settings) -> list[Row]:
     from . import rag
     from .calibrate import tag_status
 
-    fingerprint = rag.store_fingerprint(settings.rag_db_file, settings)
+    from .errors import StoreError
+
+    try:
+        fingerprint = rag.store_fingerprint(_store_at(settings), settings)
+    except StoreError as e:
+        return [_row("recall cutoff", "warn", f"cannot read the store: {scrub(str(e))}")]
     state, detail = tag_status(settings, fingerprint)
     status = {"matching": "ok", "unset": "info"}.get(state, "warn")
     return [_row("recall cutoff", status, f"{state}: {detail}")]
