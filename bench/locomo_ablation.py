@@ -121,7 +121,7 @@ def prf(store, q, vec, budget):
     words = rag.admitted_words(store, q)
     lexical = rag.search_lexical(store, words, k=POOL)
     first = recall_rank.rrf(vector, lexical)[:3]
-    entries = rag._entries_by_id(store.conn, [c.entry_id for c, _ in first])
+    entries = rag.entries_by_id(store, [c.entry_id for c, _ in first])
     counts: dict[str, int] = {}
     for c, _ in first:
         if c.entry_id in entries:
@@ -141,7 +141,7 @@ def neighbours(store, q, vec, budget, base=None, after=1, only_both=False):
     if not rows or (only_both and rows[0].channel != "both"):
         return rows
     top = rows[0].entry.id
-    near = rag._entries_by_id(store.conn, [top - 1, top + 1])
+    near = rag.entries_by_id(store, [top - 1, top + 1])
     extra = [rag.SearchRow(near[i], "neighbour", None, None) for i in (top - 1, top + 1)
              if i in near and i not in {r.entry.id for r in rows[:after]}]
     out = rows[:after] + extra
@@ -153,7 +153,9 @@ def neighbours(store, q, vec, budget, base=None, after=1, only_both=False):
 # ------------------------------------------------------------------ cached extra indexes
 
 def _entries(store) -> list[tuple[int, str]]:
-    return store.conn.execute("select id, content from memory_entries order by id").fetchall()
+    from forge import rag
+
+    return [tuple(r) for r in rag.texts(store)]
 
 
 def _cached(store, name: str, build: Callable[[], Any]) -> Any:

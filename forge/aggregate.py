@@ -125,7 +125,9 @@ def document_frequency(store: "Store") -> DocumentFrequency:
     """Scan every entry once (archive and superseded included, as V5 counts them)."""
     counts: Counter = Counter()
     total = 0
-    for (content,) in store.conn.execute("select content from memory_entries"):
+    from . import rag
+
+    for _id, content in rag.texts(store):
         total += 1
         counts.update(set(_WORD.findall(_fold(content))))
     return DocumentFrequency(total, counts, store.settings.recall_lexical_max_df)

@@ -160,37 +160,30 @@ def open_readonly(settings: "Settings", *, path: Path | str | None = None,
                   embedder: "Embedder | None" = None) -> "Store":
     """The store at RAG_DB_FILE (or `path`) on a read-only connection, with the cutoff off, so
     every vector row comes back and calibration sees what the cutoff would drop."""
-    from . import db, rag
+    from . import rag
+    from .store import open_backend
 
-    path = Path(path) if path is not None else Path(settings.rag_db_file)
-    if not path.exists():
-        raise ForgeError(f"no memory store at {path}: calibrate measures an existing store "
-                         "(`forge remember` or `forge compact` write one)")
-    conn = db.connect(path, readonly=True)
+    backend = open_backend(settings, mode="readonly", path=path)
     try:
-        version = db.schema_version(conn)
-        if version != len(rag.MIGRATIONS):
-            raise ForgeError(f"{path} has schema version {version}, not {len(rag.MIGRATIONS)}: "
-                             "run `forge memory ls` once to migrate it, then calibrate")
-        fts = db.has_fts5(conn) and conn.execute(
-            "select 1 from sqlite_master where name = 'memory_fts'").fetchone() is not None
+        if backend.missing:
+            raise ForgeError(f"no memory store at {backend.location}: calibrate measures an "
+                             "existing store (`forge remember` or `forge compact` write one)")
+        version = backend.schema_version()
+        if version != backend.SCHEMA_VERSION:
+            raise ForgeError(f"{backend.location} has schema version {version}, not "
+                             f"{backend.SCHEMA_VERSION}: run `forge memory ls` once to migrate "
+                             "it, then calibrate")
     except BaseException:
-        conn.close()
+        backend.close()
         raise
     plain = dataclasses.replace(settings, recall_max_distance=None)
-    return rag.Store(conn, plain, path, fts=fts, embedder=embedder, check_identity=True)
+    return rag.Store(backend, plain, embedder=embedder, check_identity=True)
 
 
 def entry_vectors(store: "Store", ids: Sequence[int]) -> dict[int, "np.ndarray"]:
-    import numpy as np
+    from . import rag
 
-    out = {}
-    for entry_id in sorted(set(ids)):
-        row = store.conn.execute("select embedding from memory_vectors where rowid = ?",
-                                 (entry_id,)).fetchone()
-        if row is not None:
-            out[entry_id] = np.frombuffer(row[0], dtype=np.float32)
-    return out
+    return rag.entry_vectors(store, ids)
 
 
 def _ranks(store: "Store", queries: "np.ndarray", distances: Sequence[float], exclude: Sequence[int],
@@ -202,18 +195,7 @@ def _ranks(store: "Store", queries: "np.ndarray", distances: Sequence[float], ex
     nearer = np.zeros(len(queries), dtype=np.int64)
     limits = np.asarray(distances, dtype=np.float32)[:, None]
     own = np.asarray(exclude, dtype=np.int64)[:, None]
-    sql = "select rowid, embedding, project from memory_vectors"
-    cursor = store.conn.execute(sql)
-    while True:
-        chunk = cursor.fetchmany(RANK_CHUNK)
-        if not chunk:
-            break
-        if project is not None:
-            chunk = [r for r in chunk if r[2] == project]
-            if not chunk:
-                continue
-        ids = np.array([r[0] for r in chunk], dtype=np.int64)
-        matrix = np.frombuffer(b"".join(r[1] for r in chunk), dtype=np.float32).reshape(len(chunk), -1)
+    for ids, matrix in store.backend.iter_vectors(project=project, chunk=RANK_CHUNK):
         dist = np.sqrt(np.maximum(0.0, 2.0 - 2.0 * (queries @ matrix.T)))
         nearer += ((dist < limits) & (ids[None, :] != own)).sum(axis=1)
     return [int(n) + 1 for n in nearer]

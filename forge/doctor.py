@@ -131,6 +131,99 @@ def check_data_folder(settings: Settings) -> list[Row]:
     return rows
 
 
+def store_report(path: Path | str, settings: Settings) -> dict[str, Any]:
+    """What doctor shows about the store: the store's facts (`rag.store_facts`: read-only, no
+    embedding call, no network) with one status and one line."""
+    from . import rag
+
+    report = rag.store_facts(path, settings)
+    if not report["exists"]:
+        report.update(status="info", detail="not created yet")
+    elif report["schema_version"] == 0:
+        report.update(status="info", detail="empty (no schema yet)")
+    else:
+        report["status"], report["detail"] = _report_verdict(report, settings)
+    return report
+
+
+def _report_verdict(report: dict[str, Any], settings: Settings) -> tuple[str, str]:
+    """One status and one line for doctor. The backend comparison needs no network: the model
+    itself is compared (with the probe) on the first vector use."""
+    from .embedders import backend_for
+    from .store.identity import describe, family
+
+    kinds = ", ".join(f"{k} {n}" for k, n in report.get("by_kind", {}).items())
+    parts = [f"{report.get('entries', 0)} entries" + (f" ({kinds})" if kinds else "")]
+    ident = report.get("identity")
+    if ident:
+        parts.append(f"embedded by {describe(ident)}")
+    parts.append(f"fingerprint {report['fingerprint']}")
+    status, problems = "ok", []
+    configured = backend_for(settings)
+    if ident and family(ident.get("backend")) != family(configured):
+        problems.append(f"the configured embedder is {configured}: run `forge reindex`")
+    if report.get("reindex_in_progress"):
+        problems.append("an interrupted reindex: run `forge reindex` to finish it")
+    if report.get("fts5") and not report.get("fts_index"):
+        problems.append("no word index yet (built on the next open)")
+    elif report.get("fts5") is False:
+        problems.append("no FTS5: vector channel only")
+    current = report.get("schema_current", 0)
+    if report.get("schema_version", 0) < current:
+        problems.append(f"schema {report.get('schema_version')} < {current} (migrated on the next open)")
+    if problems:
+        status = "warn"
+    table_dim = report.get("vector_table_dim")
+    if ident and table_dim is not None and ident.get("dim") != table_dim:
+        status = "fail"
+        problems.append(f"the embedding identity records {ident.get('dim')} dimensions but the "
+                        f"vector table holds {table_dim}: run `forge reindex` to re-embed every entry")
+    return status, "; ".join(parts + problems)
+
+
+def check_embedding(path: Path | str, settings: Settings, *,
+                    embedder: Any = None) -> tuple[str, str] | None:
+    """Does the configured embedder match the one that wrote the store's vectors?
+
+    (status, detail), or None when there is no store. Read-only; unlike `store_report` it asks
+    the embedder for its identity and the probe sentence's vector, as the first recall would.
+    """
+    from . import rag
+    from .errors import ServerError, StoreError
+    from .store.identity import EmbeddingMismatch, compare_identity, describe
+
+    found = rag.recorded_identity(path, settings)
+    if found is None:
+        return None
+    recorded, check = found
+    if recorded is None:
+        return "info", "no vectors yet: the first write records the embedder"
+    if embedder is None:
+        from .embedders import make_embedder
+
+        embedder = make_embedder(settings)
+    try:
+        current, probe = rag._probe(embedder, settings)
+        compare_identity(recorded, current, probe)
+    except EmbeddingMismatch as e:
+        return "fail", str(e)
+    except ServerError as e:
+        return "warn", f"cannot compare: {e}"
+    except StoreError as e:
+        return "fail", str(e)
+    finally:
+        embedder.close()
+    known = (check or {}).get("answer") or {}
+    if known.get("sha256"):  # the embedded model: its file's hash, recorded once
+        ask = getattr(embedder, "identity_answer", None)
+        now = ask(full=True) if ask else None
+        if now and now.get("sha256") and now["sha256"] != known["sha256"]:
+            return "warn", (f"the probe matches, but {known.get('file')} is not the file recorded "
+                            f"(sha256 {known['sha256'][:12]}… -> {now['sha256'][:12]}…): "
+                            "a reinstall? `forge reindex` re-embeds if in doubt")
+    return "ok", f"the configured {describe(current)} wrote this store's vectors (probe matches)"
+
+
 def check_database(settings: Settings) -> list[Row]:
     """FORGE_DATABASE_URL: the PostgreSQL server answers, with pgvector available. Named without
     its password. Nothing for the SQLite default (the memory store row names the file)."""
@@ -163,10 +256,10 @@ def check_store(settings: Settings) -> list[Row]:
     if not Path(path).exists():
         return [_row("memory store", "info", f"{path}: not created yet")]
     try:
-        from . import rag
+        from . import rag  # noqa: F401
     except ImportError:
         return [_row("memory store", "info", f"{path}: exists")]
-    report: dict[str, Any] = rag.store_report(path, settings)
+    report: dict[str, Any] = store_report(path, settings)
     status = report.pop("status", "ok")
     detail = report.pop("detail", None) or ", ".join(f"{k}={v}" for k, v in report.items())
     return [_row("memory store", status, f"{path}: {detail}")]
@@ -174,9 +267,7 @@ def check_store(settings: Settings) -> list[Row]:
 
 def check_embedding_match(settings: Settings) -> list[Row]:
     """SPEC §1: does the configured embedding match the store (model, dimension, probe)."""
-    from . import rag
-
-    verdict = rag.check_embedding(settings.rag_db_file, settings)
+    verdict = check_embedding(settings.rag_db_file, settings)
     return [] if verdict is None else [_row("embedding match", *verdict)]
 
 

@@ -176,17 +176,7 @@ def _strong_hit(rows: list, vector: list[tuple[int, float]], lexical: list[tuple
 
 def neighbour_ids(store: "Store", entry: "rag.Entry") -> list[int]:
     """The archived exchanges just before and after `entry` in the same project."""
-    if entry.kind != rag.ARCHIVE_KIND:
-        return []
-    conn = store.conn
-    out = []
-    for op, order in (("<", "desc"), (">", "asc")):
-        row = conn.execute(f"select id from memory_entries where kind = ? and project is ? and "
-                           f"id {op} ? order by id {order} limit 1",
-                           (rag.ARCHIVE_KIND, entry.project, entry.id)).fetchone()
-        if row:
-            out.append(row[0])
-    return out
+    return rag.neighbour_ids(store, entry)
 
 
 def with_neighbours(store: "Store", rows: list, *, limit: int) -> list:
@@ -196,7 +186,7 @@ def with_neighbours(store: "Store", rows: list, *, limit: int) -> list:
         return rows
     around = neighbour_ids(store, rows[0].entry)
     present = {r.entry.id: r for r in rows}
-    new = rag._entries_by_id(store.conn, [i for i in around if i not in present])
+    new = rag.entries_by_id(store, [i for i in around if i not in present])
     beside = [present.get(i) or rag.SearchRow(new[i], "neighbour", None, None,
                                               neighbour_of=rows[0].entry.id)
               for i in sorted(around) if i in present or i in new]
@@ -220,7 +210,7 @@ def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
     while len(rows) < limit and start < len(passing):   # read only the entries that are used
         chunk = passing[start:start + limit - len(rows) + 2]
         start += len(chunk)
-        entries = rag._entries_by_id(store.conn, [c.entry_id for c, _ in chunk])
+        entries = rag.entries_by_id(store, [c.entry_id for c, _ in chunk])
         for candidate, score in chunk:
             entry = entries.get(candidate.entry_id)
             if entry is not None and len(rows) < limit:   # None: an orphan vector not swept yet

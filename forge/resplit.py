@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import db, transcript
+from . import transcript
 from .errors import ForgeError
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ def resplit(store: "Store", *, apply: bool = False, backup: Path | str | None = 
     backup = Path(backup)
     if backup.exists():
         raise ForgeError(f"--backup {backup} exists; choose a new path (a backup is never overwritten)")
-    db.snapshot(store.path, backup)
+    store.backend.snapshot(backup)
     report.applied, report.backup = True, str(backup)
     for block in report.blocks:
         entry = rag.get_entry(store, block.id)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from forge import db, rag
+from forge import db, doctor, rag
+from forge.store import sqlite as sqlite_store
 from forge.errors import ForgeError, NotFoundError, StoreError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "memory_entries.json"
@@ -56,7 +57,7 @@ def test_fresh_store_has_the_tables_and_opening_embeds_nothing(settings):
         assert rag.list_entries(store) == []
         assert store.identity is None
         version = store.conn.execute("select value from meta where key = 'schema_version'").fetchone()
-        assert version == (str(len(rag.MIGRATIONS)),)
+        assert version == (str(len(sqlite_store.MIGRATIONS)),)
 
 
 def test_remember_stores_text_vector_words_and_event(settings):
@@ -346,7 +347,7 @@ def test_fts_created_and_backfilled_on_first_open_after_an_upgrade(store, settin
 def test_without_fts5_warns_and_keeps_the_vector_channel(store, settings, monkeypatch, caplog):
     store.close()
     monkeypatch.setattr(db, "has_fts5", lambda conn: False)
-    monkeypatch.setattr(rag, "_fts_warned", False)
+    monkeypatch.setattr(sqlite_store, "_fts_warned", False)
     with rag.open_store(settings) as s:
         result = rag.search_hybrid(s, "SteamOS")
         assert result.rows and all(r.channel == "vector" for r in result.rows)
@@ -400,18 +401,18 @@ def test_list_and_counts(store):
 
 
 def test_store_report_reads_without_embedding(store, settings):
-    report = rag.store_report(settings.rag_db_file, settings)
+    report = doctor.store_report(settings.rag_db_file, settings)
     assert report["entries"] == len(fixture_entries())
     assert report["by_kind"]["fact"] > 10
     assert report["identity"]["model"].startswith("multilingual-e5-small")
     assert "probe" not in report["identity"]
-    assert report["fts5"] is True and report["schema_version"] == len(rag.MIGRATIONS)
+    assert report["fts5"] is True and report["schema_version"] == len(sqlite_store.MIGRATIONS)
     assert report["fingerprint"] == rag.query_fingerprint(settings, store.identity)
     assert report["status"] == "ok" and "52 entries" in report["detail"]
     server = replace(settings, embedding_url="http://127.0.0.1:9/embedding")  # nothing listens
-    mismatch = rag.store_report(settings.rag_db_file, server)
+    mismatch = doctor.store_report(settings.rag_db_file, server)
     assert mismatch["status"] == "warn" and "forge reindex" in mismatch["detail"]
-    missing = rag.store_report(settings.data_dir / "none.db", settings)
+    missing = doctor.store_report(settings.data_dir / "none.db", settings)
     assert missing["exists"] is False and missing["entries"] == 0
 
 

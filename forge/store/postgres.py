@@ -34,7 +34,6 @@ import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
-from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import StoreError
 from . import fold
@@ -62,20 +61,11 @@ MAX_LEXEME_BYTES = 2046   # a longer word cannot be a tsvector lexeme: it is lef
 
 
 def redact(url: str) -> str:
-    """`url` without its password (for every message, log and trace)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable database URL>"
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = netloc[0].split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
+    """`url` without its password: the one redaction (settings.redact_url, and every database
+    password this process loaded)."""
+    from ..settings import scrub
 
-
-def is_postgres_url(url: str | None) -> bool:
-    return bool(url) and url.split(":", 1)[0] in ("postgresql", "postgres")
+    return scrub(url)
 
 
 # --------------------------------------------------------------------------- schema
@@ -242,7 +232,7 @@ class PostgresBackend:
         try:
             yield
         except psycopg.OperationalError as e:
-            raise StoreError(f"PostgreSQL at {self.location}: {_first_line(e)}") from None
+            raise StoreError(redact(f"PostgreSQL at {self.location}: {_first_line(e)}")) from None
 
     def schema_version(self) -> int:
         if not self._table_exists("forge_meta"):
@@ -680,7 +670,7 @@ def connect(url: str) -> Any:
         return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
                                application_name="forge")
     except psycopg.Error as e:
-        raise StoreError(f"cannot connect to PostgreSQL at {redact(url)}: {_first_line(e)}") from None
+        raise StoreError(redact(f"cannot connect to PostgreSQL at {url}: {_first_line(e)}")) from None
 
 
 def open_backend(settings: "Settings", *, mode: str, path: Path | None = None,

@@ -1,0 +1,117 @@
+"""The embedding identity (SPEC §5), compared the same way whatever the backend: what is
+recorded, how two identities are compared (family, model, dimension, prefix, the probe
+sentence's cosine), the query fingerprint (V4) and the cutoff it tags."""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from typing import TYPE_CHECKING, Any
+
+from ..errors import StoreError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..settings import Settings
+
+PROBE_TEXT = ("Forge embedding identity probe: le NiPoGi a 32 Go de RAM, "
+              "the Steam Deck runs Podman containers.")
+PROBE_MIN_COSINE = 0.999
+IDENTITY_KEYS = ("backend", "model", "dim", "document_prefix")
+
+
+class EmbeddingMismatch(StoreError):
+    """The configured embedder is not the one that wrote the store's vectors."""
+
+
+def identity_core(identity: dict[str, Any]) -> dict[str, Any]:
+    return {k: identity.get(k) for k in IDENTITY_KEYS}
+
+
+def describe(identity: dict[str, Any]) -> str:
+    return f"{identity.get('backend')} model {identity.get('model')!r} ({identity.get('dim')} dims)"
+
+
+def encode_vec(vec: "np.ndarray") -> str:
+    import numpy as np
+
+    return base64.b64encode(np.asarray(vec, dtype=np.float32).tobytes()).decode()
+
+
+def decode_vec(text: str) -> "np.ndarray":
+    import numpy as np
+
+    return np.frombuffer(base64.b64decode(text), dtype=np.float32)
+
+
+def family(backend: str | None) -> str:
+    # /embedding and /v1/embeddings of one server give the same vectors: compare server vs embedded.
+    return "embedded" if backend == "embedded" else "server"
+
+
+def same_probe(recorded: dict[str, Any], probe: "np.ndarray") -> bool:
+    """The recorded probe vector and `probe` agree (same shape, cosine >= PROBE_MIN_COSINE)."""
+    import numpy as np
+
+    old = decode_vec(recorded["probe"])
+    return old.shape == probe.shape and float(np.dot(old, probe)) >= PROBE_MIN_COSINE
+
+
+def compare_identity(recorded: dict[str, Any], current: dict[str, Any], probe: "np.ndarray") -> None:
+    """Raise EmbeddingMismatch saying every difference between the identity that wrote the
+    store and the configured embedder's; return when they are the same embedder."""
+    import numpy as np
+
+    differs = []
+    if family(recorded.get("backend")) != family(current.get("backend")):
+        differs.append(f"backend {recorded.get('backend')} -> {current.get('backend')}")
+    if recorded.get("model") != current.get("model") and "unknown" not in (
+            recorded.get("model"), current.get("model")):
+        differs.append(f"model {recorded.get('model')!r} -> {current.get('model')!r}")
+    if recorded.get("dim") != current.get("dim"):
+        differs.append(f"dimension {recorded.get('dim')} -> {current.get('dim')}")
+    if recorded.get("document_prefix") != current.get("document_prefix"):
+        differs.append(f"document prefix {recorded.get('document_prefix')!r} -> "
+                       f"{current.get('document_prefix')!r}")
+    if not differs and recorded.get("probe"):
+        old = decode_vec(recorded["probe"])
+        if old.shape == probe.shape:
+            cosine = float(np.dot(old, probe))
+            if cosine < PROBE_MIN_COSINE:
+                differs.append(f"probe sentence cosine {cosine:.4f} < {PROBE_MIN_COSINE} "
+                               "(another model behind the same name)")
+    if differs:
+        raise EmbeddingMismatch(
+            f"this store's vectors were written by {describe(recorded)}, not the configured "
+            f"{describe(current)} ({'; '.join(differs)}): run `forge reindex` to re-embed "
+            "every entry, or configure the original embedder")
+
+
+def query_fingerprint(settings: "Settings", identity: dict | None) -> str:
+    """Six hex of SHA-256 over the query wrapper and the store's embedding identity (V4).
+
+    No network call: the wrapper comes from settings, the identity from the store's meta
+    table. With no identity recorded yet (an empty store), only the backend kind stands in.
+    """
+    from ..embedders import backend_for, query_wrapper_for
+
+    core = identity_core(identity) if identity else {"backend": backend_for(settings)}
+    payload = json.dumps({"query_wrapper": query_wrapper_for(settings), "identity": core},
+                         sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(payload.encode()).hexdigest()[:6]
+
+
+def resolve_cutoff(settings: "Settings", fingerprint: str) -> tuple[float | None, str | None]:
+    """(the cutoff to apply or None, a warning or None) for `RECALL_MAX_DISTANCE=value@tag`."""
+    cutoff = settings.recall_max_distance
+    if cutoff is None:
+        return None, None
+    if cutoff.tag == fingerprint:
+        return cutoff.value, None
+    if cutoff.tag is None:
+        return cutoff.value, (f"RECALL_MAX_DISTANCE={cutoff.value} carries no fingerprint; "
+                              f"write it back as RECALL_MAX_DISTANCE={cutoff.value}@{fingerprint}")
+    return None, (f"RECALL_MAX_DISTANCE={cutoff} was measured under fingerprint {cutoff.tag}, "
+                  f"but this store and query wrapper are {fingerprint}: cutoff off; "
+                  "re-measure it on this store with `forge calibrate --cases FILE --write`")

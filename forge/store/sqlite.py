@@ -1,0 +1,682 @@
+"""The SQLite backend: one file with rows, vectors (sqlite-vec) and words (FTS5).
+
+Tables (V1):
+- `memory_entries`: the rows. Text is the truth; vectors and the word index are derived.
+- `memory_vectors`: vec0, rowid = entry id, a `project` metadata column so a project filter
+  runs inside the KNN and `k` rows come back whenever k exist in the project.
+- `memory_fts`: FTS5 over `memory_entries.content` (external content), case- and
+  accent-folding, kept in sync by triggers — a human with a plain `sqlite3` shell deletes
+  through them too. No trigger touches vec0 (such a shell cannot load it): a delete trigger
+  notes the id in `memory_vector_orphans`, and opening the store sweeps those vectors.
+- `memory_events`: append-only log of changes (ids, kinds, links — never content).
+- `memory_message_refs`: history message id -> archive entry (compaction's crash recovery).
+- `memory_reindex`: `forge reindex`'s staged vectors, while one is under way.
+- `meta`: the embedding identity (SPEC §5), the last identity check, reindex progress.
+
+Every SQL statement on the deliberate store lives in this module; forge/store/backend.py
+says what each method promises.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+
+from .. import db
+from ..errors import StoreError
+from ..history import utc_now
+from .backend import OPEN_MODES
+from .common import ARCHIVE_KIND, Entry, NewEntry, StoreReadOnly, message_ids
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..settings import Settings
+
+log = logging.getLogger("forge")
+
+TOKENIZER = "unicode61 remove_diacritics 2"
+_CHUNK = 500   # ids per `in (...)`, under SQLite's bound-variable limit
+
+
+# --------------------------------------------------------------------------- schema
+
+def _m1_entries(conn: Any) -> None:
+    conn.execute("create table if not exists meta (key text primary key, value text not null)")
+    conn.execute("""
+        create table memory_entries (
+            id integer primary key autoincrement,
+            kind text not null,
+            project text,
+            content text not null,
+            source text not null default 'remember',
+            refs text not null default '{}',
+            created text not null,
+            updated text not null,
+            superseded_by integer,
+            dedup_key text
+        )""")
+    conn.execute("create unique index memory_entries_dedup on memory_entries(dedup_key) "
+                 "where dedup_key is not null")
+    conn.execute("create index memory_entries_kind on memory_entries(kind)")
+    conn.execute("create index memory_entries_project on memory_entries(project)")
+    conn.execute("create index memory_entries_superseded on memory_entries(superseded_by)")
+    conn.execute("""
+        create table memory_events (
+            id integer primary key autoincrement,
+            at text not null,
+            event text not null,     -- remember | forget | supersede | release | reindex
+            entry_id integer,
+            kind text,
+            link integer,            -- the other entry of a supersede / release
+            info text                -- JSON without content: source, counts, model
+        )""")
+    conn.execute("create index memory_events_entry on memory_events(entry_id)")
+    conn.execute("""
+        create table memory_message_refs (
+            message_id integer not null,
+            entry_id integer not null,
+            primary key (message_id, entry_id)
+        )""")
+    conn.execute("create index memory_message_refs_entry on memory_message_refs(entry_id)")
+    conn.execute("create table memory_vector_orphans (id integer primary key)")
+    # Triggers on plain tables only, so a plain sqlite3 shell's DELETE keeps everything sane.
+    conn.execute("""
+        create trigger memory_entries_ad_side after delete on memory_entries begin
+            delete from memory_message_refs where entry_id = old.id;
+            update memory_entries set superseded_by = null where superseded_by = old.id;
+            insert or ignore into memory_vector_orphans(id) values (old.id);
+        end""")
+
+
+MIGRATIONS: tuple[Callable[[Any], None], ...] = (_m1_entries,)
+
+FTS_TRIGGERS = (
+    """create trigger memory_fts_ai after insert on memory_entries begin
+           insert into memory_fts(rowid, content) values (new.id, new.content);
+       end""",
+    """create trigger memory_fts_ad after delete on memory_entries begin
+           insert into memory_fts(memory_fts, rowid, content) values ('delete', old.id, old.content);
+       end""",
+    """create trigger memory_fts_au after update of content on memory_entries begin
+           insert into memory_fts(memory_fts, rowid, content) values ('delete', old.id, old.content);
+           insert into memory_fts(rowid, content) values (new.id, new.content);
+       end""",
+)
+
+_fts_warned = False
+
+
+def _ensure_fts(conn: Any) -> bool:
+    """Create and backfill the word index on the first connection that can (an upgrade)."""
+    global _fts_warned
+    if not db.has_fts5(conn):
+        if not _fts_warned:
+            log.warning("this SQLite has no FTS5: recall uses the vector channel only "
+                        "(install sqlean.py for a SQLite with FTS5)")
+            _fts_warned = True
+        return False
+    if _table_exists(conn, "memory_fts"):
+        return True
+    with db.transaction(conn):
+        if _table_exists(conn, "memory_fts"):
+            return True
+        conn.execute(f"create virtual table memory_fts using fts5(content, "
+                     f"content='memory_entries', content_rowid='id', tokenize='{TOKENIZER}')")
+        conn.execute("create virtual table memory_fts_vocab using fts5vocab(memory_fts, row)")
+        for trigger in FTS_TRIGGERS:
+            conn.execute(trigger)
+        _fts_secure_delete(conn)  # a shell DELETE through the triggers forgets for real too
+        conn.execute("insert into memory_fts(memory_fts) values ('rebuild')")
+    log.info("built the word index (memory_fts) over the existing entries")
+    return True
+
+
+def _fts_secure_delete(conn: Any) -> None:
+    """Turn on FTS5's secure-delete (SQLite >= 3.42; persistent in the table's config)."""
+    try:
+        conn.execute("insert into memory_fts(memory_fts, rank) values ('secure-delete', 1)")
+    except Exception as e:  # an older SQLite: tokens stay in old segments until a merge
+        log.warning("this SQLite's FTS5 has no secure-delete (%s): a forgotten entry's words "
+                    "may stay in the word index's file pages until it is merged", e)
+
+
+def _table_exists(conn: Any, name: str) -> bool:
+    return conn.execute("select 1 from sqlite_master where name = ?", (name,)).fetchone() is not None
+
+
+def _sweep_orphans(conn: Any) -> int:
+    """Vectors whose entry was deleted without sqlite-vec loaded (a plain sqlite3 shell)."""
+    ids = [r[0] for r in conn.execute("select id from memory_vector_orphans")]
+    if not ids:
+        return 0
+    with db.transaction(conn):
+        if _table_exists(conn, "memory_vectors"):
+            for entry_id in ids:
+                if conn.execute("select 1 from memory_entries where id = ?", (entry_id,)).fetchone() is None:
+                    conn.execute("delete from memory_vectors where rowid = ?", (entry_id,))
+        conn.execute("delete from memory_vector_orphans")
+    return len(ids)
+
+
+def _migrate(conn: Any) -> None:
+    if db.migrate(conn, MIGRATIONS):
+        with db.transaction(conn):  # the meta table says it too, for a human with sqlite3
+            conn.execute("insert into meta(key, value) values ('schema_version', ?) on conflict(key) "
+                         "do update set value = excluded.value", (str(db.schema_version(conn)),))
+
+
+def vector_table_dim(conn: Any, name: str = "memory_vectors") -> int | None:
+    """The dimension `name` was created with, read from its schema (no sqlite-vec needed)."""
+    row = conn.execute("select sql from sqlite_master where name = ?", (name,)).fetchone()
+    match = re.search(r"float\[(\d+)\]", row[0] or "") if row else None
+    return int(match.group(1)) if match else None
+
+
+def _create_vectors(conn: Any, name: str, dim: int) -> None:
+    conn.execute(f"create virtual table {name} using vec0("
+                 f"embedding float[{int(dim)}], project text)")
+
+
+_ENTRY_COLS = "id, kind, project, content, source, refs, created, updated, superseded_by"
+
+
+def _row_to_entry(row: Sequence[Any]) -> Entry:
+    return Entry(id=row[0], kind=row[1], project=row[2], content=row[3], source=row[4],
+                 refs=json.loads(row[5] or "{}"), created=row[6], updated=row[7],
+                 superseded_by=row[8])
+
+
+def _blob(vec: "np.ndarray") -> bytes:
+    return vec.astype("float32").tobytes()
+
+
+# --------------------------------------------------------------------------- opening
+
+def open_backend(settings: "Settings", *, mode: str = "write",
+                 path: Path | str | None = None) -> "SQLiteBackend":
+    """Open `RAG_DB_FILE` (or `path`) in one of backend.OPEN_MODES (see there)."""
+    if mode not in OPEN_MODES:
+        raise ValueError(f"mode must be one of {OPEN_MODES}, not {mode!r}")
+    path = Path(path) if path is not None else Path(settings.rag_db_file)
+    if mode == "inspect":
+        return _open_inspect(path)
+    if mode == "readonly":
+        return _open_readonly(path)
+    if path.parent.exists() and not path.parent.is_dir():
+        raise StoreError(f"{path.parent} is a file, not a folder: FORGE_DATA_DIR (or RAG_DB_FILE) "
+                         "must name a folder")
+    if mode == "write":
+        if path.parent.exists() and not db.writable(path):
+            raise StoreReadOnly(f"the data folder {path.parent} is read-only: cannot write "
+                                f"{path.name} (make it writable or point FORGE_DATA_DIR elsewhere)")
+        return _prepared(db.connect(path), path)
+    vec = mode == "read"
+    if not path.exists():  # a read never creates a store (a mistyped FORGE_DATA_DIR)
+        backend = _prepared(db.connect(":memory:", vec=vec), path)
+        backend.missing = True
+        return backend
+    if db.writable(path):
+        conn = db.connect(path, vec=vec)
+        if mode == "read":
+            return _prepared(conn, path)
+        try:
+            if db.schema_version(conn) < len(MIGRATIONS):
+                _migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return SQLiteBackend(conn, path, fts=_table_exists(conn, "memory_fts"))
+    conn = db.connect(path, untouched=True, vec=vec)
+    try:
+        version = db.schema_version(conn)
+        if version < len(MIGRATIONS):
+            raise StoreError(f"{path} has schema {version}, this forge needs {len(MIGRATIONS)}, "
+                             f"and its folder is read-only: make {path.parent} writable and run "
+                             "`forge memory ls` once (the migration runs on open)")
+        fts = _table_exists(conn, "memory_fts") and db.has_fts5(conn)
+    except BaseException:
+        conn.close()
+        raise
+    backend = SQLiteBackend(conn, path, fts=fts)
+    backend.readonly = True
+    return backend
+
+
+def _open_readonly(path: Path) -> "SQLiteBackend":
+    """An existing store on a read-only connection, nothing migrated (calibrate)."""
+    if not path.exists():
+        return _missing(path)
+    conn = db.connect(path, readonly=True)
+    try:
+        fts = db.has_fts5(conn) and _table_exists(conn, "memory_fts")
+    except BaseException:
+        conn.close()
+        raise
+    backend = SQLiteBackend(conn, path, fts=fts)
+    backend.readonly = True
+    return backend
+
+
+def _open_inspect(path: Path) -> "SQLiteBackend":
+    """Doctor's look: the file as it stands (immutable when idle), nothing created or changed."""
+    if not path.exists():
+        return _missing(path)
+    conn = db.connect(path, untouched=True)
+    backend = SQLiteBackend(conn, path, fts=_table_exists(conn, "memory_fts"))
+    backend.readonly = True
+    return backend
+
+
+def _missing(path: Path) -> "SQLiteBackend":
+    """No store at `path`: an empty, schemaless stand-in (modes inspect and readonly)."""
+    backend = SQLiteBackend(db.connect(":memory:", vec=False), path, fts=False)
+    backend.missing = True
+    return backend
+
+
+def _prepared(conn: Any, path: Path) -> "SQLiteBackend":
+    """Migrations, the word index and the orphan sweep: what a write or a vector read needs."""
+    try:
+        _migrate(conn)
+        fts = _ensure_fts(conn)
+        _sweep_orphans(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return SQLiteBackend(conn, path, fts=fts)
+
+
+# --------------------------------------------------------------------------- the backend
+
+class SQLiteBackend:
+    """forge/store/backend.py's Backend on one SQLite connection (`conn`)."""
+
+    name = "sqlite"
+    SCHEMA_VERSION = len(MIGRATIONS)
+
+    def __init__(self, conn: Any, path: Path, *, fts: bool):
+        self.conn = conn
+        self.path = path
+        self.location = str(path)
+        self.fts = fts
+        self.missing = False
+        self.readonly = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def transaction(self, *, erase: bool = False) -> Iterator[None]:
+        if erase:
+            self.conn.execute("pragma secure_delete = on")
+        try:
+            with db.transaction(self.conn):
+                if erase and self.fts:
+                    _fts_secure_delete(self.conn)
+                yield
+        finally:
+            if erase:
+                self.conn.execute("pragma secure_delete = off")
+        if erase:  # best effort: a reader holding an older snapshot keeps the old frames
+            self.conn.execute("pragma wal_checkpoint(truncate)")
+
+    def schema_version(self) -> int:
+        return db.schema_version(self.conn)
+
+    @contextmanager
+    def reindex_lock(self) -> Iterator[None]:
+        """Nothing to take: the swap re-checks under the write lock (BEGIN IMMEDIATE)."""
+        yield
+
+    def snapshot(self, dest: Path) -> Path:
+        return db.snapshot(self.path, dest)
+
+    def word_index(self) -> tuple[bool, bool]:
+        """(this SQLite has FTS5, the word index is built)."""
+        return db.has_fts5(self.conn), _table_exists(self.conn, "memory_fts")
+
+    # ------------------------------------------------------------------ meta
+
+    def read_meta(self, key: str) -> Any | None:
+        if not _table_exists(self.conn, "meta"):
+            return None
+        row = self.conn.execute("select value from meta where key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def write_meta(self, key: str, value: Any) -> None:
+        self.conn.execute("insert into meta(key, value) values (?, ?) "
+                          "on conflict(key) do update set value = excluded.value",
+                          (key, json.dumps(value)))
+
+    def delete_meta(self, key: str) -> None:
+        self.conn.execute("delete from meta where key = ?", (key,))
+
+    def try_write_meta(self, key: str, value: Any) -> bool:
+        self.conn.execute("pragma busy_timeout = 200")  # never wait long for a cache
+        try:
+            with db.transaction(self.conn):
+                self.write_meta(key, value)
+            return True
+        except StoreError as e:  # a long writer holds the lock
+            log.info("%s not recorded: %s", key.replace("_", " "), e)
+            return False
+        finally:
+            self.conn.execute(f"pragma busy_timeout = {db.BUSY_TIMEOUT_MS}")
+
+    # ------------------------------------------------------------------ reading entries
+
+    def entries_by_id(self, ids: Iterable[int]) -> dict[int, Entry]:
+        ids = list(ids)
+        out: dict[int, Entry] = {}
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start:start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = self.conn.execute(f"select {_ENTRY_COLS} from memory_entries "
+                                     f"where id in ({marks})", chunk)
+            out.update((r[0], _row_to_entry(r)) for r in rows)
+        return out
+
+    def list_entries(self, *, kind: str | None = None, project: str | None = None) -> list[Entry]:
+        where, args = [], []
+        if kind is not None:
+            where.append("kind = ?")
+            args.append(kind)
+        if project is not None:
+            where.append("project = ?")
+            args.append(project)
+        sql = f"select {_ENTRY_COLS} from memory_entries"
+        if where:
+            sql += " where " + " and ".join(where)
+        return [_row_to_entry(r) for r in self.conn.execute(sql + " order by id", args)]
+
+    def hot_entries(self, *, project: str | None = None) -> list[Entry]:
+        sql = f"select {_ENTRY_COLS} from memory_entries where kind != ? and superseded_by is null"
+        args: list[Any] = [ARCHIVE_KIND]
+        if project is not None:
+            sql += " and project = ?"
+            args.append(project)
+        return [_row_to_entry(r) for r in self.conn.execute(sql + " order by created, id", args)]
+
+    def projects(self) -> list[str]:
+        rows = self.conn.execute("select distinct project from memory_entries "
+                                 "where project is not null order by project")
+        return [r[0] for r in rows]
+
+    def count_entries(self) -> int:
+        return self.conn.execute("select count(*) from memory_entries").fetchone()[0]
+
+    def counts_by_kind(self, *, project: str | None = None) -> dict[str, int]:
+        sql, args = "select kind, count(*) from memory_entries", []
+        if project is not None:
+            sql += " where project = ?"
+            args.append(project)
+        return dict(self.conn.execute(sql + " group by kind order by kind", args).fetchall())
+
+    def count_superseded(self) -> int:
+        return self.conn.execute("select count(*) from memory_entries "
+                                 "where superseded_by is not null").fetchone()[0]
+
+    def sources_of(self, entry_id: int) -> list[int]:
+        rows = self.conn.execute("select id from memory_entries where superseded_by = ? order by id",
+                                 (entry_id,))
+        return [r[0] for r in rows]
+
+    def id_for_dedup_key(self, key: str | None) -> int | None:
+        if key is None:
+            return None
+        row = self.conn.execute("select id from memory_entries where dedup_key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def archive_for_messages(self, message_ids: Sequence[int], *,
+                             history: str | None = None) -> dict[int, int]:
+        ids = sorted({int(m) for m in message_ids})
+        out: dict[int, int] = {}
+        # `history`: that history's entries (their refs name it) and those written before
+        # histories had ids (a store moved here from a shared one holds several histories)
+        mine = "" if history is None else \
+            " and coalesce(json_extract(e.refs, '$.history'), ?) = ?"
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start:start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            args = [*chunk, *(() if history is None else (history, history))]
+            for message_id, entry_id in self.conn.execute(
+                    f"select r.message_id, min(r.entry_id) from memory_message_refs r "
+                    f"join memory_entries e on e.id = r.entry_id "
+                    f"where e.kind = '{ARCHIVE_KIND}' and r.message_id in ({marks}){mine} "
+                    f"group by r.message_id", args):
+                out[message_id] = entry_id
+        return out
+
+    def adjacent_ids(self, entry_id: int, *, kind: str, project: str | None) -> list[int]:
+        out = []
+        for op, order in (("<", "desc"), (">", "asc")):
+            row = self.conn.execute(f"select id from memory_entries where kind = ? and project is ? "
+                                    f"and id {op} ? order by id {order} limit 1",
+                                    (kind, project, entry_id)).fetchone()
+            if row:
+                out.append(row[0])
+        return out
+
+    def iter_texts(self) -> Iterator[tuple[int, str]]:
+        yield from self.conn.execute("select id, content from memory_entries order by id")
+
+    def events_for(self, entry_id: int) -> list[dict[str, Any]]:
+        rows = self.conn.execute("select at, event, entry_id, kind, link, info from memory_events "
+                                 "where entry_id = ? or link = ? order by id", (entry_id, entry_id))
+        return [{"at": r[0], "event": r[1], "entry_id": r[2], "kind": r[3], "link": r[4],
+                 "info": json.loads(r[5]) if r[5] else None} for r in rows]
+
+    # ------------------------------------------------------------------ writing entries
+
+    def ensure_vectors(self, dim: int) -> None:
+        table_dim = vector_table_dim(self.conn)
+        if table_dim is None:
+            _create_vectors(self.conn, "memory_vectors", dim)
+        elif table_dim != dim:  # another process created it with another embedder meanwhile
+            raise StoreError(f"{self.location}: the vector table holds {table_dim} dimensions but "
+                             f"this batch has {dim}; nothing was written")
+
+    def insert_entry(self, item: NewEntry, dedup_key: str | None, vector: "np.ndarray",
+                     now: str) -> int:
+        conn = self.conn
+        cur = conn.execute(
+            "insert into memory_entries(kind, project, content, source, refs, created, updated, "
+            "dedup_key) values (?, ?, ?, ?, ?, ?, ?, ?)",
+            (item.kind, item.project, item.content, item.source,
+             json.dumps(item.refs or {}, ensure_ascii=False), now, now, dedup_key))
+        entry_id = cur.lastrowid
+        conn.execute("insert into memory_vectors(rowid, embedding, project) values (?, ?, ?)",
+                     (entry_id, vector.tobytes(), item.project or ""))
+        for message_id in message_ids(item.refs):
+            conn.execute("insert or ignore into memory_message_refs(message_id, entry_id) "
+                         "values (?, ?)", (message_id, entry_id))
+        return entry_id
+
+    def update_entry(self, entry_id: int, *, kind: str, content: str, dedup_key: str | None,
+                     updated: str) -> None:
+        self.conn.execute("update memory_entries set kind = ?, content = ?, dedup_key = ?, "
+                          "updated = ? where id = ?", (kind, content, dedup_key, updated, entry_id))
+
+    def replace_vector(self, entry_id: int, vector: "np.ndarray", project: str | None) -> None:
+        conn = self.conn
+        conn.execute("delete from memory_vectors where rowid = ?", (entry_id,))
+        conn.execute("insert into memory_vectors(rowid, embedding, project) values (?, ?, ?)",
+                     (entry_id, _blob(vector), project or ""))
+        if _table_exists(conn, "memory_reindex"):  # a reindex under way embeds it again
+            conn.execute("delete from memory_reindex where id = ?", (entry_id,))
+
+    def set_superseded(self, entry_id: int, by: int | None, updated: str) -> None:
+        self.conn.execute("update memory_entries set superseded_by = ?, updated = ? where id = ?",
+                          (by, updated, entry_id))
+
+    def delete_entry(self, entry_id: int) -> None:
+        conn = self.conn
+        if _table_exists(conn, "memory_vectors"):
+            conn.execute("delete from memory_vectors where rowid = ?", (entry_id,))
+        if _table_exists(conn, "memory_reindex"):
+            conn.execute("delete from memory_reindex where id = ?", (entry_id,))
+        conn.execute("delete from memory_entries where id = ?", (entry_id,))  # words: the trigger
+        conn.execute("delete from memory_vector_orphans where id = ?", (entry_id,))
+
+    def log_event(self, event: str, entry_id: int | None, kind: str | None = None,
+                  link: int | None = None, info: dict | None = None) -> None:
+        self.conn.execute("insert into memory_events(at, event, entry_id, kind, link, info) "
+                          "values (?, ?, ?, ?, ?, ?)",
+                          (utc_now(), event, entry_id, kind, link, json.dumps(info) if info else None))
+
+    # ------------------------------------------------------------------ vectors
+
+    def has_vectors(self) -> bool:
+        return _table_exists(self.conn, "memory_vectors")
+
+    def vector_dim(self) -> int | None:
+        return vector_table_dim(self.conn)
+
+    def count_vectors(self) -> int:
+        if not self.has_vectors():
+            return 0
+        return self.conn.execute("select count(*) from memory_vectors").fetchone()[0]
+
+    def search_vector(self, qvec: "np.ndarray", *, k: int, project: str | None = None,
+                      kind: str | None = None) -> list[tuple[int, float]]:
+        if k <= 0 or not self.has_vectors():
+            return []
+        if kind is not None:  # the vector table holds no kinds: an exact scan of that kind
+            sql = ("select v.rowid, vec_distance_l2(v.embedding, ?) as d from memory_vectors v "
+                   "join memory_entries e on e.id = v.rowid where e.kind = ?")
+            args: list[Any] = [_blob(qvec), kind]
+            if project is not None:
+                sql += " and e.project = ?"
+                args.append(project)
+            return [(r[0], r[1]) for r in self.conn.execute(sql + " order by d limit ?", [*args, k])]
+        sql = "select rowid, distance from memory_vectors where embedding match ? and k = ?"
+        args = [_blob(qvec), k]
+        if project is not None:
+            sql += " and project = ?"
+            args.append(project)
+        return [(r[0], r[1]) for r in self.conn.execute(sql + " order by distance", args)]
+
+    def vectors_of(self, ids: Iterable[int]) -> dict[int, "np.ndarray"]:
+        import numpy as np
+
+        out = {}
+        if not self.has_vectors():
+            return out
+        for entry_id in sorted(set(ids)):
+            row = self.conn.execute("select embedding from memory_vectors where rowid = ?",
+                                    (entry_id,)).fetchone()
+            if row is not None:
+                out[entry_id] = np.frombuffer(row[0], dtype=np.float32)
+        return out
+
+    def iter_vectors(self, *, project: str | None = None, chunk: int = 4096
+                     ) -> Iterator[tuple["np.ndarray", "np.ndarray"]]:
+        import numpy as np
+
+        if not self.has_vectors():
+            return
+        cursor = self.conn.execute("select rowid, embedding, project from memory_vectors")
+        while True:
+            rows = cursor.fetchmany(chunk)
+            if not rows:
+                break
+            if project is not None:
+                rows = [r for r in rows if r[2] == project]
+                if not rows:
+                    continue
+            ids = np.array([r[0] for r in rows], dtype=np.int64)
+            matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+            yield ids, matrix
+
+    # ------------------------------------------------------------------ words (V5)
+
+    def query_words(self, text: str) -> list[str]:
+        """The query's words as the FTS5 tokenizer itself cuts and folds them, in order."""
+        conn = self.conn
+        conn.execute(f"create virtual table if not exists temp.forge_query_tokens using "
+                     f"fts5(t, tokenize='{TOKENIZER}')")
+        conn.execute("create virtual table if not exists temp.forge_query_vocab using "
+                     "fts5vocab(temp, forge_query_tokens, instance)")
+        conn.execute("delete from temp.forge_query_tokens")
+        conn.execute("insert into temp.forge_query_tokens(rowid, t) values (1, ?)", (text,))
+        rows = conn.execute("select term, offset from temp.forge_query_vocab order by offset").fetchall()
+        conn.execute("delete from temp.forge_query_tokens")
+        seen: dict[str, None] = {}
+        for term, _offset in rows:
+            seen.setdefault(term, None)
+        return list(seen)
+
+    def document_frequency(self, words: Sequence[str]) -> dict[str, int]:
+        out = {}
+        if not self.fts:
+            return out
+        for word in words:
+            row = self.conn.execute("select doc from memory_fts_vocab where term = ?", (word,)).fetchone()
+            if row:
+                out[word] = row[0]
+        return out
+
+    def search_words(self, words: Sequence[str], *, k: int, project: str | None = None,
+                     kind: str | None = None) -> list[tuple[int, float]]:
+        """The FTS5 query is built from tokenizer output only, each word quoted: user text never
+        reaches its syntax."""
+        if k <= 0 or not words or not self.fts:
+            return []
+        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+        if project is None and kind is None:  # the bare FTS5 query: a join costs as much again at 100k
+            sql = ("select rowid, bm25(memory_fts) as score from memory_fts where memory_fts match ? "
+                   "order by score limit ?")
+            args: list[Any] = [match, k]
+        else:
+            sql = ("select memory_fts.rowid, bm25(memory_fts) as score from memory_fts "
+                   "join memory_entries e on e.id = memory_fts.rowid where memory_fts match ?")
+            args = [match]
+            for column, value in (("project", project), ("kind", kind)):
+                if value is not None:
+                    sql += f" and e.{column} = ?"
+                    args.append(value)
+            sql += " order by score limit ?"
+            args.append(k)
+        return [(r[0], r[1]) for r in self.conn.execute(sql, args)]
+
+    # ------------------------------------------------------------------ reindex staging
+
+    def staged_count(self) -> int | None:
+        if not _table_exists(self.conn, "memory_reindex"):
+            return None
+        return self.conn.execute("select count(*) from memory_reindex").fetchone()[0]
+
+    def reset_staging(self) -> None:
+        self.conn.execute("drop table if exists memory_reindex")
+        self.conn.execute("create table memory_reindex (id integer primary key, embedding blob not null)")
+
+    def unstaged(self, limit: int) -> list[tuple[int, str]]:
+        return self.conn.execute("select id, content from memory_entries where id not in "
+                                 "(select id from memory_reindex) order by id limit ?",
+                                 (limit,)).fetchall()
+
+    def stage_vectors(self, rows: Sequence[tuple[int, "np.ndarray"]]) -> None:
+        import numpy as np
+
+        self.conn.executemany("insert or replace into memory_reindex(id, embedding) values (?, ?)",
+                              [(i, np.asarray(v, dtype=np.float32).tobytes()) for i, v in rows])
+
+    def swap_in_staged(self, dim: int) -> int:
+        conn = self.conn
+        if _table_exists(conn, "memory_vectors"):
+            conn.execute("drop table memory_vectors")
+        _create_vectors(conn, "memory_vectors", dim)
+        conn.execute("insert into memory_vectors(rowid, embedding, project) "
+                     "select r.id, r.embedding, coalesce(e.project, '') from memory_reindex r "
+                     "join memory_entries e on e.id = r.id")
+        count = conn.execute("select count(*) from memory_reindex r join memory_entries e "
+                             "on e.id = r.id").fetchone()[0]
+        conn.execute("drop table memory_reindex")
+        conn.execute("delete from memory_vector_orphans")
+        return count
