@@ -4,7 +4,6 @@ SQLite comes back equal."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pytest
 
 from conftest import invoke
 from forge import rag
-from forge.errors import StoreError
+from forge.settings import load_settings
 from forge.store import transfer
 
 
@@ -132,6 +131,15 @@ def test_sqlite_to_postgres_to_sqlite_comes_back_equal_by_checksum(runner, sourc
     assert doc["target"] == postgres_url.replace(postgres_server.password, "***")
 
     monkeypatch.setenv("FORGE_DATABASE_URL", postgres_url)  # now the configured store
+    on_postgres = load_settings()
+    question = "Combien de RAM a le NiPoGi ?"
+    with rag.open_store(settings, mode="read") as a:
+        rows_sqlite = [(r.entry.id, r.channel) for r in rag.search_hybrid(a, question).rows]
+    with rag.open_store(on_postgres, mode="read") as b:
+        assert b.backend.name == "postgres"
+        rows_postgres = [(r.entry.id, r.channel) for r in rag.search_hybrid(b, question).rows]
+        assert rag.find_by_message_ids(b, [3, 4], history="h-laptop") == {3: 53, 4: 53}
+    assert rows_postgres == rows_sqlite and rows_sqlite  # the copy answers as its source
     back = tmp_path / "back.db"
     result = invoke(runner, "store", "migrate", "--to", f"sqlite:///{back}", "--json")
     assert result.exit_code == 0, result.stderr

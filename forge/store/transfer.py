@@ -131,7 +131,7 @@ class _Side:
     placeholder = "?"
 
     def __init__(self, opened: Any, shown: str):
-        self.opened = opened   # the rag Store / Backend: owns the connection
+        self.opened = opened   # the Backend (forge/store/backend.py): owns the connection
         self.conn = opened.conn
         self.shown = shown
 
@@ -170,13 +170,20 @@ class _Side:
                 "message_refs": self.count("memory_message_refs")}
 
     def vector_dim(self) -> int | None:
-        raise NotImplementedError
+        return self.opened.vector_dim()
 
     def vectors(self) -> Iterator[tuple[int, "np.ndarray"]]:
-        raise NotImplementedError
+        for ids, matrix in self.opened.iter_vectors():
+            yield from zip((int(i) for i in ids), matrix)
 
     def staged(self) -> bool:
-        return self._table_exists("memory_reindex") or "reindex" in self.meta()
+        return self.opened.staged_count() is not None or "reindex" in self.meta()
+
+    def transaction(self):
+        return self.opened.transaction()
+
+    def ensure_vectors(self, dim: int) -> None:
+        self.opened.ensure_vectors(dim)
 
     def is_empty(self) -> bool:
         counts = self.counts()
@@ -201,9 +208,7 @@ class _Side:
                           tuple(_stored(ev[c]) for c in EVENT_COLUMNS))
 
     def write_meta(self, key: str, value: Any) -> None:
-        p = self.placeholder
-        self.conn.execute(f"insert into {self.meta_table}(key, value) values ({p}, {p})",
-                          (key, json.dumps(value)))
+        self.opened.write_meta(key, value)
 
     meta_table = "meta"
 
@@ -226,31 +231,6 @@ class _SqliteSide(_Side):
         rows = self._rows("select key, value from meta where key != 'schema_version'")
         return {k: _decoded(v) for k, v in rows}
 
-    def vector_dim(self) -> int | None:
-        from .. import rag
-
-        return rag.vector_table_dim(self.conn)
-
-    def vectors(self) -> Iterator[tuple[int, "np.ndarray"]]:
-        import numpy as np
-
-        if self.vector_dim() is None:
-            return
-        for rowid, blob in self.conn.execute("select rowid, embedding from memory_vectors "
-                                             "order by rowid"):
-            yield int(rowid), np.frombuffer(blob, dtype=np.float32).copy()
-
-    def transaction(self):
-        from .. import db
-
-        return db.transaction(self.conn)
-
-    def ensure_vectors(self, dim: int) -> None:
-        from .. import rag
-
-        if self.vector_dim() is None:
-            rag._create_vectors(self.conn, "memory_vectors", dim)
-
     def insert_vector(self, entry_id: int, vec: "np.ndarray", project: str | None) -> None:
         import numpy as np
 
@@ -261,10 +241,6 @@ class _SqliteSide(_Side):
         for message_id in sorted({int(m) for m in refs.get("messages") or []}):
             self.conn.execute("insert or ignore into memory_message_refs(message_id, entry_id) "
                               "values (?, ?)", (message_id, entry_id))
-
-    def write_meta(self, key: str, value: Any) -> None:
-        self.conn.execute("insert into meta(key, value) values (?, ?) on conflict(key) do update "
-                          "set value = excluded.value", (key, json.dumps(value)))
 
     def id_floor(self) -> int:
         """The highest entry id ever given (a forgotten one included): AUTOINCREMENT's floor."""
@@ -291,21 +267,6 @@ class _PostgresSide(_Side):
     def meta(self) -> dict[str, Any]:
         rows = self._rows("select key, value from forge_meta where key != 'schema_version'")
         return {k: _decoded(v) for k, v in rows}
-
-    def vector_dim(self) -> int | None:
-        return self.opened.vector_dim()
-
-    def vectors(self) -> Iterator[tuple[int, "np.ndarray"]]:
-        if self.vector_dim() is None:
-            return
-        for ids, matrix in self.opened.iter_vectors():
-            yield from zip((int(i) for i in ids), matrix)
-
-    def transaction(self):
-        return self.opened.transaction()
-
-    def ensure_vectors(self, dim: int) -> None:
-        self.opened.ensure_vectors(dim)
 
     def insert_entry(self, e: dict[str, Any]) -> None:
         from . import fold
@@ -337,9 +298,6 @@ class _PostgresSide(_Side):
                 "select %s, m, %s from unnest(%s::bigint[]) m on conflict do nothing",
                 (str(refs.get("history") or ""), entry_id, message_ids))
 
-    def write_meta(self, key: str, value: Any) -> None:
-        self.opened.write_meta(key, value)
-
     def id_floor(self) -> int:
         """The highest entry id ever given (a forgotten one included): the identity's sequence."""
         row = self.conn.execute("select pg_sequence_last_value(pg_get_serial_sequence("
@@ -365,13 +323,12 @@ def open_side(settings: "Settings", target: Target, *, create: bool) -> _Side:
             opened.close()
             raise StoreError(f"{target.shown}: no Forge store there yet (nothing to migrate)")
         return _PostgresSide(opened, target.shown)
-    from .. import rag
+    from . import sqlite
 
     path = target.path
     if not create and not Path(path).exists():
         raise StoreError(f"{path}: no store there yet (nothing to migrate)")
-    opened = rag.open_store(settings, path=path, mode="write" if create else "read",
-                            check_identity=False)
+    opened = sqlite.open_backend(settings, mode="write" if create else "read", path=path)
     return _SqliteSide(opened, target.shown)
 
 
