@@ -227,28 +227,23 @@ def check_embedding(path: Path | str, settings: Settings, *,
 def check_database(settings: Settings) -> list[Row]:
     """FORGE_DATABASE_URL: the PostgreSQL server answers, with pgvector available. Named without
     its password. Nothing for the SQLite default (the memory store row names the file)."""
+    from .errors import StoreError
+    from .store.probe import postgres_facts
+
     url = settings.database_url
     if not url:
         return []
     shown = redact_url(url)
     try:
-        import psycopg
-    except ImportError:
-        return [_row("database", "fail", f"{shown}: the PostgreSQL driver is not installed; "
-                                         "pip install 'forge-memory[postgres]'")]
-    try:
-        with psycopg.connect(url, connect_timeout=5, autocommit=True) as conn:
-            version = conn.execute("SHOW server_version").fetchone()[0]
-            row = conn.execute("SELECT default_version, installed_version FROM "
-                               "pg_available_extensions WHERE name = 'vector'").fetchone()
-    except psycopg.Error as e:
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        return [_row("database", "fail", f"cannot connect to PostgreSQL at {shown}: {first}")]
-    if row is None:
-        return [_row("database", "fail", f"PostgreSQL {version} at {shown} has no pgvector "
-                                         "extension; install pgvector on that server")]
-    state = f"pgvector {row[1]}" if row[1] else f"pgvector {row[0]} available (created at the first write)"
-    return [_row("database", "ok", f"PostgreSQL {version} at {shown}, {state}")]
+        facts = postgres_facts(url)
+    except StoreError as e:
+        return [_row("database", "fail", str(e).splitlines()[0])]
+    if facts["pgvector_available"] is None:
+        return [_row("database", "fail", f"PostgreSQL {facts['version']} at {shown} has no "
+                                         "pgvector extension; install pgvector on that server")]
+    state = (f"pgvector {facts['pgvector']}" if facts["pgvector"] else
+             f"pgvector {facts['pgvector_available']} available (created at the first write)")
+    return [_row("database", "ok", f"PostgreSQL {facts['version']} at {shown}, {state}")]
 
 
 def _store_at(settings: Settings) -> Path | None:

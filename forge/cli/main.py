@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "recall": "memory_cmds:recall",
     "memory": "memory_cmds:memory",
     "reindex": "memory_cmds:reindex",
+    "store": "store_cmds:store",
     "calibrate": "calibrate_cmds:calibrate",
     "compact": "compact_cmds:compact",
     "aggregate": "aggregate_cmds:aggregate",
