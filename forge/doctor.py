@@ -131,8 +131,8 @@ def check_data_folder(settings: Settings) -> list[Row]:
     return rows
 
 
-def store_report(path: Path | str, settings: Settings) -> dict[str, Any]:
-    """What doctor shows about the store: the store's facts (`rag.store_facts`: read-only, no
+def store_report(path: Path | str | None, settings: Settings) -> dict[str, Any]:
+    """What doctor shows about the store at `path` (None: the configured store): its facts (`rag.store_facts`: read-only, no
     embedding call, no network) with one status and one line."""
     from . import rag
 
@@ -181,11 +181,11 @@ def _report_verdict(report: dict[str, Any], settings: Settings) -> tuple[str, st
     return status, "; ".join(parts + problems)
 
 
-def check_embedding(path: Path | str, settings: Settings, *,
+def check_embedding(path: Path | str | None, settings: Settings, *,
                     embedder: Any = None) -> tuple[str, str] | None:
     """Does the configured embedder match the one that wrote the store's vectors?
 
-    (status, detail), or None when there is no store. Read-only; unlike `store_report` it asks
+    (status, detail), or None when there is no store (`path`; None: the configured one). Read-only; unlike `store_report` it asks
     the embedder for its identity and the probe sentence's vector, as the first recall would.
     """
     from . import rag
@@ -246,42 +246,20 @@ def check_database(settings: Settings) -> list[Row]:
     return [_row("database", "ok", f"PostgreSQL {facts['version']} at {shown}, {state}")]
 
 
-def _store_at(settings: Settings) -> Path | None:
-    """The SQLite file to look at, or None for the configured server (FORGE_DATABASE_URL)."""
-    return None if settings.database_url else settings.rag_db_file
-
-
 def check_store(settings: Settings) -> list[Row]:
-    if settings.database_url:
-        from .errors import StoreError
-
-        try:
-            report = store_report(None, settings)
-        except StoreError as e:
-            return [_row("memory store", "fail", scrub(str(e)))]
-        status = report.pop("status", "ok")
-        return [_row("memory store", status, f"{report['path']}: {report.pop('detail', '')}")]
-    path = settings.rag_db_file
-    if not Path(path).exists():
-        return [_row("memory store", "info", f"{path}: not created yet")]
     try:
         from . import rag  # noqa: F401
     except ImportError:
-        return [_row("memory store", "info", f"{path}: exists")]
-    report: dict[str, Any] = store_report(path, settings)
+        return [_row("memory store", "info", f"{settings.rag_db_file}: exists")]
+    report: dict[str, Any] = store_report(None, settings)
     status = report.pop("status", "ok")
     detail = report.pop("detail", None) or ", ".join(f"{k}={v}" for k, v in report.items())
-    return [_row("memory store", status, f"{path}: {detail}")]
+    return [_row("memory store", status, f"{report['path']}: {detail}")]
 
 
 def check_embedding_match(settings: Settings) -> list[Row]:
     """SPEC §1: does the configured embedding match the store (model, dimension, probe)."""
-    from .errors import StoreError
-
-    try:
-        verdict = check_embedding(_store_at(settings), settings)
-    except StoreError as e:  # the server is down: the database row says so already
-        return [_row("embedding match", "warn", f"cannot compare: {scrub(str(e))}")]
+    verdict = check_embedding(None, settings)
     return [] if verdict is None else [_row("embedding match", *verdict)]
 
 
@@ -291,12 +269,7 @@ def check_cutoff(settings: Settings) -> list[Row]:
     from . import rag
     from .calibrate import tag_status
 
-    from .errors import StoreError
-
-    try:
-        fingerprint = rag.store_fingerprint(_store_at(settings), settings)
-    except StoreError as e:
-        return [_row("recall cutoff", "warn", f"cannot read the store: {scrub(str(e))}")]
+    fingerprint = rag.store_fingerprint(None, settings)
     state, detail = tag_status(settings, fingerprint)
     status = {"matching": "ok", "unset": "info"}.get(state, "warn")
     return [_row("recall cutoff", status, f"{state}: {detail}")]
