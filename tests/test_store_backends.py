@@ -352,3 +352,36 @@ def test_a_database_without_a_schema_reads_as_empty_and_is_not_created(postgres_
     look = postgres.open_backend(settings, mode="inspect", url=postgres_url)
     assert look.schema_version() == 0
     look.close()
+
+
+@pytest.mark.postgres
+def test_reindex_keeps_an_hnsw_index_a_user_added(postgres_url, settings):
+    b = open_backend("postgres", settings, url=postgres_url)
+    ids = [insert(b, f"entry {i}", seed=i) for i in range(3)]
+    b.conn.execute("create index my_hnsw on memory_vectors using hnsw (embedding vector_l2_ops)")
+    with b.transaction():
+        b.reset_staging()
+        b.stage_vectors([(i, unit(i + 10)) for i in ids])
+        assert b.swap_in_staged(DIM) == 3
+    names = [r[0] for r in b.conn.execute(
+        "select indexname from pg_indexes where tablename = 'memory_vectors' order by indexname")]
+    assert "my_hnsw" in names
+    b.close()
+
+
+@pytest.mark.postgres
+def test_a_second_reindex_of_a_shared_store_stops_at_once_with_one_line(postgres_url, settings):
+    from forge.store import postgres
+
+    first = open_backend("postgres", settings, url=postgres_url)
+    second = open_backend("postgres", settings, url=postgres_url)
+    with first.reindex_lock():
+        with pytest.raises(StoreError, match="another `forge reindex` is running") as e:
+            with second.reindex_lock():
+                pass
+        assert "\n" not in str(e.value) and "***" in str(e.value)
+    with second.reindex_lock():   # free again once the first is done
+        pass
+    assert postgres.REINDEX_LOCK != postgres.WRITE_LOCK
+    first.close()
+    second.close()

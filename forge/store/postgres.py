@@ -653,7 +653,12 @@ class PostgresBackend:
                             [(int(i), _vec_text(v)) for i, v in rows])
 
     def swap_in_staged(self, dim: int) -> int:
+        """The vector table is rebuilt; an index a user added to it (HNSW, IVFFlat) is made
+        again over the new vectors, under its own name."""
         self._writable()
+        added = [r[0] for r in self.conn.execute(
+            "select indexdef from pg_indexes where tablename = 'memory_vectors' and schemaname = "
+            "current_schema() and indexname not in ('memory_vectors_pkey', 'memory_vectors_project')")]
         self.conn.execute("drop table if exists memory_vectors")
         self.ensure_vectors(dim)
         count = self.conn.execute(
@@ -661,6 +666,8 @@ class PostgresBackend:
             "select r.id, coalesce(e.project, ''), r.embedding from memory_reindex r "
             "join memory_entries e on e.id = r.id").rowcount
         self.conn.execute("drop table memory_reindex")
+        for definition in added:
+            self.conn.execute(definition)
         return count
 
 
