@@ -508,7 +508,7 @@ def run(store: "Store", *, project: str | None = None, apply: bool = False,
     started = time.perf_counter()
     before = rag.hot_entries(store, project=project)
     plans = plan_pass(store, project=project, min_sources=min_sources, active=before)
-    report = AggregateReport(applied=apply, project=project, db=str(store.path), subjects=plans,
+    report = AggregateReport(applied=apply, project=project, db=store.location, subjects=plans,
                              entries_scanned=len(before))
     report.block_before = _weigh(store, before)
     report.block_after = _weigh(store, _after(before, plans))

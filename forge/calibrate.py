@@ -218,7 +218,7 @@ def calibrate(store: "Store", cases: Cases, *, vector_k: int = 5, lexical_k: int
     unknown = [i for i in expected if i not in known]
     if unknown:
         raise NotFoundError(f"--expect {unknown[0]}: no memory entry #{unknown[0]} in "
-                            f"{store.path}; `forge memory ls` lists the ids")
+                            f"{store.location}; `forge memory ls` lists the ids")
     if project is not None:
         outside = [i for i in expected if known[i].project != project]
         if outside:
@@ -233,7 +233,7 @@ def calibrate(store: "Store", cases: Cases, *, vector_k: int = 5, lexical_k: int
     stored = entry_vectors(store, expected)
     missing = [i for i in expected if i not in stored]
     if missing:
-        raise ForgeError(f"entry #{missing[0]} has no vector in {store.path}: run `forge reindex`")
+        raise ForgeError(f"entry #{missing[0]} has no vector in {store.location}: run `forge reindex`")
     hot_ids = {e.id for e in rag.hot_entries(store, project=project)}
 
     hits: list[Measured] = []

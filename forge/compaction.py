@@ -264,7 +264,7 @@ def _existing(settings: Any, plan: _Plan, store: Any) -> dict[int, int]:
     from . import rag
 
     ids = [i for u in plan.keep for i in u.message_ids]
-    if not ids or (store is None and not settings.rag_db_file.exists()):
+    if not ids or (store is None and not settings.database_url and not settings.rag_db_file.exists()):
         return {}
     own = store is None
     store = rag.open_store(settings, check_identity=False) if own else store
@@ -494,7 +494,7 @@ def context(settings: Any) -> dict[str, Any]:
 def _hot_block(settings: Any) -> dict[str, Any]:
     budget = settings.recall_hot_max_tokens
     empty = {"tokens": 0, "entries": 0, "left_out": 0, "max_tokens": budget}
-    if not settings.rag_db_file.exists():   # weighing must not create the store
+    if not settings.database_url and not settings.rag_db_file.exists():  # weighing creates nothing
         return empty
     from .hot_memory import hot_block
 

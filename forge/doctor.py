@@ -131,8 +131,8 @@ def check_data_folder(settings: Settings) -> list[Row]:
     return rows
 
 
-def store_report(path: Path | str, settings: Settings) -> dict[str, Any]:
-    """What doctor shows about the store: the store's facts (`rag.store_facts`: read-only, no
+def store_report(path: Path | str | None, settings: Settings) -> dict[str, Any]:
+    """What doctor shows about the store at `path` (None: the configured store): its facts (`rag.store_facts`: read-only, no
     embedding call, no network) with one status and one line."""
     from . import rag
 
@@ -181,11 +181,11 @@ def _report_verdict(report: dict[str, Any], settings: Settings) -> tuple[str, st
     return status, "; ".join(parts + problems)
 
 
-def check_embedding(path: Path | str, settings: Settings, *,
+def check_embedding(path: Path | str | None, settings: Settings, *,
                     embedder: Any = None) -> tuple[str, str] | None:
     """Does the configured embedder match the one that wrote the store's vectors?
 
-    (status, detail), or None when there is no store. Read-only; unlike `store_report` it asks
+    (status, detail), or None when there is no store (`path`; None: the configured one). Read-only; unlike `store_report` it asks
     the embedder for its identity and the probe sentence's vector, as the first recall would.
     """
     from . import rag
@@ -247,22 +247,19 @@ def check_database(settings: Settings) -> list[Row]:
 
 
 def check_store(settings: Settings) -> list[Row]:
-    path = settings.rag_db_file
-    if not Path(path).exists():
-        return [_row("memory store", "info", f"{path}: not created yet")]
     try:
         from . import rag  # noqa: F401
     except ImportError:
-        return [_row("memory store", "info", f"{path}: exists")]
-    report: dict[str, Any] = store_report(path, settings)
+        return [_row("memory store", "info", f"{settings.rag_db_file}: exists")]
+    report: dict[str, Any] = store_report(None, settings)
     status = report.pop("status", "ok")
     detail = report.pop("detail", None) or ", ".join(f"{k}={v}" for k, v in report.items())
-    return [_row("memory store", status, f"{path}: {detail}")]
+    return [_row("memory store", status, f"{report['path']}: {detail}")]
 
 
 def check_embedding_match(settings: Settings) -> list[Row]:
     """SPEC §1: does the configured embedding match the store (model, dimension, probe)."""
-    verdict = check_embedding(settings.rag_db_file, settings)
+    verdict = check_embedding(None, settings)
     return [] if verdict is None else [_row("embedding match", *verdict)]
 
 
@@ -272,7 +269,7 @@ def check_cutoff(settings: Settings) -> list[Row]:
     from . import rag
     from .calibrate import tag_status
 
-    fingerprint = rag.store_fingerprint(settings.rag_db_file, settings)
+    fingerprint = rag.store_fingerprint(None, settings)
     state, detail = tag_status(settings, fingerprint)
     status = {"matching": "ok", "unset": "info"}.get(state, "warn")
     return [_row("recall cutoff", status, f"{state}: {detail}")]

@@ -69,7 +69,13 @@ class Store:
 
     @property
     def path(self) -> Path | None:
+        """The SQLite file (None for a server-backed store)."""
         return self.backend.path
+
+    @property
+    def location(self) -> str:
+        """What messages name: the file, or the URL without its password."""
+        return self.backend.location
 
     @property
     def conn(self) -> Any:
@@ -747,8 +753,8 @@ def _reindex_resume_point(backend: "Backend", target: dict[str, Any], probe: "np
 
 # --------------------------------------------------------------------------- what doctor reads
 
-def store_fingerprint(path: Path | str, settings: "Settings") -> str:
-    """V4's fingerprint for the store at `path` as it stands (its recorded identity, none when
+def store_fingerprint(path: Path | str | None, settings: "Settings") -> str:
+    """V4's fingerprint for the store at `path` (None: the configured store) as it stands (its recorded identity, none when
     there is no store or no schema yet): read-only, no embedding call, no network."""
     backend = open_backend(settings, mode="inspect", path=path)
     try:
@@ -759,8 +765,8 @@ def store_fingerprint(path: Path | str, settings: "Settings") -> str:
     return query_fingerprint(settings, identity)
 
 
-def store_facts(path: Path | str, settings: "Settings") -> dict[str, Any]:
-    """What the store at `path` holds, as it stands: read-only, no embedding call, no network
+def store_facts(path: Path | str | None, settings: "Settings") -> dict[str, Any]:
+    """What the store at `path` (None: the configured store) holds, as it stands: read-only, no embedding call, no network
     (doctor words it)."""
     backend = open_backend(settings, mode="inspect", path=path)
     try:
@@ -794,10 +800,10 @@ def store_facts(path: Path | str, settings: "Settings") -> dict[str, Any]:
         backend.close()
 
 
-def recorded_identity(path: Path | str, settings: "Settings"
+def recorded_identity(path: Path | str | None, settings: "Settings"
                       ) -> tuple[dict[str, Any] | None, dict[str, Any] | None] | None:
-    """(the recorded identity, the last identity check) of the store at `path`, None when
-    there is no store: read-only, no network."""
+    """(the recorded identity, the last identity check) of the store at `path` (None: the
+    configured store), None when there is no store: read-only, no network."""
     backend = open_backend(settings, mode="inspect", path=path)
     try:
         if backend.missing:

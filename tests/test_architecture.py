@@ -111,3 +111,27 @@ def test_only_the_store_package_knows_its_backends(path):
     if module_name(path) != "forge.db":
         text = path.read_text(encoding="utf-8")
         assert not [s for s in SQL_ON_THE_STORE if s in text]
+
+
+def test_the_sqlite_backend_keeps_the_whole_protocol(tmp_path):
+    """Every method of forge/store/backend.py's Backend exists on the SQLite backend with the
+    same parameters, and every attribute is set by an open (a second backend gets the same test)."""
+    import inspect
+
+    from forge.settings import load_settings
+    from forge.store import backend, sqlite
+
+    methods = {n: m for n, m in vars(backend.Backend).items()
+               if callable(m) and not n.startswith("_")}
+    assert len(methods) > 40
+    for name, declared in methods.items():
+        impl = getattr(sqlite.SQLiteBackend, name, None)
+        assert impl is not None, name
+        assert list(inspect.signature(impl).parameters) == list(inspect.signature(declared).parameters), name
+    opened = sqlite.open_backend(load_settings(environ={"FORGE_DATA_DIR": str(tmp_path)}, cwd=tmp_path),
+                                 mode="inspect")
+    try:
+        for name in backend.Backend.__annotations__:
+            assert hasattr(opened, name), name
+    finally:
+        opened.close()

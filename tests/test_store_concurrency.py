@@ -131,7 +131,10 @@ def test_kill_9_inside_the_write_transaction_then_a_rerun_archives_everything_on
                    capture_output=True, timeout=300)
     before = history.read(settings_of(env).memory_file)
     database = postgres_url.rsplit("/", 1)[1]
-    with psycopg.connect(postgres_url, autocommit=True) as blocker:
+    # `watch` looks from outside the blocker's transaction (inside it, pg_stat_activity would
+    # be one snapshot taken at its first read)
+    with psycopg.connect(postgres_url, autocommit=True) as blocker, \
+            psycopg.connect(postgres_url, autocommit=True) as watch:
         blocker.execute("begin")
         blocker.execute("lock table memory_message_refs in access exclusive mode")
         proc = subprocess.Popen(FORGE + ["compact"], env=env, stdout=subprocess.PIPE,
@@ -139,13 +142,16 @@ def test_kill_9_inside_the_write_transaction_then_a_rerun_archives_everything_on
         deadline = time.monotonic() + 120
         waiting = []
         while time.monotonic() < deadline and not waiting:
-            waiting = [r for r in blocker.execute(
+            waiting = [r for r in watch.execute(
                 "select a.pid from pg_stat_activity a where a.datname = %s and "
                 "a.application_name = 'forge' and a.wait_event_type = 'Lock'", (database,))]
             time.sleep(0.05)
-        assert waiting, "the compaction never reached its write transaction"
+        if not waiting:
+            proc.kill()
+            out, err = proc.communicate(timeout=30)
+            pytest.fail(f"the compaction never reached its write transaction: {err.decode()}")
         # its open transaction has written into memory_entries (the row lock it holds says so)
-        inserted = blocker.execute(
+        inserted = watch.execute(
             "select 1 from pg_locks l join pg_stat_activity a on a.pid = l.pid "
             "where a.application_name = 'forge' and a.datname = %s and l.granted "
             "and l.relation = 'memory_entries'::regclass and l.mode = 'RowExclusiveLock'",

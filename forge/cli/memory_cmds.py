@@ -21,7 +21,7 @@ def _open(**kwargs: Any) -> Any:
 
     store = rag.open_store(get_settings(), **kwargs)
     if store.missing:
-        note(f"no store at {store.path} yet; `forge remember` creates it")
+        note(f"no store at {store.location} yet; `forge remember` creates it")
     return store
 
 

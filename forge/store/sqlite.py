@@ -344,8 +344,6 @@ class SQLiteBackend:
     # ------------------------------------------------------------------ meta
 
     def read_meta(self, key: str) -> Any | None:
-        if not _table_exists(self.conn, "meta"):
-            return None
         row = self.conn.execute("select value from meta where key = ?", (key,)).fetchone()
         return json.loads(row[0]) if row else None
 
