@@ -113,7 +113,43 @@ def _m1_tables(cur: Any) -> None:
     cur.execute("create index memory_message_refs_entry on memory_message_refs(entry_id)")
 
 
-MIGRATIONS = (_m1_tables,)
+def _m2_word_counts(cur: Any) -> None:
+    """The word channel's document frequencies kept as counts, as FTS5's vocabulary table
+    keeps them: V5 reads one row per query word instead of counting matching entries (a common
+    word matches thousands). A trigger keeps them, so a DELETE typed in psql keeps them right
+    too; a word whose count falls to 0 is deleted (a forgotten entry's words leave no trace
+    here). `memory_word_totals` holds the entry count and the total word count (BM25's N and
+    average length)."""
+    cur.execute("create table memory_words (word text primary key, docs bigint not null)")
+    cur.execute("create table memory_word_totals (id integer primary key check (id = 1), "
+                "entries bigint not null, words bigint not null)")
+    cur.execute("""
+        create function memory_words_count() returns trigger language plpgsql as $$
+        begin
+            if tg_op in ('DELETE', 'UPDATE') then
+                update memory_words w set docs = w.docs - 1
+                    from unnest(tsvector_to_array(old.words)) as t(word) where w.word = t.word;
+                delete from memory_words w using unnest(tsvector_to_array(old.words)) as t(word)
+                    where w.word = t.word and w.docs <= 0;
+                update memory_word_totals set entries = entries - 1, words = words - old.word_count;
+            end if;
+            if tg_op in ('INSERT', 'UPDATE') then
+                insert into memory_words(word, docs)
+                    select t.word, 1 from unnest(tsvector_to_array(new.words)) as t(word)
+                    on conflict (word) do update set docs = memory_words.docs + 1;
+                update memory_word_totals set entries = entries + 1, words = words + new.word_count;
+            end if;
+            return null;
+        end $$""")
+    cur.execute("create trigger memory_entries_words after insert or delete or update of words, "
+                "word_count on memory_entries for each row execute function memory_words_count()")
+    cur.execute("insert into memory_words(word, docs) select t.word, count(*) from memory_entries e, "
+                "unnest(tsvector_to_array(e.words)) as t(word) group by t.word")
+    cur.execute("insert into memory_word_totals(id, entries, words) select 1, count(*), "
+                "coalesce(sum(word_count), 0) from memory_entries")
+
+
+MIGRATIONS = (_m1_tables, _m2_word_counts)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -584,25 +620,24 @@ class PostgresBackend:
         return fold.distinct_words(text)
 
     def document_frequency(self, words: Sequence[str]) -> dict[str, int]:
-        """Counted on the GIN index, one lexeme at a time (archive and superseded included)."""
+        """Read from `memory_words` (kept by a trigger; archive and superseded included)."""
         words = [w for w in dict.fromkeys(words) if len(w.encode()) <= MAX_LEXEME_BYTES]
         if not words or self.missing:
             return {}
-        rows = self.conn.execute(
-            "select q.w, (select count(*) from memory_entries e where e.words @@ q.tq::tsquery) "
-            "from unnest(%s::text[], %s::text[]) as q(w, tq)",
-            (words, [_lexeme(w) for w in words])).fetchall()
-        return {w: int(n) for w, n in rows if n}
+        rows = self.conn.execute("select word, docs from memory_words where word = any(%s) "
+                                 "and docs > 0", (words,)).fetchall()
+        return {w: int(n) for w, n in rows}
 
     def search_words(self, words: Sequence[str], *, k: int, project: str | None = None,
                      kind: str | None = None) -> list[tuple[int, float]]:
         words = [w for w in dict.fromkeys(words) if len(w.encode()) <= MAX_LEXEME_BYTES]
         if k <= 0 or not words or self.missing:
             return []
-        total, avgdl = self.conn.execute(
-            "select count(*), coalesce(avg(word_count), 0) from memory_entries").fetchone()
+        total, length = self.conn.execute(
+            "select entries, words from memory_word_totals where id = 1").fetchone()
         if not total:
             return []
+        avgdl = length / total
         df = self.document_frequency(words)
         words = [w for w in words if df.get(w)]
         if not words:
@@ -622,10 +657,12 @@ class PostgresBackend:
                               / (cardinality(t.positions)
                                  + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * h.word_count / %s::float8)))
                    as score
-            from hits h cross join lateral unnest(h.words) as t
+            from hits h
+            cross join lateral unnest(ts_filter(setweight(h.words, 'A', %s::text[]), '{{a}}')) as t
             join q on q.word = t.lexeme
             group by h.id order by score, h.id limit %s"""
-        rows = self.conn.execute(sql, [words, idf, query, *args, float(avgdl) or 1.0, k]).fetchall()
+        rows = self.conn.execute(sql, [words, idf, query, *args, float(avgdl) or 1.0, words, k]
+                                 ).fetchall()
         return [(int(i), float(s)) for i, s in rows]
 
     # ------------------------------------------------------------------ reindex staging
