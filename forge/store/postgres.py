@@ -200,6 +200,50 @@ def tsvector_literal(tokens: Sequence[str]) -> tuple[str, int]:
     return text, len(tokens)
 
 
+class _Vector:
+    """A vector to send in pgvector's binary format (see `_register_vector`): a text literal
+    costs 0.5 ms to write for 384 floats, this a few µs."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: "np.ndarray"):
+        self.array = array
+
+
+def _register_vector(conn: Any) -> bool:
+    """Teach this connection pgvector's binary format both ways (the `vector` type's oid is per
+    database); False when the extension is not there (a store not created yet)."""
+    import struct
+
+    import numpy as np
+    from psycopg.adapt import Dumper, Loader
+    from psycopg.pq import Format
+    from psycopg.types import TypeInfo
+
+    info = TypeInfo.fetch(conn, "vector")
+    if info is None:
+        return False
+
+    class VectorDumper(Dumper):
+        format = Format.BINARY
+        oid = info.oid
+
+        def dump(self, obj: _Vector) -> bytes:
+            a = np.asarray(obj.array, dtype=">f4").ravel()
+            return struct.pack(">HH", a.shape[0], 0) + a.tobytes()
+
+    class VectorLoader(Loader):
+        format = Format.BINARY
+
+        def load(self, data: Any) -> "np.ndarray":
+            dim = struct.unpack_from(">H", data)[0]
+            return np.frombuffer(bytes(data[4:4 + 4 * dim]), dtype=">f4").astype(np.float32)
+
+    conn.adapters.register_dumper(_Vector, VectorDumper)
+    conn.adapters.register_loader(info.oid, VectorLoader)
+    return True
+
+
 def _vec_text(vec: "np.ndarray") -> str:
     import numpy as np
 
@@ -239,6 +283,7 @@ class PostgresBackend:
         self.fts = True
         self._depth = 0
         self._settings: "Settings | None" = None
+        self._vector_ready = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -486,25 +531,23 @@ class PostgresBackend:
                      now: str) -> int:
         self._writable()
         tsv, length = tsvector_literal(fold.words(item.content))
-        row = self.conn.execute(
-            "insert into memory_entries(kind, project, content, source, refs, created, updated, "
-            "dedup_key, words, word_count) values (%s, %s, %s, %s, %s, %s, %s, %s, %s::tsvector, %s) "
-            "returning id",
-            (item.kind, item.project, item.content, item.source,
-             json.dumps(item.refs or {}, ensure_ascii=False), now, now, dedup_key, tsv, length)
-        ).fetchone()
-        entry_id = int(row[0])
-        self.conn.execute("insert into memory_vectors(id, project, embedding) values (%s, %s, %s::vector)",
-                          (entry_id, item.project or "", _vec_text(vector)))
         refs = item.refs or {}
-        history = str(refs.get("history") or "")
         message_ids = sorted({int(m) for m in refs.get("messages") or []})
-        if message_ids:
-            self.conn.execute(
-                "insert into memory_message_refs(history, message_id, entry_id) "
-                "select %s, m, %s from unnest(%s::bigint[]) m on conflict do nothing",
-                (history, entry_id, message_ids))
-        return entry_id
+        # one round trip: the row, its vector, its message refs (history id, message id)
+        row = self.conn.execute(
+            "with e as (insert into memory_entries(kind, project, content, source, refs, created, "
+            "updated, dedup_key, words, word_count) values (%s, %s, %s, %s, %s, %s, %s, %s, "
+            "%s::tsvector, %s) returning id), "
+            "v as (insert into memory_vectors(id, project, embedding) "
+            "select id, %s, %b from e), "
+            "r as (insert into memory_message_refs(history, message_id, entry_id) "
+            "select %s, m, e.id from e, unnest(%s::bigint[]) as m on conflict do nothing) "
+            "select id from e",
+            (item.kind, item.project, item.content, item.source,
+             json.dumps(refs, ensure_ascii=False), now, now, dedup_key, tsv, length,
+             item.project or "", self._vector(vector), str(refs.get("history") or ""), message_ids)
+        ).fetchone()
+        return int(row[0])
 
     def update_entry(self, entry_id: int, *, kind: str, content: str, dedup_key: str | None,
                      updated: str) -> None:
@@ -517,9 +560,9 @@ class PostgresBackend:
     def replace_vector(self, entry_id: int, vector: "np.ndarray", project: str | None) -> None:
         self._writable()
         self.conn.execute("insert into memory_vectors(id, project, embedding) values "
-                          "(%s, %s, %s::vector) on conflict (id) do update set "
+                          "(%s, %s, %b) on conflict (id) do update set "
                           "project = excluded.project, embedding = excluded.embedding",
-                          (entry_id, project or "", _vec_text(vector)))
+                          (entry_id, project or "", self._vector(vector)))
         if self._table_exists("memory_reindex"):
             self.conn.execute("delete from memory_reindex where id = %s", (entry_id,))
 
@@ -547,6 +590,15 @@ class PostgresBackend:
 
     # ------------------------------------------------------------------ vectors
 
+    def _vector(self, array: "np.ndarray | None") -> _Vector:
+        """`array` ready to send (binary); the connection learns the format on first use."""
+        if not self._vector_ready:
+            if not _register_vector(self.conn):
+                raise StoreError(f"{self.location}: the pgvector extension is not installed in "
+                                 "this database (the first write creates it)")
+            self._vector_ready = True
+        return _Vector(array)
+
     def has_vectors(self) -> bool:
         return not self.missing and self._table_exists("memory_vectors")
 
@@ -568,16 +620,16 @@ class PostgresBackend:
                       kind: str | None = None) -> list[tuple[int, float]]:
         if k <= 0 or qvec is None or not self.has_vectors():
             return []
-        q = _vec_text(qvec)
+        q = self._vector(qvec)
         if kind is not None:
-            sql = ("select v.id, v.embedding <-> %s::vector as d from memory_vectors v "
+            sql = ("select v.id, v.embedding <-> %b as d from memory_vectors v "
                    "join memory_entries e on e.id = v.id where e.kind = %s")
             args: list[Any] = [q, kind]
             if project is not None:
                 sql += " and e.project = %s"
                 args.append(project)
         else:
-            sql = "select id, embedding <-> %s::vector as d from memory_vectors"
+            sql = "select id, embedding <-> %b as d from memory_vectors"
             args = [q]
             if project is not None:
                 sql += " where project = %s"
@@ -590,9 +642,10 @@ class PostgresBackend:
         ids = [int(i) for i in ids]
         if not ids or not self.has_vectors():
             return {}
-        rows = self.conn.execute("select id, embedding::text from memory_vectors where id = any(%s)",
-                                 (ids,))
-        return {int(i): _parse_vec(v) for i, v in rows}
+        self._vector(None)
+        rows = self.conn.execute("select id, embedding from memory_vectors where id = any(%s)",
+                                 (ids,), binary=True)
+        return {int(i): v for i, v in rows}
 
     def iter_vectors(self, *, project: str | None = None, chunk: int = 4096
                      ) -> Iterator[tuple["np.ndarray", "np.ndarray"]]:
@@ -602,16 +655,17 @@ class PostgresBackend:
             return
         last = 0
         while True:
-            sql = "select id, embedding::text from memory_vectors where id > %s"
+            self._vector(None)
+            sql = "select id, embedding from memory_vectors where id > %s"
             args: list[Any] = [last]
             if project is not None:
                 sql += " and id in (select id from memory_entries where project = %s)"
                 args.append(project)
-            rows = self.conn.execute(sql + " order by id limit %s", [*args, chunk]).fetchall()
+            rows = self.conn.execute(sql + " order by id limit %s", [*args, chunk],
+                                     binary=True).fetchall()
             if not rows:
                 return
-            yield (np.array([r[0] for r in rows], dtype=np.int64),
-                   np.vstack([_parse_vec(r[1]) for r in rows]))
+            yield (np.array([r[0] for r in rows], dtype=np.int64), np.vstack([r[1] for r in rows]))
             last = rows[-1][0]
 
     # ------------------------------------------------------------------ words (V5)
@@ -685,9 +739,9 @@ class PostgresBackend:
     def stage_vectors(self, rows: Sequence[tuple[int, "np.ndarray"]]) -> None:
         self._writable()
         with self.conn.cursor() as cur:
-            cur.executemany("insert into memory_reindex(id, embedding) values (%s, %s::vector) "
+            cur.executemany("insert into memory_reindex(id, embedding) values (%s, %b) "
                             "on conflict (id) do update set embedding = excluded.embedding",
-                            [(int(i), _vec_text(v)) for i, v in rows])
+                            [(int(i), self._vector(v)) for i, v in rows])
 
     def swap_in_staged(self, dim: int) -> int:
         """The vector table is rebuilt; an index a user added to it (HNSW, IVFFlat) is made
