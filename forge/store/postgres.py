@@ -738,10 +738,11 @@ class PostgresBackend:
 
     def stage_vectors(self, rows: Sequence[tuple[int, "np.ndarray"]]) -> None:
         self._writable()
-        with self.conn.cursor() as cur:
+        staged = [(int(i), self._vector(v)) for i, v in rows]  # before the cursor copies
+        with self.conn.cursor() as cur:                          # the connection's adapters
             cur.executemany("insert into memory_reindex(id, embedding) values (%s, %b) "
                             "on conflict (id) do update set embedding = excluded.embedding",
-                            [(int(i), self._vector(v)) for i, v in rows])
+                            staged)
 
     def swap_in_staged(self, dim: int) -> int:
         """The vector table is rebuilt; an index a user added to it (HNSW, IVFFlat) is made
