@@ -276,6 +276,7 @@ def test_update_entry_moves_the_words(opener):
 def test_reindex_staging_swaps_in_a_new_dimension(opener):
     b = opener()
     ids = [insert(b, f"entry {i}", seed=i) for i in range(3)]
+    b = opener()   # `forge reindex` is a fresh process: no vector sent on this connection yet
     assert b.staged_count() is None
     with b.transaction():
         b.reset_staging()
