@@ -448,3 +448,26 @@ def test_migrations_are_ordered_and_an_older_store_is_brought_up_to_date(postgre
     assert [r.id for r in b.list_entries()] == [1, 2]
     assert b.search_words(["nipogi"], k=5)[0][0] == 1
     b.close()
+
+
+@pytest.mark.postgres
+def test_the_postgres_backend_keeps_the_whole_protocol(postgres_url, settings):
+    """As tests/test_architecture.py holds the SQLite backend: every method of the Backend
+    protocol, with the same parameters, and every attribute set by an open."""
+    import inspect
+
+    from forge.store import backend, postgres
+
+    methods = {n: m for n, m in vars(backend.Backend).items()
+               if callable(m) and not n.startswith("_")}
+    for name, declared in methods.items():
+        impl = getattr(postgres.PostgresBackend, name, None)
+        assert impl is not None, name
+        assert list(inspect.signature(impl).parameters) == \
+            list(inspect.signature(declared).parameters), name
+    opened = postgres.open_backend(settings, mode="inspect", url=postgres_url)
+    try:
+        for name in backend.Backend.__annotations__:
+            assert hasattr(opened, name), name
+    finally:
+        opened.close()
