@@ -276,6 +276,7 @@ def test_update_entry_moves_the_words(opener):
 def test_reindex_staging_swaps_in_a_new_dimension(opener):
     b = opener()
     ids = [insert(b, f"entry {i}", seed=i) for i in range(3)]
+    b = opener()   # `forge reindex` is a fresh process: no vector sent on this connection yet
     assert b.staged_count() is None
     with b.transaction():
         b.reset_staging()
@@ -352,3 +353,121 @@ def test_a_database_without_a_schema_reads_as_empty_and_is_not_created(postgres_
     look = postgres.open_backend(settings, mode="inspect", url=postgres_url)
     assert look.schema_version() == 0
     look.close()
+
+
+@pytest.mark.postgres
+def test_reindex_keeps_an_hnsw_index_a_user_added(postgres_url, settings):
+    b = open_backend("postgres", settings, url=postgres_url)
+    ids = [insert(b, f"entry {i}", seed=i) for i in range(3)]
+    b.conn.execute("create index my_hnsw on memory_vectors using hnsw (embedding vector_l2_ops)")
+    with b.transaction():
+        b.reset_staging()
+        b.stage_vectors([(i, unit(i + 10)) for i in ids])
+        assert b.swap_in_staged(DIM) == 3
+    names = [r[0] for r in b.conn.execute(
+        "select indexname from pg_indexes where tablename = 'memory_vectors' order by indexname")]
+    assert "my_hnsw" in names
+    b.close()
+
+
+@pytest.mark.postgres
+def test_a_second_reindex_of_a_shared_store_stops_at_once_with_one_line(postgres_url, settings):
+    from forge.store import postgres
+
+    first = open_backend("postgres", settings, url=postgres_url)
+    second = open_backend("postgres", settings, url=postgres_url)
+    with first.reindex_lock():
+        with pytest.raises(StoreError, match="another `forge reindex` is running") as e:
+            with second.reindex_lock():
+                pass
+        assert "\n" not in str(e.value) and "***" in str(e.value)
+    with second.reindex_lock():   # free again once the first is done
+        pass
+    assert postgres.REINDEX_LOCK != postgres.WRITE_LOCK
+    first.close()
+    second.close()
+
+
+def _recount(b, words):
+    """Document frequencies counted the slow way, on the entries themselves."""
+    from forge.store.postgres import _lexeme
+
+    out = {}
+    for w in words:
+        (n,) = b.conn.execute("select count(*) from memory_entries where words @@ %s::tsquery",
+                              (_lexeme(w),)).fetchone()
+        if n:
+            out[w] = n
+    return out
+
+
+@pytest.mark.postgres
+def test_word_counts_follow_every_change_even_a_delete_typed_in_psql(postgres_url, settings):
+    b = open_backend("postgres", settings, url=postgres_url)
+    a = insert(b, "le NiPoGi a 32 Go de RAM", seed=1)
+    c = insert(b, "le Steam Deck a 16 Go", seed=2)
+    d = insert(b, "le mot zyzzyva", seed=3)
+    words = ["le", "go", "nipogi", "steam", "zyzzyva", "a"]
+    assert b.document_frequency(words) == _recount(b, words) == \
+        {"le": 3, "go": 2, "nipogi": 1, "steam": 1, "zyzzyva": 1, "a": 2}
+    with b.transaction():
+        b.update_entry(c, kind="fact", content="le Steam Deck OLED", dedup_key=None, updated="now")
+    b.conn.execute("delete from memory_entries where id = %s", (d,))    # a human in psql
+    assert b.document_frequency(words) == _recount(b, words) == \
+        {"le": 2, "go": 1, "nipogi": 1, "steam": 1, "a": 1}
+    # a forgotten word leaves no row behind
+    assert b.conn.execute("select count(*) from memory_words where word = 'zyzzyva'").fetchone() == (0,)
+    assert b.conn.execute("select entries, words from memory_word_totals").fetchone() == (2, 7 + 4)
+    assert a
+    b.close()
+
+
+@pytest.mark.postgres
+def test_migrations_are_ordered_and_an_older_store_is_brought_up_to_date(postgres_url, settings):
+    """A store written at schema 1 (before the word counts) opens at the current schema with its
+    word counts back-filled; each migration ran once, in order, in its own transaction."""
+    import psycopg
+
+    from forge.store import postgres
+
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("create extension if not exists vector")
+        conn.execute("create table forge_meta (key text primary key, value text not null)")
+        with conn.cursor() as cur:
+            postgres.MIGRATIONS[0](cur)
+        conn.execute("insert into forge_meta values ('schema_version', '1')")
+    old = postgres.PostgresBackend(psycopg.connect(postgres_url, autocommit=True), postgres_url)
+    assert old.schema_version() == 1
+    insert(old, "le NiPoGi a 32 Go de RAM", seed=1)
+    insert(old, "le Steam Deck a 16 Go", seed=2)
+    old.close()
+    b = open_backend("postgres", settings, url=postgres_url)
+    assert b.schema_version() == postgres.SCHEMA_VERSION == len(postgres.MIGRATIONS) >= 2
+    words = ["le", "go", "nipogi", "ram"]
+    assert b.document_frequency(words) == _recount(b, words) == {"le": 2, "go": 2, "nipogi": 1, "ram": 1}
+    assert [r.id for r in b.list_entries()] == [1, 2]
+    assert b.search_words(["nipogi"], k=5)[0][0] == 1
+    b.close()
+
+
+@pytest.mark.postgres
+def test_the_postgres_backend_keeps_the_whole_protocol(postgres_url, settings):
+    """As tests/test_architecture.py holds the SQLite backend: every method of the Backend
+    protocol, with the same parameters, and every attribute set by an open."""
+    import inspect
+
+    from forge.store import backend, postgres
+
+    methods = {n: m for n, m in vars(backend.Backend).items()
+               if callable(m) and not n.startswith("_")}
+    for name, declared in methods.items():
+        impl = getattr(postgres.PostgresBackend, name, None)
+        assert impl is not None, name
+        assert list(inspect.signature(impl).parameters) == \
+            list(inspect.signature(declared).parameters), name
+    opened = postgres.open_backend(settings, mode="inspect", url=postgres_url)
+    try:
+        for name in backend.Backend.__annotations__:
+            assert hasattr(opened, name), name
+    finally:
+        opened.close()
