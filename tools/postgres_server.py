@@ -328,7 +328,13 @@ def start(folder: Path | str | None = None, port: int | None = None, *,
     try:
         return _start_in(folder, port, bin_dir, timeout, detach, fsync)
     except BaseException:
-        remove(folder)  # a temporary folder we made for a server that never ran
+        # a temporary folder we made for a server that never ran: only its log stays, when
+        # there is one, since the error names it
+        for item in folder.iterdir():
+            if item.name != "postgres.log":
+                shutil.rmtree(item) if item.is_dir() else item.unlink()
+        if not any(folder.iterdir()):
+            folder.rmdir()
         raise
 
 
