@@ -31,22 +31,39 @@ SCRIPT = [
     ["resplit"],
     ["reindex"],
     ["memory", "ls", "-p", "homelab"],
+    ["calibrate", "--hit", "Combien de RAM a le NiPoGi ?", "--expect", "1",
+     "--miss", "Quelle est la capitale du Pérou ?"],
+    ["history", "import", "export.jsonl"],
+    ["compact"],
+    ["memory", "ls", "archive"],
+    ["recall", "Quel NAS ai-je ?", "--kind", "archive"],
+    ["context"],
 ]
+
+EXPORT = "\n".join(
+    '{"role": "%s", "content": "%s"}' % pair for pair in [
+        ("user", "Quel NAS ai-je ?"), ("assistant", "Un Synology DS920+."),
+        ("user", "Et combien de disques ?"), ("assistant", "Quatre disques de 4 To."),
+        ("user", "Quel OS sur le NiPoGi ?"), ("assistant", "Proxmox VE 8."),
+    ]) + "\n"
 
 STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
 # sqlite-vec and pgvector agree on a distance to about 1e-7, not to the last digit of a double
 FLOAT = re.compile(r"-?\d+\.\d{5,}")
 
 
-SECONDS = re.compile(r"in \d+\.\d+ s\b")
+SECONDS = re.compile(r"(in|embedding|database) \d+\.\d+ s\b")
 
 
 def masked(text: str) -> str:
-    text = SECONDS.sub("in <t> s", STAMP.sub("<time>", text))
+    text = SECONDS.sub(lambda m: f"{m.group(1)} <t> s", STAMP.sub("<time>", text))
     return FLOAT.sub(lambda m: f"{float(m.group()):.4f}", text)
 
 
 def run_script(runner) -> list[tuple[str, int, str, str]]:
+    from pathlib import Path
+
+    Path("export.jsonl").write_text(EXPORT, encoding="utf-8")
     out = []
     for args in SCRIPT:
         result = invoke(runner, *args)
@@ -56,6 +73,8 @@ def run_script(runner) -> list[tuple[str, int, str, str]]:
 
 def test_the_store_commands_print_the_same_on_both_backends(runner, postgres_url, monkeypatch,
                                                              settings):
+    monkeypatch.setenv("COMPACTION_THRESHOLD", "4")
+    monkeypatch.setenv("COMPACTION_KEEP_RECENT", "2")
     on_sqlite = run_script(runner)
     assert settings.rag_db_file.exists()
     monkeypatch.setenv("FORGE_DATA_DIR", str(settings.data_dir.parent / "pg-machine"))
