@@ -250,12 +250,6 @@ def _vec_text(vec: "np.ndarray") -> str:
     return "[" + ",".join(repr(float(x)) for x in np.asarray(vec, dtype=np.float32)) + "]"
 
 
-def _parse_vec(text: str) -> "np.ndarray":
-    import numpy as np
-
-    return np.array(json.loads(text), dtype=np.float32)
-
-
 _ENTRY_COLS = "id, kind, project, content, source, refs, created, updated, superseded_by"
 
 
