@@ -237,13 +237,17 @@ def _crash_point(name: str) -> None:
 # -- the strategies -----------------------------------------------------------------------------
 
 def _store_exchanges(settings: Any, plan: _Plan, store: Any) -> list[ArchivedExchange]:
-    """rag_pointer's write: one archive entry per exchange, embedded first, one transaction."""
+    """rag_pointer's write: one archive entry per exchange, embedded first, one transaction.
+    Each carries the history's id with its message ids (written into the file first when an
+    older file has none), so a re-run after a crash finds the same keys."""
     from . import rag
 
     if not plan.keep:
         return []
+    history_id = history.ensure_history_id(settings.memory_file)
     items = [rag.NewEntry(kind=rag.ARCHIVE_KIND, content=u.text(), source="compaction",
-                          refs=u.refs()) for u in plan.keep]
+                          refs={**u.refs(), **({"history": history_id} if history_id else {})})
+             for u in plan.keep]
     own = store is None
     store = rag.open_store(settings) if own else store
     try:
@@ -260,12 +264,13 @@ def _existing(settings: Any, plan: _Plan, store: Any) -> dict[int, int]:
     from . import rag
 
     ids = [i for u in plan.keep for i in u.message_ids]
-    if not ids or (store is None and not settings.rag_db_file.exists()):
+    if not ids or (store is None and not settings.database_url and not settings.rag_db_file.exists()):
         return {}
     own = store is None
     store = rag.open_store(settings, check_identity=False) if own else store
     try:
-        return rag.find_by_message_ids(store, ids)
+        return rag.find_by_message_ids(store, ids,
+                                       history=history.read(settings.memory_file).history_id)
     finally:
         if own:
             store.close()
@@ -489,7 +494,7 @@ def context(settings: Any) -> dict[str, Any]:
 def _hot_block(settings: Any) -> dict[str, Any]:
     budget = settings.recall_hot_max_tokens
     empty = {"tokens": 0, "entries": 0, "left_out": 0, "max_tokens": budget}
-    if not settings.rag_db_file.exists():   # weighing must not create the store
+    if not settings.database_url and not settings.rag_db_file.exists():  # weighing creates nothing
         return empty
     from .hot_memory import hot_block
 

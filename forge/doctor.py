@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from .settings import Settings, server_root
+from .settings import Settings, redact_url, scrub, server_root
 
 Row = dict[str, str]
 
@@ -224,6 +224,28 @@ def check_embedding(path: Path | str | None, settings: Settings, *,
     return "ok", f"the configured {describe(current)} wrote this store's vectors (probe matches)"
 
 
+def check_database(settings: Settings) -> list[Row]:
+    """FORGE_DATABASE_URL: the PostgreSQL server answers, with pgvector available. Named without
+    its password. Nothing for the SQLite default (the memory store row names the file)."""
+    from .errors import StoreError
+    from .store.probe import postgres_facts
+
+    url = settings.database_url
+    if not url:
+        return []
+    shown = redact_url(url)
+    try:
+        facts = postgres_facts(url)
+    except StoreError as e:
+        return [_row("database", "fail", str(e).splitlines()[0])]
+    if facts["pgvector_available"] is None:
+        return [_row("database", "fail", f"PostgreSQL {facts['version']} at {shown} has no "
+                                         "pgvector extension; install pgvector on that server")]
+    state = (f"pgvector {facts['pgvector']}" if facts["pgvector"] else
+             f"pgvector {facts['pgvector_available']} available (created at the first write)")
+    return [_row("database", "ok", f"PostgreSQL {facts['version']} at {shown}, {state}")]
+
+
 def check_store(settings: Settings) -> list[Row]:
     try:
         from . import rag  # noqa: F401
@@ -257,7 +279,7 @@ def check_cutoff(settings: Settings) -> list[Row]:
 CHECKS: tuple[tuple[str, Callable[[Settings], list[Row]]], ...] = (
     ("sqlite", check_sqlite), ("servers", check_servers), ("data folder", check_data_folder),
     ("history", check_history),
-    ("traces", check_traces), ("memory store", check_store),
+    ("traces", check_traces), ("database", check_database), ("memory store", check_store),
     ("embedding match", check_embedding_match), ("recall cutoff", check_cutoff),
 )
 
@@ -273,4 +295,4 @@ def run(settings: Settings) -> list[Row]:
             text = str(e).splitlines()[0] if str(e) else ""
             # A ForgeError already says what is wrong and what to do; anything else is a bug.
             rows.append(_row(name, "fail", text if isinstance(e, ForgeError) else f"{type(e).__name__}: {text}"))
-    return rows
+    return [{**row, "detail": scrub(row["detail"])} for row in rows]  # no database password

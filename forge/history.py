@@ -2,11 +2,14 @@
 
 Layout of `memory.json`::
 
-    {"version": 1, "next_id": 42, "compaction_pending": false,
+    {"version": 1, "history_id": "h-5f0c9e2a41d7b3e8", "next_id": 42, "compaction_pending": false,
      "messages": [{"id": 7, "role": "user", "content": "...", "pinned": false,
                    "answered": true, "ts": "2026-11-29T22:31:05Z", "ref": null}, ...]}
 
 Ids come from `next_id`, which only grows, so an id is never reused, not even after a clear.
+`history_id` names this history among every machine's (a random id written on the first write,
+and on the first write of an older file that has none): archive entries carry it in their refs,
+so message ids of two machines compacting into one shared store never collide.
 The lock is held only to read and to rewrite (`edit`), never while embedding or waiting for a
 model. A file that does not parse is never overwritten.
 """
@@ -92,9 +95,13 @@ class HistoryDoc:
     # Set when compaction should have archived messages and could not (H3): the cap then
     # drops nothing until a compaction succeeds.
     compaction_pending: bool = False
+    history_id: str | None = None   # None until the first write (or in an older file)
 
     def to_json(self) -> bytes:
-        doc = {"version": FORMAT_VERSION, "next_id": self.next_id,
+        doc: dict[str, Any] = {"version": FORMAT_VERSION}
+        if self.history_id is not None:
+            doc["history_id"] = self.history_id
+        doc |= {"next_id": self.next_id,
                "compaction_pending": self.compaction_pending,
                "messages": [m.to_dict() for m in self.messages]}
         return (json.dumps(doc, ensure_ascii=False, indent=1) + "\n").encode("utf-8")
@@ -138,9 +145,11 @@ def parse(path: Path, data: bytes) -> HistoryDoc:
             raise TypeError("top level is neither an object nor a list")
         messages = [Message.from_dict(m) for m in raw.get("messages", [])]
         highest = max((m.id for m in messages), default=0)
+        history_id = raw.get("history_id")
         return HistoryDoc(next_id=max(int(raw.get("next_id", 1)), highest + 1),
                           messages=messages,
-                          compaction_pending=bool(raw.get("compaction_pending", False)))
+                          compaction_pending=bool(raw.get("compaction_pending", False)),
+                          history_id=str(history_id) if history_id else None)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise CorruptFileError(
             f"{path}: not a Forge history ({type(e).__name__}: {e}); the file was left untouched"
@@ -170,9 +179,25 @@ def edit(path: Path) -> Iterator[HistoryDoc]:
         doc = read(path)
         before = doc.to_json()
         yield doc
+        if doc.history_id is None and (path.exists() or doc.to_json() != before):
+            doc.history_id = new_history_id()
         after = doc.to_json()
         if after != before:
             atomic_write(path, after)
+
+
+def new_history_id() -> str:
+    import secrets
+
+    return "h-" + secrets.token_hex(8)
+
+
+def ensure_history_id(path: Path) -> str | None:
+    """This history's id, written into the file first when it has none yet (an older file);
+    None when there is no history file."""
+    with edit(path) as doc:
+        pass
+    return doc.history_id
 
 
 def apply_cap(doc: HistoryDoc, max_history: int) -> list[Message]:

@@ -546,9 +546,12 @@ def counts_by_kind(store: Store, *, project: str | None = None) -> dict[str, int
     return store.backend.counts_by_kind(project=project)
 
 
-def find_by_message_ids(store: Store, message_ids: Iterable[int]) -> dict[int, int]:
-    """History message id -> the archive entry holding it (compaction's crash recovery)."""
-    return store.backend.archive_for_messages(sorted({int(m) for m in message_ids}))
+def find_by_message_ids(store: Store, message_ids: Iterable[int], *,
+                        history: str | None = None) -> dict[int, int]:
+    """History message id -> the archive entry holding it (compaction's crash recovery).
+    `history`: the history's id (a shared store holds several histories' message ids)."""
+    return store.backend.archive_for_messages(sorted({int(m) for m in message_ids}),
+                                              history=history)
 
 
 def neighbour_ids(store: Store, entry: Entry) -> list[int]:
@@ -680,6 +683,12 @@ def reindex(store: Store, *, batch_size: int = REINDEX_BATCH,
     interrupted run resumes where it stopped; the last transaction swaps them in and records
     the new identity. Until then the store keeps its old vectors and identity.
     """
+    with store.backend.reindex_lock():  # a shared store: one reindex at a time
+        return _reindex(store, batch_size, on_progress)
+
+
+def _reindex(store: Store, batch_size: int,
+             on_progress: Callable[[int, int], None] | None) -> ReindexResult:
     embedder = store.embedder
     backend = store.backend
     current, probe = _probe(embedder, store.settings)

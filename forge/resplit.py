@@ -126,6 +126,8 @@ def pieces(entry: "Entry", block: BlockPlan) -> list[Any]:
             "external": external[span] if per_part["external"] else external,
             "resplit": {"block": entry.id, "piece": index},
         }
+        if refs.get("history"):  # whose message ids these are (a shared store)
+            piece_refs["history"] = refs["history"]
         out.append(rag.NewEntry(kind=rag.ARCHIVE_KIND, content=unit.text(), project=entry.project,
                                 source=source, refs=piece_refs))
     return out

@@ -58,6 +58,59 @@ def _url(name: str, raw: str) -> str:
     return text.rstrip("/")
 
 
+DATABASE_SCHEMES = ("postgresql", "postgres")
+# scheme://user:PASSWORD@ — the password runs to the last `@` before a space, so an unencoded
+# `@`, `:` or `/` in it is hidden too
+_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^:@/\s]*):(?P<password>\S*)@")
+_PASSWORD_PARAM = re.compile(r"(?i)(?P<key>\bpassword\s*=\s*)(?P<password>'(?:\\.|[^'])*'|[^&\s]*)")
+_SECRETS: set[str] = set()  # passwords of the database URLs this process loaded (see scrub)
+MIN_SCRUBBED = 4  # a shorter password is hidden only where it sits in a URL
+
+
+def redact_url(text: str) -> str:
+    """`text` (a URL, or a message holding URLs) with every URL password replaced by `***`: in
+    the user part (`postgresql://user:PASSWORD@host/db`) and in a `password=` parameter
+    (`?password=…`, or a libpq `key=value` string). The one redaction of a database URL:
+    `forge config`, doctor, error messages, logs and traces show URLs through it."""
+    text = _USERINFO.sub(lambda m: f"{m.group('head')}:***@", str(text))
+    return _PASSWORD_PARAM.sub(lambda m: m.group("key") + "***", text)
+
+
+def _passwords_of(url: str) -> set[str]:
+    from urllib.parse import unquote
+
+    found = {m.group("password") for m in _USERINFO.finditer(url)}
+    found |= {m.group("password").strip("'") for m in _PASSWORD_PARAM.finditer(url)}
+    return {form for p in found if p for form in (p, unquote(p))}
+
+
+def scrub(text: str) -> str:
+    """redact_url, and also every password of a database URL this process loaded, wherever it
+    appears alone (a driver's message that quotes a piece of the URL). The CLI's error line,
+    doctor's rows, log lines and trace records go through it."""
+    text = redact_url(text)
+    for secret in _SECRETS:
+        if len(secret) >= MIN_SCRUBBED and secret in text:
+            text = text.replace(secret, "***")
+    return text
+
+
+def is_database_url(url: str | None) -> bool:
+    """A PostgreSQL URL (`postgresql://` or `postgres://`)."""
+    return bool(url) and str(url).split("://", 1)[0].lower() in DATABASE_SCHEMES and "://" in str(url)
+
+
+def _database_url(name: str, raw: str) -> str | None:
+    text = raw.strip()
+    if not text:
+        return None
+    if not is_database_url(text):
+        raise SettingsError(name, "expected a postgresql:// or postgres:// URL (unset = the SQLite "
+                                  f"file RAG_DB_FILE), got {redact_url(text)!r}")
+    _SECRETS.update(_passwords_of(text))
+    return text
+
+
 def server_root(url: str) -> str:
     """The root of a server from any URL a user may give for it: `…/v1`, `…/embedding`,
     `…/v1/embeddings` or `…/v1/chat/completions` all give `http://host:port`. The chat client,
@@ -149,6 +202,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("FORGE_DATA_DIR", "data_dir", "data", _text, "folder of the three stores"),
     Spec("MEMORY_FILE", "memory_file", None, _opt_text, "conversation history (JSON)"),
     Spec("RAG_DB_FILE", "rag_db_file", None, _opt_text, "deliberate memory (SQLite)"),
+    Spec("FORGE_DATABASE_URL", "database_url", None, _database_url, "deliberate memory on a PostgreSQL server with pgvector (postgresql://user:password@host:port/db, shown without its password); unset = the SQLite file RAG_DB_FILE"),
     Spec("TRACE_FILE", "trace_file", None, _opt_text, "execution traces (JSONL)"),
     Spec("MEMORY_MAX_HISTORY", "max_history", "200", lambda n, r: _int(n, r, minimum=1), "hard cap on history messages (H3)"),
     Spec("COMPACTION_THRESHOLD", "compaction_threshold", "40", lambda n, r: _int(n, r, minimum=1), "non-pinned messages that trigger compaction"),
@@ -192,6 +246,7 @@ SPECS: tuple[Spec, ...] = (
 )
 SPEC_BY_NAME = {s.name: s for s in SPECS}
 SECRET = {"API_TOKEN"}
+URLS_WITH_PASSWORD = {"FORGE_DATABASE_URL"}  # shown through redact_url
 
 
 @dataclass(frozen=True)
@@ -199,6 +254,7 @@ class Settings:
     data_dir: Path
     memory_file: Path
     rag_db_file: Path
+    database_url: str | None = field(repr=False)  # holds a password: redact_url to show it
     trace_file: Path
     max_history: int
     compaction_threshold: int
@@ -240,7 +296,7 @@ class Settings:
     serve_max_body: int
     serve_cors_origins: tuple[str, ...] | None
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
-    raw: Mapping[str, str | None] = field(default_factory=dict, compare=False)
+    raw: Mapping[str, str | None] = field(default_factory=dict, compare=False, repr=False)
 
     def rows(self) -> list[dict[str, Any]]:
         """Every setting, its effective value and where it came from (for `forge config`)."""
@@ -255,6 +311,8 @@ class Settings:
                 shown = value
             if spec.name in SECRET and value:
                 shown = "***"
+            elif spec.name in URLS_WITH_PASSWORD and value:
+                shown = redact_url(value)
             out.append({"setting": spec.name, "value": shown, "source": self.sources[spec.name],
                         "help": spec.help})
         return out

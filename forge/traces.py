@@ -21,6 +21,7 @@ from typing import Any, Iterator
 
 from .fileio import append_line
 from .history import utc_now
+from .settings import scrub
 
 log = logging.getLogger("forge")
 
@@ -117,7 +118,8 @@ def make_record(*, run_id: str, user_input: str, steps: list[Step], started: flo
 
 def append(path: Path, record: TraceRecord | dict[str, Any]) -> None:
     data = record.to_dict() if isinstance(record, TraceRecord) else record
-    append_line(path, json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    line = scrub(json.dumps(data, ensure_ascii=False, separators=(",", ":")))  # no database password
+    append_line(path, line.encode("utf-8"))
 
 
 def state(record: dict[str, Any]) -> str:

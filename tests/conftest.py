@@ -9,11 +9,12 @@ import pytest
 
 pytest_plugins = [
     "servers",       # real llama-server fixtures and the fake server
+    "postgres_server",  # a real PostgreSQL with pgvector: postgres_server, postgres_url
     "chat_helpers",  # chat_fake: a fake chat server wired into LLAMA_CPP_URL
 ]
 
 FORGE_VARS = (
-    "FORGE_DATA_DIR", "MEMORY_FILE", "RAG_DB_FILE", "TRACE_FILE", "MEMORY_MAX_HISTORY",
+    "FORGE_DATA_DIR", "MEMORY_FILE", "RAG_DB_FILE", "FORGE_DATABASE_URL", "TRACE_FILE", "MEMORY_MAX_HISTORY",
     "COMPACTION_THRESHOLD", "COMPACTION_KEEP_RECENT", "COMPACTION_TOKEN_THRESHOLD",
     "COMPACTION_TOKEN_TARGET", "COMPACTION_STRATEGY", "COMPACTION_AGGREGATE",
     "COMPACTION_AGGREGATE_MIN_SOURCES", "EMBEDDING_URL", "EMBEDDING_DIM",

@@ -130,7 +130,9 @@ def test_envelopes_are_stored_unwrapped_and_refs_kept(monkeypatch):
     report = compaction.compact(s)
     (entry,) = archive_entries(s)
     assert entry.content == "user: Quel processeur a mon NiPoGi ?\nassistant: Un Ryzen 5 5500U."
-    assert entry.refs == {"messages": [1, 2], "external": ["chat/41", "chat/42"]}
+    hid = history.read(s.memory_file).history_id
+    assert hid and entry.refs == {"messages": [1, 2], "external": ["chat/41", "chat/42"],
+                                  "history": hid}
     assert report.archived_ids == {1: entry.id, 2: entry.id}
 
 

@@ -194,3 +194,31 @@ def test_a_writer_killed_mid_rewrite_leaves_no_temporary_file_after_the_next_wri
     add(path, ("user", "after"))
     assert list(path.parent.glob(f".{path.name}.*.tmp")) == []
     assert [m.content for m in history.read(path).messages] == ["before", "after"]
+
+
+def test_a_history_gets_a_stable_id_on_its_first_write_and_an_older_file_keeps_working(tmp_path):
+    """Message ids are per history; the id tells two machines' histories apart in one shared
+    store. A file written before ids existed gets one on its next write, messages untouched."""
+    path = tmp_path / "memory.json"
+    assert history.read(path).history_id is None
+    history.append(path, [NewMessage("user", "salut")], max_history=100)
+    hid = history.read(path).history_id
+    assert hid and hid.startswith("h-")
+    history.append(path, [NewMessage("assistant", "bonjour")], max_history=100)
+    assert history.read(path).history_id == hid
+    other = tmp_path / "other.json"
+    history.append(other, [NewMessage("user", "salut")], max_history=100)
+    assert history.read(other).history_id != hid
+
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"version": 1, "next_id": 3, "messages": [
+        {"id": 1, "role": "user", "content": "vieux"},
+        {"id": 2, "role": "assistant", "content": "message"}]}))
+    assert history.read(old).history_id is None
+    given = history.ensure_history_id(old)
+    doc = history.read(old)
+    assert given and doc.history_id == given
+    assert [(m.id, m.content) for m in doc.messages] == [(1, "vieux"), (2, "message")]
+    assert history.ensure_history_id(old) == given
+    assert history.ensure_history_id(tmp_path / "none.json") is None
+    assert not (tmp_path / "none.json").exists()

@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "recall": "memory_cmds:recall",
     "memory": "memory_cmds:memory",
     "reindex": "memory_cmds:reindex",
+    "store": "store_cmds:store",
     "calibrate": "calibrate_cmds:calibrate",
     "compact": "compact_cmds:compact",
     "aggregate": "aggregate_cmds:aggregate",
@@ -116,7 +117,10 @@ class ForgeGroup(click.Group):
                 message = (f"{type(e).__name__}: {e} -- this is a bug in Forge; please report it "
                            "with the traceback that `FORGE_DEBUG=1` prints when you run the same "
                            "command again")
-            raise click.ClickException(message.splitlines()[0] if message else type(e).__name__) from None
+            from ..settings import scrub  # a database URL's password never reaches the screen
+
+            raise click.ClickException(scrub(message.splitlines()[0]) if message
+                                       else type(e).__name__) from None
 
 
 class _StderrFormatter(logging.Formatter):
@@ -124,7 +128,9 @@ class _StderrFormatter(logging.Formatter):
         level = "warning" if record.levelno >= logging.WARNING else "info"
         if record.levelno >= logging.ERROR:
             level = "error"
-        return f"{level}: {record.getMessage()}"
+        from ..settings import scrub
+
+        return f"{level}: {scrub(record.getMessage())}"
 
 
 def setup_logging(verbose: bool) -> None:

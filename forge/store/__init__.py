@@ -22,6 +22,10 @@ def backend_for(settings: "Settings") -> Any:
     """The backend module the settings select: the one place a new backend plugs in
     (`FORGE_DATABASE_URL=postgresql://…` → `forge.store.postgres`). Each module has
     `open_backend(settings, *, mode, path=None)`."""
+    if getattr(settings, "database_url", None):
+        from . import postgres
+
+        return postgres
     from . import sqlite
 
     return sqlite

@@ -87,6 +87,11 @@ class Backend(Protocol):
         """(the engine can hold a word index, the index is built): doctor's facts. A backend
         whose full-text search is always there answers (True, True)."""
 
+    def reindex_lock(self) -> AbstractContextManager[None]:
+        """Held for a whole `forge reindex`: on a store shared by several machines a second
+        reindex fails at once with one line (PostgreSQL: a session advisory lock) instead of
+        racing the first. SQLite: a no-op (its swap re-checks under the write lock)."""
+
     def snapshot(self, dest: Path) -> Path:
         """A consistent copy of the whole store as a new SQLite file at `dest` (which must not
         exist): resplit's --backup, harness snapshots. Returns `dest`."""
@@ -141,9 +146,12 @@ class Backend(Protocol):
         are unique in the store (a unique constraint): two machines writing the same key at
         once store it once."""
 
-    def archive_for_messages(self, message_ids: Sequence[int]) -> dict[int, int]:
+    def archive_for_messages(self, message_ids: Sequence[int], *,
+                             history: str | None = None) -> dict[int, int]:
         """History message id -> the smallest id of an `archive` entry holding it (any number
-        of ids; compaction's crash recovery)."""
+        of ids; compaction's crash recovery). `history` (a history file's `history_id`): only
+        that history's entries, and those written before histories had ids (their refs name
+        none); message ids of two machines' histories are two different messages."""
 
     def adjacent_ids(self, entry_id: int, *, kind: str, project: str | None) -> list[int]:
         """The ids of the nearest entries of `kind` in the same project (None matches None)

@@ -201,8 +201,9 @@ def dedup_key(item: NewEntry) -> str | None:
         if isinstance(piece, dict):  # a piece of a re-sliced block: (block id, piece index)
             return f"r:{int(piece['block'])}:{int(piece['piece'])}"
         ids = message_ids(item.refs)
-        if ids:
-            return "m:" + ",".join(map(str, ids))
+        if ids:  # message ids are per history: two machines' #1 are two messages
+            history = (item.refs or {}).get("history")
+            return "m:" + (f"{history}:" if history else "") + ",".join(map(str, ids))
         external = sorted(str(x) for x in (item.refs or {}).get("external") or [])
         return "x:" + json.dumps(external) if external else None
     digest = hashlib.sha256(json.dumps([item.kind, item.project, normalize_text(item.content)],

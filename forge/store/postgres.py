@@ -1,0 +1,823 @@
+"""The deliberate store on PostgreSQL + pgvector: one store for several machines.
+
+Selected by `FORGE_DATABASE_URL=postgresql://…` (forge/store/backend.py is the contract this
+module keeps; forge/rag.py holds the logic above it). Tables, mirroring the SQLite store:
+
+- `memory_entries`: the rows, with `words` (a tsvector of the content's words, cut and folded
+  in Python by forge/store/fold.py, SQLite's `unicode61 remove_diacritics 2`, so both backends
+  admit the same words) and `word_count` (the BM25 document length). `dedup_key` has a UNIQUE
+  constraint (V11): two machines writing the same note at once store it once.
+- `memory_vectors`: (id, project, embedding vector(dim)), created at the first vector write
+  (the dimension comes from the embedder, as vec0's table); `on delete cascade` from the entry.
+  The project filter is a WHERE inside the KNN's ORDER BY … LIMIT: an exact scan returns k
+  rows whenever k exist; with an HNSW index, `hnsw.iterative_scan = strict_order` (pgvector
+  ≥ 0.8) keeps scanning until k rows pass the filter.
+- `memory_events`, `memory_message_refs` (history id, message id → archive entry),
+  `forge_meta` (identity, identity check, reindex progress, schema_version as JSON values),
+  `memory_reindex` (a reindex's staging area).
+
+Every write transaction takes `pg_advisory_xact_lock(WRITE_LOCK)` first, so writers from every
+machine are serialised as SQLite's BEGIN IMMEDIATE serialises processes: the dedup re-check,
+the fold re-check and reindex's last "nothing unstaged" check are safe across machines.
+
+The word channel's ranking is BM25 computed in SQL with FTS5's own constants and formula
+(k1 = 1.2, b = 0.75, idf = ln((N - df + 0.5) / (df + 0.5)), at least 1e-6; term frequency
+from the tsvector's positions, at most 256 a word; document length = the word count; average
+over the whole store), negated as FTS5's bm25() is: lower is better.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+
+from ..errors import StoreError
+from . import fold
+from .common import Entry, NewEntry
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..settings import Settings
+
+log = logging.getLogger("forge")
+
+NAME = "postgres"
+# pg_advisory_xact_lock keys (one bigint each): every write transaction; a reindex's run.
+WRITE_LOCK = 0x466F7267_65577231   # "ForgeWr1"
+REINDEX_LOCK = 0x466F7267_65526931  # "ForgeRi1"
+CONNECT_TIMEOUT_S = 10
+
+# BM25 as FTS5 computes it (fts5_aux.c)
+BM25_K1 = 1.2
+BM25_B = 0.75
+MAX_POSITIONS = 256       # a tsvector keeps at most 256 positions of one word
+MAX_POSITION = 16383      # and positions up to 16383
+MAX_LEXEME_BYTES = 2046   # a longer word cannot be a tsvector lexeme: it is left out
+
+
+def redact(url: str) -> str:
+    """`url` without its password: the one redaction (settings.redact_url, and every database
+    password this process loaded)."""
+    from ..settings import scrub
+
+    return scrub(url)
+
+
+# --------------------------------------------------------------------------- schema
+
+def _m1_tables(cur: Any) -> None:
+    cur.execute("""
+        create table memory_entries (
+            id bigint generated always as identity primary key,
+            kind text not null,
+            project text,
+            content text not null,
+            source text not null default 'remember',
+            refs text not null default '{}',
+            created text not null,
+            updated text not null,
+            superseded_by bigint references memory_entries(id) on delete set null,
+            dedup_key text unique,
+            words tsvector not null,
+            word_count integer not null
+        )""")
+    cur.execute("create index memory_entries_kind on memory_entries(kind)")
+    cur.execute("create index memory_entries_project on memory_entries(project)")
+    cur.execute("create index memory_entries_superseded on memory_entries(superseded_by)")
+    cur.execute("create index memory_entries_words on memory_entries using gin(words)")
+    cur.execute("""
+        create table memory_events (
+            id bigint generated always as identity primary key,
+            at text not null,
+            event text not null,
+            entry_id bigint,
+            kind text,
+            link bigint,
+            info text
+        )""")
+    cur.execute("create index memory_events_entry on memory_events(entry_id)")
+    cur.execute("create index memory_events_link on memory_events(link)")
+    cur.execute("""
+        create table memory_message_refs (
+            history text not null default '',
+            message_id bigint not null,
+            entry_id bigint not null references memory_entries(id) on delete cascade,
+            primary key (history, message_id, entry_id)
+        )""")
+    cur.execute("create index memory_message_refs_entry on memory_message_refs(entry_id)")
+
+
+def _m2_word_counts(cur: Any) -> None:
+    """The word channel's document frequencies kept as counts, as FTS5's vocabulary table
+    keeps them: V5 reads one row per query word instead of counting matching entries (a common
+    word matches thousands). A trigger keeps them, so a DELETE typed in psql keeps them right
+    too; a word whose count falls to 0 is deleted (a forgotten entry's words leave no trace
+    here). `memory_word_totals` holds the entry count and the total word count (BM25's N and
+    average length)."""
+    cur.execute("create table memory_words (word text primary key, docs bigint not null)")
+    cur.execute("create table memory_word_totals (id integer primary key check (id = 1), "
+                "entries bigint not null, words bigint not null)")
+    cur.execute("""
+        create function memory_words_count() returns trigger language plpgsql as $$
+        begin
+            if tg_op in ('DELETE', 'UPDATE') then
+                update memory_words w set docs = w.docs - 1
+                    from unnest(tsvector_to_array(old.words)) as t(word) where w.word = t.word;
+                delete from memory_words w using unnest(tsvector_to_array(old.words)) as t(word)
+                    where w.word = t.word and w.docs <= 0;
+                update memory_word_totals set entries = entries - 1, words = words - old.word_count;
+            end if;
+            if tg_op in ('INSERT', 'UPDATE') then
+                insert into memory_words(word, docs)
+                    select t.word, 1 from unnest(tsvector_to_array(new.words)) as t(word)
+                    on conflict (word) do update set docs = memory_words.docs + 1;
+                update memory_word_totals set entries = entries + 1, words = words + new.word_count;
+            end if;
+            return null;
+        end $$""")
+    cur.execute("create trigger memory_entries_words after insert or delete or update of words, "
+                "word_count on memory_entries for each row execute function memory_words_count()")
+    cur.execute("insert into memory_words(word, docs) select t.word, count(*) from memory_entries e, "
+                "unnest(tsvector_to_array(e.words)) as t(word) group by t.word")
+    cur.execute("insert into memory_word_totals(id, entries, words) select 1, count(*), "
+                "coalesce(sum(word_count), 0) from memory_entries")
+
+
+MIGRATIONS = (_m1_tables, _m2_word_counts)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _migrate(conn: Any) -> None:
+    """Apply the missing migrations, each in its own transaction under the write lock (two
+    machines opening a fresh store at once: the second waits, then finds it done)."""
+    with conn.transaction():
+        conn.execute("select pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+        conn.execute("create extension if not exists vector")
+        conn.execute("create table if not exists forge_meta (key text primary key, value text not null)")
+    while True:
+        with conn.transaction():
+            conn.execute("select pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            version = _read_version(conn)
+            if version >= SCHEMA_VERSION:
+                return
+            with conn.cursor() as cur:
+                MIGRATIONS[version](cur)
+            conn.execute("insert into forge_meta(key, value) values ('schema_version', %s) "
+                         "on conflict (key) do update set value = excluded.value",
+                         (json.dumps(version + 1),))
+
+
+def _read_version(conn: Any) -> int:
+    row = conn.execute("select value from forge_meta where key = 'schema_version'").fetchone()
+    return int(json.loads(row[0])) if row else 0
+
+
+# --------------------------------------------------------------------------- words
+
+def _lexeme(word: str) -> str:
+    return "'" + word.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def tsvector_literal(tokens: Sequence[str]) -> tuple[str, int]:
+    """(the tsvector of `tokens` as text, the document length) — built here, never by
+    Postgres's parser, so a word is exactly the folded token SQLite's tokenizer made."""
+    positions: dict[str, list[int]] = {}
+    for i, token in enumerate(tokens):
+        if len(token.encode()) > MAX_LEXEME_BYTES:
+            continue
+        pos = positions.setdefault(token, [])
+        if len(pos) < MAX_POSITIONS:
+            p = min(i + 1, MAX_POSITION)
+            if not pos or pos[-1] != p:
+                pos.append(p)
+    text = " ".join(f"{_lexeme(w)}:{','.join(map(str, ps))}" for w, ps in positions.items())
+    return text, len(tokens)
+
+
+class _Vector:
+    """A vector to send in pgvector's binary format (see `_register_vector`): a text literal
+    costs 0.5 ms to write for 384 floats, this a few µs."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: "np.ndarray"):
+        self.array = array
+
+
+def _register_vector(conn: Any) -> bool:
+    """Teach this connection pgvector's binary format both ways (the `vector` type's oid is per
+    database); False when the extension is not there (a store not created yet)."""
+    import struct
+
+    import numpy as np
+    from psycopg.adapt import Dumper, Loader
+    from psycopg.pq import Format
+    from psycopg.types import TypeInfo
+
+    info = TypeInfo.fetch(conn, "vector")
+    if info is None:
+        return False
+
+    class VectorDumper(Dumper):
+        format = Format.BINARY
+        oid = info.oid
+
+        def dump(self, obj: _Vector) -> bytes:
+            a = np.asarray(obj.array, dtype=">f4").ravel()
+            return struct.pack(">HH", a.shape[0], 0) + a.tobytes()
+
+    class VectorLoader(Loader):
+        format = Format.BINARY
+
+        def load(self, data: Any) -> "np.ndarray":
+            dim = struct.unpack_from(">H", data)[0]
+            return np.frombuffer(bytes(data[4:4 + 4 * dim]), dtype=">f4").astype(np.float32)
+
+    conn.adapters.register_dumper(_Vector, VectorDumper)
+    conn.adapters.register_loader(info.oid, VectorLoader)
+    return True
+
+
+def _vec_text(vec: "np.ndarray") -> str:
+    import numpy as np
+
+    return "[" + ",".join(repr(float(x)) for x in np.asarray(vec, dtype=np.float32)) + "]"
+
+
+_ENTRY_COLS = "id, kind, project, content, source, refs, created, updated, superseded_by"
+
+
+def _row_to_entry(row: Sequence[Any]) -> Entry:
+    return Entry(id=int(row[0]), kind=row[1], project=row[2], content=row[3], source=row[4],
+                 refs=json.loads(row[5] or "{}"), created=row[6], updated=row[7],
+                 superseded_by=None if row[8] is None else int(row[8]))
+
+
+# --------------------------------------------------------------------------- the backend
+
+class PostgresBackend:
+    """One open deliberate store on a PostgreSQL server (see backend.Backend)."""
+
+    name = NAME
+    SCHEMA_VERSION = SCHEMA_VERSION
+
+    def __init__(self, conn: Any, url: str):
+        self.conn = conn
+        self.url = url
+        self.location = redact(url)
+        self.path: Path | None = None
+        self.missing = False
+        self.readonly = False
+        self.fts = True
+        self._depth = 0
+        self._settings: "Settings | None" = None
+        self._vector_ready = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        if self.conn is not None and not self.conn.closed:
+            self.conn.close()
+
+    @contextlib.contextmanager
+    def transaction(self, *, erase: bool = False) -> Iterator[None]:
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        with self._errors(), self.conn.transaction():
+            self.conn.execute("select pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            self._depth = 1
+            try:
+                yield
+            finally:
+                self._depth = 0
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        import psycopg
+
+        try:
+            yield
+        except psycopg.OperationalError as e:
+            raise StoreError(redact(f"PostgreSQL at {self.location}: {_first_line(e)}")) from None
+
+    def schema_version(self) -> int:
+        if not self._table_exists("forge_meta"):
+            return 0
+        return _read_version(self.conn)
+
+    def _table_exists(self, name: str) -> bool:
+        return self.conn.execute("select to_regclass(%s) is not null", (name,)).fetchone()[0]
+
+    def word_index(self) -> tuple[bool | None, bool]:
+        """Full-text search is part of PostgreSQL: always there, always built."""
+        return True, True
+
+    def snapshot(self, dest: Path) -> Path:
+        """A new SQLite file holding this whole store, verified: what `forge store migrate
+        --to sqlite:///DEST` does (resplit's --backup, harness snapshots)."""
+        from .transfer import Target, migrate
+
+        dest = Path(dest)
+        if dest.exists():
+            raise StoreError(f"{dest} exists; a snapshot never overwrites a file")
+        if self._settings is None:
+            raise StoreError(f"no settings to snapshot {self.location} with")
+        migrate(dataclasses.replace(self._settings, database_url=self.url),
+                Target("sqlite", dest, None))
+        return dest
+
+    @contextlib.contextmanager
+    def reindex_lock(self) -> Iterator[None]:
+        """Held for a whole `forge reindex`: a second reindex of the shared store (from any
+        machine) fails at once with one line instead of racing the first."""
+        got = self.conn.execute("select pg_try_advisory_lock(%s)", (REINDEX_LOCK,)).fetchone()[0]
+        if not got:
+            raise StoreError(f"another `forge reindex` is running on {self.location}; "
+                             "wait for it to finish")
+        try:
+            yield
+        finally:
+            self.conn.execute("select pg_advisory_unlock(%s)", (REINDEX_LOCK,))
+
+    # ------------------------------------------------------------------ meta
+
+    def read_meta(self, key: str) -> Any | None:
+        if self.missing:
+            return None
+        row = self.conn.execute("select value from forge_meta where key = %s", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def write_meta(self, key: str, value: Any) -> None:
+        self.conn.execute("insert into forge_meta(key, value) values (%s, %s) on conflict (key) "
+                          "do update set value = excluded.value", (key, json.dumps(value)))
+
+    def delete_meta(self, key: str) -> None:
+        self.conn.execute("delete from forge_meta where key = %s", (key,))
+
+    def try_write_meta(self, key: str, value: Any) -> bool:
+        if self.readonly or self.missing:
+            return False
+        try:
+            with self.conn.transaction():
+                got = self.conn.execute("select pg_try_advisory_xact_lock(%s)",
+                                        (WRITE_LOCK,)).fetchone()[0]
+                if not got:
+                    return False
+                self.write_meta(key, value)
+            return True
+        except Exception as e:  # a cache: never fail the caller
+            log.info("identity check not recorded: %s", _first_line(e))
+            return False
+
+    # ------------------------------------------------------------------ reading entries
+
+    def _select(self, where: str = "", args: Sequence[Any] = (), order: str = "id") -> list[Entry]:
+        if self.missing:
+            return []
+        sql = f"select {_ENTRY_COLS} from memory_entries"
+        if where:
+            sql += " where " + where
+        return [_row_to_entry(r) for r in self.conn.execute(f"{sql} order by {order}", args)]
+
+    def entries_by_id(self, ids: Iterable[int]) -> dict[int, Entry]:
+        ids = [int(i) for i in ids]
+        if not ids:
+            return {}
+        return {e.id: e for e in self._select("id = any(%s)", (ids,))}
+
+    def list_entries(self, *, kind: str | None = None, project: str | None = None) -> list[Entry]:
+        where, args = [], []
+        for column, value in (("kind", kind), ("project", project)):
+            if value is not None:
+                where.append(f"{column} = %s")
+                args.append(value)
+        return self._select(" and ".join(where), args)
+
+    def hot_entries(self, *, project: str | None = None) -> list[Entry]:
+        where, args = "kind != 'archive' and superseded_by is null", []
+        if project is not None:
+            where += " and project = %s"
+            args.append(project)
+        return self._select(where, args, order="created, id")
+
+    def projects(self) -> list[str]:
+        if self.missing:
+            return []
+        return [r[0] for r in self.conn.execute(
+            "select distinct project from memory_entries where project is not null order by project")]
+
+    def count_entries(self) -> int:
+        if self.missing:
+            return 0
+        return self.conn.execute("select count(*) from memory_entries").fetchone()[0]
+
+    def counts_by_kind(self, *, project: str | None = None) -> dict[str, int]:
+        if self.missing:
+            return {}
+        sql, args = "select kind, count(*) from memory_entries", []
+        if project is not None:
+            sql += " where project = %s"
+            args.append(project)
+        return dict(self.conn.execute(sql + " group by kind order by kind", args).fetchall())
+
+    def count_superseded(self) -> int:
+        if self.missing:
+            return 0
+        return self.conn.execute("select count(*) from memory_entries "
+                                 "where superseded_by is not null").fetchone()[0]
+
+    def sources_of(self, entry_id: int) -> list[int]:
+        if self.missing:
+            return []
+        return [int(r[0]) for r in self.conn.execute(
+            "select id from memory_entries where superseded_by = %s order by id", (entry_id,))]
+
+    def id_for_dedup_key(self, key: str | None) -> int | None:
+        if key is None or self.missing:
+            return None
+        row = self.conn.execute("select id from memory_entries where dedup_key = %s", (key,)).fetchone()
+        return int(row[0]) if row else None
+
+    def archive_for_messages(self, message_ids: Sequence[int], *,
+                             history: str | None = None) -> dict[int, int]:
+        ids = sorted({int(m) for m in message_ids})
+        if not ids or self.missing:
+            return {}
+        sql = ("select r.message_id, min(r.entry_id) from memory_message_refs r "
+               "join memory_entries e on e.id = r.entry_id "
+               "where e.kind = 'archive' and r.message_id = any(%s)")
+        args: list[Any] = [ids]
+        if history is not None:  # this history's refs, and those written before histories had ids
+            sql += " and r.history in (%s, '')"
+            args.append(history)
+        rows = self.conn.execute(sql + " group by r.message_id", args)
+        return {int(m): int(e) for m, e in rows}
+
+    def adjacent_ids(self, entry_id: int, *, kind: str, project: str | None) -> list[int]:
+        if self.missing:
+            return []
+        same = "project is not distinct from %s"
+        out = []
+        for op, order in (("<", "desc"), (">", "asc")):
+            row = self.conn.execute(
+                f"select id from memory_entries where kind = %s and {same} and id {op} %s "
+                f"order by id {order} limit 1", (kind, project, entry_id)).fetchone()
+            if row:
+                out.append(int(row[0]))
+        return out
+
+    def iter_texts(self) -> Iterator[tuple[int, str]]:
+        if self.missing:
+            return
+        last = 0
+        while True:
+            rows = self.conn.execute("select id, content from memory_entries where id > %s "
+                                     "order by id limit 1000", (last,)).fetchall()
+            if not rows:
+                return
+            for entry_id, content in rows:
+                yield int(entry_id), content
+            last = rows[-1][0]
+
+    def events_for(self, entry_id: int) -> list[dict[str, Any]]:
+        if self.missing:
+            return []
+        rows = self.conn.execute("select at, event, entry_id, kind, link, info from memory_events "
+                                 "where entry_id = %s or link = %s order by id", (entry_id, entry_id))
+        return [{"at": r[0], "event": r[1], "entry_id": r[2], "kind": r[3], "link": r[4],
+                 "info": json.loads(r[5]) if r[5] else None} for r in rows]
+
+    def released_by(self, entry_id: int) -> list[int]:
+        return [int(r[0]) for r in self.conn.execute(
+            "select entry_id from memory_events where event = 'release' and link = %s order by id",
+            (entry_id,))]
+
+    # ------------------------------------------------------------------ writing entries
+
+    def _writable(self) -> None:
+        if self.readonly:
+            raise StoreError(f"the PostgreSQL store at {self.location} was opened read-only")
+
+    def ensure_vectors(self, dim: int) -> None:
+        self._writable()
+        current = self.vector_dim()
+        if current is None:
+            self.conn.execute(f"create table memory_vectors (id bigint primary key references "
+                              f"memory_entries(id) on delete cascade, project text not null "
+                              f"default '', embedding vector({int(dim)}) not null)")
+            self.conn.execute("create index memory_vectors_project on memory_vectors(project)")
+        elif current != dim:
+            raise StoreError(f"{self.location}: the vector table holds {current} dimensions but "
+                             f"this batch has {dim}; nothing was written")
+
+    def insert_entry(self, item: NewEntry, dedup_key: str | None, vector: "np.ndarray",
+                     now: str) -> int:
+        self._writable()
+        tsv, length = tsvector_literal(fold.words(item.content))
+        refs = item.refs or {}
+        message_ids = sorted({int(m) for m in refs.get("messages") or []})
+        # one round trip: the row, its vector, its message refs (history id, message id)
+        row = self.conn.execute(
+            "with e as (insert into memory_entries(kind, project, content, source, refs, created, "
+            "updated, dedup_key, words, word_count) values (%s, %s, %s, %s, %s, %s, %s, %s, "
+            "%s::tsvector, %s) returning id), "
+            "v as (insert into memory_vectors(id, project, embedding) "
+            "select id, %s, %b from e), "
+            "r as (insert into memory_message_refs(history, message_id, entry_id) "
+            "select %s, m, e.id from e, unnest(%s::bigint[]) as m on conflict do nothing) "
+            "select id from e",
+            (item.kind, item.project, item.content, item.source,
+             json.dumps(refs, ensure_ascii=False), now, now, dedup_key, tsv, length,
+             item.project or "", self._vector(vector), str(refs.get("history") or ""), message_ids)
+        ).fetchone()
+        return int(row[0])
+
+    def update_entry(self, entry_id: int, *, kind: str, content: str, dedup_key: str | None,
+                     updated: str) -> None:
+        self._writable()
+        tsv, length = tsvector_literal(fold.words(content))
+        self.conn.execute("update memory_entries set kind = %s, content = %s, dedup_key = %s, "
+                          "updated = %s, words = %s::tsvector, word_count = %s where id = %s",
+                          (kind, content, dedup_key, updated, tsv, length, entry_id))
+
+    def replace_vector(self, entry_id: int, vector: "np.ndarray", project: str | None) -> None:
+        self._writable()
+        self.conn.execute("insert into memory_vectors(id, project, embedding) values "
+                          "(%s, %s, %b) on conflict (id) do update set "
+                          "project = excluded.project, embedding = excluded.embedding",
+                          (entry_id, project or "", self._vector(vector)))
+        if self._table_exists("memory_reindex"):
+            self.conn.execute("delete from memory_reindex where id = %s", (entry_id,))
+
+    def set_superseded(self, entry_id: int, by: int | None, updated: str) -> None:
+        self._writable()
+        self.conn.execute("update memory_entries set superseded_by = %s, updated = %s where id = %s",
+                          (by, updated, entry_id))
+
+    def delete_entry(self, entry_id: int) -> None:
+        """The row goes; its vector and message refs by `on delete cascade`, its words with the
+        row (they are a column of it)."""
+        self._writable()
+        if self._table_exists("memory_reindex"):
+            self.conn.execute("delete from memory_reindex where id = %s", (entry_id,))
+        self.conn.execute("delete from memory_entries where id = %s", (entry_id,))
+
+    def log_event(self, event: str, entry_id: int | None, kind: str | None = None,
+                  link: int | None = None, info: dict | None = None) -> None:
+        from ..history import utc_now
+
+        self._writable()
+        self.conn.execute("insert into memory_events(at, event, entry_id, kind, link, info) "
+                          "values (%s, %s, %s, %s, %s, %s)",
+                          (utc_now(), event, entry_id, kind, link, json.dumps(info) if info else None))
+
+    # ------------------------------------------------------------------ vectors
+
+    def _vector(self, array: "np.ndarray | None") -> _Vector:
+        """`array` ready to send (binary); the connection learns the format on first use."""
+        if not self._vector_ready:
+            if not _register_vector(self.conn):
+                raise StoreError(f"{self.location}: the pgvector extension is not installed in "
+                                 "this database (the first write creates it)")
+            self._vector_ready = True
+        return _Vector(array)
+
+    def has_vectors(self) -> bool:
+        return not self.missing and self._table_exists("memory_vectors")
+
+    def vector_dim(self) -> int | None:
+        if self.missing:
+            return None
+        row = self.conn.execute(
+            "select format_type(a.atttypid, a.atttypmod) from pg_attribute a "
+            "where a.attrelid = to_regclass('memory_vectors') and a.attname = 'embedding'").fetchone()
+        match = re.search(r"\((\d+)\)", row[0]) if row else None
+        return int(match.group(1)) if match else None
+
+    def count_vectors(self) -> int:
+        if not self.has_vectors():
+            return 0
+        return self.conn.execute("select count(*) from memory_vectors").fetchone()[0]
+
+    def search_vector(self, qvec: "np.ndarray", *, k: int, project: str | None = None,
+                      kind: str | None = None) -> list[tuple[int, float]]:
+        if k <= 0 or qvec is None or not self.has_vectors():
+            return []
+        q = self._vector(qvec)
+        if kind is not None:
+            sql = ("select v.id, v.embedding <-> %b as d from memory_vectors v "
+                   "join memory_entries e on e.id = v.id where e.kind = %s")
+            args: list[Any] = [q, kind]
+            if project is not None:
+                sql += " and e.project = %s"
+                args.append(project)
+        else:
+            sql = "select id, embedding <-> %b as d from memory_vectors"
+            args = [q]
+            if project is not None:
+                sql += " where project = %s"
+                args.append(project)
+        # exact without an index; with HNSW, the session's hnsw.iterative_scan keeps the budget
+        rows = self.conn.execute(sql + " order by d limit %s", [*args, k]).fetchall()
+        return [(int(i), float(d)) for i, d in rows]
+
+    def vectors_of(self, ids: Iterable[int]) -> dict[int, "np.ndarray"]:
+        ids = [int(i) for i in ids]
+        if not ids or not self.has_vectors():
+            return {}
+        self._vector(None)
+        rows = self.conn.execute("select id, embedding from memory_vectors where id = any(%s)",
+                                 (ids,), binary=True)
+        return {int(i): v for i, v in rows}
+
+    def iter_vectors(self, *, project: str | None = None, chunk: int = 4096
+                     ) -> Iterator[tuple["np.ndarray", "np.ndarray"]]:
+        import numpy as np
+
+        if not self.has_vectors():
+            return
+        last = 0
+        while True:
+            self._vector(None)
+            sql = "select id, embedding from memory_vectors where id > %s"
+            args: list[Any] = [last]
+            if project is not None:
+                sql += " and id in (select id from memory_entries where project = %s)"
+                args.append(project)
+            rows = self.conn.execute(sql + " order by id limit %s", [*args, chunk],
+                                     binary=True).fetchall()
+            if not rows:
+                return
+            yield (np.array([r[0] for r in rows], dtype=np.int64), np.vstack([r[1] for r in rows]))
+            last = rows[-1][0]
+
+    # ------------------------------------------------------------------ words (V5)
+
+    def query_words(self, text: str) -> list[str]:
+        return fold.distinct_words(text)
+
+    def document_frequency(self, words: Sequence[str]) -> dict[str, int]:
+        """Read from `memory_words` (kept by a trigger; archive and superseded included)."""
+        words = [w for w in dict.fromkeys(words) if len(w.encode()) <= MAX_LEXEME_BYTES]
+        if not words or self.missing:
+            return {}
+        rows = self.conn.execute("select word, docs from memory_words where word = any(%s) "
+                                 "and docs > 0", (words,)).fetchall()
+        return {w: int(n) for w, n in rows}
+
+    def search_words(self, words: Sequence[str], *, k: int, project: str | None = None,
+                     kind: str | None = None) -> list[tuple[int, float]]:
+        words = [w for w in dict.fromkeys(words) if len(w.encode()) <= MAX_LEXEME_BYTES]
+        if k <= 0 or not words or self.missing:
+            return []
+        total, length = self.conn.execute(
+            "select entries, words from memory_word_totals where id = 1").fetchone()
+        if not total:
+            return []
+        avgdl = length / total
+        df = self.document_frequency(words)
+        words = [w for w in words if df.get(w)]
+        if not words:
+            return []
+        idf = [max(1e-6, math.log((total - df[w] + 0.5) / (df[w] + 0.5))) for w in words]
+        query = " | ".join(_lexeme(w) for w in words)
+        filters, args = "", []
+        for column, value in (("project", project), ("kind", kind)):
+            if value is not None:
+                filters += f" and e.{column} = %s"
+                args.append(value)
+        sql = f"""
+            with q(word, idf) as (select * from unnest(%s::text[], %s::float8[])),
+            hits as (select e.id, e.words, e.word_count from memory_entries e
+                     where e.words @@ %s::tsquery{filters})
+            select h.id, -sum(q.idf * (cardinality(t.positions) * {BM25_K1 + 1})
+                              / (cardinality(t.positions)
+                                 + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * h.word_count / %s::float8)))
+                   as score
+            from hits h
+            cross join lateral unnest(ts_filter(setweight(h.words, 'A', %s::text[]), '{{a}}')) as t
+            join q on q.word = t.lexeme
+            group by h.id order by score, h.id limit %s"""
+        rows = self.conn.execute(sql, [words, idf, query, *args, float(avgdl) or 1.0, words, k]
+                                 ).fetchall()
+        return [(int(i), float(s)) for i, s in rows]
+
+    # ------------------------------------------------------------------ reindex staging
+
+    def staged_count(self) -> int | None:
+        if self.missing or not self._table_exists("memory_reindex"):
+            return None
+        return self.conn.execute("select count(*) from memory_reindex").fetchone()[0]
+
+    def reset_staging(self) -> None:
+        self._writable()
+        self.conn.execute("drop table if exists memory_reindex")
+        self.conn.execute("create table memory_reindex (id bigint primary key, embedding vector not null)")
+
+    def unstaged(self, limit: int) -> list[tuple[int, str]]:
+        return [(int(i), c) for i, c in self.conn.execute(
+            "select id, content from memory_entries e where not exists "
+            "(select 1 from memory_reindex r where r.id = e.id) order by id limit %s", (limit,))]
+
+    def stage_vectors(self, rows: Sequence[tuple[int, "np.ndarray"]]) -> None:
+        self._writable()
+        staged = [(int(i), self._vector(v)) for i, v in rows]  # before the cursor copies
+        with self.conn.cursor() as cur:                          # the connection's adapters
+            cur.executemany("insert into memory_reindex(id, embedding) values (%s, %b) "
+                            "on conflict (id) do update set embedding = excluded.embedding",
+                            staged)
+
+    def swap_in_staged(self, dim: int) -> int:
+        """The vector table is rebuilt; an index a user added to it (HNSW, IVFFlat) is made
+        again over the new vectors, under its own name."""
+        self._writable()
+        added = [r[0] for r in self.conn.execute(
+            "select indexdef from pg_indexes where tablename = 'memory_vectors' and schemaname = "
+            "current_schema() and indexname not in ('memory_vectors_pkey', 'memory_vectors_project')")]
+        self.conn.execute("drop table if exists memory_vectors")
+        self.ensure_vectors(dim)
+        count = self.conn.execute(
+            "insert into memory_vectors(id, project, embedding) "
+            "select r.id, coalesce(e.project, ''), r.embedding from memory_reindex r "
+            "join memory_entries e on e.id = r.id").rowcount
+        self.conn.execute("drop table memory_reindex")
+        for definition in added:
+            self.conn.execute(definition)
+        return count
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def connect(url: str) -> Any:
+    """A connection to `url` (autocommit: writes go through `transaction()`), or StoreError
+    naming the URL without its password: the server is down, refuses the password, or the
+    driver is not installed."""
+    try:
+        import psycopg
+    except ImportError:
+        raise StoreError("FORGE_DATABASE_URL names a PostgreSQL server but the driver is not "
+                         "installed: pip install 'forge[postgres]'") from None
+    try:
+        return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
+                               application_name="forge")
+    except psycopg.Error as e:
+        raise StoreError(redact(f"cannot connect to PostgreSQL at {url}: {_first_line(e)}")) from None
+
+
+def open_backend(settings: "Settings", *, mode: str, path: Path | None = None,
+                 url: str | None = None) -> PostgresBackend:
+    """Open the store at `url` (default: FORGE_DATABASE_URL). "write" creates and migrates the
+    schema; "read"/"rows" never create it (a database with no schema opens as an empty
+    stand-in, `missing`) but migrate an older one; "inspect" and "readonly" look without
+    changing anything (every write of a "readonly" store raises)."""
+    from .backend import OPEN_MODES
+
+    if mode not in {*OPEN_MODES, "readonly"}:
+        raise ValueError(f"mode must be one of {OPEN_MODES}, not {mode!r}")
+    url = url or _settings_url(settings)
+    conn = connect(url)
+    backend = PostgresBackend(conn, url)
+    backend._settings = settings
+    try:
+        if mode == "write":
+            with backend._errors():
+                _migrate(conn)
+        else:
+            version = backend.schema_version()
+            backend.readonly = mode == "readonly"
+            if version == 0:
+                backend.missing = True
+            elif version < SCHEMA_VERSION and mode in ("read", "rows"):
+                with backend._errors():
+                    _migrate(conn)
+            elif version > SCHEMA_VERSION:
+                raise StoreError(f"the store at {backend.location} has schema {version}, newer "
+                                 f"than this forge's {SCHEMA_VERSION}: upgrade forge")
+        conn.execute("set hnsw.iterative_scan = strict_order")
+    except BaseException:
+        conn.close()
+        raise
+    return backend
+
+
+def _settings_url(settings: "Settings") -> str:
+    import os
+
+    url = getattr(settings, "database_url", None) or os.environ.get("FORGE_DATABASE_URL")
+    if not url:
+        raise StoreError("no FORGE_DATABASE_URL: the PostgreSQL backend needs one")
+    return str(url)
