@@ -39,6 +39,31 @@ COMMANDS: dict[str, str] = {
 }
 
 
+# name -> the first paragraph of its help, so `forge --help` lists the commands without
+# importing their modules (~30 ms). tests/test_cli.py checks it against each command.
+SUMMARIES: dict[str, str] = {
+    'aggregate': 'The aggregation tier: fold overlapping deliberate notes into one line, by arithmetic.',
+    'calibrate': 'Measure hit and miss questions on this store and propose RECALL_MAX_DISTANCE.',
+    'chat': 'Send MESSAGE (`-` reads stdin) and print the answer; with no MESSAGE on a terminal, start a REPL (!help inside lists its commands).',
+    'compact': 'Compact the history now, thresholds or not.',
+    'config': 'Effective settings and their source: default, .env or environment.',
+    'context': "What the next router prompt weighs in tokens, against the compaction thresholds, and the hot block a recall's synthesis prompt would carry. No embedding call.",
+    'doctor': 'Check the SQLite binding, sqlite-vec, FTS5, each configured server and each store.',
+    'drawer': 'The drawer: every pinned message.',
+    'history': 'Show the rolling conversation history (MEMORY_FILE).',
+    'memory': 'List, show, edit, export and forget deliberate memories.',
+    'pin': 'Pin a message: compaction and the cap leave it alone.',
+    'recall': 'Hybrid search of the deliberate memory: both channels fused into one ranking.',
+    'reindex': 'Re-embed every entry from its text with the configured embedder.',
+    'remember': 'Write one deliberate memory: KIND (decision, todo, fact, preference, correction; fact when left out) and CONTENT (`-` reads it from stdin).',
+    'resplit': 'Re-slice archive entries that hold several exchanges into one entry per exchange.',
+    'serve': 'Serve the HTTP API and the web page at http://HOST:PORT/.',
+    'store': 'The deliberate store as a whole: copy it between SQLite and PostgreSQL.',
+    'trace': 'Execution traces (TRACE_FILE): one JSON line per run.',
+    'unpin': 'Unpin one message (never its pair).',
+}
+
+
 class EntryId(click.ParamType):
     """An id as SQLite stores it: a whole number from 1 to 2^63-1 (a larger one is a typo, and
     SQLite would answer it with an OverflowError)."""
@@ -68,6 +93,17 @@ class ForgeGroup(click.Group):
     def _module_exists(name: str) -> bool:
         module = COMMANDS[name].split(":")[0]
         return importlib.util.find_spec(f"forge.cli.{module}") is not None
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        from click.utils import make_default_short_help
+
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = [(name, make_default_short_help(SUMMARIES.get(name, ""), limit)) for name in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         target = COMMANDS.get(name)
