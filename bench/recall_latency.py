@@ -19,6 +19,10 @@ words to refuse, mid-frequency words it must score (the expensive part) and rare
   merge), measured in a fresh process per size: the first query (cold) and the median of the
   next ones (warm), unfiltered and with a project filter; and `recall_rank.search(limit=10)`,
   the fused rows budget `forge recall` runs by default (pools of 30, normalised ranks, neighbours).
+  Beside it, interleaved query by query: the same fused recall with its two channels in turn
+  (`in turn`: the SQLite backend's `word_reader` switched off, the rows checked equal) and the
+  word channel alone (`words`: document frequencies + the FTS5 query, pool of 30). From
+  RECALL_SCAN_MIN_ENTRIES entries `forge recall` runs the word channel beside the vector scan.
 - the vector channel alone (`rag.search_vector`, k=10): through sqlite-vec's vec0 and through
   the memory-mapped copy (forge/vector_scan.py, used from RECALL_SCAN_MIN_ENTRIES entries), each
   with its recall@10 against the exact top 10 of a numpy brute force over the same vectors.
@@ -243,6 +247,7 @@ def measure(path: Path, qvecs_file: Path) -> dict:
         exact.append(set(ids[top].tolist()))
     out["numpy_ms"] = statistics.median(times[1:])
     with rag.open_store(settings, embedder=Precomputed(qvecs)) as store:
+        turn, words = [], []
         for label, project in (("all", None), ("project", "cuisine"), ("fused", None)):
             times = []
             for text, vec in zip(qtexts, qvecs):
@@ -251,12 +256,26 @@ def measure(path: Path, qvecs_file: Path) -> dict:
                     result = recall_rank.search(store, text, query_vector=vec, limit=10)
                     times.append((time.perf_counter() - t) * 1000)
                     assert len(result.rows) == 10
+                    # the same query with the channels in turn (no word_reader), then the
+                    # word channel alone, interleaved so that the load weighs on all three
+                    store.backend.word_reader = lambda: None
+                    t = time.perf_counter()
+                    again = recall_rank.search(store, text, query_vector=vec, limit=10)
+                    turn.append((time.perf_counter() - t) * 1000)
+                    del store.backend.word_reader
+                    assert [(r.entry.id, r.fused) for r in again.rows] == \
+                        [(r.entry.id, r.fused) for r in result.rows]
+                    t = time.perf_counter()
+                    rag.search_lexical(store, rag.admitted_words(store, text), k=30)
+                    words.append((time.perf_counter() - t) * 1000)
                     continue
                 result = rag.search_hybrid(store, text, query_vector=vec, project=project)
                 times.append((time.perf_counter() - t) * 1000)
                 assert len([r for r in result.rows if r.channel != "lexical"]) == 5
             out[label] = {"cold_ms": times[0], "median_ms": statistics.median(times[1:]),
                           "p90_ms": sorted(times[1:])[int(0.9 * (len(times) - 1))]}
+        out["in_turn_ms"] = statistics.median(turn[1:])
+        out["words_ms"] = statistics.median(words[1:])
         scan_on = store.backend.scan_min_entries
         for label, conf in (("vec0", 10**12), ("copy", scan_on)):
             store.backend.scan_min_entries = conf   # the SQLite backend's RECALL_SCAN_MIN_ENTRIES
@@ -338,7 +357,8 @@ def main() -> None:
     if not args.keep:
         folder.rmdir()
     print(f"{'entries':>8} {'remember ms/entry':>18} {'recall cold ms':>15} {'recall median ms':>17} "
-          f"{'p90 ms':>7} {'--project median ms':>20} {'fused --limit 10 ms':>20} "
+          f"{'p90 ms':>7} {'--project median ms':>20} {'fused --limit 10 ms':>20} {'in turn ms':>11} "
+          f"{'words ms':>9} "
           f"{'numpy ms':>9} {'x numpy':>8} {'KNN vec0 ms':>12} {'x numpy':>8} {'KNN copy ms':>12} "
           f"{'x numpy':>8} {'recall@10':>10} "
           f"{'RSS MB':>7} {'file MB':>8} {'copy MB':>8} {'build s':>8}")
@@ -347,13 +367,17 @@ def main() -> None:
         print(f"{size:>8} {per_entry * 1000:>18.3f} {m['all']['cold_ms']:>15.1f} "
               f"{m['all']['median_ms']:>17.1f} {m['all']['p90_ms']:>7.1f} "
               f"{m['project']['median_ms']:>20.1f} {m['fused']['median_ms']:>20.1f} "
+              f"{m.get('in_turn_ms', m['fused']['median_ms']):>11.1f} "
+              f"{m.get('words_ms', 0):>9.1f} "
               f"{base_ms:>9.1f} {m['all']['median_ms'] / base_ms:>8.2f} "
               f"{m['vec0']['median_ms']:>12.1f} {m['vec0']['median_ms'] / base_ms:>8.2f} "
               f"{m['copy']['median_ms']:>12.1f} {m['copy']['median_ms'] / base_ms:>8.2f} "
               f"{m['copy']['recall_at_10']:>10.3f} {m['max_rss_mb']:>7.0f} "
               f"{file_mb:>8.0f} {copy_mb:>8.0f} {built_s:>8.0f}")
     print("x numpy: each time / a numpy brute force over the same vectors in the same process "
-          "(memory-mapped float32, top 5). KNN: rag.search_vector(k=10) alone, through vec0 and "
+          "(memory-mapped float32, top 5). in turn: the fused recall with its two channels one "
+          "after the other (from RECALL_SCAN_MIN_ENTRIES entries the word channel runs beside "
+          "the vector scan); words: the word channel alone (pool of 30). KNN: rag.search_vector(k=10) alone, through vec0 and "
           "through the copy (used from RECALL_SCAN_MIN_ENTRIES entries; copy MB 0 = none); "
           "recall@10: the copy's rows against the exact top 10. targets: recall <= 30 ms at "
           "10k, <= 50 ms and <= 3x numpy at 100k, <= 150 ms and recall@10 >= 0.95 at 1M; "

@@ -614,14 +614,17 @@ def query_words(store: Store, text: str) -> list[str]:
 
 def admitted_words(store: Store, text: str) -> list[str]:
     """V5: the query's words that `is_informative` admits in this store."""
-    if not store.fts:
+    return _admitted_words(store.backend, store.settings.recall_lexical_max_df, text)
+
+
+def _admitted_words(backend: "Backend", max_df: float, text: str) -> list[str]:
+    if not backend.fts:
         return []
-    total = count_entries(store)
+    total = backend.count_entries()
     if total == 0:
         return []
-    max_df = store.settings.recall_lexical_max_df
-    words = query_words(store, text)
-    df = store.backend.document_frequency(words)
+    words = backend.query_words(text)
+    df = backend.document_frequency(words)
     return [w for w in words if w in df and is_informative(df[w], total, max_df)]
 
 
@@ -629,9 +632,59 @@ def search_lexical(store: Store, words: Sequence[str], *, k: int,
                    project: str | None = None, kind: str | None = None) -> list[tuple[int, float]]:
     """(entry id, score) of the best k entries holding any admitted word, best first (lower
     is better: SQLite's bm25)."""
-    if k <= 0 or not words or not store.fts:
+    return _search_lexical(store.backend, words, k=k, project=project, kind=kind)
+
+
+def _search_lexical(backend: "Backend", words: Sequence[str], *, k: int,
+                    project: str | None, kind: str | None) -> list[tuple[int, float]]:
+    if k <= 0 or not words or not backend.fts:
         return []
-    return store.backend.search_words(words, k=k, project=project, kind=kind)
+    return backend.search_words(words, k=k, project=project, kind=kind)
+
+
+def search_channels(store: Store, query: str, qvec: "np.ndarray | None", *, vector_k: int,
+                    lexical_k: int, project: str | None = None, kind: str | None = None
+                    ) -> tuple[list[tuple[int, float]], list[str], list[tuple[int, float]]]:
+    """Both channels of one recall: (vector hits, admitted words, word hits), exactly as
+    `search_vector`, `admitted_words` and `search_lexical` called in turn give them.
+
+    On a large store the word channel (document frequencies, then the FTS5 query) costs as
+    much as the vector scan; a backend that offers `word_reader()` (SQLite from
+    RECALL_SCAN_MIN_ENTRIES entries: a second connection to the same file) runs it in a
+    second thread while this one scans the vectors — SQLite and numpy both let go of the GIL,
+    so the recall takes about the time of the slower channel. The same statements read the
+    same file: the same rows in the same order with the same scores. An error in the word
+    thread is raised here, as it would have been in turn; the thread is always waited for.
+    """
+    make_reader = getattr(store.backend, "word_reader", None)  # optional (forge/store/backend.py)
+    reader = make_reader() if make_reader is not None and lexical_k > 0 else None
+    if reader is None:
+        vector = search_vector(store, qvec, k=vector_k, project=project, kind=kind)
+        words = admitted_words(store, query)
+        return vector, words, search_lexical(store, words, k=lexical_k, project=project, kind=kind)
+    import threading
+
+    max_df = store.settings.recall_lexical_max_df
+    done: dict[str, Any] = {}
+
+    def word_channel() -> None:
+        try:
+            words = _admitted_words(reader, max_df, query)
+            done["result"] = words, _search_lexical(reader, words, k=lexical_k, project=project,
+                                                    kind=kind)
+        except BaseException as e:  # raised again in the caller's thread
+            done["error"] = e
+
+    thread = threading.Thread(target=word_channel, name="forge-word-channel", daemon=True)
+    thread.start()
+    try:
+        vector = search_vector(store, qvec, k=vector_k, project=project, kind=kind)
+    finally:
+        thread.join()
+    if "error" in done:
+        raise done["error"]
+    words, lexical = done["result"]
+    return vector, words, lexical
 
 
 # `forge recall`'s query is a question, not a document: past this it is refused (the embedded
@@ -649,9 +702,8 @@ def search_hybrid(store: Store, query: str, *, project: str | None = None, vecto
     `kind`: that kind's entries only.
     """
     qvec, cutoff, fingerprint = prepare_query(store, query, query_vector)
-    vector = search_vector(store, qvec, k=vector_k, project=project, kind=kind)
-    words = admitted_words(store, query)
-    lexical = search_lexical(store, words, k=lexical_k, project=project, kind=kind)
+    vector, words, lexical = search_channels(store, query, qvec, vector_k=vector_k,
+                                             lexical_k=lexical_k, project=project, kind=kind)
     entries = entries_by_id(store, [i for i, _ in vector] + [i for i, _ in lexical])
     bm25 = dict(lexical)
     rows: list[SearchRow] = []

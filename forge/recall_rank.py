@@ -145,10 +145,9 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     """
     qvec, cutoff, fingerprint = rag.prepare_query(store, query, query_vector)
     depth = pool(limit)
-    vector = rag.search_vector(store, qvec, k=vector_pool or depth, project=project, kind=kind)
-    words = rag.admitted_words(store, query)
-    lexical = rag.search_lexical(store, words, k=lexical_pool or depth, project=project,
-                                 kind=kind)
+    vector, words, lexical = rag.search_channels(store, query, qvec, vector_k=vector_pool or depth,
+                                                 lexical_k=lexical_pool or depth,
+                                                 project=project, kind=kind)
     ranked = (normalised(vector, lexical) if fusion == "normalised"
               else rrf(vector, lexical, k=rrf_k, lexical_weight=lexical_weight))
     result = fill(store, ranked, limit=limit, cutoff=cutoff, fingerprint=fingerprint, words=words)

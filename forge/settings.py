@@ -217,7 +217,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("EMBEDDING_QUERY_INSTRUCT", "embedding_query_instruct", DEFAULT_QUERY_INSTRUCT, _text, "query instruction for servers; empty = none"),
     Spec("RECALL_MAX_DISTANCE", "recall_max_distance", None, parse_cutoff, "vector cutoff value@fingerprint; unset = none"),
     Spec("RECALL_LEXICAL_MAX_DF", "recall_lexical_max_df", "0.2", lambda n, r: _float(n, r, minimum=0.0, maximum=1.0), "share of the store a word may appear in"),
-    Spec("RECALL_SCAN_MIN_ENTRIES", "recall_scan_min_entries", "20000", lambda n, r: _int(n, r, minimum=0), "entries from which recall scans a memory-mapped copy of the vectors instead of sqlite-vec's KNN"),
+    Spec("RECALL_SCAN_MIN_ENTRIES", "recall_scan_min_entries", "20000", lambda n, r: _int(n, r, minimum=0), "entries from which recall scans a memory-mapped copy of the vectors instead of sqlite-vec's KNN and runs the word channel beside it"),
     Spec("RECALL_HOT_MAX_TOKENS", "recall_hot_max_tokens", "1000", lambda n, r: _int(n, r, minimum=0), "token budget of the hot block"),
     Spec("LLAMA_CPP_URL", "llama_cpp_url", "http://127.0.0.1:8080", _url, "chat server"),
     Spec("LLAMA_CPP_ID_SLOT", "llama_cpp_id_slot", None, lambda n, r: _int(n, r, minimum=0) if r.strip() else None, "llama-server slot to pin"),

@@ -17,9 +17,10 @@ from pathlib import Path
 
 COMMANDS = {
     "process_latency": "python bench/process_latency.py /tmp/s10k --runs 9 --compare /tmp/before",
-    "recall_latency": "OPENBLAS_NUM_THREADS=1 python bench/recall_latency.py --sizes 10000,100000",
+    "recall_latency": "OPENBLAS_NUM_THREADS=1 python bench/recall_latency.py --sizes 10000,100000 "
+                      "--keep /tmp/ws/keep100k --reuse",
     "recall_latency_1m": "OPENBLAS_NUM_THREADS=1 python bench/recall_latency.py --sizes 1000000 "
-                         "--keep /tmp/vs/keep1m --reuse",
+                         "--keep /tmp/ws/keep1m --reuse",
     "recall_latency_small": "OPENBLAS_NUM_THREADS=1 python bench/recall_latency.py --sizes 2000,10000 "
                             "--scan-min 1",
     "knn_options": "OPENBLAS_NUM_THREADS=1 python bench/knn_options.py --size 100000 --real 600",

@@ -39,6 +39,13 @@ Values crossing the seam are plain: ids are ints, vectors are numpy float32 arra
 length, L2 distance between them), words are the already folded tokens of `query_words`,
 `refs`/`info` are JSON-able dicts, times are `history.utc_now()` strings. No SQL, no FTS5 match
 syntax, no vec0 blobs, no rowids other than the entry id cross it.
+
+Optional (not in the Protocol; rag asks with getattr): `word_reader() -> Backend | None`, a
+second handle on the same store on its own connection, which `rag.search_channels` reads the
+word channel from in another thread while this one scans the vectors. It must give exactly
+what this handle would (the same data, no open transaction of this one's unseen), be safe to
+use from one other thread at a time, and be closed by `close()`. None, or no such method: the
+channels run in turn (the SQLite backend offers it from RECALL_SCAN_MIN_ENTRIES entries).
 """
 from __future__ import annotations
 

@@ -316,10 +316,41 @@ class SQLiteBackend:
         # open_backend) and what the open transaction did to vectors (None, "wrote", "erased")
         self.scan_min_entries: int | None = None
         self._vectors_changed: str | None = None
+        self._word_reader: SQLiteBackend | None = None   # word_reader's second connection
+
+    # ------------------------------------------------------------------ optional: word_reader
+
+    def word_reader(self) -> "SQLiteBackend | None":
+        """A second handle on this store, on its own read-only connection (opened once, kept
+        until close), for rag.search_channels to run the word channel in another thread while
+        this connection scans the vectors: the same statements on the same file, so the same
+        rows. Only from RECALL_SCAN_MIN_ENTRIES entries (below, both channels take a few
+        milliseconds and a thread would cost more than it saves) and outside a transaction
+        (a second connection would not see its uncommitted writes). None: run them in turn —
+        also when the second connection cannot be opened (a damaged store then fails on this
+        one, with the same error as ever)."""
+        if (self.scan_min_entries is None or self.missing or self.readonly or not self.fts
+                or self.conn.in_transaction):
+            return None
+        largest = self.conn.execute("select coalesce(max(id), 0) from memory_entries").fetchone()[0]
+        if largest < self.scan_min_entries:  # max(id): O(log n), an upper bound on the count
+            return None
+        if self._word_reader is None:
+            try:
+                conn = db.connect(self.path, readonly=True, vec=False)
+            except StoreError:
+                return None
+            reader = SQLiteBackend(conn, self.path, fts=self.fts)
+            reader.readonly = True
+            self._word_reader = reader
+        return self._word_reader
 
     # ------------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
+        if self._word_reader is not None:
+            self._word_reader.close()
+            self._word_reader = None
         self.conn.close()
 
     @contextmanager
