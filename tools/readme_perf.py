@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 COMMANDS = {
-    "process_latency": "python bench/process_latency.py /tmp/s10k --runs 9 --compare /tmp/before",
+    "process_latency": "python bench/process_latency.py /tmp/s10k --runs 9",
     "recall_latency": "OPENBLAS_NUM_THREADS=1 python bench/recall_latency.py --sizes 10000,100000 "
                       "--keep /tmp/ws/keep100k --reuse",
     "recall_latency_1m": "OPENBLAS_NUM_THREADS=1 python bench/recall_latency.py --sizes 1000000 "
