@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from .. import db
-from . import vector_scan
 from ..errors import StoreError
 from ..history import utc_now
 from .backend import OPEN_MODES
@@ -368,6 +367,8 @@ class SQLiteBackend:
                 self.conn.execute("pragma secure_delete = off")
             changed, self._vectors_changed = self._vectors_changed, None
         if changed and self.scan_min_entries is not None and not (self.missing or self.readonly):
+            from . import vector_scan  # here, not at the top: listings never load it
+
             vector_scan.after_write(self.conn, self.path, min_entries=self.scan_min_entries,
                                     forgot=changed == "erased")  # vector_scan: the copy follows
         if erase:  # best effort: a reader holding an older snapshot keeps the old frames
@@ -596,6 +597,8 @@ class SQLiteBackend:
         if k <= 0 or not self.has_vectors():
             return []
         if kind is None and self.scan_min_entries is not None and not self.missing:
+            from . import vector_scan
+
             scanned = vector_scan.knn(self.conn, self.path, qvec, k=k, project=project,
                                       min_entries=self.scan_min_entries, readonly=self.readonly)
             if scanned is not None:  # vector_scan: large stores scan the memory-mapped copy
@@ -732,6 +735,8 @@ class SQLiteBackend:
                              "on e.id = r.id").fetchone()[0]
         conn.execute("drop table memory_reindex")
         conn.execute("delete from memory_vector_orphans")
+        from . import vector_scan
+
         vector_scan.note_reset(conn)  # vector_scan: every vector changed, in this transaction
         self._vectors_changed = self._vectors_changed or "wrote"
         return count
