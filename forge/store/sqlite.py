@@ -236,29 +236,28 @@ def _open_backend(settings: "Settings", *, mode: str, path: Path | str | None) -
             conn.close()
             raise
         return SQLiteBackend(conn, path, fts=_table_exists(conn, "memory_fts"))
-    conn = db.connect(path, untouched=True, vec=vec)
-    try:
-        version = db.schema_version(conn)
-        if version < len(MIGRATIONS):
-            raise StoreError(f"{path} has schema {version}, this forge needs {len(MIGRATIONS)}, "
-                             f"and its folder is read-only: make {path.parent} writable and run "
-                             "`forge memory ls` once (the migration runs on open)")
-        fts = _table_exists(conn, "memory_fts") and db.has_fts5(conn)
-    except BaseException:
-        conn.close()
-        raise
-    backend = SQLiteBackend(conn, path, fts=fts)
-    backend.readonly = True
-    return backend
+    return _read_only(db.connect(path, untouched=True, vec=vec), path, current_schema=True)
 
 
 def _open_readonly(path: Path) -> "SQLiteBackend":
     """An existing store on a read-only connection, nothing migrated (calibrate)."""
     if not path.exists():
         return _missing(path)
-    conn = db.connect(path, readonly=True)
+    return _read_only(db.connect(path, readonly=True), path, current_schema=False)
+
+
+def _read_only(conn: Any, path: Path, *, current_schema: bool) -> "SQLiteBackend":
+    """A backend that never writes, on `conn` (closed if this fails). With `current_schema`, a
+    store that needs a migration is refused: its read-only folder would keep it from running."""
     try:
-        fts = db.has_fts5(conn) and _table_exists(conn, "memory_fts")
+        if current_schema:
+            version = db.schema_version(conn)
+            if version < len(MIGRATIONS):
+                raise StoreError(f"{path} has schema {version}, this forge needs "
+                                 f"{len(MIGRATIONS)}, and its folder is read-only: make "
+                                 f"{path.parent} writable and run `forge memory ls` once "
+                                 "(the migration runs on open)")
+        fts = _table_exists(conn, "memory_fts") and db.has_fts5(conn)
     except BaseException:
         conn.close()
         raise
