@@ -13,26 +13,12 @@ import pytest
 
 from forge import rag, recall_rank
 from forge.errors import DamagedStoreError
-from forge.settings import load_settings
+from scan_store import scan_settings, store  # noqa: F401  (fixtures)
 
 QUERIES = ["Quel est mon chat ?", "combien de RAM a le NiPoGi", "Steam Deck conteneurs",
            "what did I decide about backups", "recette de cuisine préférée",
            "le serveur de la maison", "Proxmox NAS disques sauvegarde"]
 
-
-@pytest.fixture
-def scan_settings(forge_env: Path, monkeypatch):
-    monkeypatch.setenv("RECALL_SCAN_MIN_ENTRIES", "1")
-    return load_settings()
-
-
-@pytest.fixture
-def store(built_store: Path, scan_settings):
-    from fixtures.memory_entries import copy_store
-
-    copy_store(built_store, scan_settings.rag_db_file)
-    with rag.open_store(scan_settings) as s:
-        yield s
 
 
 def rows(result: rag.SearchResult) -> list[tuple]:

@@ -16,24 +16,11 @@ import pytest
 from forge import db, rag
 from forge.store import vector_scan
 from forge.settings import load_settings
+from scan_store import scan_settings, store  # noqa: F401  (fixtures)
 
 QUERIES = ["Quel est mon chat ?", "combien de RAM a le NiPoGi", "Steam Deck conteneurs",
            "what did I decide about backups", "recette de cuisine préférée"]
 
-
-@pytest.fixture
-def scan_settings(forge_env: Path, monkeypatch):
-    monkeypatch.setenv("RECALL_SCAN_MIN_ENTRIES", "1")
-    return load_settings()
-
-
-@pytest.fixture
-def store(built_store: Path, scan_settings):
-    from fixtures.memory_entries import copy_store
-
-    copy_store(built_store, scan_settings.rag_db_file)
-    with rag.open_store(scan_settings) as s:
-        yield s
 
 
 def exact(store: rag.Store, qvec, k: int, project: str | None = None) -> list[tuple[int, float]]:
