@@ -22,6 +22,8 @@ from typing import Iterator
 
 import pytest
 
+from marker_tally import MarkerTally
+
 TOOLS = Path(__file__).resolve().parent.parent / "tools"
 FIXTURES = ("postgres_server", "postgres_url")
 
@@ -96,8 +98,7 @@ def postgres_url(postgres_server) -> Iterator[str]:
 
 # -- how many `postgres` tests ran: printed at the end of every session that selected some
 
-_IDS: set[str] = set()
-_OUTCOMES: dict[str, str] = {}
+_TALLY = MarkerTally("postgres")
 
 
 def pytest_configure(config) -> None:
@@ -113,28 +114,18 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 
 def pytest_collection_finish(session) -> None:
-    _IDS.update(item.nodeid for item in session.items if item.get_closest_marker("postgres"))
+    _TALLY.collected(session)
 
 
 def pytest_runtest_logreport(report) -> None:
-    if report.nodeid not in _IDS:
-        return
-    if report.failed:
-        _OUTCOMES[report.nodeid] = "failed"
-    elif report.skipped and _OUTCOMES.get(report.nodeid) != "failed":
-        _OUTCOMES[report.nodeid] = "skipped"
-    elif report.when == "call" and report.passed:
-        _OUTCOMES.setdefault(report.nodeid, "passed")
+    _TALLY.report(report)
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    if not _IDS or terminalreporter.config.option.collectonly:
+    line = _TALLY.summary("postgres")
+    if line is None or terminalreporter.config.option.collectonly:
         return
-    counts = {k: sum(1 for v in _OUTCOMES.values() if v == k) for k in ("passed", "failed", "skipped")}
-    ran = counts["passed"] + counts["failed"]
-    terminalreporter.write_line(
-        f"postgres tests: {ran} ran ({counts['passed']} passed, {counts['failed']} failed), "
-        f"{counts['skipped']} skipped, of {len(_IDS)} selected")
+    terminalreporter.write_line(line)
     for server in _STARTED:
         terminalreporter.write_line(
             f"  PostgreSQL on 127.0.0.1:{server.port} (pid {server.pid}) started in "

@@ -18,6 +18,7 @@ from typing import Iterator
 import pytest
 
 from fakeserver import FakeServer
+from marker_tally import MarkerTally
 
 TOOLS = Path(__file__).resolve().parent.parent / "tools"
 THREADS = 1  # two servers plus the embedded embedder share 2 cores in CI
@@ -104,34 +105,22 @@ def fake_server() -> Iterator[FakeServer]:
 
 # -- how many `llama` tests ran: printed at the end of every session that selected some
 
-_LLAMA_IDS: set[str] = set()
-_OUTCOMES: dict[str, str] = {}
+_TALLY = MarkerTally("llama")
 
 
 def pytest_collection_finish(session) -> None:
-    # session.items is the final selection, after -k / -m deselection
-    _LLAMA_IDS.update(item.nodeid for item in session.items if item.get_closest_marker("llama"))
+    _TALLY.collected(session)
 
 
 def pytest_runtest_logreport(report) -> None:
-    if report.nodeid not in _LLAMA_IDS:
-        return
-    if report.failed:
-        _OUTCOMES[report.nodeid] = "failed"
-    elif report.skipped and _OUTCOMES.get(report.nodeid) != "failed":
-        _OUTCOMES[report.nodeid] = "skipped"
-    elif report.when == "call" and report.passed:
-        _OUTCOMES.setdefault(report.nodeid, "passed")
+    _TALLY.report(report)
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    if not _LLAMA_IDS or terminalreporter.config.option.collectonly:
+    line = _TALLY.summary("llama-server")
+    if line is None or terminalreporter.config.option.collectonly:
         return
-    counts = {k: sum(1 for v in _OUTCOMES.values() if v == k) for k in ("passed", "failed", "skipped")}
-    ran = counts["passed"] + counts["failed"]
-    terminalreporter.write_line(
-        f"llama-server tests: {ran} ran ({counts['passed']} passed, {counts['failed']} failed), "
-        f"{counts['skipped']} skipped, of {len(_LLAMA_IDS)} selected")
+    terminalreporter.write_line(line)
     for server in _STARTED:
         terminalreporter.write_line(
             f"  {server.kind} server {server.url} (pid {server.pid}) started in "
