@@ -179,6 +179,15 @@ def _unpack_header(raw: bytes) -> Header | None:
     return Header(dim, cap, count, dead, seq, max_id, last_id, last_op, token, ident)
 
 
+def _header_of(start: bytes, size: int) -> Header | None:
+    """The header at the `start` of a copy of `size` bytes, or None when it is torn, foreign or
+    does not describe a file of that size (truncated, or grown by a writer in between)."""
+    header = _unpack_header(start)
+    if header is None or Layout(header.dim, header.capacity).size != size:
+        return None
+    return header
+
+
 class Sidecar:
     """The copy, memory-mapped read-only; None from `open` when it does not parse."""
 
@@ -193,9 +202,8 @@ class Sidecar:
     def open(cls, path: Path) -> "Sidecar | None":
         try:
             with open(path, "rb") as fh:
-                header = _unpack_header(fh.read(_FIELDS.size + 4))
-                if header is None or os.fstat(fh.fileno()).st_size != Layout(
-                        header.dim, header.capacity).size:
+                header = _header_of(fh.read(_FIELDS.size + 4), os.fstat(fh.fileno()).st_size)
+                if header is None:
                     return None
                 mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError):
@@ -222,9 +230,8 @@ class Sidecar:
                 del _MAPPED[str(path)]
             try:
                 with open(path, "rb") as fh:
-                    header = _unpack_header(fh.read(_FIELDS.size + 4))
-                    if header is None or os.fstat(fh.fileno()).st_size != Layout(
-                            header.dim, header.capacity).size:
+                    header = _header_of(fh.read(_FIELDS.size + 4), os.fstat(fh.fileno()).st_size)
+                    if header is None:
                         return None
                     flags = mmap.MAP_SHARED
                     if header.live < BINARY_MIN_ENTRIES:
@@ -234,8 +241,8 @@ class Sidecar:
                 return None
             _MAPPED[str(path)] = cached = (key, mm)
         mm = cached[1]
-        header = _unpack_header(mm[:_FIELDS.size + 4])
-        if header is None or Layout(header.dim, header.capacity).size != key[2]:
+        header = _header_of(mm[:_FIELDS.size + 4], key[2])
+        if header is None:
             return None
         return cls(path, header, mm, shared=True)
 
