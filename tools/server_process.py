@@ -1,5 +1,6 @@
-"""What tools/llama_server.py and tools/postgres_server.py share: a free loopback port, a port
-check, a log's tail, and stopping a server by its process id without signalling a reused pid.
+"""What tools/llama_server.py and tools/postgres_server.py share: the cache folder, a free
+loopback port, a port check, a log's tail, and stopping a server by its process id without
+signalling a reused pid.
 
 Standard library only (the tools run before Forge is installed). tools/ is not a package: each
 tool puts this folder at the END of sys.path and imports this module by name.
@@ -13,6 +14,16 @@ import subprocess
 import time
 from pathlib import Path
 from typing import Callable
+
+
+def forge_cache() -> Path:
+    """Where the tools keep what they install: FORGE_CACHE_DIR, else $XDG_CACHE_HOME/forge,
+    else ~/.cache/forge."""
+    base = os.environ.get("FORGE_CACHE_DIR")
+    if not base:
+        xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        base = str(Path(xdg) / "forge")
+    return Path(base).expanduser()
 
 
 def free_port() -> int:
