@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import logging
 import os
 import time
 from dataclasses import dataclass
@@ -22,8 +21,7 @@ from types import ModuleType
 from typing import Any, Callable, Iterator, Sequence
 
 from .errors import DamagedStoreError, StoreError
-
-log = logging.getLogger("forge")
+from .log import log
 
 BUSY_TIMEOUT_MS = 10_000
 BINDINGS = ("sqlean", "sqlite3", "pysqlite3")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,8 +24,7 @@ from typing import Any, Iterable, Iterator
 
 from .errors import CorruptFileError, ForgeError, NotFoundError
 from .fileio import atomic_write, locked
-
-log = logging.getLogger("forge")
+from .log import log
 
 ROLES = ("user", "assistant", "system", "tool")
 FORMAT_VERSION = 1

@@ -15,13 +15,13 @@ IDENTITY_RECHECK_SECONDS, is the probe re-embedded and compared by cosine. `forg
 """
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from . import db  # noqa: F401  (tests patch rag.db.transaction)
 from .errors import ForgeError, NotFoundError, StoreError
 from .history import utc_now
+from .log import log
 from .store import open_backend
 from .store.common import (ARCHIVE_KIND, ARCHIVE_SOURCES, KINDS, MAX_CONTENT_CHARS,  # noqa: F401
                            MAX_NAME_CHARS, PROJECT_RE, SOURCES, Edited, Entry, Fold, FoldResult,
@@ -38,8 +38,6 @@ if TYPE_CHECKING:
     from .embedders import Embedder
     from .settings import Settings
     from .store.backend import Backend
-
-log = logging.getLogger("forge")
 
 REINDEX_BATCH = 64
 OPEN_MODES = ("write", "read", "rows")

@@ -486,7 +486,8 @@ def _check_dotenv(path: Path, text: str) -> None:
     """A statement that is not a binding stops everything (nothing is guessed); a key that is
     close to a setting's name, but not one, is a warning naming the likely setting."""
     import difflib
-    import logging
+
+    from .log import log
 
     names = [spec.name for spec in SPECS]
     for b in parse_dotenv(text):
@@ -497,8 +498,8 @@ def _check_dotenv(path: Path, text: str) -> None:
             continue
         close = difflib.get_close_matches(b.key.upper(), names, n=1, cutoff=0.85)
         if close:
-            logging.getLogger("forge").warning("%s: line %d: %s is not a Forge setting; did you "
-                                               "mean %s?", path, b.line, b.key, close[0])
+            log.warning("%s: line %d: %s is not a Forge setting; did you mean %s?",
+                        path, b.line, b.key, close[0])
 
 
 def read_dotenv(path: Path) -> dict[str, str]:

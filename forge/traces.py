@@ -11,7 +11,6 @@ tool output or file contents.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import time
 import uuid
@@ -21,9 +20,8 @@ from typing import Any, Iterator
 
 from .fileio import append_line
 from .history import utc_now
+from .log import log
 from .settings import scrub
-
-log = logging.getLogger("forge")
 
 PREVIEW_CHARS = 120
 _BLOCK = 64 * 1024

@@ -104,6 +104,48 @@ def test_a_table_imports_tabulate_and_still_no_vector_machinery(runner):
     assert "tabulate" not in empty
 
 
+# What a listing process does not need, measured in issue 11 against `python -c "import click"`
+# (the whole-process target is 1.5x that): logging (~6 ms with traceback and string, loaded on
+# the first message: forge/log.py).
+NOT_FOR_LISTINGS = {"logging"}
+
+
+@pytest.mark.parametrize("args", READ_COMMANDS, ids=" ".join)
+def test_read_commands_leave_out_what_only_writes_and_messages_need(runner, args):
+    _filled_stores(runner)
+    loaded = imported_modules(*args)
+    assert "click" in loaded
+    assert not loaded & NOT_FOR_LISTINGS, f"forge {' '.join(args)} imports {loaded & NOT_FOR_LISTINGS}"
+
+
+def test_forge_help_imports_nothing_of_the_library():
+    """`forge --help` is Click and the command map: no forge module but the CLI's main, and no
+    logging (its budget is 1.1x `import click`)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "forge", "--help"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    loaded = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+              if line.startswith("import time:") and "|" in line}
+    assert {name for name in loaded if name.split(".")[0] == "forge"} == {
+        "forge", "forge.cli", "forge.cli.main"}
+    assert "logging" not in loaded
+
+
+def test_a_warning_in_a_process_without_logging_loaded_is_still_one_formatted_line(tmp_path):
+    """The stderr handler waits for the first message when `logging` is not loaded yet (a real
+    process, not the test runner, where it always is): the line still reads `warning: …`."""
+    (tmp_path / ".env").write_text("MEMORY_MAX_HISTROY=300\n")
+    env = {**os.environ, "FORGE_DATA_DIR": str(tmp_path / "data")}
+    proc = subprocess.run([sys.executable, "-m", "forge", "config", "--json"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == (f"warning: {tmp_path / '.env'}: line 1: MEMORY_MAX_HISTROY is not a "
+                           "Forge setting; did you mean MEMORY_MAX_HISTORY?\n")
+    verbose = subprocess.run([sys.executable, "-m", "forge", "-v", "config", "--json"],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert verbose.stderr == proc.stderr
+
+
 def test_all_registered_commands_resolve():
     import click
 

@@ -8,7 +8,6 @@ argument that is not valid UTF-8.
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import sys
 from typing import Any
@@ -159,27 +158,40 @@ class ForgeGroup(click.Group):
                                        else type(e).__name__) from None
 
 
-class _StderrFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        level = "warning" if record.levelno >= logging.WARNING else "info"
-        if record.levelno >= logging.ERROR:
+class _StderrFormatter:
+    """`warning: …` / `info: …` / `error: …`, scrubbed of database passwords. A plain class
+    (logging's handlers only call `format`), so defining it imports no `logging`."""
+
+    def format(self, record: Any) -> str:
+        level = "warning" if record.levelno >= 30 else "info"   # logging.WARNING
+        if record.levelno >= 40:                                  # logging.ERROR
             level = "error"
         from ..settings import scrub
 
         return f"{level}: {scrub(record.getMessage())}"
 
 
-def setup_logging(verbose: bool) -> None:
-    logger = logging.getLogger("forge")
+def _attach_stderr_handler(logger: Any, verbose: bool) -> None:
+    import logging
+
     for handler in list(logger.handlers):
         if getattr(handler, "_forge", False):
             logger.removeHandler(handler)
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_StderrFormatter())
+    handler.setFormatter(_StderrFormatter())  # type: ignore[arg-type]
     handler._forge = True  # type: ignore[attr-defined]
     logger.addHandler(handler)
     logger.setLevel(logging.INFO if verbose else logging.WARNING)
     logger.propagate = True
+
+
+def setup_logging(verbose: bool) -> None:
+    """Messages of the "forge" logger on stderr, one line each; at once when `logging` is
+    loaded, else before the first message (forge/log.py), so a command that logs nothing
+    never imports it."""
+    from ..log import when_loaded
+
+    when_loaded(lambda logger: _attach_stderr_handler(logger, verbose))
 
 
 @click.group(cls=ForgeGroup, context_settings={"help_option_names": ["-h", "--help"]})

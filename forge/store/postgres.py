@@ -30,13 +30,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import logging
 import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from ..errors import StoreError
+from ..log import log
 from . import fold
 from .common import Entry, NewEntry
 
@@ -44,8 +44,6 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..settings import Settings
-
-log = logging.getLogger("forge")
 
 NAME = "postgres"
 # pg_advisory_xact_lock keys (one bigint each): every write transaction; a reindex's run.

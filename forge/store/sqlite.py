@@ -19,7 +19,6 @@ says what each method promises.
 from __future__ import annotations
 
 import json
-import logging
 import re
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 from .. import db
 from ..errors import StoreError
 from ..history import utc_now
+from ..log import log
 from .backend import OPEN_MODES
 from .common import ARCHIVE_KIND, Entry, NewEntry, StoreReadOnly, message_ids
 
@@ -35,8 +35,6 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..settings import Settings
-
-log = logging.getLogger("forge")
 
 TOKENIZER = "unicode61 remove_diacritics 2"
 _CHUNK = 500   # ids per `in (...)`, under SQLite's bound-variable limit
