@@ -106,8 +106,9 @@ def test_a_table_imports_tabulate_and_still_no_vector_machinery(runner):
 
 # What a listing process does not need, measured in issue 11 against `python -c "import click"`
 # (the whole-process target is 1.5x that): logging (~6 ms with traceback and string, loaded on
-# the first message: forge/log.py).
-NOT_FOR_LISTINGS = {"logging"}
+# the first message: forge/log.py); hashlib, tempfile, random, base64 (~4 ms: dedup keys, atomic
+# writes and vectors import them where they are used).
+NOT_FOR_LISTINGS = {"logging", "hashlib", "tempfile", "random", "base64"}
 
 
 @pytest.mark.parametrize("args", READ_COMMANDS, ids=" ".join)
@@ -119,8 +120,9 @@ def test_read_commands_leave_out_what_only_writes_and_messages_need(runner, args
 
 
 def test_forge_help_imports_nothing_of_the_library():
-    """`forge --help` is Click and the command map: no forge module but the CLI's main, and no
-    logging (its budget is 1.1x `import click`)."""
+    """`forge --help` is Click and the command map: no forge module but the CLI's main, no
+    logging, and no shutil (with bz2 and lzma, ~2 ms) for the terminal's width (its budget is
+    1.1x `import click`)."""
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "forge", "--help"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -128,7 +130,21 @@ def test_forge_help_imports_nothing_of_the_library():
               if line.startswith("import time:") and "|" in line}
     assert {name for name in loaded if name.split(".")[0] == "forge"} == {
         "forge", "forge.cli", "forge.cli.main"}
-    assert "logging" not in loaded
+    assert not loaded & {"logging", "shutil"}
+
+
+def test_forge_help_wraps_at_the_terminal_width():
+    """The width is read without shutil, by its rules: COLUMNS, else the terminal, capped at
+    Click's 80 columns less a margin of 2, and never under 50."""
+    def widest(columns: str) -> int:
+        env = {**os.environ, "COLUMNS": columns}
+        proc = subprocess.run([sys.executable, "-m", "forge", "--help"], env=env,
+                              capture_output=True, text=True, timeout=60)
+        return max(len(line) for line in proc.stdout.splitlines())
+
+    assert widest("56") <= 54
+    assert 54 < widest("200") <= 78
+    assert widest("20") <= 50 < widest("200")
 
 
 def test_a_warning_in_a_process_without_logging_loaded_is_still_one_formatted_line(tmp_path):
