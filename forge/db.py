@@ -15,10 +15,9 @@ import contextlib
 import importlib
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 from .errors import DamagedStoreError, StoreError
 from .log import log
@@ -28,8 +27,10 @@ BINDINGS = ("sqlean", "sqlite3", "pysqlite3")
 _IMPORT_NAME = {"sqlean": "sqlean", "sqlite3": "sqlite3", "pysqlite3": "pysqlite3.dbapi2"}
 
 
-@dataclass(frozen=True)
-class Binding:
+class Binding(NamedTuple):
+    """The SQLite binding in use: its name (BINDINGS) and its DB-API module. (A NamedTuple:
+    a frozen dataclass cost ~0.7 ms of every command's start.)"""
+
     name: str
     module: ModuleType
 

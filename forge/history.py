@@ -18,20 +18,16 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from .errors import CorruptFileError, ForgeError, NotFoundError
 from .fileio import atomic_write, locked
 from .log import log
+from .timestamps import utc_now  # noqa: F401  (history.utc_now: compaction, tests)
 
 ROLES = ("user", "assistant", "system", "tool")
 FORMAT_VERSION = 1
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass

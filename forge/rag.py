@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from . import db  # noqa: F401  (tests patch rag.db.transaction)
 from .errors import ForgeError, NotFoundError, StoreError
-from .history import utc_now
 from .log import log
 from .store import open_backend
 from .store.common import (ARCHIVE_KIND, ARCHIVE_SOURCES, KINDS, MAX_CONTENT_CHARS,  # noqa: F401
@@ -31,6 +30,7 @@ from .store.common import (ARCHIVE_KIND, ARCHIVE_SOURCES, KINDS, MAX_CONTENT_CHA
 from .store.identity import (PROBE_MIN_COSINE, PROBE_TEXT, EmbeddingMismatch,  # noqa: F401
                              compare_identity, describe, encode_vec, family, identity_core,
                              query_fingerprint, resolve_cutoff, same_probe)
+from .timestamps import utc_now
 
 if TYPE_CHECKING:
     import numpy as np

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .fileio import append_line
-from .history import utc_now
 from .log import log
 from .settings import scrub
+from .timestamps import utc_now
 
 PREVIEW_CHARS = 120
 _BLOCK = 64 * 1024

@@ -573,7 +573,7 @@ class PostgresBackend:
 
     def log_event(self, event: str, entry_id: int | None, kind: str | None = None,
                   link: int | None = None, info: dict | None = None) -> None:
-        from ..history import utc_now
+        from ..timestamps import utc_now
 
         self._writable()
         self.conn.execute("insert into memory_events(at, event, entry_id, kind, link, info) "

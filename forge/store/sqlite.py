@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from .. import db
 from ..errors import StoreError
-from ..history import utc_now
 from ..log import log
+from ..timestamps import utc_now
 from .backend import OPEN_MODES
 from .common import ARCHIVE_KIND, Entry, NewEntry, StoreReadOnly, message_ids
 
