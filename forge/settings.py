@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -253,10 +253,14 @@ SECRET = {"API_TOKEN"}
 URLS_WITH_PASSWORD = {"FORGE_DATABASE_URL"}  # shown through redact_url
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, repr=False, eq=False)
 class Settings:
     """Every setting's parsed value (SPECS), where each came from (`sources`: default, .env or
-    environment) and the text it was parsed from (`raw`). Built by load_settings."""
+    environment) and the text it was parsed from (`raw`). Built by load_settings.
+
+    A frozen dataclass (dataclasses.replace and fields work) whose __init__, __repr__, __eq__
+    and __hash__ are written once below rather than generated: compiling them for 46 fields
+    took ~1.4 ms of every command's start. They behave as the generated ones, keywords only."""
 
     data_dir: Path
     memory_file: Path
@@ -305,6 +309,33 @@ class Settings:
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     raw: Mapping[str, str | None] = field(default_factory=dict, compare=False, repr=False)
 
+    def __init__(self, **values: Any) -> None:
+        values.setdefault("sources", {})
+        values.setdefault("raw", {})
+        names = _SETTINGS_FIELDS.keys()
+        if values.keys() != names:
+            missing = ", ".join(sorted(names - values.keys()))
+            unknown = ", ".join(sorted(values.keys() - names))
+            raise TypeError(f"Settings() missing: {missing or 'none'}; unknown: {unknown or 'none'}")
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}"
+                          for name, f in _SETTINGS_FIELDS.items() if f.repr)
+        return f"{type(self).__qualname__}({shown})"
+
+    def _compared(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name, f in _SETTINGS_FIELDS.items() if f.compare)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._compared() == other._compared()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._compared())
+
     def rows(self) -> list[dict[str, Any]]:
         """Every setting, its effective value and where it came from (for `forge config`)."""
         out = []
@@ -323,6 +354,9 @@ class Settings:
             out.append({"setting": spec.name, "value": shown, "source": self.sources[spec.name],
                         "help": spec.help})
         return out
+
+
+_SETTINGS_FIELDS = {f.name: f for f in fields(Settings)}
 
 
 def _dotenv_text(path: Path) -> str | None:
