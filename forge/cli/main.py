@@ -117,12 +117,7 @@ class ForgeGroup(click.Group):
     context_class = _Context
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(name for name in COMMANDS if self._module_exists(name))
-
-    @staticmethod
-    def _module_exists(name: str) -> bool:
-        module = COMMANDS[name].split(":")[0]
-        return importlib.util.find_spec(f"forge.cli.{module}") is not None
+        return sorted(COMMANDS)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         names = self.list_commands(ctx)
@@ -137,7 +132,7 @@ class ForgeGroup(click.Group):
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         target = COMMANDS.get(name)
-        if target is None or not self._module_exists(name):
+        if target is None:
             return None
         module, attr = target.split(":")
         return getattr(importlib.import_module(f"forge.cli.{module}"), attr)
