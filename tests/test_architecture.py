@@ -12,7 +12,7 @@ STORE_RING = {"forge.history", "forge.traces", "forge.rag", "forge.embedders", "
               "forge.db", "forge.fileio", "forge.settings", "forge.errors", "forge.recall_batch",
               "forge.recall_rank", "forge.store",
               "forge.dotenv_edit", "forge.dotenv_parse", "forge.log",
-              "forge.timestamps"}
+              "forge.timestamps", "forge.trace_read"}
 MEMORY_RING = {"forge.compaction", "forge.history_import", "forge.transcript", "forge.non_answer",
                "forge.aggregate", "forge.resplit",
                "forge.hot_memory", "forge.tokens", "forge.router.prompt", "forge.router.placeholders",
