@@ -13,29 +13,32 @@ from typing import Any, Callable
 
 NAME = "forge"
 
-_pending: Callable[[Any], None] | None = None   # the CLI's setup, waiting for a first message
+# The CLI's setup, waiting for a first message: at most one, taken by list.pop (atomic), so two
+# threads logging first at once run it once.
+_pending: list[Callable[[Any], None]] = []
 
 
 def when_loaded(setup: Callable[[Any], None]) -> None:
     """Run `setup(logger)` on the "forge" Logger now if `logging` is loaded, else before the
     first message goes through `log`."""
-    global _pending
+    _pending.clear()
     loaded = sys.modules.get("logging")
     if loaded is None:
-        _pending = setup
+        _pending.append(setup)
     else:
-        _pending = None
         setup(loaded.getLogger(NAME))
 
 
 def logger() -> Any:
     """The "forge" Logger (imports `logging`, and runs the setup `when_loaded` left waiting)."""
-    global _pending
     import logging
 
     found = logging.getLogger(NAME)
-    if _pending is not None:
-        setup, _pending = _pending, None
+    if _pending:
+        try:
+            setup = _pending.pop()
+        except IndexError:  # another thread took it
+            return found
         setup(found)
     return found
 
