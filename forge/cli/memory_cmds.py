@@ -176,8 +176,9 @@ def _read_batch(stream: Any, project: str | None) -> list[Any]:
               help="Calibration: rows the word channel may return [5 when only --vector-k "
                    "is given].")
 @click.option("--neighbours/--no-neighbours", default=True, show_default=True,
-              help="With --limit: the archived exchanges beside a strong hit (found by both "
-                   "channels) follow it, tagged neighbour.")
+              help="With --limit: the archived exchanges beside the best row, when both "
+                   "channels found it, join the rows, tagged neighbour (after the first five "
+                   "when one channel put another row first).")
 @click.option("--kind", "-k", type=Kind(archive=True), help="Search entries of this kind only.")
 @output_options
 def recall(query: str | None, queries_file: Any, project: str | None, limit: int | None,
