@@ -34,10 +34,13 @@ How a row earns its place (`fused`, printed with every row):
   A conversation's answer is often the turn next to the one that shares the question's words.
   Deliberate entries have no neighbours. They are added after the cutoff, beside a word match,
   so it never judges them.
+- RECALL_MIN_COVERAGE (opt-in, forge/refusal.py): the whole recall is refused (no row) when
+  none of the vector channel's 5 nearest entries holds enough of the question's latent terms.
 
 Why these: measured on LoCoMo and on tests/fixtures/personal_facts.json (README, "Retrieval:
-what was tried"); normalised beat RRF on both sets, the neighbours of an agreed hit added 3 points at 10 rows, those of a weak hit after the first
-five rows 2.4 more (and nothing lost at 5 rows).
+what was tried"); normalised beat RRF on both sets, the neighbours of an agreed hit added 3
+points at 10 rows, those of a weak hit after the first five rows 2.4 more (and nothing lost at
+5 rows).
 """
 from __future__ import annotations
 
@@ -162,6 +165,10 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     after = neighbours_after(result.rows, vector, lexical, strong) if neighbours else None
     if after is not None:
         result.rows = with_neighbours(store, result.rows, limit=limit, after=after)
+    if store.settings.recall_min_coverage is not None:   # opt-in: nothing imported when off
+        from . import refusal
+
+        result = refusal.apply(store, query, vector, result)
     return result
 
 
