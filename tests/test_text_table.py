@@ -35,7 +35,11 @@ WORDS = ["the", "NAS", "has", "32", "GB", "café", "crème", "brûlée", "œuvre
          "naïve", "e\u0301te\u0301",  # combining accents: two code points, one column
          "long-term", "self-hosted", "x-", "--", "-", "état-major", "0.5", "1e3", "007", "True",
          "None", "日本語", "🙂", "λ", "/srv/nas/backup", "https://example.org/a?b=c", "a,b",
-         '{"k": 1}', "tab\there", "nbsp\u00a0here", "ideographic\u3000space"]
+         '{"k": 1}', "tab\there", "nbsp\u00a0here", "ideographic\u3000space",
+         # terminal escapes, as piped coloured output leaves them: colours, a hyperlink, strays
+         "\x1b[31mrouge\x1b[0m", "\x1b[1;32mvert", "fin\x1b[0m", "\x1b[0m", "\x1b[4m", "\x1b", "\x1b[",
+         "\x1b]8;;https://example.org/x\x1b\\lien\x1b]8;;\x1b\\", "\x1b[33m" + "jaune" * 12 + "\x1b[0m",
+         "a\x1b[31mb\x1b[0mc" * 9]
 
 
 def word(rng: random.Random) -> str:
@@ -89,7 +93,7 @@ def table_case(rng: random.Random):
 @pytest.mark.parametrize("seed", range(8))
 def test_generated_tables_match_tabulate(seed):
     rng = random.Random(seed)
-    seen = {"multiline": 0, "wrapped": 0, "cut word": 0, "headers": 0, "plain": 0}
+    seen = {"multiline": 0, "wrapped": 0, "cut word": 0, "headers": 0, "plain": 0, "escapes": 0}
     for n in range(400):
         rows, headers, maxwidths = table_case(rng)
         expected = reference(rows, headers, maxwidths)
@@ -97,6 +101,7 @@ def test_generated_tables_match_tabulate(seed):
             f"seed {seed} case {n}: {json.dumps([rows, headers, maxwidths], ensure_ascii=False)}"
         seen["headers" if headers else "plain"] += 1
         seen["multiline"] += any("\n" in str(c) for r in rows for c in r)
+        seen["escapes"] += any("\x1b[" in str(c) for r in rows for c in r)
         seen["wrapped"] += any(w and len(str(r[i] or "")) > w
                                for r in rows for i, w in enumerate(maxwidths))
         seen["cut word"] += any(w and any(len(x) > w for x in str(r[i] or "").split())
@@ -134,6 +139,13 @@ def test_a_wrapped_cell_is_printed_as_given_where_tabulate_rewrote_it():
     assert render([[1, "1,000"]], ["id", "content"], [None, 30]).splitlines()[-1] == "1     1,000"
     with pytest.raises(ValueError):
         reference([[1, "1,000"]], ["id", "content"], [None, 30])
+
+
+def test_a_row_starting_with_x01_is_a_row():
+    """tabulate drew a rule in place of a row whose first or second cell is "\\x01"."""
+    rows = [[1, "fact"], ["\x01", "fact"]]
+    assert render(rows, ["id", "kind"], [None, None]).splitlines()[-1] == "\x01     fact"
+    assert reference(rows, ["id", "kind"], [None, None]).splitlines()[-1] == "----  ------"
 
 
 def _tabulate_table(rows, columns, *, wide=("content",), headers=True) -> str:
