@@ -141,6 +141,14 @@ def test_a_wrapped_cell_is_printed_as_given_where_tabulate_rewrote_it():
         reference([[1, "1,000"]], ["id", "content"], [None, 30])
 
 
+def test_a_memory_that_is_a_number_with_a_thousands_separator_is_listed(runner):
+    """`forge remember fact "1,000"` made every `forge memory ls` table a ValueError."""
+    assert invoke(runner, "remember", "fact", "1,000").exit_code == 0
+    result = invoke(runner, "memory", "ls")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[2].endswith("  1,000")
+
+
 def test_a_row_starting_with_x01_is_a_row():
     """tabulate drew a rule in place of a row whose first or second cell is "\\x01"."""
     rows = [[1, "fact"], ["\x01", "fact"]]
