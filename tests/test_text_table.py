@@ -213,3 +213,18 @@ def test_real_commands_tables_match_tabulate(runner, table_calls, monkeypatch):
     assert len(calls) >= 7
     for rows, columns, kwargs in calls:
         assert table(rows, columns, **kwargs) == _tabulate_table(rows, columns, **kwargs)
+
+
+def test_no_forge_module_imports_tabulate():
+    """tabulate is a test dependency only (setup.cfg's `test` extra): no command may need it."""
+    import ast
+    from pathlib import Path
+
+    package = Path(output.__file__).resolve().parents[1]
+    importers = []
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            importers += [str(path) for name in names if name.split(".")[0] == "tabulate"]
+    assert len(list(package.rglob("*.py"))) > 50 and not importers, importers
