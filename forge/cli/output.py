@@ -1,9 +1,9 @@
 """One output decorator and one renderer for every command that prints rows.
 
-A table (`table.render`) by default; `--json` prints one JSON document; `--nl` one JSON object per line;
-`--csv` / `--tsv` the same rows as `--nl`, one per line under a header (`--no-headers` drops
-it, and the table's too). Data goes to stdout; everything else goes to stderr through `note()`
-or logging.
+A table by default (drawn by `text_table.render`, no tabulate); `--json` prints one JSON
+document; `--nl` one JSON object per line; `--csv` / `--tsv` the same rows as `--nl`, one per
+line under a header (`--no-headers` drops it, and the table's too). Data goes to stdout;
+everything else goes to stderr through `note()` or logging.
 """
 from __future__ import annotations
 
