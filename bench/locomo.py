@@ -187,7 +187,9 @@ def summarise(conversations: list[dict]) -> dict:
         table.append(row)
     return {
         "table": table,
-        "conversations": [{k: v for k, v in c.items() if k != "questions"} for c in conversations],
+        "conversations": [{**{k: v for k, v in c.items() if k != "questions"},
+                           **{f"any@{b}": share(c["questions"], f"any@{b}") for b in BUDGETS}}
+                          for c in conversations],
         "turns": sum(c["turns"] for c in conversations),
         "entries": sum(c["entries"] for c in conversations),
         "questions": len(asked),
@@ -211,6 +213,10 @@ def print_table(summary: dict) -> None:
           f"import+compaction {summary['import_seconds']:.1f} s, question embedding "
           f"{summary['embed_seconds']:.1f} s, recall {summary['recall_seconds']:.2f} s "
           f"(both budgets)")
+    if len(summary["conversations"]) > 1:   # the spread a conversation not measured may fall in
+        print("per conversation (" + " / ".join(f"any@{b}" for b in BUDGETS) + "): " + ", ".join(
+            f"{c['sample_id']} " + " / ".join(f"{c[f'any@{b}']:.3f}" for b in BUDGETS)
+            for c in summary["conversations"] if c.get(f"any@{BUDGETS[0]}") is not None))
 
 
 def main(argv: list[str] | None = None) -> int:

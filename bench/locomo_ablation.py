@@ -8,9 +8,11 @@ the store (`ablation-*.npz` in the conversation's folder), so a second run only 
   seed-split         the seed's V6: vector rows by distance then word-only rows by bm25,
                      budgets 3+2 (5) and 5+5 (10): what `forge recall` did before --limit
   seed-split-cut     the same with 3+3 / 7+7, cut to the budget
-  shipped            `forge recall --limit` as shipped: norm + the neighbours of a strong hit
+  shipped            `forge recall --limit` as shipped: norm + the neighbours of a hit (right
+                     after an agreed hit, after the first 5 rows for a weak `both` one)
+  shipped-neighbours-of-agreed  the same with neighbours of an agreed hit only (shipped second)
                      (the top row is both the nearest vector and the best word match)
-  shipped-neighbours-of-both  the same with neighbours whenever both channels found the top row
+  shipped-neighbours-of-both  the same with neighbours right after any top row both channels found
   rrf                reciprocal rank fusion (RRF, K=60, pools of 30), no neighbours
   rrf-pool=budget    RRF over pools as deep as the budget only
   rrf-pool100        RRF over pools of 100
@@ -97,6 +99,13 @@ def shipped(store, q, vec, budget):
     return recall_rank.search(store, q, limit=budget, query_vector=vec).rows
 
 
+def shipped_agreed(store, q, vec, budget):
+    """The ranking as shipped second: neighbours only when both channels put the top row first."""
+    from forge import recall_rank
+
+    return recall_rank.search(store, q, limit=budget, query_vector=vec, strong="agreed").rows
+
+
 def shipped_both(store, q, vec, budget):
     """The ranking as first shipped: neighbours whenever both channels found the top row."""
     from forge import recall_rank
@@ -176,7 +185,7 @@ def admit_smoothed(store, q: str, k: float, max_df: float = 0.2) -> list[str]:
 
 
 def shipped_with(store, q, vec, budget, *, words=None, third=None):
-    """`forge recall --limit` (normalised fusion, neighbours of an agreed hit) with other admitted
+    """`forge recall --limit` (normalised fusion, neighbours as shipped) with other admitted
     words and/or a third channel [(entry id, score, higher better)] normalised like the others."""
     from forge import rag, recall_rank
 
@@ -193,8 +202,9 @@ def shipped_with(store, q, vec, budget, *, words=None, third=None):
             scores[entry_id] = scores.get(entry_id, 0.0) + (1.0 if hi == lo else (v - lo) / (hi - lo))
         ranked = recall_rank._best_first([(cands[i], round(s, 6)) for i, s in scores.items()])
     rows = _rows(store, ranked, budget)
-    if recall_rank._strong_hit(rows, vector, lexical, "agreed"):
-        rows = recall_rank.with_neighbours(store, rows, limit=budget)
+    after = recall_rank.neighbours_after(rows, vector, lexical)
+    if after is not None:
+        rows = recall_rank.with_neighbours(store, rows, limit=budget, after=after)
     return rows
 
 
@@ -303,6 +313,7 @@ def variants(store, asked: list[dict]) -> dict[str, Callable]:
         "seed-split": seed_split,
         "seed-split-cut": lambda s, q, v, b: seed_split(s, q, v, b, deeper=True),
         "shipped": shipped,
+        "shipped-neighbours-of-agreed": shipped_agreed,
         "shipped-neighbours-of-both": shipped_both,
         "rrf": rrf,
         "rrf-pool=budget": lambda s, q, v, b: rrf(s, q, v, b, pool=b),

@@ -55,9 +55,10 @@ def main() -> None:
     try:
         db.snapshot(args.store / "forge_rag.db", work / "forge_rag.db")
         _trace_file(work / "traces.jsonl", args.trace_mb)
-        repo = str(Path(__file__).resolve().parents[1])  # this checkout's forge, from any folder
-        env = {**os.environ, "FORGE_DATA_DIR": str(work),
-               "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
+        # The children run in `work`: `python -m` puts its working directory first on sys.path,
+        # so from the repo root every run (--compare's old ones too) imported the repo's forge.
+        repo = str(Path(__file__).resolve().parents[1])
+        env = {**os.environ, "FORGE_DATA_DIR": str(work), "PYTHONPATH": repo}
         env.pop("EMBEDDING_URL", None)
         # An installed package runs from bytecode (pip compiles it); a shell that sets
         # PYTHONDONTWRITEBYTECODE would otherwise time the compiler on every run (~30 ms).
@@ -65,9 +66,6 @@ def main() -> None:
         import compileall
 
         compileall.compile_dir(str(Path(__file__).resolve().parents[1] / "forge"), quiet=1)
-        # Every process runs in `work`: `python -m forge` puts its working directory first on
-        # sys.path, so from the repository's root --compare's PYTHONPATH copy was never imported
-        # (both columns timed the working tree), and a `.env` there would change the settings.
         forge = [sys.executable, "-m", "forge"]
         counter = iter(range(10**9))
         commands: dict[str, tuple[list[str] | None, float | None]] = {
@@ -90,12 +88,12 @@ def main() -> None:
         times: dict[str, list[float]] = {name: [] for name in commands}
         for name, (cmd, _) in commands.items():  # warm the page cache once
             subprocess.run(cmd or forge + ["remember", "fact", f"warm-up {name}"], env=envs[name],
-                           capture_output=True, check=True, cwd=work)
+                           cwd=work, capture_output=True, check=True)
         for _ in range(args.runs):
             for name, (cmd, _) in commands.items():
                 cmd = cmd or forge + ["remember", "fact", f"new fact number {next(counter)}"]
                 t = time.perf_counter()
-                subprocess.run(cmd, env=envs[name], capture_output=True, check=True, cwd=work)
+                subprocess.run(cmd, env=envs[name], cwd=work, capture_output=True, check=True)
                 times[name].append((time.perf_counter() - t) * 1000)
         base = statistics.median(times['python -c "import click"'])
         load = os.getloadavg()

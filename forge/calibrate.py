@@ -65,6 +65,7 @@ class Measured:
     lexical: bool = False     # ... through the word channel
     hot: bool = False         # a hit's entry is in the hot block (deliberate, not superseded)
     rows_kept: int = 0        # a miss: rows it still gets at the proposed cutoff
+    coverage: float | None = None  # --coverage: its latent terms' share in its 5 nearest entries
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,6 +90,7 @@ class Calibration:
     project: str | None = None
     embed_seconds: float = 0.0
     db_seconds: float = 0.0
+    coverage: dict[str, Any] | None = None   # --coverage: the RECALL_MIN_COVERAGE proposal
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -176,7 +178,7 @@ def open_readonly(settings: "Settings", *, path: Path | str | None = None,
     except BaseException:
         backend.close()
         raise
-    plain = dataclasses.replace(settings, recall_max_distance=None)
+    plain = dataclasses.replace(settings, recall_max_distance=None, recall_min_coverage=None)
     return rag.Store(backend, plain, embedder=embedder, check_identity=True)
 
 
@@ -204,8 +206,9 @@ def _ranks(store: "Store", queries: "np.ndarray", distances: Sequence[float], ex
 # --------------------------------------------------------------------------- measuring
 
 def calibrate(store: "Store", cases: Cases, *, vector_k: int = 5, lexical_k: int = 5,
-              project: str | None = None) -> Calibration:
-    """Measure `cases` on `store` (open it with `open_readonly`) and propose a cutoff."""
+              project: str | None = None, coverage: bool = False) -> Calibration:
+    """Measure `cases` on `store` (open it with `open_readonly`) and propose a cutoff; with
+    `coverage`, each case's coverage (forge/refusal.py) and a RECALL_MIN_COVERAGE proposal."""
     import numpy as np
 
     from . import rag, recall_batch
@@ -278,7 +281,37 @@ def calibrate(store: "Store", cases: Cases, *, vector_k: int = 5, lexical_k: int
         at_cutoff=at_cutoff, message="", vector_k=vector_k, lexical_k=lexical_k, project=project,
         embed_seconds=round(embedded - started, 4), db_seconds=round(done - embedded, 4))
     result.message = _message(result)
+    if coverage:
+        started = time.perf_counter()
+        result.coverage = _coverage(store, hits, misses, vectors, project)
+        result.embed_seconds = round(result.embed_seconds + time.perf_counter() - started, 4)
     return result
+
+
+def _coverage(store: "Store", hits: list[Measured], misses: list[Measured], vectors: Any,
+              project: str | None) -> dict[str, Any]:
+    """Each case's coverage by its 5 nearest entries, and the RECALL_MIN_COVERAGE that keeps
+    at least 95% of the hit cases (refusal.propose); what it keeps and refuses on them."""
+    from . import rag, refusal
+
+    for measured, vector in zip(hits + misses, vectors):
+        nearest = [i for i, _ in rag.search_vector(store, vector, k=refusal.POOL, project=project)]
+        verdict = refusal.measure(store, measured.question, nearest)
+        measured.coverage = verdict.value if verdict is not None else None
+    hit_values = [h.coverage for h in hits if h.coverage is not None]
+    proposed = refusal.propose(hit_values)
+    kept = sum(v >= proposed for v in hit_values) if proposed is not None else len(hit_values)
+    refused = (sum(m.coverage is not None and m.coverage < proposed for m in misses)
+               if proposed is not None else 0)
+    setting = f"RECALL_MIN_COVERAGE={proposed:g}" if proposed is not None else None
+    message = (f"proposed {setting}: it keeps {kept} of {len(hits)} hit questions and refuses "
+               f"{refused} of {len(misses)} misses (measured on these same questions: expect "
+               "fewer on new ones; each recall then costs the sparse head's pass over the "
+               "question and its 5 nearest entries)" if setting else
+               "no hit reached any vector: no RECALL_MIN_COVERAGE proposed")
+    return {"proposed": proposed, "setting": setting, "keep": 0.95, "hits_kept": kept,
+            "misses_refused": refused, "pool": refusal.POOL, "query_terms": refusal.QUERY_TERMS,
+            "message": message}
 
 
 def _entries(store: "Store", ids: Sequence[int]) -> list[Any]:
@@ -365,6 +398,16 @@ def _message(c: Calibration) -> str:
             f"channel returns {a['hits_vector']} of {a['hits']} hit entries, the word channel "
             f"{a['hits_lexical']}, either {a['hits_returned']}; {a['misses_with_rows']} of "
             f"{a['misses']} misses still get rows")
+
+
+def write_coverage(result: Calibration, env_file: Path | str) -> Any:
+    """Put the RECALL_MIN_COVERAGE proposal into `.env` (only that line changes)."""
+    from . import dotenv_edit
+
+    if not result.coverage or result.coverage["proposed"] is None:
+        raise ForgeError("--write --coverage: no RECALL_MIN_COVERAGE proposed (no hit case "
+                         "reached a vector)")
+    return dotenv_edit.set_value(env_file, "RECALL_MIN_COVERAGE", f"{result.coverage['proposed']:g}")
 
 
 def write_cutoff(result: Calibration, env_file: Path | str) -> Any:

@@ -20,17 +20,27 @@ How a row earns its place (`fused`, printed with every row):
   budget is cut, so a slot it frees goes to the next candidate that passes. Word matches
   (lexical or both) are never judged by a distance.
 - Ties (equal fused scores) break on distance, then bm25, then entry id: deterministic.
-- Neighbours of a strong hit (`neighbours=True`, the default): when the best row is an archived
+- Neighbours of a hit (`neighbours=True`, the default): when the best row is an archived
   exchange that BOTH channels found, the archived exchanges just before and after it (same
-  project, by id: the order compaction wrote them) take the next places, tagged channel
-  "neighbour" with `neighbour_of` = the hit's id, no distance, no bm25, no fused score (one the
-  ranking already holds moves up beside the hit and keeps its own tags); the budget stays
-  `limit` (they push the last rows out). A conversation's answer is often the turn next to the
-  one that shares the question's words. Deliberate entries have no neighbours. They are added
-  after the cutoff, beside a word match, so it never judges them.
+  project, by id: the order compaction wrote them) join the rows, tagged channel "neighbour"
+  with `neighbour_of` = the hit's id, no distance, no bm25, no fused score (one the ranking
+  already holds moves up beside the hit and keeps its own tags); the budget stays `limit`
+  (they push the last rows out). Where they go depends on how strong the hit is:
+  * an agreed hit (both channels put it FIRST: the nearest vector and the best word match):
+    right after it;
+  * a weak hit (both channels found it, one of them ranked another entry first): after the
+    first WEAK_HIT_KEEPS (5) rows, so a weak hit never changes the first five rows, and brings
+    no neighbour at all into a budget of 5 or fewer.
+  A conversation's answer is often the turn next to the one that shares the question's words.
+  Deliberate entries have no neighbours. They are added after the cutoff, beside a word match,
+  so it never judges them.
+- RECALL_MIN_COVERAGE (opt-in, forge/refusal.py): the whole recall is refused (no row) when
+  none of the vector channel's 5 nearest entries holds enough of the question's latent terms.
 
 Why these: measured on LoCoMo and on tests/fixtures/personal_facts.json (README, "Retrieval:
-what was tried"); normalised beat RRF on both sets, the neighbours added 3 points at 10 rows.
+what was tried"); normalised beat RRF on both sets, the neighbours of an agreed hit added 3
+points at 10 rows, those of a weak hit after the first five rows 2.4 more (and nothing lost at
+5 rows).
 """
 from __future__ import annotations
 
@@ -48,6 +58,7 @@ if TYPE_CHECKING:
 DEFAULT_LIMIT = 10
 RRF_K = 60
 MIN_POOL = 30
+WEAK_HIT_KEEPS = 5   # the first rows a weak hit's neighbours never displace
 
 
 def pool(limit: int) -> int:
@@ -138,7 +149,7 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
            kind: str | None = None, query_vector: "np.ndarray | None" = None, vector_pool: int | None = None,
            lexical_pool: int | None = None, rrf_k: int = RRF_K,
            lexical_weight: float = 1.0, neighbours: bool = True,
-           fusion: str = "normalised", strong: str = "agreed") -> "SearchResult":
+           fusion: str = "normalised", strong: str = "tiered") -> "SearchResult":
     """`limit` rows (fewer only when the store has fewer passing candidates), best fused first.
 
     Raises ServerError when the embedder is down, like rag.search_hybrid.
@@ -151,26 +162,36 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     ranked = (normalised(vector, lexical) if fusion == "normalised"
               else rrf(vector, lexical, k=rrf_k, lexical_weight=lexical_weight))
     result = fill(store, ranked, limit=limit, cutoff=cutoff, fingerprint=fingerprint, words=words)
-    if neighbours and _strong_hit(result.rows, vector, lexical, strong):
-        result.rows = with_neighbours(store, result.rows, limit=limit)
+    after = neighbours_after(result.rows, vector, lexical, strong) if neighbours else None
+    if after is not None:
+        result.rows = with_neighbours(store, result.rows, limit=limit, after=after)
+    if store.settings.recall_min_coverage is not None:   # opt-in: nothing imported when off
+        from . import refusal
+
+        result = refusal.apply(store, query, vector, result)
     return result
 
 
-def _strong_hit(rows: list, vector: list[tuple[int, float]], lexical: list[tuple[int, float]],
-                rule: str) -> bool:
-    """Is the best row a hit strong enough to bring its neighbouring exchanges?
+def neighbours_after(rows: list, vector: list[tuple[int, float]], lexical: list[tuple[int, float]],
+                     rule: str = "tiered") -> int | None:
+    """How many rows stay ahead of the best row's neighbours; None: it brings none.
 
-    "agreed" (the default): it is the nearest vector AND the best word match, so both channels
-    put it first. "both": both channels found it at all — weaker: a common-enough word can make
-    a mediocre vector hit the top `both` row, and its neighbours then push the real answer out
-    (the sample transcript's power-cut question did exactly that).
+    "tiered" (the default): 1 for an agreed hit (the nearest vector AND the best word match),
+    WEAK_HIT_KEEPS for a weak one (both channels found it, one put another entry first): a
+    common-enough word can make a mediocre vector hit the top `both` row (the sample
+    transcript's power-cut question does), so its neighbours may take the later rows, never the
+    first five, where the real answer may stand. "agreed": agreed hits only (shipped before,
+    kept for the ablation). "both": any `both` top row, right after it (first shipped: its
+    neighbours pushed the power-cut question's answer out of the first five).
     """
     if not rows or rows[0].channel != "both":
-        return False
+        return None
     if rule == "both":
-        return True
+        return 1
     top = rows[0].entry.id
-    return bool(vector and lexical and vector[0][0] == top and lexical[0][0] == top)
+    if vector and lexical and vector[0][0] == top and lexical[0][0] == top:
+        return 1
+    return WEAK_HIT_KEEPS if rule == "tiered" else None
 
 
 def neighbour_ids(store: "Store", entry: "rag.Entry") -> list[int]:
@@ -178,19 +199,23 @@ def neighbour_ids(store: "Store", entry: "rag.Entry") -> list[int]:
     return rag.neighbour_ids(store, entry)
 
 
-def with_neighbours(store: "Store", rows: list, *, limit: int) -> list:
-    """`rows` with the best row's neighbouring exchanges right after it, when it is a strong
-    hit (an archived exchange found by both channels); still at most `limit` rows."""
-    if not rows or rows[0].channel != "both" or limit < 2:
+def with_neighbours(store: "Store", rows: list, *, limit: int, after: int = 1) -> list:
+    """`rows` with the best row's neighbouring exchanges placed after the first `after` rows
+    (1: right after it), when it is an archived exchange found by both channels; still at most
+    `limit` rows. A neighbour already among the first `after` rows stays where it is."""
+    if not rows or rows[0].channel != "both" or limit <= after:
         return rows
     around = neighbour_ids(store, rows[0].entry)
     present = {r.entry.id: r for r in rows}
     new = rag.entries_by_id(store, [i for i in around if i not in present])
+    head = rows[:after]
+    kept = {r.entry.id for r in head}
     beside = [present.get(i) or rag.SearchRow(new[i], "neighbour", None, None,
                                               neighbour_of=rows[0].entry.id)
-              for i in sorted(around) if i in present or i in new]
-    rest = [r for r in rows[1:] if r.entry.id not in around]
-    return (rows[:1] + beside + rest)[:limit]
+              for i in sorted(around) if (i in present or i in new) and i not in kept]
+    moved = {r.entry.id for r in beside}
+    rest = [r for r in rows[after:] if r.entry.id not in moved]
+    return (head + beside + rest)[:limit]
 
 
 def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
@@ -222,4 +247,5 @@ def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
 def describe() -> dict[str, Any]:
     """The fusion's constants, for reports (`--json` documents, bench output)."""
     return {"fusion": "normalised", "weights": "1:1", "pool": f"max({MIN_POOL}, limit)",
-            "neighbours": "of a both-channel archived hit"}
+            "neighbours": "of a both-channel archived hit: right after an agreed hit, "
+                          f"after the first {WEAK_HIT_KEEPS} rows for a weak one"}

