@@ -91,8 +91,8 @@ class EmbeddedEmbedder(Embedder):
         from .e5_engine import Engine
 
         model = _model(self.variant)
-        if not isinstance(model, Engine):
-            return super().embed_query(text)
+        if not isinstance(model, Engine) or type(self)._embed is not EmbeddedEmbedder._embed:
+            return super().embed_query(text)   # a subclass's own `_embed` applies to queries too
         import array
 
         row = array.array("f", bytes(model.embed([self._fit(model, text, True)], True)))
