@@ -57,6 +57,8 @@ from ..fileio import locked
 if TYPE_CHECKING:
     import numpy as np
 
+    from ..embedders import QueryVector
+
 log = logging.getLogger("forge")
 
 LOG_TABLE = "memory_vector_log"
@@ -606,7 +608,7 @@ def _trim(conn: Any, seq: int) -> None:
 
 # --------------------------------------------------------------------------- the scan
 
-def knn(conn: Any, store_path: Path | str, qvec: "np.ndarray", *, k: int,
+def knn(conn: Any, store_path: Path | str, qvec: "QueryVector", *, k: int,
         project: str | None = None, min_entries: int, readonly: bool = False
         ) -> list[tuple[int, float]] | None:
     """(entry id, L2 distance) of the k nearest from the copy, the project filter before the
@@ -637,7 +639,7 @@ def knn(conn: Any, store_path: Path | str, qvec: "np.ndarray", *, k: int,
             side.close()
 
 
-def _scan(side: Sidecar, qvec: "np.ndarray", k: int, project: str | None
+def _scan(side: Sidecar, qvec: "QueryVector", k: int, project: str | None
           ) -> list[tuple[int, float]]:
     import numpy as np
 
