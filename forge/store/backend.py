@@ -36,7 +36,11 @@ against a second machine. Any exception rolls everything back; nothing is half-w
 Methods outside a transaction are single consistent reads.
 
 Values crossing the seam are plain: ids are ints, vectors are numpy float32 arrays (unit
-length, L2 distance between them), words are the already folded tokens of `query_words`,
+length, L2 distance between them) — except the query vector of `search_vector`, which may
+also be an `array.array('f')` (the embedded model's query, embedded without numpy so that
+`forge recall` on a store below RECALL_SCAN_MIN_ENTRIES imports none: a backend reads it
+through the buffer protocol, e.g. `np.asarray(qvec, dtype=np.float32)` or its bytes, and
+imports numpy only where it needs it), words are the already folded tokens of `query_words`,
 `refs`/`info` are JSON-able dicts, times are `history.utc_now()` strings. No SQL, no FTS5 match
 syntax, no vec0 blobs, no rowids other than the entry id cross it.
 
@@ -56,6 +60,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol, Sequence
 if TYPE_CHECKING:
     import numpy as np
 
+    from ..embedders import QueryVector
     from .common import Entry, NewEntry
 
 OPEN_MODES = ("write", "read", "rows", "inspect", "readonly")
@@ -219,9 +224,10 @@ class Backend(Protocol):
     def count_vectors(self) -> int:
         """Stored vectors (0 without a vector storage)."""
 
-    def search_vector(self, qvec: "np.ndarray", *, k: int, project: str | None = None,
+    def search_vector(self, qvec: "QueryVector", *, k: int, project: str | None = None,
                       kind: str | None = None) -> list[tuple[int, float]]:
-        """(entry id, L2 distance) of the k nearest vectors, nearest first. The project filter
+        """(entry id, L2 distance) of the k nearest vectors to `qvec` (a numpy float32 array
+        or an `array.array('f')`), nearest first. The project filter
         runs INSIDE the KNN: k rows come back whenever k entries of that project have vectors
         (never a global top-k filtered afterwards). With `kind`, an exact scan of that kind's
         entries (and project). [] without a vector storage or for k <= 0. Rows may name an

@@ -43,6 +43,7 @@ from .common import Entry, NewEntry
 if TYPE_CHECKING:
     import numpy as np
 
+    from ..embedders import QueryVector
     from ..settings import Settings
 
 NAME = "postgres"
@@ -200,11 +201,12 @@ def tsvector_literal(tokens: Sequence[str]) -> tuple[str, int]:
 
 class _Vector:
     """A vector to send in pgvector's binary format (see `_register_vector`): a text literal
-    costs 0.5 ms to write for 384 floats, this a few µs."""
+    costs 0.5 ms to write for 384 floats, this a few µs. A numpy array or an `array.array('f')`
+    (the embedded model's query vector): the dumper reads either through numpy."""
 
     __slots__ = ("array",)
 
-    def __init__(self, array: "np.ndarray"):
+    def __init__(self, array: "QueryVector | None"):
         self.array = array
 
 
@@ -608,7 +610,7 @@ class PostgresBackend:
             return 0
         return self.conn.execute("select count(*) from memory_vectors").fetchone()[0]
 
-    def search_vector(self, qvec: "np.ndarray", *, k: int, project: str | None = None,
+    def search_vector(self, qvec: "QueryVector", *, k: int, project: str | None = None,
                       kind: str | None = None) -> list[tuple[int, float]]:
         if k <= 0 or qvec is None or not self.has_vectors():
             return []

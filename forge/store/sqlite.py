@@ -18,6 +18,7 @@ says what each method promises.
 """
 from __future__ import annotations
 
+import array
 import json
 import re
 from contextlib import contextmanager
@@ -34,6 +35,7 @@ from .common import ARCHIVE_KIND, Entry, NewEntry, StoreReadOnly, message_ids
 if TYPE_CHECKING:
     import numpy as np
 
+    from ..embedders import QueryVector
     from ..settings import Settings
 
 TOKENIZER = "unicode61 remove_diacritics 2"
@@ -188,7 +190,11 @@ def _row_to_entry(row: Sequence[Any]) -> Entry:
                  superseded_by=row[8])
 
 
-def _blob(vec: "np.ndarray") -> bytes:
+def _blob(vec: "QueryVector") -> bytes:
+    """sqlite-vec's float32 blob of a numpy array or of an `array.array('f')` (the embedded
+    model's query vector: no numpy needed)."""
+    if isinstance(vec, array.array) and vec.typecode == "f":
+        return vec.tobytes()
     return vec.astype("float32").tobytes()
 
 
@@ -589,7 +595,7 @@ class SQLiteBackend:
             return 0
         return self.conn.execute("select count(*) from memory_vectors").fetchone()[0]
 
-    def search_vector(self, qvec: "np.ndarray", *, k: int, project: str | None = None,
+    def search_vector(self, qvec: "QueryVector", *, k: int, project: str | None = None,
                       kind: str | None = None) -> list[tuple[int, float]]:
         if k <= 0 or not self.has_vectors():
             return []

@@ -57,6 +57,8 @@ from ..log import log
 if TYPE_CHECKING:
     import numpy as np
 
+    from ..embedders import QueryVector
+
 LOG_TABLE = "memory_vector_log"
 PUT, DROP, RESET = 1, 2, 3
 MAGIC = b"FORGEVS1"
@@ -604,7 +606,7 @@ def _trim(conn: Any, seq: int) -> None:
 
 # --------------------------------------------------------------------------- the scan
 
-def knn(conn: Any, store_path: Path | str, qvec: "np.ndarray", *, k: int,
+def knn(conn: Any, store_path: Path | str, qvec: "QueryVector", *, k: int,
         project: str | None = None, min_entries: int, readonly: bool = False
         ) -> list[tuple[int, float]] | None:
     """(entry id, L2 distance) of the k nearest from the copy, the project filter before the
@@ -635,7 +637,7 @@ def knn(conn: Any, store_path: Path | str, qvec: "np.ndarray", *, k: int,
             side.close()
 
 
-def _scan(side: Sidecar, qvec: "np.ndarray", k: int, project: str | None
+def _scan(side: Sidecar, qvec: "QueryVector", k: int, project: str | None
           ) -> list[tuple[int, float]]:
     import numpy as np
 
