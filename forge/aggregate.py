@@ -36,7 +36,6 @@ verbatim from its sources, so every rule below can be checked on words.
 """
 from __future__ import annotations
 
-import logging
 import re
 import time
 import unicodedata
@@ -47,12 +46,11 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from .errors import ForgeError
 from .hot_memory import entry_line, render_hot_block
+from .log import log
 from .tokens import ESTIMATE_WORST_ERROR, estimate_tokens
 
 if TYPE_CHECKING:
     from .rag import Entry, Store
-
-log = logging.getLogger("forge")
 
 # The budget gate's margin: the offline token estimate's worst measured error on one short
 # text (README, "The token estimate, and its measured error"); the seed measured 21.5%.

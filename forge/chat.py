@@ -13,7 +13,6 @@ compaction check runs after persisting and its failure is a warning, never a fai
 """
 from __future__ import annotations
 
-import logging
 import re
 import sys
 import time
@@ -22,11 +21,10 @@ from typing import Any, Callable
 
 from . import history, outcome, traces
 from .errors import ForgeError
+from .log import log
 from .router import envelope, placeholders, prompt
 from .tools import ToolContext, ToolResult, dispatch
 from .traces import LLMUsage, Step
-
-log = logging.getLogger("forge")
 
 ROUTER_MAX_TOKENS = 768
 

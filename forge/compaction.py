@@ -16,7 +16,6 @@ stored and only rewrites the history. If step 3 fails, the history is left as it
 """
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
@@ -24,10 +23,9 @@ from typing import Any, Sequence
 from . import history, transcript
 from .errors import ForgeError
 from .history import HistoryDoc, Message
+from .log import log
 from .router import prompt as router_prompt
 from .tokens import TokenCounter, token_counter
-
-log = logging.getLogger("forge")
 
 POINTER = "pointer"
 SUMMARY = "summary"

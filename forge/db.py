@@ -13,25 +13,24 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import logging
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 from .errors import DamagedStoreError, StoreError
-
-log = logging.getLogger("forge")
+from .log import log
 
 BUSY_TIMEOUT_MS = 10_000
 BINDINGS = ("sqlean", "sqlite3", "pysqlite3")
 _IMPORT_NAME = {"sqlean": "sqlean", "sqlite3": "sqlite3", "pysqlite3": "pysqlite3.dbapi2"}
 
 
-@dataclass(frozen=True)
-class Binding:
+class Binding(NamedTuple):
+    """The SQLite binding in use: its name (BINDINGS) and its DB-API module. (A NamedTuple:
+    a frozen dataclass cost ~0.7 ms of every command's start.)"""
+
     name: str
     module: ModuleType
 

@@ -7,7 +7,7 @@ space precedes the `#`, blank and comment lines. With a key set twice the last l
 in force, so the last line is the one replaced; the others stay as they are. A key not in the
 file is appended on a line of its own.
 
-The bindings are found with the settings' own parser (`settings.parse_dotenv`, which records
+The bindings are found with the settings' own parser (`dotenv_parse.parse_dotenv`, which records
 where each value is written), so the value replaced is the one `forge` reads. Only the value
 changes: the line keeps its indentation, its `export `, its quoting style, its trailing comment
 and its line ending. The file is rewritten atomically with its permissions (a symlink is
@@ -54,9 +54,9 @@ def _quote(value: str, quote: str) -> str:
 def edit_text(text: str, key: str, value: str) -> tuple[str, int, str | None]:
     """The new text, the 1-based line written and the previous raw value (None: appended).
 
-    The bindings are the settings' own reader's (`settings.parse_dotenv`), so the value
+    The bindings are the settings' own reader's (`dotenv_parse.parse_dotenv`), so the value
     replaced is the one that reader takes for `key`: the last binding of it."""
-    from .settings import parse_dotenv
+    from .dotenv_parse import parse_dotenv
 
     bom = 1 if text.startswith("\ufeff") else 0   # the parser's offsets are past it
     statements = parse_dotenv(text)

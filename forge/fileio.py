@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Iterator
@@ -87,6 +86,8 @@ def glob_escape(text: str) -> str:
 def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
     """Replace `path` with `data` whole or not at all; `mode`: the new file's permissions
     (mkstemp's 0600 otherwise)."""
+    import tempfile  # here: its import (random, shutil) is ~3 ms of a listing that writes nothing
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(path), suffix=".tmp", dir=path.parent)
     try:

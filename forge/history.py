@@ -17,23 +17,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from .errors import CorruptFileError, ForgeError, NotFoundError
 from .fileio import atomic_write, locked
-
-log = logging.getLogger("forge")
+from .log import log
+from .timestamps import utc_now  # noqa: F401  (history.utc_now: compaction, tests)
 
 ROLES = ("user", "assistant", "system", "tool")
 FORMAT_VERSION = 1
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass

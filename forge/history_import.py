@@ -14,7 +14,6 @@ transcript ends up archived, one entry per exchange, and the cap never drops an 
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Callable
@@ -22,8 +21,7 @@ from typing import Any, Callable
 from . import compaction, history
 from .errors import ForgeError
 from .history import ROLES, NewMessage
-
-log = logging.getLogger("forge")
+from .log import log
 
 FIELDS = ("role", "content", "ts", "ref", "answered")
 

@@ -15,22 +15,21 @@ IDENTITY_RECHECK_SECONDS, is the probe re-embedded and compared by cosine. `forg
 """
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from . import db  # noqa: F401  (tests patch rag.db.transaction)
 from .errors import ForgeError, NotFoundError, StoreError
-from .history import utc_now
+from .log import log
 from .store import open_backend
 from .store.common import (ARCHIVE_KIND, ARCHIVE_SOURCES, KINDS, MAX_CONTENT_CHARS,  # noqa: F401
-                           MAX_NAME_CHARS, PROJECT_RE, SOURCES, Edited, Entry, Fold, FoldResult,
-                           NewEntry, ReindexResult, Remembered, SearchResult, SearchRow,
-                           StoreReadOnly, beyond_cutoff, dedup_key, fold_conflict, is_informative,
+                           MAX_NAME_CHARS, PROJECT_RE, SOURCES, Entry, NewEntry, StoreReadOnly,
+                           beyond_cutoff, dedup_key, fold_conflict, is_informative,
                            normalize_kind, rare_by_document_frequency, validate_new)
 from .store.identity import (PROBE_MIN_COSINE, PROBE_TEXT, EmbeddingMismatch,  # noqa: F401
                              compare_identity, describe, encode_vec, family, identity_core,
                              query_fingerprint, resolve_cutoff, same_probe)
+from .timestamps import utc_now
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,8 +37,22 @@ if TYPE_CHECKING:
     from .embedders import Embedder
     from .settings import Settings
     from .store.backend import Backend
+    from .store.results import (Edited, Fold, FoldResult, ReindexResult, Remembered,
+                                SearchResult, SearchRow)
 
-log = logging.getLogger("forge")
+# What writes, searches and reindex return: forge/store/results.py, imported by the functions
+# that build them (a listing builds none), and still reachable as rag.SearchRow and so on.
+RESULTS = ("Edited", "Fold", "FoldResult", "ReindexResult", "Remembered", "SearchResult",
+           "SearchRow")
+
+
+def __getattr__(name: str) -> Any:
+    if name in RESULTS:
+        from .store import results
+
+        return getattr(results, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 REINDEX_BATCH = 64
 OPEN_MODES = ("write", "read", "rows")
@@ -242,6 +255,8 @@ def remember_many(store: Store, items: list[NewEntry], *, batch_size: int = 32,
     Nothing is written when validation or embedding fails. Exact duplicates (V11), within
     the store or the batch, write nothing and return the existing id.
     """
+    from .store.results import Remembered
+
     cleaned = [validate_new(item) for item in items]
     keys = [dedup_key(item) for item in cleaned]
     results: list[Remembered | None] = [None] * len(cleaned)
@@ -268,6 +283,8 @@ def remember_many(store: Store, items: list[NewEntry], *, batch_size: int = 32,
 
 def _write_new(store: Store, cleaned: list[NewEntry], keys: list[str | None], todo: list[int],
                vectors: "np.ndarray", results: list[Remembered | None]) -> None:
+    from .store.results import Remembered
+
     backend = store.backend
     with backend.transaction():
         _prepare_vectors(store, vectors.shape[1])
@@ -351,6 +368,8 @@ def edit(store: Store, entry_id: int, *, content: str | None = None,
     """Change an entry's text and/or kind in place: same id, new vector and words, an `edit`
     event. Refuses an archive entry, a folded source or an aggregate (undo the fold first),
     and an edit that would make it an exact duplicate of another entry (V11)."""
+    from .store.results import Edited
+
     entry = get_entry(store, entry_id)
     if entry.kind == ARCHIVE_KIND:
         raise ForgeError(f"#{entry_id} is an archive entry written by compaction; only "
@@ -448,6 +467,8 @@ def apply_folds(store: Store, folds: Sequence[Fold]) -> list[FoldResult]:
     wins, and that subject is skipped. Sources are linked, never deleted; each fold is a
     `fold` event (ids and links, never content)."""
     import numpy as np
+
+    from .store.results import FoldResult
 
     backend = store.backend
     results: list[FoldResult] = []
@@ -701,6 +722,8 @@ def search_hybrid(store: Store, query: str, *, project: str | None = None, vecto
     `query_vector`: an already embedded query (calibration, benchmarks) — no embedding call.
     `kind`: that kind's entries only.
     """
+    from .store.results import SearchResult, SearchRow
+
     qvec, cutoff, fingerprint = prepare_query(store, query, query_vector)
     vector, words, lexical = search_channels(store, query, qvec, vector_k=vector_k,
                                              lexical_k=lexical_k, project=project, kind=kind)
@@ -741,6 +764,8 @@ def reindex(store: Store, *, batch_size: int = REINDEX_BATCH,
 
 def _reindex(store: Store, batch_size: int,
              on_progress: Callable[[int, int], None] | None) -> ReindexResult:
+    from .store.results import ReindexResult
+
     embedder = store.embedder
     backend = store.backend
     current, probe = _probe(embedder, store.settings)

@@ -9,14 +9,13 @@ error is known.
 """
 from __future__ import annotations
 
-import logging
 import math
 import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-log = logging.getLogger("forge")
+from .log import log
 
 # Letters (any script, accents included), digit runs, newline runs, space runs, symbol runs.
 _PIECES = re.compile(r"[^\W\d_]+|\d+|\n+|[ \t]+|[^\w\s]+|_", re.UNICODE)

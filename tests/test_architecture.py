@@ -11,7 +11,8 @@ PKG = Path(__file__).resolve().parent.parent / "forge"
 STORE_RING = {"forge.history", "forge.traces", "forge.rag", "forge.embedders", "forge.llm",
               "forge.db", "forge.fileio", "forge.settings", "forge.errors", "forge.recall_batch",
               "forge.recall_rank", "forge.refusal", "forge.store",
-              "forge.dotenv_edit"}
+              "forge.dotenv_edit", "forge.dotenv_parse", "forge.log",
+              "forge.timestamps", "forge.trace_read"}
 MEMORY_RING = {"forge.compaction", "forge.history_import", "forge.transcript", "forge.non_answer",
                "forge.aggregate", "forge.resplit",
                "forge.hot_memory", "forge.tokens", "forge.router.prompt", "forge.router.placeholders",
@@ -72,6 +73,19 @@ def test_the_store_ring_imports_nothing_outward(path):
 def test_the_memory_ring_never_imports_the_chat_ring(path):
     outward = {m for m in imports(path) if ring_of(m, CHAT_RING) and not ring_of(m, MEMORY_RING)}
     assert not outward
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=module_name)
+def test_only_the_lazy_logger_imports_logging(path):
+    """Modules log through `forge.log.log`, which imports `logging` on the first message: a
+    command that logs nothing never loads it (issue 11). The CLI's handler setup imports it
+    inside the function that forge.log runs at that moment."""
+    if module_name(path) in ("forge.log", "forge.cli.main"):
+        return
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    assert not [node.lineno for node in ast.walk(tree)
+                if isinstance(node, ast.Import) and any(a.name == "logging" for a in node.names)
+                or isinstance(node, ast.ImportFrom) and node.module == "logging"]
 
 
 def test_rag_never_imports_the_chat_client():

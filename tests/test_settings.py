@@ -173,7 +173,7 @@ def test_dotenv_parsing_matches_python_dotenv_on_every_rule():
 
     from dotenv import dotenv_values
 
-    from forge.settings import dotenv_values_of
+    from forge.dotenv_parse import dotenv_values_of
 
     expected = {k: v for k, v in dotenv_values(stream=io.StringIO(DOTENV_CORPUS)).items()
                 if v is not None}

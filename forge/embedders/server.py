@@ -3,15 +3,13 @@ cutting an input the server refuses as too long (the stored text stays whole).""
 from __future__ import annotations
 
 import json
-import logging
 import re
 from typing import Any
 
 from ..errors import ServerError
+from ..log import log
 from ..settings import server_root
 from . import HINT, Embedder, normalize
-
-log = logging.getLogger("forge")
 
 BATCH = 32  # texts per request
 # llama-server: HTTP 500 "input is too large to process. increase the physical batch size"

@@ -12,16 +12,14 @@ week, so it fails the same way as every other entry point (here an `[error]` res
 """
 from __future__ import annotations
 
-import logging
 from typing import Any, Callable
 
 from .. import non_answer
 from ..errors import ForgeError
 from ..hot_memory import HotBlock, entry_line, render_hot_block
+from ..log import log
 from ..tools import ToolResult
 from ..traces import LLMUsage
-
-log = logging.getLogger("forge")
 
 PREAMBLE = (
     "You answer the user's question from their own memory, shown below. "

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from pathlib import Path
 from typing import Any, Callable
 
@@ -43,9 +42,9 @@ from starlette.schemas import SchemaGenerator
 from starlette.staticfiles import StaticFiles
 
 from ..errors import ForgeError, LockTimeout, NotFoundError, ServerError, StoreError
+from ..log import log
 from . import guard
 
-log = logging.getLogger("forge")
 STATIC = Path(__file__).resolve().parent / "static"
 
 

@@ -3,8 +3,6 @@ recorded, how two identities are compared (family, model, dimension, prefix, the
 sentence's cosine), the query fingerprint (V4) and the cutoff it tags."""
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -34,12 +32,16 @@ def describe(identity: dict[str, Any]) -> str:
 
 
 def encode_vec(vec: "np.ndarray") -> str:
+    import base64
+
     import numpy as np
 
     return base64.b64encode(np.asarray(vec, dtype=np.float32).tobytes()).decode()
 
 
 def decode_vec(text: str) -> "np.ndarray":
+    import base64
+
     import numpy as np
 
     return np.frombuffer(base64.b64decode(text), dtype=np.float32)
@@ -99,6 +101,8 @@ def query_fingerprint(settings: "Settings", identity: dict | None) -> str:
     core = identity_core(identity) if identity else {"backend": backend_for(settings)}
     payload = json.dumps({"query_wrapper": query_wrapper_for(settings), "identity": core},
                          sort_keys=True, ensure_ascii=False)
+    import hashlib
+
     return hashlib.sha256(payload.encode()).hexdigest()[:6]
 
 

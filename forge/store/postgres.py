@@ -30,13 +30,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import logging
 import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from ..errors import StoreError
+from ..log import log
 from . import fold
 from .common import Entry, NewEntry
 
@@ -45,8 +45,6 @@ if TYPE_CHECKING:
 
     from ..embedders import QueryVector
     from ..settings import Settings
-
-log = logging.getLogger("forge")
 
 NAME = "postgres"
 # pg_advisory_xact_lock keys (one bigint each): every write transaction; a reindex's run.
@@ -577,7 +575,7 @@ class PostgresBackend:
 
     def log_event(self, event: str, entry_id: int | None, kind: str | None = None,
                   link: int | None = None, info: dict | None = None) -> None:
-        from ..history import utc_now
+        from ..timestamps import utc_now
 
         self._writable()
         self.conn.execute("insert into memory_events(at, event, entry_id, kind, link, info) "

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import array
 import json
-import logging
 import re
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,7 +27,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from .. import db
 from ..errors import StoreError
-from ..history import utc_now
+from ..log import log
+from ..timestamps import utc_now
 from .backend import OPEN_MODES
 from .common import ARCHIVE_KIND, Entry, NewEntry, StoreReadOnly, message_ids
 
@@ -37,8 +37,6 @@ if TYPE_CHECKING:
 
     from ..embedders import QueryVector
     from ..settings import Settings
-
-log = logging.getLogger("forge")
 
 TOKENIZER = "unicode61 remove_diacritics 2"
 _CHUNK = 500   # ids per `in (...)`, under SQLite's bound-variable limit

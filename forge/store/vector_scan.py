@@ -39,7 +39,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import logging
 import mmap
 import os
 import re
@@ -53,13 +52,12 @@ from typing import TYPE_CHECKING, Any
 from .. import db
 from ..errors import LockTimeout, StoreError
 from ..fileio import locked
+from ..log import log
 
 if TYPE_CHECKING:
     import numpy as np
 
     from ..embedders import QueryVector
-
-log = logging.getLogger("forge")
 
 LOG_TABLE = "memory_vector_log"
 PUT, DROP, RESET = 1, 2, 3

@@ -7,15 +7,13 @@ an ordinary, if unhelpful, tool result, and the turn still ends as a message, no
 from __future__ import annotations
 
 import importlib
-import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .. import non_answer
 from ..errors import ForgeError
+from ..log import log
 from ..traces import LLMUsage
-
-log = logging.getLogger("forge")
 
 # tool name -> module under forge.tools exposing `run(ctx, payload) -> ToolResult`
 TOOLS = {"memory": "memory", "files": "files", "git": "git", "shell": "shell",
