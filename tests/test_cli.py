@@ -123,6 +123,7 @@ NOT_FOR_READS = {
     "hashlib", "random", "tempfile", "base64",   # ~4 ms: dedup keys, atomic writes, vectors
     "forge.dotenv_parse",   # the .env grammar: only when a .env exists (there is none here)
     "forge.store.results",  # seven dataclasses of writes and searches (~2 ms)
+    "shutil",               # ~2 ms with bz2 and lzma: the terminal's width, for a table only
 }
 NOT_FOR_STORE_READS = {"forge.history", "forge.fileio"}  # utc_now is in forge.timestamps
 NOT_FOR_TRACE_READS = {"forge.traces"}  # its record dataclasses: trace_read reads alone (~1.5 ms)
@@ -433,3 +434,25 @@ def test_doctor_accepts_a_server_that_answers_v1_models_without_health(fake_serv
     fake_server.status("/v1/models", 404, times=None)
     rows = {r["check"]: r for r in check_servers(settings)}
     assert rows["chat server"]["status"] == "warn" and "HTTP 404" in rows["chat server"]["detail"]
+
+
+@pytest.mark.parametrize("width", [50, 60, 78, 120])
+def test_the_command_list_is_what_clicks_definition_list_writes(width):
+    """`forge --help` writes its command list without a TextWrapper per row; the bytes are
+    Click's write_dl's, for the real list and for rows that need wrapping or a wide name."""
+    import click
+    from click.utils import make_default_short_help
+
+    from forge.cli.main import SUMMARIES, write_short_dl
+
+    limit = width - 6 - max(map(len, SUMMARIES))
+    real = [(name, make_default_short_help(text, limit)) for name, text in sorted(SUMMARIES.items())]
+    odd = [("short", "a summary " * 20), ("x" * 40, "beside a name wider than the column"),
+           ("tabs", "two  spaces\tand a tab"), ("empty", "")]
+    for rows in (real, odd, real + odd):
+        ours, clicks = click.HelpFormatter(width=width), click.HelpFormatter(width=width)
+        for formatter in (ours, clicks):
+            formatter.indent()
+        write_short_dl(ours, rows)
+        clicks.write_dl(rows)
+        assert ours.getvalue() == clicks.getvalue()

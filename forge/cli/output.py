@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import json
-import shutil
 from typing import Any, Callable, Iterable, Sequence
 
 import click
@@ -104,6 +103,8 @@ def delimited(rows: Sequence[dict[str, Any]], fmt: str, *, headers: bool = True)
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *,
           wide: Sequence[str] = ("content",), headers: bool = True) -> str:
     """A human table. Columns in `wide` wrap to the terminal width; nothing is cut."""
+    import shutil   # with bz2 and lzma, ~2 ms: only a table needs the terminal's width
+
     from .text_table import render
 
     if not rows:
