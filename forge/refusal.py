@@ -82,12 +82,12 @@ def latent_terms(store: "Store", texts: Sequence[str], *, cache: bool = True) ->
     key = getattr(embedder, "variant", "")
     todo = [t for t in dict.fromkeys(texts) if not cache or (key, t) not in _cache]
     fresh = dict(zip(todo, embedder.sparse(todo))) if todo else {}
+    answer = [fresh[t] if t in fresh else _cache[(key, t)] for t in texts]
     if cache:
-        if len(_cache) + len(fresh) > CACHE_MAX:
+        if len(_cache) + len(fresh) > CACHE_MAX:   # emptied only once the answer is assembled
             _cache.clear()
         _cache.update({(key, t): v for t, v in fresh.items()})
-        return [fresh.get(t) or _cache[(key, t)] for t in texts]
-    return [fresh[t] for t in texts]
+    return answer
 
 
 def score(query_terms: tuple[Any, Any], entry_terms: Sequence[tuple[Any, Any]],

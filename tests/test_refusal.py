@@ -127,3 +127,17 @@ def test_off_it_imports_nothing_and_measures_nothing(store, settings):
             "print(len(r.rows), r.coverage, 'forge.refusal' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["10", "None", "False"]
+
+
+def test_a_full_cache_still_answers_every_text_of_the_call(store, settings, monkeypatch):
+    """When the new texts overflow the per-process cache, the texts found in it before the
+    overflow are still answered (the cache is emptied after the answer is assembled)."""
+    from forge import rag, refusal
+
+    monkeypatch.setattr(refusal, "_cache", {})
+    monkeypatch.setattr(refusal, "CACHE_MAX", 2)
+    with rag.open_store(settings) as store_:
+        first = refusal.latent_terms(store_, ["Mon chat s'appelle Pixel", "Le NAS est un Synology"])
+        both = refusal.latent_terms(store_, ["Mon chat s'appelle Pixel", "Le routeur tourne sous OpenWrt"])
+    assert [list(i) for i, _ in both[:1]] == [list(i) for i, _ in first[:1]]
+    assert len(both) == 2 and all(len(i) for i, _ in both)
