@@ -440,3 +440,16 @@ def test_from_fifty_entries_the_seeds_bound_holds_unchanged():
         assert not rag.is_informative(int(bound) + 1, entries, 0.2)
     assert rag.is_informative(1, 10, 0.2) and not rag.is_informative(2, 10, 0.2)
     assert not rag.is_informative(0, 10, 0.2)
+
+
+def test_an_entry_as_a_dict_is_every_field_in_order_with_its_refs_copied():
+    """Entry.to_dict is written out (asdict's recursive copy was slow on big listings): it must
+    stay asdict's dict, every field in order, refs a copy the caller may change."""
+    from dataclasses import asdict
+
+    entry = rag.Entry(7, "archive", "p", "texte", "compaction",
+                      {"messages": [1, 2], "external": ["D1:3"]}, "t0", "t1", None)
+    out = entry.to_dict()
+    assert out == asdict(entry) and list(out) == list(asdict(entry))
+    out["refs"]["messages"].append(3)
+    assert entry.refs["messages"] == [1, 2]

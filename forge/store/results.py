@@ -26,7 +26,7 @@ class SearchRow:
     channel: str            # "vector" | "lexical" | "both" | "neighbour" (recall_rank)
     distance: float | None  # L2 between unit vectors; None for word-only rows
     bm25: float | None
-    fused: float | None = None  # recall_rank's reciprocal-rank score; None from search_hybrid
+    fused: float | None = None  # recall_rank's fused score; None from search_hybrid
     neighbour_of: int | None = None   # channel "neighbour": the strong hit it sits beside
 
     def to_dict(self) -> dict[str, Any]:
