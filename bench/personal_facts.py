@@ -161,21 +161,16 @@ def _refused_at_kept(hit_values: list[float], miss_values: list[float], keep: in
     return threshold, sum(m < threshold for m in miss_values) / len(miss_values)
 
 
-def _threshold(hit_values: list[float], share: float) -> float:
-    """The highest threshold keeping at least `share` of `hit_values` (value >= threshold)."""
-    import math
-
-    return sorted(hit_values, reverse=True)[max(1, math.ceil(share * len(hit_values) - 1e-9)) - 1]
-
-
 def leave_one_out(values: list[float], n_hits: int, share: float) -> tuple[float, float]:
     """Each question judged by the threshold chosen on the other 44 (keeping `share` of their
     hits): (share of hits kept, share of misses refused). The honest figure of a rule set in
     advance: the in-sample one chooses its threshold on the question it then judges."""
+    from forge import refusal
+
     kept = refused = 0
     for n, value in enumerate(values):
         others = [v for i, v in enumerate(values[:n_hits]) if i != n]
-        threshold = _threshold(others, share)
+        threshold = refusal.threshold_keeping(others, share)
         if n < n_hits:
             kept += value >= threshold
         else:

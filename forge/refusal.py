@@ -144,13 +144,20 @@ def apply(store: "Store", query: str, vector: Sequence[tuple[int, float]],
     return result
 
 
+def threshold_keeping(values: Sequence[float], keep: float) -> float:
+    """The highest threshold that at least `keep` of `values` reach (value >= threshold): the
+    ceil(keep x n)-th highest value."""
+    import math
+
+    ranked = sorted(values, reverse=True)
+    return ranked[max(1, math.ceil(keep * len(ranked) - 1e-9)) - 1]
+
+
 def propose(hit_values: Sequence[float], keep: float = 0.95) -> float | None:
     """`forge calibrate --coverage`: the highest threshold keeping at least `keep` of the hit
-    cases (the ceil(keep x n)-th highest hit coverage, floored to 3 decimals so it keeps it)."""
+    cases (threshold_keeping), floored to 3 decimals so it keeps them still."""
     import math
 
     if not hit_values:
         return None
-    ranked = sorted(hit_values, reverse=True)
-    value = ranked[max(1, math.ceil(keep * len(ranked) - 1e-9)) - 1]
-    return math.floor(value * 1000) / 1000
+    return math.floor(threshold_keeping(hit_values, keep) * 1000) / 1000
