@@ -28,3 +28,5 @@ html_static_path: list[str] = []
 pygments_style = "sphinx"
 # every internal link and anchor is checked (tools/docs runs with -n -W); nothing is fetched.
 nitpicky = True
+# `--json` in prose and in the generated tables stays two hyphens, quotes stay straight.
+smartquotes = False

@@ -210,6 +210,8 @@ def test_every_bench_file_starts_with_the_command_that_wrote_it():
         first = path.read_text(encoding="utf-8").split("\n", 1)[0]
         assert BENCH_COMMAND.match(first) and BENCH_COMMAND.match(first)[1] == path.stem, path.name
         assert "--write-docs" not in first
+        source = (ROOT / "bench" / f"{path.stem}.py").read_text(encoding="utf-8")
+        assert "--write-docs" in source or "harness.parser(" in source, path.stem
 
 
 # --- pages and the README -------------------------------------------------------------------
