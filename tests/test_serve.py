@@ -30,7 +30,9 @@ TOKEN = "s3cret-token"
 
 
 def client_for(**env: str) -> TestClient:
-    return TestClient(create_app(load_settings({**os.environ, **env})))
+    # the Host a browser or curl sends to the default bind (the guard refuses "testserver")
+    return TestClient(create_app(load_settings({**os.environ, **env})),
+                      base_url="http://127.0.0.1:8765")
 
 
 AGGREGATED = [
@@ -129,7 +131,7 @@ MORE_TWINS = [
 ]
 CASES = [(key, args, req, stdin, None) for key, (args, req, stdin) in TWINS.items()] + MORE_TWINS
 JSONL = {("GET", "/memory/export")}
-NO_TWIN = {("GET", "/"), ("GET", "/health"), ("GET", "/openapi.json")}
+NO_TWIN = {("GET", "/"), ("GET", "/health"), ("GET", "/status"), ("GET", "/openapi.json")}
 
 
 def app_routes(app) -> set[tuple[str, str]]:
@@ -233,7 +235,7 @@ def test_the_routes_that_call_a_model_are_the_ones_with_the_tighter_budget(setti
 
 def test_openapi_document_lists_every_route_with_its_methods_and_the_bearer_scheme(settings):
     app = create_app(settings)
-    doc = TestClient(app).get("/openapi.json").json()
+    doc = TestClient(app, base_url="http://127.0.0.1:8765").get("/openapi.json").json()
     assert doc["openapi"].startswith("3.")
     listed = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
     assert listed == app_routes(app) - {("GET", "/")}
@@ -278,7 +280,7 @@ def test_without_a_token_loopback_is_open_and_other_binds_refuse(runner):
     result = invoke(runner, "serve", "--host", "0.0.0.0")
     assert result.exit_code == 1
     assert "refusing to listen on 0.0.0.0 without API_TOKEN" in result.stderr
-    guard.check_bind("0.0.0.0", TOKEN)          # a token allows it
+    guard.check_bind("0.0.0.0", TOKEN, ("forge.lan",))   # a token (and the names) allow it
     for host in ("127.0.0.1", "::1", "localhost"):
         guard.check_bind(host, None)
 
@@ -321,7 +323,8 @@ def test_a_body_over_the_cap_is_413_and_writes_nothing(settings):
     assert response.status_code == 413 and "SERVE_MAX_BODY=1024" in response.json()["error"]
     # a chunked body with no Content-Length is counted as it arrives
     chunks = (json.dumps(big).encode()[i:i + 500] for i in range(0, 2100, 500))
-    assert client.post("/remember", content=chunks).status_code == 413
+    assert client.post("/remember", content=chunks,
+                       headers={"content-type": "application/json"}).status_code == 413
     assert not settings.rag_db_file.exists() or client.get("/memory").json()["entries"] == []
 
 

@@ -316,9 +316,18 @@ async def page(request: Request) -> Response:
 
 async def health(request: Request) -> Response:
     """
-    summary: Is the server up, does it need a token, is the chat server reachable (no token needed)
+    summary: Is the server up (no token needed; says nothing else)
     responses:
-      200: {description: '{"status": "ok", "auth": bool, "chat_server": {"up": bool}}'}
+      200: {description: '{"status": "ok"}'}
+    """
+    return JSONResponse({"status": "ok"})
+
+
+async def status(request: Request) -> Response:
+    """
+    summary: What the page shows in its header, token needed (version, auth mode, chat server up)
+    responses:
+      200: {description: '{"status": "ok", "version", "auth": bool, "chat_server": {"up": bool}}'}
     """
     from ..doctor import probe_health
 
@@ -327,7 +336,7 @@ async def health(request: Request) -> Response:
 
     return JSONResponse({"status": "ok", "version": version("forge-memory"),
                          "auth": bool(settings_of(request).api_token),
-                         "chat_server": {"up": up}})
+                         "chat_server": {"up": bool(up)}})
 
 
 @api
@@ -752,6 +761,7 @@ async def openapi(request: Request) -> Response:
 ROUTES = [
     Route("/", page, methods=["GET"], include_in_schema=False),
     Route("/health", health, methods=["GET"]),
+    Route("/status", status, methods=["GET"]),
     Route("/openapi.json", openapi, methods=["GET"]),
     Route("/chat", chat, methods=["POST"]),
     Route("/remember", remember, methods=["POST"]),
@@ -784,8 +794,9 @@ async def _internal(request: Request, exc: Exception) -> Response:
     return error_response(exc)
 
 
-def create_app(settings: Any) -> Starlette:
-    """The application for these settings (read once, at start)."""
+def create_app(settings: Any, bind_host: str | None = None) -> Starlette:
+    """The application for these settings (read once, at start), behind guard.protect: the
+    Host it answers to is loopback, `bind_host` and SERVE_ALLOWED_HOSTS."""
     middleware = []
     if settings.serve_cors_origins:
         from starlette.middleware.cors import CORSMiddleware
@@ -793,14 +804,7 @@ def create_app(settings: Any) -> Starlette:
         middleware.append(Middleware(CORSMiddleware, allow_origins=list(settings.serve_cors_origins),
                                      allow_methods=["GET", "POST", "PATCH", "DELETE"],
                                      allow_headers=["authorization", "content-type"]))
-    middleware += [
-        Middleware(guard.SecurityHeaders),
-        Middleware(guard.RateLimit, limiter=guard.RateLimiter(settings.serve_rate_limit,
-                                                              settings.serve_model_rate_limit)),
-        Middleware(guard.BodyCap, max_bytes=settings.serve_max_body),
-        Middleware(guard.BearerAuth, token=settings.api_token),
-    ]
     app = Starlette(routes=ROUTES, middleware=middleware,
                     exception_handlers={HTTPException: _http_error, Exception: _internal})
     app.state.settings = settings
-    return app
+    return guard.protect(app, settings, bind_host)

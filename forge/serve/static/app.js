@@ -4,7 +4,6 @@
 
 const TOKEN_KEY = "forge-api-token";
 const $ = (id) => document.getElementById(id);
-let authRequired = false;
 let tokenWaiters = [];
 
 function el(tag, props = {}, ...children) {
@@ -93,13 +92,11 @@ async function refreshContext() {
     `${c.unpinned} / ${t.messages} messages` + (c.trigger ? ` · compaction due (${c.trigger})` : "");
 }
 
-async function refreshHealth() {
-  const response = await fetch("/health");
-  const h = await response.json();
-  authRequired = h.auth;
-  const up = h.chat_server && h.chat_server.up;
-  setChatDown(!up);
-  return h;
+async function refreshStatus() {
+  // /health says only "ok"; what the header shows needs the token (asked for on a 401)
+  const s = await api("GET", "/status");
+  setChatDown(!(s.chat_server && s.chat_server.up));
+  return s;
 }
 
 function setChatDown(down) {
@@ -328,12 +325,11 @@ $("recall-form").addEventListener("submit", async (ev) => {
 
 async function start() {
   try {
-    await refreshHealth();
-    if (authRequired && !token()) await askToken("This server needs its API token.");
+    await refreshStatus();
     await Promise.all([refreshContext(), refreshHistory(), refreshTraces(), refreshDrawer(), refreshMemory()]);
     document.body.dataset.ready = "1";
   } catch (e) { showError(e.message); }
-  setInterval(() => refreshHealth().catch(() => setChatDown(true)), 15000);
+  setInterval(() => refreshStatus().catch(() => setChatDown(true)), 15000);
 }
 
 start();
