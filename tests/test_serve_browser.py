@@ -224,3 +224,59 @@ def test_a_chat_turn_streams_from_the_real_llama_server_adds_a_trace_card_and_mo
             browser.save_screenshot(shot)
         by_css(browser, "#drawer-list .entry button")[-1].click()
         wait(browser, lambda d: len(by_css(d, "#drawer-list .entry")) == 1)  # unpin acts on one
+
+
+ATTACK = """<!doctype html><html><body><script>
+const target = "%s";
+const body = JSON.stringify({kind: "fact", content: "planted by another site"});
+Promise.allSettled([
+  fetch(target + "/remember", {method: "POST", mode: "no-cors", body}),
+  fetch(target + "/remember", {method: "POST", mode: "no-cors", body, headers: {"Content-Type": "text/plain"}}),
+  fetch(target + "/remember", {method: "POST", body, headers: {"Content-Type": "application/json"}}),
+  fetch(target + "/chat", {method: "POST", mode: "no-cors", body: JSON.stringify({message: "hi"})}),
+  fetch(target + "/memory").then((r) => r.text()).then((t) => { document.body.dataset.read = t; }),
+]).then((all) => { document.body.dataset.done = JSON.stringify(all.map((r) => r.status)); });
+</script></body></html>"""
+
+
+@contextlib.contextmanager
+def attacker_site(target: str) -> Iterator[str]:
+    """A page on another site (localhost:PORT is another site than 127.0.0.1) that posts to
+    forge serve the ways a browser allows without asking first."""
+    import http.server
+    import threading
+
+    page = (ATTACK % target).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the stdlib's name
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://localhost:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_page_on_another_site_writes_nothing_and_reads_nothing(browser, tmp_path):
+    # no API_TOKEN: the loopback default, where only the origin and Host checks stand between a
+    # page the user visits and the memory
+    with forge_server(tmp_path / "data", API_TOKEN="", LLAMA_CPP_URL=closed_url()) as url:
+        with attacker_site(url) as evil:
+            browser.get(evil)
+            wait(browser, lambda d: d.execute_script("return document.body.dataset.done"))
+            assert browser.execute_script("return document.body.dataset.read") is None
+        listed = httpx.get(url + "/memory").json()
+        history = httpx.get(url + "/history").json()
+    assert listed["entries"] == [] and history == []
