@@ -549,6 +549,41 @@ def list_entries(store: Store, *, kind: str | None = None, project: str | None =
     return store.backend.list_entries(kind=kind, project=project)
 
 
+class EntryPage:
+    """One page of a listing: its entries, how many match in all, the cursor of the next page
+    (None on the last one). A plain class: a listing creates no dataclass (see RESULTS)."""
+
+    __slots__ = ("entries", "total", "next_cursor")
+
+    def __init__(self, entries: list[Entry], total: int, next_cursor: str | None):
+        self.entries, self.total, self.next_cursor = entries, total, next_cursor
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"entries": [e.to_dict() for e in self.entries], "total": self.total,
+                "next_cursor": self.next_cursor}
+
+
+def list_page(store: Store, *, kind: str | None = None, project: str | None = None,
+              query: str | None = None, cursor: str | None = None,
+              limit: int | None = None) -> EntryPage:
+    """One page of list_entries, by id: after `cursor` (the previous page's next_cursor), at
+    most `limit` entries (None: all the rest), whose content holds `query` (case-insensitive)."""
+    if kind is not None:
+        kind = normalize_kind(kind, archive=True)
+    after = 0
+    if cursor:
+        if not cursor.isdigit() or len(cursor) > 19:
+            raise ForgeError(f"cursor {cursor!r} is not one a listing gave (the next_cursor of "
+                             "the previous page)")
+        after = int(cursor)
+    want = 2**62 if limit is None else limit
+    entries, total = store.backend.list_page(kind=kind, project=project, contains=query or None,
+                                             after_id=after, limit=want + 1)
+    more = len(entries) > want
+    entries = entries[:want]
+    return EntryPage(entries, total, str(entries[-1].id) if more else None)
+
+
 def hot_entries(store: Store, *, project: str | None = None) -> list[Entry]:
     """The hot tier (V7): every non-archive, non-superseded entry, oldest first."""
     return store.backend.hot_entries(project=project)

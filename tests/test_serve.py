@@ -83,7 +83,7 @@ def normal(value):
 IMPORT = [{"role": "user", "content": "Imported question"}, {"role": "assistant", "content": "Imported answer"}]
 TWINS = {
     ("GET", "/search"): (["recall", "NAS backup", "--json"], dict(params={"q": "NAS backup"}), None),
-    ("GET", "/memory"): (["memory", "ls", "--json"], {}, None),
+    ("GET", "/memory"): (["memory", "ls", "--limit", "100", "--json"], {}, None),
     ("GET", "/memory/{entry_id}"): (["memory", "show", "2", "--json"], dict(path="/memory/2"), None),
     ("DELETE", "/memory/{entry_id}"): (["memory", "forget", "1", "--json"], dict(path="/memory/1"), None),
     ("POST", "/remember"): (["remember", "todo", "Renew the domain", "--project", "forge", "--json"],
@@ -118,7 +118,9 @@ MORE_TWINS = [
      None, None),
     (("GET", "/search"), ["recall", "NAS backup", "--limit", "3", "--no-neighbours", "--json"],
      dict(params={"q": "NAS backup", "limit": 3, "neighbours": "false"}), None, None),
-    (("GET", "/memory"), ["memory", "ls", "fact", "--json"], dict(params={"kind": "fact"}), None, None),
+    (("GET", "/memory"), ["memory", "ls", "fact", "--limit", "100", "--json"], dict(params={"kind": "fact"}), None, None),
+    (("GET", "/memory"), ["memory", "ls", "--limit", "2", "--cursor", "3", "--filter", "nipogi", "--json"],
+     dict(params={"limit": 2, "cursor": "3", "q": "nipogi"}), None, None),
     (("GET", "/memory/export"), ["memory", "export", "--kind", "fact", "--project", "homelab"],
      dict(params={"kind": "fact", "project": "homelab"}), None, None),
     (("PATCH", "/memory/{entry_id}"), ["memory", "edit", "3", "--kind", "decision", "--json"],
@@ -339,6 +341,33 @@ def test_bad_json_is_a_400_with_one_line(body, reason):
     assert response.status_code == 400
     error = response.json()["error"]
     assert error.startswith(reason) and "\n" not in error
+
+
+def test_memory_comes_in_pages_with_a_total_a_cursor_and_a_filter(settings):
+    with rag.open_store(settings) as store:
+        rag.remember_many(store, [rag.NewEntry("fact", f"Paged fact {n:04d}" + (" about the NAS" if n % 10 == 0 else ""), None, "remember", None)
+                                  for n in range(250)])
+    client = client_for()
+    first = client.get("/memory").json()
+    assert set(first) == {"entries", "total", "next_cursor", "by_kind"}
+    assert len(first["entries"]) == 100 and first["total"] == 250 and first["by_kind"] == {"fact": 250}
+    seen, cursor = [e["id"] for e in first["entries"]], first["next_cursor"]
+    while cursor:
+        page = client.get("/memory", params={"cursor": cursor, "limit": 100}).json()
+        seen += [e["id"] for e in page["entries"]]
+        cursor = page["next_cursor"]
+    assert len(seen) == len(set(seen)) == 250 and seen == sorted(seen)
+    nas = client.get("/memory", params={"q": "the nas", "limit": 10}).json()
+    assert nas["total"] == 25 and len(nas["entries"]) == 10 and nas["next_cursor"]
+    assert all("NAS" in e["content"] for e in nas["entries"])
+    assert len(client.get("/memory", params={"limit": 1000}).json()["entries"]) == 250
+    for params, reason in [({"limit": 0}, "limit must be between 1 and 1000"),
+                           ({"limit": 1001}, "limit must be between 1 and 1000"),
+                           ({"cursor": "abc"}, "cursor")]:
+        r = client.get("/memory", params=params)
+        assert r.status_code == 400 and reason in r.json()["error"], r.text
+    # the export stays the whole store
+    assert len(client.get("/memory/export").text.splitlines()) == 250
 
 
 def test_unknown_id_is_404_and_bad_params_are_400():

@@ -280,3 +280,25 @@ def test_a_page_on_another_site_writes_nothing_and_reads_nothing(browser, tmp_pa
         listed = httpx.get(url + "/memory").json()
         history = httpx.get(url + "/history").json()
     assert listed["entries"] == [] and history == []
+
+
+def test_the_memory_list_loads_a_page_at_a_time_and_filters_by_text(browser, tmp_path):
+    from forge import rag
+    from forge.settings import load_settings
+
+    data = tmp_path / "data"
+    base = {k: v for k, v in os.environ.items() if k not in FORGE_VARS}
+    with rag.open_store(load_settings({**base, "FORGE_DATA_DIR": str(data)})) as store:
+        rag.remember_many(store, [rag.NewEntry("fact", f"Paged fact {n:03d}" + (" on the NAS" if n % 25 == 0 else ""),
+                                               None, "remember", None) for n in range(150)])
+    with forge_server(data, LLAMA_CPP_URL=closed_url()) as url:
+        open_page(browser, url)
+        wait(browser, lambda d: len(by_css(d, "#memory-list .entry")) == 100)
+        assert "showing 100 of 150" in one(browser, "#memory-shown").text
+        one(browser, "#memory-more").click()
+        wait(browser, lambda d: len(by_css(d, "#memory-list .entry")) == 150)
+        assert not one(browser, "#memory-more").is_displayed()
+        one(browser, "#memory-filter").send_keys("the nas")
+        wait(browser, lambda d: len(by_css(d, "#memory-list .entry")) == 6)
+        assert all("NAS" in t for t in texts(browser, "#memory-list .entry .content"))
+        assert "showing 6 of 6" in one(browser, "#memory-shown").text

@@ -4,7 +4,7 @@ the same JSON as that command's `--json`:
     POST /chat            forge chat M --json          (server-sent events with "stream": true)
     POST /remember        forge remember KIND TEXT --json
     GET  /search          forge recall Q --json [--kind K] [--limit N]
-    GET  /memory          forge memory ls [KIND] --json
+    GET  /memory          forge memory ls [KIND] --limit N [--cursor C] [--filter Q] --json
     GET  /memory/export   forge memory export [--kind K] [--project P]   (JSON Lines)
     GET  /memory/{id}     forge memory show ID --json
     PATCH /memory/{id}    forge memory edit ID [CONTENT] [--kind K] --json
@@ -195,15 +195,17 @@ def do_search(settings: Any, query: str, project: str | None, vector_k: int | No
                                   neighbours=neighbours).to_dict()
 
 
-def do_memory_ls(settings: Any, kind: str | None, project: str | None) -> dict:
+def do_memory_ls(settings: Any, kind: str | None, project: str | None, query: str | None = None,
+                 cursor: str | None = None, limit: int | None = None) -> dict:
     from .. import rag
 
     with rag.open_store(settings, mode="rows") as store:
-        entries = rag.list_entries(store, kind=kind, project=project)
+        page = rag.list_page(store, kind=kind, project=project, query=query, cursor=cursor,
+                             limit=limit)
         by_kind = rag.counts_by_kind(store, project=project)
     if kind is not None:  # the count of that kind only, as `forge memory ls KIND` gives it
         by_kind = {kind: by_kind.get(kind, 0)}
-    return {"entries": [e.to_dict() for e in entries], "by_kind": by_kind}
+    return {**page.to_dict(), "by_kind": by_kind}
 
 
 def do_memory_show(settings: Any, entry_id: int) -> dict:
@@ -401,16 +403,23 @@ async def search(request: Request) -> Response:
 @api
 async def memory_ls(request: Request) -> Response:
     """
-    summary: List entries and the breakdown by kind (forge memory ls --json); no embedding call
+    summary: One page of entries, by id, and the breakdown by kind (forge memory ls --limit N --json); no embedding call
     parameters:
       - {name: kind, in: query, schema: {type: string}}
       - {name: project, in: query, schema: {type: string}}
+      - {name: q, in: query, schema: {type: string}, description: 'entries whose text holds this (case-insensitive; ls --filter)'}
+      - {name: limit, in: query, schema: {type: integer, default: 100, minimum: 1, maximum: 1000}}
+      - {name: cursor, in: query, schema: {type: string}, description: 'the next_cursor of the previous page'}
     responses:
-      200: {description: '{"entries": [...], "by_kind": {...}}'}
+      200: {description: '{"entries": [...], "total": N, "next_cursor": "..." or null, "by_kind": {...}}'}
+      400: {description: 'an unknown kind, a bad limit or cursor'}
     """
     q = request.query_params
     kind = kind_value(q.get("kind"), "kind", archive=True)
-    return JSONResponse(await call(do_memory_ls, settings_of(request), kind, q.get("project")))
+    raw_limit = q.get("limit")
+    limit = int_value(raw_limit, "limit", minimum=1, maximum=1000) if raw_limit else 100
+    return JSONResponse(await call(do_memory_ls, settings_of(request), kind, q.get("project"),
+                                   q.get("q"), q.get("cursor"), limit))
 
 
 def _entry_id(request: Request) -> int:

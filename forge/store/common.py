@@ -186,3 +186,10 @@ def rare_by_document_frequency(doc_count: int, total: int, max_share: float) -> 
 def beyond_cutoff(channel: str, distance: float | None, cutoff: float | None) -> bool:
     """V4/V6: the cutoff refuses a vector-only row farther than it; word matches are spared."""
     return channel == "vector" and cutoff is not None and distance is not None and distance > cutoff
+
+
+def like_pattern(text: str) -> str:
+    """`text` as a LIKE pattern matching it anywhere, its own `%`, `_` and `\\` taken literally
+    (with `escape '\\'`)."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"

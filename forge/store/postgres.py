@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 from ..errors import StoreError
 from ..log import log
 from . import fold
-from .common import Entry, NewEntry
+from .common import Entry, NewEntry, like_pattern
 
 if TYPE_CHECKING:
     import numpy as np
@@ -403,6 +403,25 @@ class PostgresBackend:
                 where.append(f"{column} = %s")
                 args.append(value)
         return self._select(" and ".join(where), args)
+
+    def list_page(self, *, kind: str | None = None, project: str | None = None,
+                  contains: str | None = None, after_id: int = 0,
+                  limit: int = 100) -> tuple[list[Entry], int]:
+        if self.missing:
+            return [], 0
+        where, args = ["true"], []
+        for column, value in (("kind", kind), ("project", project)):
+            if value is not None:
+                where.append(f"{column} = %s")
+                args.append(value)
+        if contains:
+            where.append("content ilike %s escape '\\'")
+            args.append(like_pattern(contains))
+        cond = " and ".join(where)
+        total = self.conn.execute(f"select count(*) from memory_entries where {cond}", args).fetchone()[0]
+        rows = self.conn.execute(f"select {_ENTRY_COLS} from memory_entries where {cond} and id > %s "
+                                 "order by id limit %s", [*args, after_id, limit])
+        return [_row_to_entry(r) for r in rows], total
 
     def hot_entries(self, *, project: str | None = None) -> list[Entry]:
         where, args = "kind != 'archive' and superseded_by is null", []

@@ -265,13 +265,26 @@ async function unpin(id) {
 
 // -- memory: list by kind, remember, forget -----------------------------------------------------
 
-async function refreshMemory() {
-  const kind = $("memory-kind").value;
-  const data = await api("GET", "/memory" + (kind ? "?kind=" + encodeURIComponent(kind) : ""));
+// one page at a time (GET /memory answers 100 by default); "more" appends the next page
+const MEMORY_PAGE = 100;
+let memoryEntries = [], memoryCursor = null;
+
+async function refreshMemory(more = false) {
+  const params = new URLSearchParams({ limit: String(MEMORY_PAGE) });
+  const kind = $("memory-kind").value, q = $("memory-filter").value.trim();
+  if (kind) params.set("kind", kind);
+  if (q) params.set("q", q);
+  if (more && memoryCursor) params.set("cursor", memoryCursor);
+  const data = await api("GET", "/memory?" + params);
+  memoryEntries = more ? memoryEntries.concat(data.entries) : data.entries;
+  memoryCursor = data.next_cursor;
   const counts = Object.entries(data.by_kind).map(([k, n]) => `${k} ${n}`).join(", ");
   $("memory-counts").textContent = counts || "no entries yet";
+  $("memory-shown").textContent = `showing ${memoryEntries.length} of ${data.total}` + (q ? ` matching "${q}"` : "");
+  $("memory-panel").dataset.total = String(data.total);
+  $("memory-more").hidden = !memoryCursor;
   const groups = new Map();
-  for (const e of data.entries) {
+  for (const e of memoryEntries) {
     if (!groups.has(e.kind)) groups.set(e.kind, []);
     groups.get(e.kind).push(e);
   }
@@ -282,6 +295,13 @@ async function refreshMemory() {
       el("span", { class: "content", text: e.content }),
       el("button", { text: "forget", onclick: () => forget(e.id).catch((err) => showError(err.message)) }))))));
 }
+
+$("memory-more").addEventListener("click", () => refreshMemory(true).catch((e) => showError(e.message)));
+let filterTimer = null;
+$("memory-filter").addEventListener("input", () => {
+  clearTimeout(filterTimer);
+  filterTimer = setTimeout(() => refreshMemory().catch((e) => showError(e.message)), 250);
+});
 
 async function forget(id) {
   await api("DELETE", "/memory/" + id);
