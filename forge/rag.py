@@ -23,7 +23,8 @@ from .errors import ForgeError, NotFoundError, StoreError
 from .log import log
 from .store import open_backend
 from .store.common import (ARCHIVE_KIND, ARCHIVE_SOURCES, KINDS, MAX_CONTENT_CHARS,  # noqa: F401
-                           MAX_NAME_CHARS, PROJECT_RE, SOURCES, Entry, NewEntry, StoreReadOnly,
+                           MAX_NAME_CHARS, PROJECT_RE, SOURCES, DuplicateKey, Entry, NewEntry,
+                           StoreReadOnly,
                            beyond_cutoff, dedup_key, fold_conflict, is_informative,
                            normalize_kind, rare_by_document_frequency, validate_new)
 from .store.identity import (PROBE_MIN_COSINE, PROBE_TEXT, EmbeddingMismatch,  # noqa: F401
@@ -274,7 +275,12 @@ def remember_many(store: Store, items: list[NewEntry], *, batch_size: int = 32,
             todo.append(i)
     vectors = _embed_batched(store, [cleaned[i].content for i in todo], batch_size, on_progress)
     if todo:
-        _write_new(store, cleaned, keys, todo, vectors, results)
+        try:
+            _write_new(store, cleaned, keys, todo, vectors, results)
+        except DuplicateKey:
+            # a writer that takes no lock stored one of these texts after our re-check: the
+            # transaction rolled back; once more, and the re-check sees it ("already stored")
+            _write_new(store, cleaned, keys, todo, vectors, results)
     for i, key in enumerate(keys):
         if results[i] is None:
             results[i] = Remembered(results[first_in_batch[key]].id, False)  # type: ignore[index,union-attr]

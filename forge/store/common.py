@@ -27,6 +27,11 @@ MAX_NAME_CHARS = 64
 PROJECT_RE = re.compile(r"[^\W_]|[^\W_][\w .\-/]*[\w.\-/]", re.UNICODE)
 
 
+class DuplicateKey(StoreError):
+    """Another writer stored the same text between this transaction's dedup check and its
+    insert (a writer that takes no write lock); the transaction was rolled back."""
+
+
 class StoreReadOnly(StoreError):
     """A write to a store whose folder (or file) cannot be written."""
 
