@@ -180,10 +180,29 @@ def test_without_a_chat_server_the_page_says_so_and_a_turn_fails_as_a_failed_car
     assert history == []     # the failed turn is not persisted
 
 
+# The router's reply constrained by llama-server itself (`--grammar`, the server's default for
+# every request; its `--json-schema` fails to build the sampler in this build): a chat envelope
+# whose text is one of these, so every turn is a real streamed completion that the placeholder
+# rules keep (never empty, garbled or parroted) and persist.
+CHAT_REPLIES = ["Hello there, nice to meet you.", "Blue is a fine colour.",
+                "Goodbye, and see you soon."]
+CHAT_GRAMMAR = ('root ::= "{\\"action\\": \\"chat\\", \\"content\\": \\"" ( '
+                + " | ".join(f'"{r}"' for r in CHAT_REPLIES) + ' ) "\\"}"')
+
+
+@pytest.fixture(scope="module")
+def constrained_chat_server(tmp_path_factory):
+    from servers import running_llama_server
+
+    with running_llama_server("chat", tmp_path_factory.mktemp("llama-constrained"),
+                              extra_args=["--grammar", CHAT_GRAMMAR]) as server:
+        yield server
+
+
 @pytest.mark.llama
 def test_a_chat_turn_streams_from_the_real_llama_server_adds_a_trace_card_and_moves_the_gauge(
-        browser, llama_chat_server, tmp_path):
-    with forge_server(tmp_path / "data", LLAMA_CPP_URL=llama_chat_server.url,
+        browser, constrained_chat_server, tmp_path):
+    with forge_server(tmp_path / "data", LLAMA_CPP_URL=constrained_chat_server.url,
                       ENABLED_TOOLS="files,git") as url:
         open_page(browser, url)
         assert one(browser, "#chat-status").text == "chat server: up"
@@ -210,8 +229,11 @@ def test_a_chat_turn_streams_from_the_real_llama_server_adds_a_trace_card_and_mo
             context = httpx.get(url + "/context", headers={"Authorization": f"Bearer {TOKEN}"}).json()
             gauge = int(one(browser, "#gauge").get_attribute("data-tokens"))
             assert gauge == context["router_prompt"]["total"]
-            if data["lastPersisted"] != "0":
-                assert gauge > gauge_before
+            assert data["lastPersisted"] == "2"      # the question and its answer
+            assert gauge > gauge_before              # the persisted turn weighs on the next prompt
+            assert browser.execute_script(
+                "return [...document.querySelectorAll('#chat-log .msg.assistant .text')].pop().textContent"
+            ) in CHAT_REPLIES
         # pin the first exchange: it shows in the drawer, and unpins from there
         first = by_css(browser, "#chat-log .msg.user")[0]
         first.find_elements("css selector", "button")[0].click()
