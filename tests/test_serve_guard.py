@@ -63,8 +63,9 @@ def test_loopback_names_are_answered(host):
 
 
 def test_serve_allowed_hosts_adds_names(settings):
-    client = client_for(SERVE_ALLOWED_HOSTS="forge.lan,192.168.1.20")
-    for host in ("forge.lan:8765", "FORGE.LAN", "192.168.1.20:8765"):
+    client = client_for(SERVE_ALLOWED_HOSTS="forge.lan,192.168.1.20,[fd00::7]:8443,proxy.example:443")
+    for host in ("forge.lan:8765", "FORGE.LAN", "192.168.1.20:8765", "[fd00::7]:8765",
+                 "proxy.example"):
         assert client.get("/context", headers={"host": host}).status_code == 200
     assert client.get("/context", headers={"host": "other.lan"}).status_code == 421
 

@@ -151,7 +151,8 @@ class Policy:
 
     @classmethod
     def from_settings(cls, settings: Any, bind_host: str | None = None) -> "Policy":
-        hosts = set(LOOPBACK_NAMES) | {h.strip("[]") for h in settings.serve_allowed_hosts}
+        # a name may be written with a port or brackets; the check compares names only
+        hosts = set(LOOPBACK_NAMES) | {host_name(h) or h for h in settings.serve_allowed_hosts}
         if bind_host and bind_host.strip() not in WILDCARD_BINDS:
             hosts.add(bind_host.strip().strip("[]").lower())
         origins = {o.lower() for o in (settings.serve_cors_origins or ())}
