@@ -6,7 +6,8 @@
 Starts a scripted chat server (tests/fakeserver.py: every turn is a plain chat reply, so each
 one is persisted) and `forge serve` on a scratch data folder holding `--entries` memories, then
 runs `--clients` threads, each with its own keep-alive connection, for at most `--requests`
-requests each and at most `--seconds` in all. Each client cycles through remember (a text of
+requests each and at most `--seconds` in all. Each client cycles through /health (the in-run
+baseline each median is divided by), remember (a text of
 its own, and every fifth one a text all clients send: one row must result), search, a page of
 /memory (a filter every other time), forget (one of its own earlier entries) and chat, while
 `forge compact --json` runs every `--compact-every` seconds in another process.
@@ -35,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "tests"))
 import docs_figures  # noqa: E402
 
-ROUTES = ("remember", "search", "memory", "forget", "chat")
+ROUTES = ("health", "remember", "search", "memory", "forget", "chat")
 SHARED_EVERY = 5   # every fifth remember sends the text every client sends
 
 
@@ -73,7 +74,9 @@ class Client(threading.Thread):
         return r
 
     def one(self, http, route: str, i: int) -> None:
-        if route == "remember":
+        if route == "health":      # the in-run baseline: the guard and uvicorn, no store
+            self.timed(http, route, "GET", "/health")
+        elif route == "remember":
             shared = (i // len(ROUTES)) % SHARED_EVERY == 0
             text = (f"Shared note {i // len(ROUTES)}: the backup disk is number {i % 7}" if shared
                     else f"Client {self.n} note {i}: the server in rack {i % 5} runs job {i}")
@@ -199,12 +202,15 @@ def report(args, clients: list[Client], elapsed: float, runs: list[str], checks:
               f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         print(f"{total} requests in {elapsed:.1f} s: {total / elapsed:.1f} requests/s; "
               f"statuses {dict(sorted(statuses.items()))}")
-        print(f"{'route':<10} {'n':>5} {'p50 ms':>9} {'p99 ms':>9}")
+        print(f"{'route':<10} {'n':>5} {'p50 ms':>9} {'p99 ms':>9} {'x health':>9}")
+        baseline = None
         for route in ROUTES:
             times = sorted(t for c in clients for t in c.times[route])
             if times:
+                p50 = statistics.median(times)
+                baseline = baseline or p50
                 p99 = times[min(len(times) - 1, int(len(times) * 0.99))]
-                print(f"{route:<10} {len(times):>5} {statistics.median(times):>9.1f} {p99:>9.1f}")
+                print(f"{route:<10} {len(times):>5} {p50:>9.1f} {p99:>9.1f} {p50 / baseline:>9.1f}")
         compactions = [r for r in runs if r.startswith("archived")]
         print(f"forge compact: {len(runs)} runs, {sum(r != 'archived 0' for r in compactions)} "
               f"archived something, {len(runs) - len(compactions)} failed")
