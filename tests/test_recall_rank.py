@@ -182,10 +182,12 @@ def test_a_top_row_the_channels_do_not_both_put_first_brings_no_neighbours(setti
         "user: Je veux accéder au lab depuis dehors, VPN ou reverse proxy ?\n"
         "assistant: Un VPN WireGuard sur le routeur.",
         "user: Combien consomme le NiPoGi ?\nassistant: Environ 9 W au repos.",
-        "user: L'onduleur est branché : le NAS coupe le NiPoGi à 30 % de batterie.\n"
-        "assistant: Teste-le une fois en débranchant la prise.",
+        "user: L'onduleur est branché : en cas de coupure, le NAS coupe le NiPoGi à 30 % de "
+        "batterie.\nassistant: Teste-le une fois en débranchant la prise.",
         "user: Tu aimes les crêpes ?\nassistant: Oui, surtout au sarrasin.",
     ]
+    # (issue 22: `une` and `de` lifted the UPS exchange over the nearest vector; function words
+    # are no longer searched, so the weak hit here is a content word, `lab`, second by distance)
     with rag.open_store(settings) as store:
         rag.remember_many(store, [rag.NewEntry("archive", text, source="compaction")
                                   for text in exchanges])
@@ -206,8 +208,10 @@ def test_a_top_row_the_channels_do_not_both_put_first_brings_no_neighbours(setti
 
 def test_a_weak_hit_brings_its_neighbours_after_the_first_five_rows_only(settings):
     """A top row both channels found but the vector channel did not put first (a weak hit: here
-    common words lift the UPS exchange over the nearest vector, the lab one) keeps the first five
-    rows as they were; its neighbours take rows 6 and 7, and none comes into a budget of 5."""
+    `lab` lifts the VPN exchange over the nearest vector, the UPS one) keeps the first five rows
+    as they were; its neighbours take rows 6 and 7, and none comes into a budget of 5.
+    (Until issue 22 the common words `une` and `de` lifted the UPS exchange over the lab one;
+    function words are no longer searched, so the case is now made with a content word.)"""
     fillers = [f"user: {q}\nassistant: {a}" for q, a in (
         ("Tu aimes les crêpes ?", "Oui, surtout au sarrasin."),
         ("Quelle recette pour le pain ?", "Farine, eau, sel et levain."),
@@ -218,13 +222,13 @@ def test_a_weak_hit_brings_its_neighbours_after_the_first_five_rows_only(setting
         ("Quel livre emporter ?", "Le dernier Le Guin."),
         ("On invite qui samedi ?", "Les voisins et ta sœur."),
     )]
-    ups = ("user: L'onduleur alimente le NAS et le serveur pendant une panne, puis les éteint "
+    ups = ("user: L'onduleur alimente le NAS et le serveur pendant une coupure, puis les éteint "
            "proprement à 30 % de batterie.\nassistant: Teste-le en débranchant la prise.")
     lab = ("user: Je veux accéder au lab depuis dehors, VPN ou reverse proxy ?\n"
            "assistant: Un VPN WireGuard sur le routeur.")
     tail = ["user: Quel port pour Grafana ?\nassistant: Le port 3000 par défaut.",
             "user: Combien consomme le NiPoGi ?\nassistant: Environ 9 W au repos."]
-    exchanges = fillers[:2] + [ups] + fillers[2:] + [lab] + tail   # the UPS between two fillers
+    exchanges = fillers[:2] + [lab] + fillers[2:] + [ups] + tail   # the lab between two fillers
     with rag.open_store(settings) as store:
         rag.remember_many(store, [rag.NewEntry("archive", text, source="compaction")
                                   for text in exchanges])

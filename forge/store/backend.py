@@ -251,6 +251,10 @@ class Backend(Protocol):
         """word -> the number of entries (archive and superseded included) holding it; words
         in no entry are absent. The caller admits words with `is_informative`."""
 
+    def words_with_prefix(self, prefix: str, *, limit: int) -> list[str]:
+        """Up to `limit` words of the store's word index (as `query_words` folds them) that
+        start with `prefix`, in order: the inflected forms recall_words looks a stem up in."""
+
     def search_words(self, words: Sequence[str], *, k: int, project: str | None = None,
                      kind: str | None = None) -> list[tuple[int, float]]:
         """(entry id, score) of the best k entries holding ANY of `words` (already admitted

@@ -676,6 +676,17 @@ class PostgresBackend:
                                  "and docs > 0", (words,)).fetchall()
         return {w: int(n) for w, n in rows}
 
+    def words_with_prefix(self, prefix: str, *, limit: int) -> list[str]:
+        """From `memory_words` (the vocabulary SQLite's fts5vocab gives), by a range on its key
+        checked with starts_with, whatever the database's collation."""
+        if self.missing or not prefix:
+            return []
+        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        rows = self.conn.execute("select word from memory_words where word >= %s and word < %s "
+                                 "and docs > 0 and starts_with(word, %s) order by word limit %s",
+                                 (prefix, upper, prefix, limit)).fetchall()
+        return [r[0] for r in rows]
+
     def search_words(self, words: Sequence[str], *, k: int, project: str | None = None,
                      kind: str | None = None) -> list[tuple[int, float]]:
         words = [w for w in dict.fromkeys(words) if len(w.encode()) <= MAX_LEXEME_BYTES]

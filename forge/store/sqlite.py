@@ -681,6 +681,15 @@ class SQLiteBackend:
                 out[word] = row[0]
         return out
 
+    def words_with_prefix(self, prefix: str, *, limit: int) -> list[str]:
+        """A range on fts5vocab's term (read from the index's b-tree, not a scan)."""
+        if not self.fts or not prefix:
+            return []
+        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        rows = self.conn.execute("select term from memory_fts_vocab where term >= ? and term < ? "
+                                 "order by term limit ?", (prefix, upper, limit))
+        return [r[0] for r in rows if r[0].startswith(prefix)]
+
     def search_words(self, words: Sequence[str], *, k: int, project: str | None = None,
                      kind: str | None = None) -> list[tuple[int, float]]:
         """The FTS5 query is built from tokenizer output only, each word quoted: user text never
