@@ -22,9 +22,10 @@ another `Policy` (function words from `stopwordsiso`, none, raw prefixes without
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 if TYPE_CHECKING:
     from .store.backend import Backend
@@ -65,13 +66,23 @@ class Policy:
 POLICY = Policy()
 
 
-@lru_cache(maxsize=8)
-def function_words(source: str = "stop-words", keep: bool = True) -> frozenset[str]:
-    """The folded function words of LANGUAGES from `source`, KEEP taken out when `keep`."""
+_FUNCTION_WORDS: dict[tuple[str, bool], frozenset[str]] = {}
+_PLAIN = re.compile(r"[a-z0-9]+")
+
+
+def function_words(source: str = "stop-words", keep: bool = True,
+                   tokenize: "Callable[[str], list[str]] | None" = None) -> frozenset[str]:
+    """The folded function words of LANGUAGES from `source`, KEEP taken out when `keep`.
+
+    A word of plain lowercase ASCII letters and digits is its own folded form; the others
+    (`après`, `qu'`, `aujourd'hui`) go through the word index's tokenizer, all in one call:
+    `tokenize` (the backend's `query_words`, whose connection a recall has open already), else
+    store.fold's. The set is kept for the process."""
+    known = _FUNCTION_WORDS.get((source, keep))
+    if known is not None:
+        return known
     if source == "none":
         return frozenset()
-    from .store import fold
-
     if source == "stop-words":
         from stop_words import get_stop_words
 
@@ -82,8 +93,15 @@ def function_words(source: str = "stop-words", keep: bool = True) -> frozenset[s
         raw = sorted(stopwordsiso.stopwords(["fr", "en"]))
     else:
         raise ValueError(f"unknown function-word source {source!r}")
-    folded = {t for w in raw for t in fold.words(w) if not t.isdigit()}   # `10`, `39`: numbers
-    return frozenset(folded - KEEP) if keep else frozenset(folded)
+    if tokenize is None:
+        from .store import fold
+
+        tokenize = fold.words
+    plain = {w for w in raw if _PLAIN.fullmatch(w)}
+    folded = plain | set(tokenize(" ".join(w for w in raw if w not in plain)))
+    folded = {t for t in folded if not t.isdigit()}   # `10`, `39`: numbers are never dropped
+    _FUNCTION_WORDS[(source, keep)] = result = frozenset(folded - KEEP) if keep else frozenset(folded)
+    return result
 
 
 @lru_cache(maxsize=2)
@@ -123,7 +141,7 @@ def admitted(backend: "Backend", max_df: float, text: str, policy: Policy | None
     total = backend.count_entries()
     if total == 0:
         return []
-    skip = function_words(policy.function_words, policy.keep)
+    skip = function_words(policy.function_words, policy.keep, backend.query_words)
     words = [w for w in backend.query_words(text) if w not in skip]
     wanted = list(dict.fromkeys(f for w in words for f in forms(backend, w, policy.stems)))
     df = backend.document_frequency(wanted)
@@ -133,5 +151,5 @@ def admitted(backend: "Backend", max_df: float, text: str, policy: Policy | None
 def query_forms(backend: "Backend", text: str, policy: Policy | None = None) -> Sequence[str]:
     """The words `admitted` starts from (before the document frequency): for reports and tests."""
     policy = policy or POLICY
-    skip = function_words(policy.function_words, policy.keep)
+    skip = function_words(policy.function_words, policy.keep, backend.query_words)
     return [w for w in backend.query_words(text) if w not in skip]
