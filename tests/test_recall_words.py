@@ -144,3 +144,30 @@ def test_both_backends_admit_the_same_words(postgres_url, settings):
     finally:
         for b in stores:
             b.close()
+
+
+@pytest.fixture(scope="module")
+def personal(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int]]:
+    """tests/fixtures/personal_facts.json's 45 entries (FR/EN), embedded once."""
+    folder = tmp_path_factory.mktemp("personal")
+    data = json.loads((FRENCH.parent / "personal_facts.json").read_text(encoding="utf-8"))
+    with rag.open_store(french_settings(folder)) as store:
+        done = rag.remember_many(store, [NewEntry(e["kind"], e["content"]) for e in data["entries"]])
+    return folder, {e["key"]: r.id for e, r in zip(data["entries"], done)}
+
+
+@pytest.mark.parametrize("question, expect", [
+    ("Where does my sister live?", "sister"),        # `live` is in the password manager's entry
+    ("Do I eat red meat?", "diet"),                  # `red` is in the NAS's (WD Red disks)
+    ("Comment j'accède à la maison à distance ?", "vpn")])
+def test_one_weak_word_does_not_lift_a_row_over_a_clearly_nearer_vector(personal, question, expect):
+    """Issue 22, item 4: a word row weighs the share of the question's content words it holds
+    (and its bm25 against the best match's), so a `both` row found by one word of a question
+    about other things no longer outranks the entry the vector channel puts clearly first."""
+    folder, ids = personal
+    data = json.loads((FRENCH.parent / "personal_facts.json").read_text(encoding="utf-8"))
+    assert {"question": question, "expect": expect} in data["hits"]   # the fixture's answer
+    key = expect
+    with rag.open_store(french_settings(folder)) as store:
+        rows = recall_rank.search(store, question).rows
+        assert rows[0].entry.id == ids[key], [r.entry.content for r in rows[:3]]
