@@ -301,7 +301,7 @@ EXCHANGES = [
 
 
 def test_batch_recall_on_the_default_path_gives_the_rows_of_single_recalls(filled, settings):
-    """`recall --queries` with no budget option is `forge recall --limit 10` per query: the same
+    """`recall --queries` is `forge recall` per query on the default path (--limit): the same
     rows, channels, scores and neighbours (issue 22: only the --vector-k path was compared, and
     a batch path that dropped the neighbours passed every test)."""
     from forge import rag
@@ -321,19 +321,23 @@ def test_batch_recall_on_the_default_path_gives_the_rows_of_single_recalls(fille
                "Which processor, RAM and SSD does my NiPoGi mini PC have, compared with the Steam "
                "Deck hardware and the Synology NAS disks? kangourou42"]
     runner = filled
-    batch = invoke(runner, "recall", "--queries", "-", "--nl", input="\n".join(queries) + "\n")
-    assert batch.exit_code == 0, batch.stderr
-    answers = [json.loads(line) for line in batch.stdout.splitlines()]
     channels = set()
-    for query, answer in zip(queries, answers, strict=True):
-        single = json.loads(invoke(runner, "recall", query, "--json").stdout)
-        assert len(answer["rows"]) == len(single["rows"]) == 10
-        for got, want in zip(answer["rows"], single["rows"]):
-            close = {k: pytest.approx(want[k], abs=1e-5) for k in ("distance", "fused")
-                     if want.get(k) is not None}
-            assert got == {**want, **close}
-        assert answer["admitted_words"] == single["admitted_words"]
-        channels |= {r["channel"] for r in answer["rows"]}
+    # the default budget (10), and --limit 40: deep enough that word-only rows come back in a
+    # 64-entry store, where the vector pool holds most entries
+    for budget in ([], ["--limit", "40"]):
+        batch = invoke(runner, "recall", "--queries", "-", "--nl", *budget,
+                       input="\n".join(queries) + "\n")
+        assert batch.exit_code == 0, batch.stderr
+        answers = [json.loads(line) for line in batch.stdout.splitlines()]
+        for query, answer in zip(queries, answers, strict=True):
+            single = json.loads(invoke(runner, "recall", query, "--json", *budget).stdout)
+            assert len(answer["rows"]) == len(single["rows"]) == (40 if budget else 10)
+            for got, want in zip(answer["rows"], single["rows"]):
+                close = {k: pytest.approx(want[k], abs=1e-5) for k in ("distance", "fused")
+                         if want.get(k) is not None}
+                assert got == {**want, **close}
+            assert answer["admitted_words"] == single["admitted_words"]
+            channels |= {r["channel"] for r in answer["rows"]}
     assert {"neighbour", "both", "vector", "lexical"} <= channels   # every path fired
 
 
