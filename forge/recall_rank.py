@@ -165,13 +165,13 @@ def word_coverage(store: "Store", query: str, lexical: list[tuple[int, float]]
     idf = {w: math.log(1 + (total - d + 0.5) / (d + 0.5))
            for w, forms in groups.items() for d in [max((df.get(f, 0) for f in forms), default=0)]}
     whole = sum(idf.values())
-    entries = rag.entries_by_id(store, [i for i, _ in lexical])
-    out = {}
-    for entry_id, entry in entries.items():
-        held = set(rag.query_words(store, entry.content))
-        out[entry_id] = (sum(idf[w] for w, forms in groups.items() if forms & held) / whole
-                         if whole else 1.0)
-    return out
+    ids = [i for i, _ in lexical]
+    out = dict.fromkeys(ids, 0.0)
+    for word, forms in groups.items():
+        present = [f for f in forms if df.get(f)]
+        for entry_id in backend.holders(present, ids) if present and whole else ():
+            out[entry_id] += idf[word] / whole
+    return out if whole else dict.fromkeys(ids, 1.0)
 
 
 def recall(store: "Store", query: str, *, limit: int | None = None,

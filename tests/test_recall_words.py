@@ -141,6 +141,10 @@ def test_both_backends_admit_the_same_words(postgres_url, settings):
             assert admitted[0] == admitted[1], q
             ranked = [[i for i, _ in b.search_words(admitted[0], k=5)] for b in stores]
             assert ranked[0] == ranked[1], q
+            # the fusion's coverage reads which candidates hold each word: the same on both
+            for word in admitted[0]:
+                held = [b.holders([word], list(range(1, 32))) for b in stores]
+                assert held[0] == held[1] and held[0], (q, word)
     finally:
         for b in stores:
             b.close()

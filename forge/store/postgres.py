@@ -667,6 +667,15 @@ class PostgresBackend:
     def query_words(self, text: str) -> list[str]:
         return fold.distinct_words(text)
 
+    def holders(self, words: Sequence[str], ids: Sequence[int]) -> set[int]:
+        words = [w for w in dict.fromkeys(words) if len(w.encode()) <= MAX_LEXEME_BYTES]
+        if not words or not ids or self.missing:
+            return set()
+        rows = self.conn.execute("select id from memory_entries where words @@ %s::tsquery "
+                                 "and id = any(%s)",
+                                 (" | ".join(_lexeme(w) for w in words), list(ids))).fetchall()
+        return {int(r[0]) for r in rows}
+
     def document_frequency(self, words: Sequence[str]) -> dict[str, int]:
         """Read from `memory_words` (kept by a trigger; archive and superseded included)."""
         words = [w for w in dict.fromkeys(words) if len(w.encode()) <= MAX_LEXEME_BYTES]

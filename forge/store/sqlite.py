@@ -671,6 +671,16 @@ class SQLiteBackend:
             seen.setdefault(term, None)
         return list(seen)
 
+    def holders(self, words: Sequence[str], ids: Sequence[int]) -> set[int]:
+        """The entries of `ids` whose text holds any of `words`: one FTS5 lookup."""
+        if not words or not ids or not self.fts:
+            return set()
+        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+        marks = ",".join("?" * len(ids))
+        rows = self.conn.execute(f"select rowid from memory_fts where memory_fts match ? "
+                                 f"and rowid in ({marks})", [match, *ids])
+        return {r[0] for r in rows}
+
     def document_frequency(self, words: Sequence[str]) -> dict[str, int]:
         out = {}
         if not self.fts:
