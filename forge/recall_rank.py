@@ -7,7 +7,7 @@ per-channel budgets stays for calibration (`--vector-k/--lexical-k`).
 How a row earns its place (`fused`, printed with every row):
 - Each channel searches a deeper pool than the budget: `pool(limit)` = max(30, limit)
   candidates, the vector channel by distance, the word channel by bm25 over the admitted words
-  (V5, unchanged).
+  (V5 as wave 3 amends it: forge/recall_words.py).
 - Normalised-score fusion (the default, `fusion="normalised"`): within the vector pool a
   candidate's score is its place between the pool's best and the pool's last,
   (last - x) / (last - best): 1 for the nearest, 0 for the pool's last, 1 when the pool holds
