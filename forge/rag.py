@@ -680,14 +680,11 @@ def admitted_words(store: Store, text: str) -> list[str]:
 
 
 def _admitted_words(backend: "Backend", max_df: float, text: str) -> list[str]:
-    if not backend.fts:
-        return []
-    total = backend.count_entries()
-    if total == 0:
-        return []
-    words = backend.query_words(text)
-    df = backend.document_frequency(words)
-    return [w for w in words if w in df and is_informative(df[w], total, max_df)]
+    """V5 as wave 3 amends it (forge/recall_words.py): no function word, rare in the store,
+    with the store's inflected forms of each word."""
+    from . import recall_words
+
+    return recall_words.admitted(backend, max_df, text)
 
 
 def search_lexical(store: Store, words: Sequence[str], *, k: int,

@@ -258,6 +258,14 @@ class Backend(Protocol):
         """word -> the number of entries (archive and superseded included) holding it; words
         in no entry are absent. The caller admits words with `is_informative`."""
 
+    def holders(self, words: Sequence[str], ids: Sequence[int]) -> set[int]:
+        """The entries among `ids` whose text holds any of `words` (folded index words):
+        recall_rank's coverage of a question's words by the word channel's candidates."""
+
+    def words_with_prefix(self, prefix: str, *, limit: int) -> list[str]:
+        """Up to `limit` words of the store's word index (as `query_words` folds them) that
+        start with `prefix`, in order: the inflected forms recall_words looks a stem up in."""
+
     def search_words(self, words: Sequence[str], *, k: int, project: str | None = None,
                      kind: str | None = None) -> list[tuple[int, float]]:
         """(entry id, score) of the best k entries holding ANY of `words` (already admitted

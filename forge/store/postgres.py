@@ -710,6 +710,15 @@ class PostgresBackend:
     def query_words(self, text: str) -> list[str]:
         return fold.distinct_words(text)
 
+    def holders(self, words: Sequence[str], ids: Sequence[int]) -> set[int]:
+        words = [w for w in dict.fromkeys(words) if len(w.encode()) <= MAX_LEXEME_BYTES]
+        if not words or not ids or self.missing:
+            return set()
+        rows = self.conn.execute("select id from memory_entries where words @@ %s::tsquery "
+                                 "and id = any(%s)",
+                                 (" | ".join(_lexeme(w) for w in words), list(ids))).fetchall()
+        return {int(r[0]) for r in rows}
+
     def document_frequency(self, words: Sequence[str]) -> dict[str, int]:
         """Read from `memory_words` (kept by a trigger; archive and superseded included)."""
         words = [w for w in dict.fromkeys(words) if len(w.encode()) <= MAX_LEXEME_BYTES]
@@ -718,6 +727,17 @@ class PostgresBackend:
         rows = self.conn.execute("select word, docs from memory_words where word = any(%s) "
                                  "and docs > 0", (words,)).fetchall()
         return {w: int(n) for w, n in rows}
+
+    def words_with_prefix(self, prefix: str, *, limit: int) -> list[str]:
+        """From `memory_words` (the vocabulary SQLite's fts5vocab gives), by a range on its key
+        checked with starts_with, whatever the database's collation."""
+        if self.missing or not prefix:
+            return []
+        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        rows = self.conn.execute("select word from memory_words where word >= %s and word < %s "
+                                 "and docs > 0 and starts_with(word, %s) order by word limit %s",
+                                 (prefix, upper, prefix, limit)).fetchall()
+        return [r[0] for r in rows]
 
     def search_words(self, words: Sequence[str], *, k: int, project: str | None = None,
                      kind: str | None = None) -> list[tuple[int, float]]:

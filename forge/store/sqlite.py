@@ -688,6 +688,16 @@ class SQLiteBackend:
             seen.setdefault(term, None)
         return list(seen)
 
+    def holders(self, words: Sequence[str], ids: Sequence[int]) -> set[int]:
+        """The entries of `ids` whose text holds any of `words`: one FTS5 lookup."""
+        if not words or not ids or not self.fts:
+            return set()
+        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+        marks = ",".join("?" * len(ids))
+        rows = self.conn.execute(f"select rowid from memory_fts where memory_fts match ? "
+                                 f"and rowid in ({marks})", [match, *ids])
+        return {r[0] for r in rows}
+
     def document_frequency(self, words: Sequence[str]) -> dict[str, int]:
         out = {}
         if not self.fts:
@@ -697,6 +707,15 @@ class SQLiteBackend:
             if row:
                 out[word] = row[0]
         return out
+
+    def words_with_prefix(self, prefix: str, *, limit: int) -> list[str]:
+        """A range on fts5vocab's term (read from the index's b-tree, not a scan)."""
+        if not self.fts or not prefix:
+            return []
+        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        rows = self.conn.execute("select term from memory_fts_vocab where term >= ? and term < ? "
+                                 "order by term limit ?", (prefix, upper, limit))
+        return [r[0] for r in rows if r[0].startswith(prefix)]
 
     def search_words(self, words: Sequence[str], *, k: int, project: str | None = None,
                      kind: str | None = None) -> list[tuple[int, float]]:
