@@ -84,11 +84,16 @@ class Candidate:
     bm25: float | None = None
     vector_rank: int | None = None
     lexical_rank: int | None = None
+    sparse: float | None = None   # the latent-term channel's dot product (recall_sparse)
 
     @property
     def channel(self) -> str:
+        """The two channels' tags as before issue 22; "latent": found by the latent-term
+        channel alone (its score is `sparse`, on any row it found)."""
         if self.vector_rank is not None and self.lexical_rank is not None:
             return "both"
+        if self.vector_rank is None and self.lexical_rank is None and self.sparse is not None:
+            return "latent"
         return "vector" if self.vector_rank is not None else "lexical"
 
 
@@ -124,14 +129,21 @@ def rrf(vector: list[tuple[int, float]], lexical: list[tuple[int, float]], *,
 
 
 def normalised(vector: list[tuple[int, float]], lexical: list[tuple[int, float]],
-               word_weights: dict[int, float] | None = None, word_share: str = "minmax"
-               ) -> list[tuple[Candidate, float]]:
+               word_weights: dict[int, float] | None = None, word_share: str = "minmax",
+               sparse: list[tuple[int, float]] | None = None) -> list[tuple[Candidate, float]]:
     """The alternative measured in the ablation: each channel's score min-max normalised over
     its own pool (nearest / best bm25 = 1, the pool's last = 0), summed with weights 1:1.
     `word_share="ratio"`: a word candidate's share is its bm25 over the pool's best instead;
-    `word_weights` (entry id -> factor in [0, 1]) scales a candidate's word share."""
+    `word_weights` (entry id -> factor in [0, 1]) scales a candidate's word share.
+    `sparse` (entry id, dot product, higher better): the latent-term channel, a third share
+    min-max normalised over its pool (1 when it holds one value), as the ablation built it."""
     base = _candidates(vector, lexical)
     scored: dict[int, float] = {}
+    if sparse:
+        lo, hi = min(v for _, v in sparse), max(v for _, v in sparse)
+        for entry_id, v in sparse:
+            base.setdefault(entry_id, Candidate(entry_id)).sparse = v
+            scored[entry_id] = 1.0 if hi == lo else (v - lo) / (hi - lo)
     for pairs, weights in ((vector, None), (lexical, word_weights)):   # lower is better for both
         if not pairs:
             continue
@@ -195,11 +207,15 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
            lexical_pool: int | None = None, rrf_k: int = RRF_K,
            lexical_weight: float = 1.0, neighbours: bool = True,
            fusion: str = "normalised", strong: str = "tiered",
-           word_weight: str | None = None) -> "SearchResult":
+           word_weight: str | None = None, latent: bool = True) -> "SearchResult":
     """`limit` rows (fewer only when the store has fewer passing candidates), best fused first.
+    `latent`: the latent-term channel when the store has its index (recall_sparse; False for
+    the ablation's two-channel rows).
 
     Raises ServerError when the embedder is down, like rag.search_hybrid.
     """
+    from . import recall_sparse
+
     qvec, cutoff, fingerprint = rag.prepare_query(store, query, query_vector)
     depth = pool(limit)
     vector, words, lexical = rag.search_channels(store, query, qvec, vector_k=vector_pool or depth,
@@ -210,8 +226,11 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     else:
         weights = (word_coverage(store, query, lexical) if (word_weight or WORD_WEIGHT) == "coverage"
                    else None)
-        ranked = normalised(vector, lexical, weights, WORD_SHARE)
-    result = fill(store, ranked, limit=limit, cutoff=cutoff, fingerprint=fingerprint, words=words)
+        ranked = normalised(vector, lexical, weights, WORD_SHARE,
+                            sparse=recall_sparse.search(store, query, k=depth, project=project,
+                                                        kind=kind) if latent else None)
+    result = fill(store, ranked, limit=limit, cutoff=cutoff, fingerprint=fingerprint, words=words,
+                  farthest=vector[-1][1] if len(vector) >= (vector_pool or depth) else None)
     after = neighbours_after(result.rows, vector, lexical, strong) if neighbours else None
     if after is not None:
         result.rows = with_neighbours(store, result.rows, limit=limit, after=after)
@@ -269,14 +288,23 @@ def with_neighbours(store: "Store", rows: list, *, limit: int, after: int = 1) -
 
 
 def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
-         cutoff: float | None, fingerprint: str, words: list[str]) -> "SearchResult":
+         cutoff: float | None, fingerprint: str, words: list[str],
+         farthest: float | None = None) -> "SearchResult":
     """Walk the fused ranking: vector-only candidates beyond the cutoff are dropped (and
-    counted), orphan vectors skipped, until `limit` rows are taken."""
+    counted), orphan vectors skipped, until `limit` rows are taken.
+
+    A latent-only row has no distance, but it was not among the vector channel's nearest, so it
+    is at least as far as that pool's last (`farthest`, None when the pool holds the whole
+    store): beyond the cutoff when that is. The cutoff keeps its meaning: the latent channel
+    never brings back a row farther than it."""
     rows: list[rag.SearchRow] = []
     dropped: list[float] = []
     passing: list[tuple[Candidate, float]] = []
     for candidate, score in ranked:
-        if rag.beyond_cutoff(candidate.channel, candidate.distance, cutoff):
+        if candidate.channel == "latent" and cutoff is not None and farthest is not None \
+                and farthest > cutoff:
+            continue   # not counted: `dropped_by_cutoff` counts vector rows (V4's note)
+        elif rag.beyond_cutoff(candidate.channel, candidate.distance, cutoff):
             dropped.append(candidate.distance)
         else:
             passing.append((candidate, score))
@@ -289,7 +317,7 @@ def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
             entry = entries.get(candidate.entry_id)
             if entry is not None and len(rows) < limit:   # None: an orphan vector not swept yet
                 rows.append(rag.SearchRow(entry, candidate.channel, candidate.distance,
-                                          candidate.bm25, fused=score))
+                                          candidate.bm25, fused=score, sparse=candidate.sparse))
     return rag.SearchResult(rows, len(dropped), min(dropped) if dropped else None, cutoff,
                             fingerprint, words)
 
