@@ -2,6 +2,13 @@
 
     python bench/sparse_cost.py passes [--texts N]          # the model: dense vs sparse pass
     python bench/sparse_cost.py index --keep DIR [--doc-top K] [--copies C]   # the index at ~10k
+    python bench/sparse_cost.py writes [--texts N] [--write-docs]   # what RECALL_SPARSE costs
+
+- `writes` (issue 22, the shipped channel): the first N LoCoMo turns remembered through
+  `rag.remember` one at a time (a `forge remember` each, in-process) and through one
+  `rag.remember_many` (`remember --batch`), into two fresh stores, RECALL_SPARSE=off and on,
+  alternated text by text so the machine's load weighs on both alike; the ratio on/off is the
+  write cost of the latent-term index.
 
 - `passes`: the first N turns of LoCoMo's first conversation (bench/locomo.py's records), the
   dense vectors in one batched call (`E5.passage`, the import's way) and one by one, then the
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -117,15 +125,63 @@ def index(keep: Path, doc_top: int, copies: int) -> dict:
     return {"entries": entry, "doc_top": doc_top, "mb": round(size / 1e6, 1), "searches": rows}
 
 
+def writes(count: int) -> list[dict]:
+    import locomo
+
+    from forge import rag
+    from forge.settings import load_settings
+
+    texts = [r["content"] for r in locomo.records(json.loads(locomo.DEFAULT_DATA.read_text())[0])][:count]
+    base = Path(tempfile.mkdtemp(prefix="forge-sparse-writes-"))
+    stores = {}
+    for mode in ("off", "on"):
+        folder = base / mode
+        folder.mkdir()
+        stores[mode] = rag.open_store(load_settings({"FORGE_DATA_DIR": str(folder),
+                                                     "RECALL_SPARSE": mode}, cwd=folder))
+        rag.remember(stores[mode], "fact", "warm-up")    # the model loads, the identity written
+    single = {"off": 0.0, "on": 0.0}
+    for n, text in enumerate(texts):
+        for mode in (("off", "on") if n % 2 else ("on", "off")):
+            started = time.perf_counter()
+            rag.remember(stores[mode], "fact", text)
+            single[mode] += time.perf_counter() - started
+    batch = {}
+    for mode in ("off", "on"):
+        started = time.perf_counter()
+        rag.remember_many(stores[mode], [rag.NewEntry("fact", f"{t} (batch)") for t in texts])
+        batch[mode] = time.perf_counter() - started
+    for store in stores.values():
+        store.close()
+    return [{"write": "one remember per text", "texts": len(texts),
+             "off_ms_per_text": round(1000 * single["off"] / len(texts), 1),
+             "on_ms_per_text": round(1000 * single["on"] / len(texts), 1),
+             "on/off": round(single["on"] / single["off"], 2)},
+            {"write": "one remember_many (--batch)", "texts": len(texts),
+             "off_ms_per_text": round(1000 * batch["off"] / len(texts), 1),
+             "on_ms_per_text": round(1000 * batch["on"] / len(texts), 1),
+             "on/off": round(batch["on"] / batch["off"], 2)}]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=["passes", "index"])
+    parser.add_argument("what", choices=["passes", "index", "writes"])
     parser.add_argument("--texts", type=int, default=100)
     parser.add_argument("--keep", type=Path, help="bench/locomo.py's --keep DIR (index)")
     parser.add_argument("--doc-top", type=int, default=64)
     parser.add_argument("--copies", type=int, default=14)
+    import docs_figures
+
+    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args(argv)
     from tabulate import tabulate
+
+    if args.what == "writes":
+        with docs_figures.tee("sparse_cost", args.write_docs):
+            print(tabulate(writes(args.texts), headers="keys", tablefmt="simple"))
+            print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on "
+                  f"{os.cpu_count()} CPUs")
+        return 0
 
     if args.what == "passes":
         print(tabulate(passes(args.texts), headers="keys", tablefmt="simple"))

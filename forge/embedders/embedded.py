@@ -92,7 +92,7 @@ class EmbeddedEmbedder(Embedder):
     url = None
     document_prefix = "passage: "
 
-    def __init__(self, variant: str = "original", *, sparse: bool = False):
+    def __init__(self, variant: str = "original", *, sparse: bool = True):
         self.variant = variant
         self.sparse_on = sparse   # RECALL_SPARSE (embedders.sparse_wanted)
 
@@ -131,7 +131,9 @@ class EmbeddedEmbedder(Embedder):
 
         model = _model(self.variant)
         if isinstance(model, Engine) and model.load_sparse(model_folder() / SPARSE_FILE):
-            return model.sparse(self._fit(model, text, is_query), top_k)
+            text = self._fit(model, text, is_query)
+            # the sparse pass reads the raw text (no prefix): its length decides the threads
+            return model.sparse(text, top_k, threads=_threads(model, [text], False))
         model = _sparse_model(self.variant)
         idx, val = model.sparse(self._fit(model, text, is_query), top_k=top_k, fmt="indices")
         return [(int(t), float(w)) for t, w in zip(idx.tolist(), val.tolist())]
