@@ -319,7 +319,7 @@ def sparse_documents(store: Store, texts: list[str]) -> list[list[tuple[int, flo
     no index (RECALL_SPARSE off, an embedding server, PostgreSQL). After `checked_embedder`,
     so a store whose identity records another index has already refused."""
     embedder = store.embedder
-    if not texts or sparse_head(embedder) is None:
+    if not texts or sparse_head(embedder) is None or not store.backend.sparse_index:
         return None
     return embedder.sparse_documents(texts)  # type: ignore[attr-defined]
 
@@ -848,7 +848,7 @@ def _reindex(store: Store, batch_size: int,
             vectors = embedder.embed_documents([c for _, c in batch])
             check_batch_dim(vectors, int(current["dim"]), embedder)
             terms = (embedder.sparse_documents([c for _, c in batch])  # type: ignore[attr-defined]
-                     if current.get("sparse") else None)
+                     if current.get("sparse") and backend.sparse_index else None)
             with backend.transaction():
                 backend.stage_vectors([(i, v) for (i, _), v in zip(batch, vectors)])
                 # the latent terms go straight to the index: until the swap records an identity

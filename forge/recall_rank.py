@@ -16,7 +16,10 @@ How a row earns its place (`fused`, printed with every row):
   (idf-weighed; function words out, inflected forms counted as the word) the entry holds.
   fused = vector share + word share (weights 1:1; a channel that did not find it adds 0), so
   fused is in [0, 2], and an entry both channels found is ONE row (channel "both") with both
-  shares. `fusion="rrf"` (measured, not the default): 1/(K + rank) per channel, K = 60.
+  shares. Since issue 22 the latent-term channel (recall_sparse, RECALL_SPARSE) adds a third
+  share, min-max over its own pool, so fused is in [0, 3]: a row only it found is channel
+  "latent", and every row it found carries its dot product (`sparse`); the other tags keep
+  their meaning (the two word/vector channels). `fusion="rrf"` (measured, not the default): 1/(K + rank) per channel, K = 60.
   A fused score is relative to this query's two pools: it orders, and NOTHING ever refuses on
   it (a cutoff on it would mean something different for every query and every store size).
 - The V4 cutoff keeps its meaning: a distance, applied to vector-only candidates before the

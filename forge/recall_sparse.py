@@ -9,7 +9,8 @@ terms. recall_rank adds it as a third normalised share (SPEC V6 as issue 22 amen
 
 Fires only when the store's recorded identity names the same sparse head the configured
 embedder writes (after `checked_embedder`, which refuses a store built with another one):
-with RECALL_SPARSE off, an embedding server or PostgreSQL, `search` returns [] and costs nothing.
+with RECALL_SPARSE off, an embedding server or a backend without the index (PostgreSQL for now:
+`Backend.sparse_index`), `search` returns [] and costs nothing.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def enabled(store: "Store") -> bool:
     from .rag import sparse_head
 
     identity = store.identity
-    if not identity or not identity.get("sparse"):
+    if not store.backend.sparse_index or not identity or not identity.get("sparse"):
         return False
     return sparse_head(store.embedder) == identity["sparse"]
 

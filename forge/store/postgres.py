@@ -603,8 +603,10 @@ class PostgresBackend:
         if self._table_exists("memory_reindex"):
             self.conn.execute("delete from memory_reindex where id = %s", (entry_id,))
 
-    # The latent-term index (issue 22) is SQLite's only for now: embedders.sparse_wanted keeps
-    # the channel off with FORGE_DATABASE_URL, so these are never asked for terms.
+    # The latent-term index (issue 22) is SQLite's only for now: rag and recall_sparse read
+    # `sparse_index` and never ask these for terms.
+    sparse_index = False
+
     def write_sparse(self, entry_id: int, terms: Sequence[tuple[int, float]]) -> None:
         return None
 

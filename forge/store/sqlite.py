@@ -596,6 +596,8 @@ class SQLiteBackend:
         if _table_exists(conn, "memory_reindex"):  # a reindex under way embeds it again
             conn.execute("delete from memory_reindex where id = ?", (entry_id,))
 
+    sparse_index = True   # issue 22's latent-term index (memory_sparse)
+
     def write_sparse(self, entry_id: int, terms: Sequence[tuple[int, float]]) -> None:
         """Replace `entry_id`'s latent terms (inside the caller's transaction)."""
         conn = self.conn
