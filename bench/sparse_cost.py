@@ -3,12 +3,17 @@
     python bench/sparse_cost.py passes [--texts N]          # the model: dense vs sparse pass
     python bench/sparse_cost.py index --keep DIR [--doc-top K] [--copies C]   # the index at ~10k
     python bench/sparse_cost.py writes [--texts N] [--write-docs]   # what RECALL_SPARSE costs
+    python bench/sparse_cost.py recall --on DIR --off DIR [--runs N] [--write-docs]
 
 - `writes` (issue 22, the shipped channel): the first N LoCoMo turns remembered through
   `rag.remember` one at a time (a `forge remember` each, in-process) and through one
   `rag.remember_many` (`remember --batch`), into two fresh stores, RECALL_SPARSE=off and on,
   alternated text by text so the machine's load weighs on both alike; the ratio on/off is the
   write cost of the latent-term index.
+- `recall`: `forge recall Q` in fresh processes on two data folders holding the same entries,
+  one with the index (RECALL_SPARSE=on) and one reindexed with RECALL_SPARSE=off, and `python -c
+  "import click"`, interleaved round by round: medians and their ratios to import click and to
+  each other (what the query's sparse pass and the third channel add to a whole process).
 
 - `passes`: the first N turns of LoCoMo's first conversation (bench/locomo.py's records), the
   dense vectors in one batched call (`E5.passage`, the import's way) and one by one, then the
@@ -163,9 +168,40 @@ def writes(count: int) -> list[dict]:
              "on/off": round(batch["on"] / batch["off"], 2)}]
 
 
+def fresh_recall(on: Path, off: Path, runs: int) -> list[dict]:
+    import os
+    import subprocess
+
+    query = "When did Caroline go to the LGBTQ support group?"
+    commands = {"python -c \"import click\"": ([sys.executable, "-c", "import click"], {}),
+                "forge recall Q, RECALL_SPARSE=off": (
+                    [sys.executable, "-m", "forge", "recall", query],
+                    {"FORGE_DATA_DIR": str(off), "RECALL_SPARSE": "off"}),
+                "forge recall Q, RECALL_SPARSE=on": (
+                    [sys.executable, "-m", "forge", "recall", query],
+                    {"FORGE_DATA_DIR": str(on), "RECALL_SPARSE": "on"})}
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(runs):
+        for name, (argv, extra) in commands.items():
+            env = {**os.environ, **extra}
+            started = time.perf_counter()
+            done = subprocess.run(argv, env=env, capture_output=True, cwd=extra.get("FORGE_DATA_DIR"))
+            times[name].append(1000 * (time.perf_counter() - started))
+            if done.returncode:
+                raise SystemExit(f"{name}: {done.stderr.decode()[-500:]}")
+    click = statistics.median(times["python -c \"import click\""])
+    off_ms = statistics.median(times["forge recall Q, RECALL_SPARSE=off"])
+    return [{"command": name, "median_ms": round(statistics.median(t), 1), "min_ms": round(min(t), 1),
+             "x import click": round(statistics.median(t) / click, 2),
+             "x recall off": round(statistics.median(t) / off_ms, 2)} for name, t in times.items()]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=["passes", "index", "writes"])
+    parser.add_argument("what", choices=["passes", "index", "writes", "recall"])
+    parser.add_argument("--on", type=Path, help="recall: a data folder with the index")
+    parser.add_argument("--off", type=Path, help="recall: the same entries, RECALL_SPARSE=off")
+    parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--texts", type=int, default=100)
     parser.add_argument("--keep", type=Path, help="bench/locomo.py's --keep DIR (index)")
     parser.add_argument("--doc-top", type=int, default=64)
@@ -176,6 +212,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from tabulate import tabulate
 
+    if args.what == "recall":
+        with docs_figures.tee("sparse_recall", args.write_docs):
+            print(tabulate(fresh_recall(args.on, args.off, args.runs), headers="keys",
+                           tablefmt="simple"))
+            print(f"{args.runs} runs each, interleaved; load average "
+                  f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+        return 0
     if args.what == "writes":
         with docs_figures.tee("sparse_cost", args.write_docs):
             print(tabulate(writes(args.texts), headers="keys", tablefmt="simple"))
