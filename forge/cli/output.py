@@ -111,12 +111,11 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *,
     if not rows:
         return ""
     width = shutil.get_terminal_size((120, 24)).columns
-    # tabulate's "simple" columns are at least their header + 2 wide, two spaces apart
     narrow_width = sum(
-        max(len(str(c)) + 2 if headers else 0, *(len(str(_cell(r.get(c)))) for r in rows)) + 2
+        max(len(str(c)), *(len(str(_cell(r.get(c)))) for r in rows)) + 2
         for c in columns if c not in wide
     )
-    room = max(30, width - narrow_width)
+    room = max(30, width - narrow_width - 2)
     body = [[_table_cell(_cell(r.get(c)), room if c in wide else None) for c in columns]
             for r in rows]
     # the cells are wrapped here, not by tabulate's maxcolwidths: tabulate 0.10 types a wrapped
