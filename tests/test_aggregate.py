@@ -111,13 +111,14 @@ def test_a_negation_never_folds_into_its_positive(runner, store):
     run(runner, "remember", "fact", "Le NiPoGi n'a pas 32 Go de RAM", "--project", "homelab")
     report = plan(runner, "--apply", "--project", "homelab")
     subject = subject_of(report, store["nipogi"])
-    assert (subject["outcome"], subject["gate"]) == ("refused", "repetition")
-    assert "negation" in subject["reason"]
+    # Issue 21: the conflict gate names it before any containment rule is tried.
+    assert (subject["outcome"], subject["gate"]) == ("refused", "conflict")
+    assert "negation: pas" in subject["reason"]
     rows = entries(runner)
     negation = max(rows)
     assert all(rows[i]["superseded_by"] is None for i in store["nipogi"] + [negation])
     pair = subject_of(report := plan(runner, "--project", "neg"), store["negation-fr"])
-    assert pair["gate"] == "repetition" and report["counts"]["written"] == 0
+    assert pair["gate"] == "conflict" and report["counts"]["written"] == 0
 
 
 def test_32_go_de_ram_against_32_go_de_memoire_is_refused_by_repetition(runner, store):

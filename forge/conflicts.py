@@ -1,0 +1,400 @@
+"""Conflicts (A2 amended, A8): two notes that say opposite things are found and shown, never folded.
+
+A note is read as the aggregation tier reads it (A1: an optional label, comma-separated
+details). Two notes of one kind and project *conflict* when
+
+- **negation**: a detail of one is negated and every content word of it (its label's words
+  included) is stated, without a negation, by the other note (its label and its positive
+  details): `never 16 GB RAM` / `16 GB RAM`; `Le NiPoGi n'a pas 32 Go` / `Le NiPoGi a 32 Go`;
+  `Allergies : pas d'arachides` / `Allergies : arachides`. A negated detail with no word of
+  its own (`Allergies : aucune`) conflicts with any positive detail under the same label.
+  A detail that brings its own negation as something new (`Thé vert` / `Thé vert, sans sucre`:
+  `sucre` is stated nowhere else) is an addition, not a conflict.
+- **number**: two details of the same polarity give different values for *the same thing*:
+  the same unit (the word right after the number: `Go`, `avril`; the letters glued before it:
+  `v3`; a month before a day at the end: `April 3`; a time: `03:00`), the same numbers that
+  name which thing (see below), and the same words around the number, label included, one
+  detail's set inside the other's and at least two of them: `8 Go de RAM` / `64 Go de RAM`,
+  `Forge v3` / `Forge v4`, `le 3 avril` / `le 30 avril`. A number that names which thing is
+  not a value: after `numéro`, `number`, `no`, `n°`, `#`, or alone at the end of a detail after
+  a word (`disque 1` / `disque 2`, `serveur numéro 3`): those must be equal, never compared.
+
+Negations (closed lists, English and French, independent of any stopword list): not, no,
+never, without, none, nor, n't, no longer, pas, jamais, sans, aucun, aucune, ni, non, and
+`plus` only after `ne`/`n'` in the same detail. Content words: letter runs of three or more
+and numbers, case and accents folded, a final plural `s` dropped; the negations, `ne`/`n'`,
+`longer` after `no` and `do/does/did` before `not` are grammar, not content; `has/have/had`,
+`is/are/was/were` are one word each.
+
+`find` lists every conflicting pair among the active entries (rows only, no embedding);
+`against` checks one entry against candidates the word index finds (`forge remember`);
+`subject_conflict` is the aggregation tier's `conflict` gate. Nothing here writes.
+"""
+from __future__ import annotations
+
+import re
+import time
+import unicodedata
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+if TYPE_CHECKING:
+    from .rag import Entry, Store
+
+NEGATIONS = frozenset({"not", "no", "never", "without", "none", "nor",
+                       "pas", "jamais", "sans", "aucun", "aucune", "ni", "non"})
+FRENCH_NE = frozenset({"ne", "n"})            # `plus` negates only after one of these
+EN_DO = frozenset({"do", "does", "did"})      # grammar when right before `not`
+SAME_WORD = {"has": "have", "had": "have", "is": "be", "are": "be", "was": "be", "were": "be"}
+NUMBERING = frozenset({"numero", "number", "num", "nr"})
+VERSION = frozenset({"version", "v", "release", "build"})
+MONTHS = frozenset({
+    "january", "february", "march", "april", "may", "june", "july", "august", "september",
+    "october", "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",
+    "sept", "oct", "nov", "dec", "janvier", "fevrier", "mars", "avril", "mai", "juin", "juillet",
+    "aout", "septembre", "octobre", "novembre", "decembre"})
+# A number's words around it: at least this many (label included) make "the same thing".
+MIN_CONTEXT = 2
+# `forge remember`: how many entries the word index proposes as candidates.
+REMEMBER_CANDIDATES = 40
+
+_MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+_NT = re.compile(r"(?<=[a-z])n['\u2019]t\b")
+_TOKEN = re.compile(r"\d+(?:[.,:h]\d+)*|[^\W\d_]+|[%€$£°]", re.UNICODE)
+
+
+def _fold(text: str) -> str:
+    text = _MARKS.sub("", unicodedata.normalize("NFKD", text.casefold()))
+    return _NT.sub(" not", text.replace("cannot", "can not"))
+
+
+def _stem(word: str) -> str:
+    word = SAME_WORD.get(word, word)
+    return word[:-1] if len(word) > 3 and word.endswith("s") else word
+
+
+def _content(word: str) -> bool:
+    return word[0].isdigit() or len(word) >= 3
+
+
+def _number(raw: str) -> str:
+    return raw.replace(",", ".")
+
+
+@dataclass
+class Clause:
+    """One detail, read for conflicts."""
+
+    surface: str
+    negations: list[str]                      # the negation words, as folded
+    content: frozenset[str]                   # content stems (negations and grammar out)
+    scope: frozenset[str]                     # content stems after the first negation
+    letters: frozenset[str]                   # every letter word's stem (the words around)
+    names: frozenset[str]                     # numbers that name which thing
+    values: dict[str, frozenset[str]]         # unit -> the values given for it
+    units: dict[str, str] = field(default_factory=dict)   # unit -> its surface
+
+    @property
+    def negated(self) -> bool:
+        return bool(self.negations)
+
+
+def read_clause(surface: str) -> Clause:
+    text = _fold(surface)
+    spans = [(m.group(), m.start(), m.end()) for m in _TOKEN.finditer(text)]
+    toks = [s[0] for s in spans]
+    negs: list[int] = []
+    grammar: set[int] = set()
+    for i, t in enumerate(toks):
+        if t in NEGATIONS or (t == "plus" and any(p in FRENCH_NE for p in toks[:i])):
+            negs.append(i)
+        elif t in FRENCH_NE:
+            grammar.add(i)
+        elif t == "longer" and i and toks[i - 1] == "no":
+            grammar.add(i)
+        elif t in EN_DO and i + 1 < len(toks) and toks[i + 1] == "not":
+            grammar.add(i)
+    content, scope, letters, names = set(), set(), set(), set()
+    values: dict[str, set[str]] = {}
+    units: dict[str, str] = {}
+    first_neg = negs[0] if negs else len(toks)
+    for i, (t, start, end) in enumerate(spans):
+        if i in negs or i in grammar:
+            continue
+        if t[0].isdigit():
+            role, unit, unit_surface = _number_role(text, surface, spans, i)
+            if role == "name":
+                names.add(_number(t))
+            else:
+                values.setdefault(unit, set()).add(_number(t))
+                units.setdefault(unit, unit_surface)
+            stem = _number(t)
+        elif t.isalpha():
+            stem = _stem(t)
+            letters.add(stem)
+        else:
+            continue
+        if _content(t):
+            content.add(stem)
+            if i > first_neg:
+                scope.add(stem)
+    return Clause(surface, [toks[i] for i in negs], frozenset(content), frozenset(scope),
+                  frozenset(letters), frozenset(names),
+                  {u: frozenset(v) for u, v in values.items()}, units)
+
+
+def _number_role(text: str, surface: str, spans: list, i: int) -> tuple[str, str, str]:
+    """("name" | "value", unit key, unit surface) of the number at token i."""
+    t, start, end = spans[i]
+    prev = spans[i - 1] if i else None
+    nxt = spans[i + 1] if i + 1 < len(spans) else None
+    if start and text[start - 1] == "#":
+        return "name", "", ""
+    if prev is not None and (prev[0] in NUMBERING
+                             or (prev[0] in ("n", "no") and text[prev[2]:start].strip() in ("°", "."))):
+        return "name", "", ""
+    if ":" in t or "h" in t:
+        return "value", "time", ""
+    if prev is not None and prev[0].isalpha() and prev[2] == start:       # v3, t14
+        return "value", "^" + prev[0], prev[0]
+    if nxt is not None and not nxt[0][0].isdigit():                       # 8 Go, 3 avril, 90 %
+        return "value", _stem(nxt[0]), _surface(surface, text, nxt)
+    if prev is not None and prev[0].isalpha():                            # at the end
+        if prev[0] in MONTHS or prev[0] in VERSION:
+            return "value", prev[0], prev[0]
+        return "name", "", ""                                             # disque 1
+    return "value", "", ""
+
+
+def _surface(surface: str, folded: str, span: tuple) -> str:
+    # NFKD + casefold may change lengths; the folded token is the unit's name when it does.
+    return surface[span[1]:span[2]] if len(surface) == len(folded) else span[0]
+
+
+# --------------------------------------------------------------------------- notes
+
+@dataclass
+class Side:
+    """A note as the conflict rules read it."""
+
+    id: int
+    content: str
+    label: frozenset[str]          # the label's content stems
+    label_all: frozenset[str]      # every letter stem and number of the label
+    clauses: list[Clause]
+
+    @property
+    def positive(self) -> frozenset[str]:
+        """What this note states without a negation (its label and positive details)."""
+        out = set(self.label)
+        for c in self.clauses:
+            if not c.negated:
+                out |= c.content
+        return frozenset(out)
+
+
+def read_side(entry: Any) -> Side | None:
+    from .aggregate import parse_note
+
+    note = parse_note(entry)
+    if note is None:
+        return None
+    label = read_clause(note.label.rstrip().rstrip(":")) if note.label else None
+    return Side(entry.id, entry.content, label.content if label else frozenset(),
+                (label.letters | label.names | frozenset().union(*label.values.values()))
+                if label else frozenset(),
+                [read_clause(d) for d in note.details])
+
+
+@dataclass
+class Conflict:
+    ids: list[int]              # older first
+    reason: str                 # "negation: never" | "number: 8 / 64 Go"
+    words: list[str]            # the words that differ
+    details: list[str]          # the two details, in the order of ids
+    contents: list[str] = field(default_factory=list)
+    kind: str | None = None
+    project: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ids": self.ids, "reason": self.reason, "words": self.words,
+                "details": self.details, "contents": self.contents, "kind": self.kind,
+                "project": self.project}
+
+
+def conflict(a: Side, b: Side) -> Conflict | None:
+    """The first conflict between two notes (of one kind and project), or None."""
+    for neg, pos in ((a, b), (b, a)):
+        found = _negation(neg, pos)
+        if found:
+            return _ordered(neg, pos, *found)
+    for ca in a.clauses:
+        for cb in b.clauses:
+            found = _numbers(a, ca, b, cb)
+            if found:
+                return _ordered(a, b, *found)
+    return None
+
+
+def _ordered(x: Side, y: Side, reason: str, words: list[str], dx: str, dy: str) -> Conflict:
+    if x.id > y.id:
+        x, y, dx, dy = y, x, dy, dx
+    return Conflict([x.id, y.id], reason, words, [dx, dy], [x.content, y.content])
+
+
+def _negation(neg: Side, pos: Side) -> tuple[str, list[str], str, str] | None:
+    stated = pos.positive
+    for c in neg.clauses:
+        if not c.negated:
+            continue
+        if not c.scope and not (c.content - neg.label):
+            # `Allergies : aucune`: the negation bears on the label itself.
+            if neg.label and neg.label == pos.label and any(not p.negated for p in pos.clauses):
+                other = next(p for p in pos.clauses if not p.negated)
+                return f"negation: {c.negations[0]}", list(c.negations), c.surface, other.surface
+            continue
+        if not c.scope:
+            continue
+        needed = c.content | neg.label
+        if needed <= stated:
+            other = max((p for p in pos.clauses if not p.negated),
+                        key=lambda p: len(p.content & c.content), default=None)
+            return (f"negation: {c.negations[0]}", list(c.negations), c.surface,
+                    other.surface if other else pos.content)
+    return None
+
+
+def _numbers(a: Side, ca: Clause, b: Side, cb: Clause) -> tuple[str, list[str], str, str] | None:
+    if ca.negated != cb.negated or not ca.values or not cb.values:
+        return None
+    if ca.names | a.label_all - a.label != cb.names | b.label_all - b.label:
+        return None
+    around_a = ca.letters | a.label_all
+    around_b = cb.letters | b.label_all
+    small, large = sorted((around_a, around_b), key=len)
+    if len(small) < MIN_CONTEXT or not small <= large:
+        return None
+    for unit in ca.values.keys() & cb.values.keys():
+        va, vb = ca.values[unit], cb.values[unit]
+        if va != vb:
+            shown = ca.units.get(unit) or ""
+            glued = unit.startswith("^")
+            left, right = ("/".join((shown if glued else "") + v for v in sorted(x - y) or sorted(x))
+                           for x, y in ((va, vb), (vb, va)))
+            reason = f"number: {left} / {right}" + (f" {shown}" if shown and not glued else "")
+            return reason, sorted((va ^ vb)), ca.surface, cb.surface
+    return None
+
+
+# --------------------------------------------------------------------------- the aggregation gate
+
+def subject_conflict(entries: Sequence[Any]) -> Conflict | None:
+    """The aggregation tier's `conflict` gate: the first conflicting pair in one subject."""
+    sides = [s for s in (read_side(e) for e in entries) if s is not None]
+    for i, a in enumerate(sides):
+        for b in sides[i + 1:]:
+            found = conflict(a, b)
+            if found:
+                return found
+    return None
+
+
+# --------------------------------------------------------------------------- the store
+
+@dataclass
+class ConflictReport:
+    conflicts: list[Conflict]
+    entries_scanned: int
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"conflicts": [c.to_dict() for c in self.conflicts],
+                "entries_scanned": self.entries_scanned, "seconds": self.seconds}
+
+
+def find(store: "Store", *, project: str | None = None, kind: str | None = None) -> ConflictReport:
+    """Every conflicting pair among the active entries (not archive, not superseded) of one
+    kind and project: rows only, no embedding, no vector. `forge memory conflicts` calls it."""
+    from . import rag
+
+    started = time.perf_counter()
+    if kind is not None:
+        kind = rag.normalize_kind(kind)
+    entries = [e for e in rag.hot_entries(store, project=project)
+               if kind is None or e.kind == kind]
+    spaces: dict[tuple[str, str | None], list[tuple[Any, Side]]] = {}
+    for e in entries:
+        side = read_side(e)
+        if side is not None:
+            spaces.setdefault((e.kind, e.project), []).append((e, side))
+    found: list[Conflict] = []
+    for (k, p), members in spaces.items():
+        for c in _space_conflicts([s for _, s in members]):
+            c.kind, c.project = k, p
+            found.append(c)
+    found.sort(key=lambda c: c.ids)
+    return ConflictReport(found, len(entries), round(time.perf_counter() - started, 4))
+
+
+def _keys(side: Side) -> Iterable[frozenset[str]]:
+    """For each clause that can conflict, the words any partner must hold (a negated detail's
+    content, a number's words around it)."""
+    for c in side.clauses:
+        if c.negated:
+            yield c.content | side.label
+        if c.values:
+            yield frozenset(w for w in c.letters | side.label_all if not w[0].isdigit())
+
+
+def _space_conflicts(sides: list[Side]) -> list[Conflict]:
+    postings: dict[str, list[int]] = {}
+    for i, s in enumerate(sides):
+        words = set(s.label_all)
+        for c in s.clauses:
+            words |= c.letters | c.content
+        for w in words:
+            postings.setdefault(w, []).append(i)
+    seen: set[tuple[int, int]] = set()
+    out: list[Conflict] = []
+    for i, s in enumerate(sides):
+        for key in _keys(s):
+            lists = [postings.get(w, ()) for w in key]
+            if not lists or not all(lists):
+                continue
+            for j in min(lists, key=len):
+                pair = (min(i, j), max(i, j))
+                if j == i or pair in seen:
+                    continue
+                seen.add(pair)
+                found = conflict(sides[pair[0]], sides[pair[1]])
+                if found:
+                    out.append(found)
+    return out
+
+
+def against(store: "Store", entry: "Entry") -> list[Conflict]:
+    """The active entries `entry` may contradict (same kind and project), found through the
+    word index: its words (no admission rule, no stopword list) in one word query."""
+    from . import rag
+
+    side = read_side(entry)
+    if side is None:
+        return []
+    words = [w for w in rag.query_words(store, entry.content)
+             if (w[0].isdigit() or len(w) >= 3) and w not in NEGATIONS][:16]
+    hits = rag.search_lexical(store, words, k=REMEMBER_CANDIDATES, project=entry.project,
+                              kind=entry.kind)
+    rows = rag.entries_by_id(store, [i for i, _ in hits if i != entry.id])
+    out = []
+    for other in rows.values():
+        if other.superseded_by is not None or other.project != entry.project \
+                or other.kind != entry.kind:
+            continue
+        o = read_side(other)
+        found = conflict(side, o) if o is not None else None
+        if found:
+            found.kind, found.project = entry.kind, entry.project
+            out.append(found)
+    out.sort(key=lambda c: c.ids)
+    return out
+
