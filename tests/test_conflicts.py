@@ -85,3 +85,29 @@ def test_absorption_never_crosses_a_negation(runner):
     assert "negation: jamais" in subject["reason"]
     rows = entries(runner)
     assert rows[a]["superseded_by"] is None and rows[b]["superseded_by"] is None
+
+
+def test_memory_conflicts_lists_negations_and_numbers_and_nothing_else(runner):
+    ram8 = remember(runner, "Le serveur a 8 Go de RAM")
+    ram64 = remember(runner, "Le serveur a 64 Go de RAM")
+    t14 = remember(runner, "Laptop: ThinkPad T14, 16 GB RAM, Debian")
+    never = remember(runner, "ThinkPad T14, never 16 GB RAM, Fedora")
+    remember(runner, "disque 1 : 2 To")                   # numbering, not a value
+    remember(runner, "disque 2 : 4 To")
+    remember(runner, "Thé vert")                           # an own negation
+    remember(runner, "Thé vert, sans sucre")
+    remember(runner, "Le serveur a 16 Go de RAM", "--project", "other")   # another project
+    remember(runner, "Le serveur a 32 Go de RAM", kind="decision")        # another kind
+    doc = json.loads(run(runner, "memory", "conflicts", "--json").stdout)
+    found = {tuple(c["ids"]): c for c in doc["conflicts"]}
+    assert set(found) == {(ram8, ram64), (t14, never)}, found
+    assert found[(ram8, ram64)]["reason"] == "number: 8 / 64 Go"
+    assert found[(t14, never)]["reason"] == "negation: never"
+    assert found[(ram8, ram64)]["contents"] == ["Le serveur a 8 Go de RAM", "Le serveur a 64 Go de RAM"]
+    table = run(runner, "memory", "conflicts")
+    assert f"#{ram8} #{ram64}" in table.stdout and "negation: never" in table.stdout
+    assert "2 conflict(s)" in table.stderr
+    nl = run(runner, "memory", "conflicts", "--nl", "--kind", "fact", "--project", "other").stdout
+    assert nl == ""
+    assert json.loads(run(runner, "memory", "conflicts", "--json", "--kind", "decision").stdout) \
+        == {"conflicts": []}

@@ -1,4 +1,4 @@
-"""`forge remember`, `forge recall`, `forge memory ls|show|forget|edit|export|hot`,
+"""`forge remember`, `forge recall`, `forge memory ls|show|forget|edit|export|hot|conflicts|supersede`,
 `forge reindex`."""
 from __future__ import annotations
 
@@ -308,6 +308,34 @@ def memory_ls(kind: str | None, project: str | None, fmt: str) -> None:
         total = sum(by_kind.values())
         summary = ", ".join(f"{k} {n}" for k, n in by_kind.items())
         click.echo("\n" + summary + ("" if kind is not None else f" (total {total})"))
+
+
+CONFLICT_COLUMNS = ["ids", "reason", "older", "newer"]
+
+
+@memory.command("conflicts")
+@click.option("--project", "-p", help="Only this project.")
+@click.option("--kind", "-k", type=Kind(), help="Only this kind.")
+@output_options
+def memory_conflicts(project: str | None, kind: str | None, fmt: str) -> None:
+    """List every pair of active entries (same kind and project) that may say opposite
+    things: a negation bearing on words the other states (`negation: never`), or two values
+    for the same thing (`number: 8 / 64 Go`). Reads rows only: no embedding. Settle one with
+    `forge memory supersede OLD --by NEW`."""
+    from .. import conflicts
+
+    with _open(mode="rows") as store:
+        report = conflicts.find(store, project=project, kind=kind)
+        if not report.conflicts:
+            _note_unknown_project(store, project)
+    data = [c.to_dict() for c in report.conflicts]
+    rows = [{"ids": f"#{c.ids[0]} #{c.ids[1]}", "reason": c.reason, "older": c.contents[0],
+             "newer": c.contents[1]} for c in report.conflicts]
+    emit(rows, fmt, columns=CONFLICT_COLUMNS, data=data, wide=("older", "newer"),
+         document={"conflicts": data}, empty="no conflicts")
+    if fmt == "table" and rows:
+        note(f"{len(rows)} conflict(s) among {report.entries_scanned} active entries; "
+             "`forge memory supersede OLD --by NEW` keeps the newer")
 
 
 @memory.command("show")
