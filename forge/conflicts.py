@@ -223,7 +223,10 @@ class Conflict:
 
 
 def conflict(a: Side, b: Side) -> Conflict | None:
-    """The first conflict between two notes (of one kind and project), or None."""
+    """The first conflict between two notes (of one kind and project), or None; the older
+    note first, in its ids, details and reason."""
+    if a.id > b.id:
+        a, b = b, a
     for neg, pos in ((a, b), (b, a)):
         found = _negation(neg, pos)
         if found:
@@ -398,3 +401,61 @@ def against(store: "Store", entry: "Entry") -> list[Conflict]:
     out.sort(key=lambda c: c.ids)
     return out
 
+
+
+# --------------------------------------------------------------------------- remember (A8)
+
+@dataclass
+class Noted:
+    """What `forge remember` wrote and what it may contradict."""
+
+    id: int
+    created: bool
+    replaced: list[int]
+    conflicts: list[Conflict]
+
+    @property
+    def conflict_ids(self) -> list[int]:
+        return [c.ids[0] if c.ids[1] == self.id else c.ids[1] for c in self.conflicts]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "created": self.created, "replaced": self.replaced,
+                "conflicts": self.conflict_ids}
+
+    def notes(self) -> list[str]:
+        """One line per conflict, for stderr (the CLI, the REPL) and the chat tool."""
+        out = []
+        for other, c in zip(self.conflict_ids, self.conflicts):
+            text = c.contents[0] if c.ids[0] == other else c.contents[1]
+            out.append(f"#{other} may say otherwise: {text!r} ({c.reason}; "
+                       f"forge memory supersede {other} --by {self.id} if this replaces it)")
+        return out
+
+
+def remember(store: "Store", kind: str | None, content: str, *, project: str | None = None,
+             source: str = "remember", refs: dict | None = None,
+             replaces: Sequence[int] = ()) -> Noted:
+    """`rag.remember` (with `replaces`: insert and link in one transaction), then the active
+    entries the new one may contradict. The entry is written either way."""
+    from . import rag
+
+    result = rag.remember(store, kind, content, project=project, source=source, refs=refs,
+                          replaces=replaces)
+    return _noted(store, result)
+
+
+def remember_many(store: "Store", items: list[Any], **kwargs: Any) -> list[Noted]:
+    """`rag.remember_many`, then each new entry's conflicts (the batch's own entries included:
+    they are written first)."""
+    from . import rag
+
+    return [_noted(store, r) for r in rag.remember_many(store, items, **kwargs)]
+
+
+def _noted(store: "Store", result: Any) -> Noted:
+    from . import rag
+
+    found: list[Conflict] = []
+    if result.created:
+        found = against(store, rag.get_entry(store, result.id))
+    return Noted(result.id, result.created, list(result.replaced), found)
