@@ -277,3 +277,59 @@ def test_a_kill_9_between_insert_and_link_leaves_neither(runner):
     rows = entries(runner)
     new = max(rows)
     assert rows[old]["superseded_by"] == new and rows[new]["superseded_by"] is None   # both
+
+
+# --------------------------------------------------------------------------- chat, REPL, HTTP
+
+def test_the_chat_tool_names_the_conflicting_ids(runner):
+    from chat_helpers import load
+    from forge.tools import ToolContext, dispatch
+
+    old = remember(runner, "Le serveur a 8 Go de RAM")
+    result = dispatch("memory", {"op": "remember", "content": "Le serveur a 64 Go de RAM"},
+                      ToolContext(settings=load(), turn_text="Note : le serveur a 64 Go de RAM",
+                                  interactive=False, confirm=None, client=None))
+    assert result.text.startswith("Remembered #2 [fact] Le serveur a 64 Go de RAM")
+    assert f"#{old} may say otherwise: 'Le serveur a 8 Go de RAM'" in result.text
+    assert "ask which one is true" in result.text and result.trace == {"conflicts": [old]}
+
+
+def test_the_repl_remember_prints_the_note(runner, capsys):
+    from chat_helpers import load
+    from forge.cli.chat_cmds import _run_cli_command
+    from forge.repl import Io, repl
+
+    remember(runner, "Allergies : arachides")
+    lines = ["!remember fact Allergies : aucune"]
+    io = Io(read_line=lambda prompt: lines.pop(0) if lines else (_ for _ in ()).throw(EOFError),
+            write=lambda text: None, note=lambda text: None, confirm=lambda q: False)
+    capsys.readouterr()
+    repl(load(), io=io, run_command=_run_cli_command)
+    captured = capsys.readouterr()
+    assert "remembered #2" in captured.out
+    assert "note: #1 may say otherwise: 'Allergies : arachides' (negation: aucune" in captured.err
+
+
+def test_post_remember_returns_the_conflicts_and_the_supersede_route_mirrors_the_cli(runner):
+    from starlette.testclient import TestClient
+
+    from forge.serve.app import create_app
+    from forge.settings import load_settings
+
+    client = TestClient(create_app(load_settings()))
+    old = client.post("/remember", json={"content": "Forge v3"}).json()
+    new = client.post("/remember", json={"content": "Forge v4"}).json()
+    assert new["conflicts"] == [old["id"]] and new["created"]
+    listed = client.get("/memory/conflicts").json()["conflicts"]
+    assert [c["ids"] for c in listed] == [[old["id"], new["id"]]] and listed[0]["reason"] == "number: v3 / v4"
+    done = client.post("/memory/supersede", json={"ids": [old["id"]], "by": new["id"]})
+    assert done.json() == {"by": new["id"], "replaced": [old["id"]]}
+    again = client.post("/memory/supersede", json={"ids": [old["id"]], "by": new["id"]})
+    assert again.status_code == 400 and "already replaced by" in again.json()["error"]
+    assert client.post("/memory/supersede", json={"ids": [old["id"]]}).status_code == 400
+    undone = client.post("/memory/supersede", json={"ids": [old["id"]], "undo": True}).json()
+    assert undone == {"released": [old["id"]], "by": {str(old["id"]): new["id"]}}
+    third = client.post("/remember", json={"content": "Forge v5", "replaces": [old["id"], new["id"]]})
+    assert third.json()["replaced"] == [old["id"], new["id"]]
+    missing = client.post("/remember", json={"content": "Forge v6", "replaces": [99]})
+    assert missing.status_code == 404 and "#99" in missing.json()["error"]
