@@ -14,8 +14,10 @@ details). Two notes of one kind and project *conflict* when
   the same unit (the word right after the number: `Go`, `avril`; the letters glued before it:
   `v3`; a month before a day at the end: `April 3`; a time: `03:00`), the same numbers that
   name which thing (see below), and the same words around the number, label included, one
-  detail's set inside the other's and at least two of them: `8 Go de RAM` / `64 Go de RAM`,
-  `Forge v3` / `Forge v4`, `le 3 avril` / `le 30 avril`. A number that names which thing is
+  detail's set inside the other's, among which a word naming the thing (three letters or
+  more, not a unit, not a month; two of them when the values are dates or times):
+  `8 Go de RAM` / `64 Go de RAM`, `Forge v3` / `Forge v4`, `Réunion de chantier le 3 avril` /
+  `... le 30 avril`, but not `Caroline on 8 May` / `Caroline on 11 May` (two moments). A number that names which thing is
   not a value: after `numéro`, `number`, `no`, `n°`, `#`, or alone at the end of a detail after
   a word (`disque 1` / `disque 2`, `serveur numéro 3`): those must be equal, never compared.
 
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
 
 NEGATIONS = frozenset({"not", "no", "never", "without", "none", "nor",
                        "pas", "jamais", "sans", "aucun", "aucune", "ni", "non"})
+LABEL_NEGATIONS = frozenset({"aucun", "aucune", "none", "never", "jamais"})
 FRENCH_NE = frozenset({"ne", "n"})            # `plus` negates only after one of these
 EN_DO = frozenset({"do", "does", "did"})      # grammar when right before `not`
 SAME_WORD = {"has": "have", "had": "have", "is": "be", "are": "be", "was": "be", "were": "be"}
@@ -53,8 +56,9 @@ MONTHS = frozenset({
     "october", "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",
     "sept", "oct", "nov", "dec", "janvier", "fevrier", "mars", "avril", "mai", "juin", "juillet",
     "aout", "septembre", "octobre", "novembre", "decembre"})
-# A number's words around it: at least this many (label included) make "the same thing".
-MIN_CONTEXT = 2
+# The words around a number name the thing when at least this many of them are words of three
+# letters or more that are neither a unit nor a month (a date or a time needs two).
+MIN_NAMING, MIN_NAMING_WHEN = 1, 2
 # `forge remember`: how many entries the word index proposes as candidates.
 REMEMBER_CANDIDATES = 40
 
@@ -93,6 +97,7 @@ class Clause:
     names: frozenset[str]                     # numbers that name which thing
     values: dict[str, frozenset[str]]         # unit -> the values given for it
     units: dict[str, str] = field(default_factory=dict)   # unit -> its surface
+    bare: bool = False                        # nothing but negation words (`aucune`, `none`)
 
     @property
     def negated(self) -> bool:
@@ -133,6 +138,7 @@ def read_clause(surface: str) -> Clause:
             stem = _stem(t)
             letters.add(stem)
         else:
+            letters.add(t)     # a unit symbol (%, €) is a word around a number
             continue
         if _content(t):
             content.add(stem)
@@ -140,7 +146,8 @@ def read_clause(surface: str) -> Clause:
                 scope.add(stem)
     return Clause(surface, [toks[i] for i in negs], frozenset(content), frozenset(scope),
                   frozenset(letters), frozenset(names),
-                  {u: frozenset(v) for u, v in values.items()}, units)
+                  {u: frozenset(v) for u, v in values.items()}, units,
+                  bare=bool(negs) and len(negs) + len(grammar) == len(toks))
 
 
 def _number_role(text: str, surface: str, spans: list, i: int) -> tuple[str, str, str]:
@@ -157,9 +164,10 @@ def _number_role(text: str, surface: str, spans: list, i: int) -> tuple[str, str
         return "value", "time", ""
     if prev is not None and prev[0].isalpha() and prev[2] == start:       # v3, t14
         return "value", "^" + prev[0], prev[0]
-    if nxt is not None and not nxt[0][0].isdigit():                       # 8 Go, 3 avril, 90 %
-        return "value", _stem(nxt[0]), _surface(surface, text, nxt)
-    if prev is not None and prev[0].isalpha():                            # at the end
+    if nxt is not None and not nxt[0][0].isdigit() and not text[end:nxt[1]].strip():
+        return "value", _stem(nxt[0]), _surface(surface, text, nxt)       # 8 Go, 3 avril, 90 %
+    at_end = nxt is None or text[end:nxt[1]].strip() not in ("", "%", "€", "$", "£", "°")
+    if prev is not None and prev[0].isalpha() and at_end:                 # at the end
         if prev[0] in MONTHS or prev[0] in VERSION:
             return "value", prev[0], prev[0]
         return "name", "", ""                                             # disque 1
@@ -180,17 +188,10 @@ class Side:
     id: int
     content: str
     label: frozenset[str]          # the label's content stems
-    label_all: frozenset[str]      # every letter stem and number of the label
+    label_all: frozenset[str]      # every word stem and number of the label
+    label_names: frozenset[str]    # the label's numbers: they name which thing (`disque 1 :`)
     clauses: list[Clause]
-
-    @property
-    def positive(self) -> frozenset[str]:
-        """What this note states without a negation (its label and positive details)."""
-        out = set(self.label)
-        for c in self.clauses:
-            if not c.negated:
-                out |= c.content
-        return frozenset(out)
+    words: frozenset[str] = frozenset()   # every word of the note (candidate checks)
 
 
 def read_side(entry: Any) -> Side | None:
@@ -200,10 +201,12 @@ def read_side(entry: Any) -> Side | None:
     if note is None:
         return None
     label = read_clause(note.label.rstrip().rstrip(":")) if note.label else None
-    return Side(entry.id, entry.content, label.content if label else frozenset(),
-                (label.letters | label.names | frozenset().union(*label.values.values()))
-                if label else frozenset(),
-                [read_clause(d) for d in note.details])
+    names = (label.names | frozenset().union(*label.values.values())) if label else frozenset()
+    clauses = [read_clause(d) for d in note.details]
+    label_all = (label.letters | names) if label else frozenset()
+    words = frozenset(label_all.union(*(c.letters | c.content for c in clauses)))
+    return Side(entry.id, entry.content, label.content if label else frozenset(), label_all,
+                names, clauses, words)
 
 
 @dataclass
@@ -245,48 +248,85 @@ def _ordered(x: Side, y: Side, reason: str, words: list[str], dx: str, dy: str) 
     return Conflict([x.id, y.id], reason, words, [dx, dy], [x.content, y.content])
 
 
+# A positive detail may say this many words more than the negated one (`I drink coffee every
+# morning` / `I no longer drink coffee`), when the negated one holds two words or more; a
+# one-word negation (`sans sucre`) must meet the same single word.
+MAX_EXTRA_WORDS = 2
+
+
 def _negation(neg: Side, pos: Side) -> tuple[str, list[str], str, str] | None:
-    stated = pos.positive
     for c in neg.clauses:
-        if not c.negated:
-            continue
-        if not c.scope and not (c.content - neg.label):
-            # `Allergies : aucune`: the negation bears on the label itself.
-            if neg.label and neg.label == pos.label and any(not p.negated for p in pos.clauses):
-                other = next(p for p in pos.clauses if not p.negated)
-                return f"negation: {c.negations[0]}", list(c.negations), c.surface, other.surface
-            continue
-        if not c.scope:
-            continue
-        needed = c.content | neg.label
-        if needed <= stated:
-            other = max((p for p in pos.clauses if not p.negated),
-                        key=lambda p: len(p.content & c.content), default=None)
-            return (f"negation: {c.negations[0]}", list(c.negations), c.surface,
-                    other.surface if other else pos.content)
+        found = _negated_clause(c, neg, pos)
+        if found:
+            return found
     return None
+
+
+def _negated_clause(c: Clause, neg: Side, pos: Side) -> tuple[str, list[str], str, str] | None:
+    """Does the negated detail `c` of `neg` deny a positive detail of `pos`? The detail's words
+    (with its note's label) are all stated by one positive detail of `pos` (with its label),
+    which says at most MAX_EXTRA_WORDS more."""
+    if not c.negated:
+        return None
+    reason = f"negation: {c.negations[0]}"
+    if c.bare:
+        # `Allergies : aucune`: the negation bears on the label itself (not `John: No`).
+        if neg.label and neg.label == pos.label and set(c.negations) <= LABEL_NEGATIONS:
+            for p in pos.clauses:
+                if not p.negated:
+                    return reason, list(c.negations), c.surface, p.surface
+        return None
+    if not c.scope:
+        return None
+    needed = c.content | neg.label
+    allowed = MAX_EXTRA_WORDS if len(needed) >= 2 else 0
+    for p in pos.clauses:
+        if p.negated:
+            continue
+        stated = p.content | pos.label
+        if needed <= stated and len(stated - needed) <= allowed:
+            return reason, list(c.negations), c.surface, p.surface
+    return None
+
+
+def _names_a_thing(around: frozenset[str], c: Clause) -> bool:
+    return any(len(w) >= 3 and w.isalpha() and w not in MONTHS and w not in c.values
+               for w in around)
 
 
 def _numbers(a: Side, ca: Clause, b: Side, cb: Clause) -> tuple[str, list[str], str, str] | None:
     if ca.negated != cb.negated or not ca.values or not cb.values:
         return None
-    if ca.names | a.label_all - a.label != cb.names | b.label_all - b.label:
+    if ca.names | a.label_names != cb.names | b.label_names:
         return None
     around_a = ca.letters | a.label_all
     around_b = cb.letters | b.label_all
     small, large = sorted((around_a, around_b), key=len)
-    if len(small) < MIN_CONTEXT or not small <= large:
+    if not small <= large:
         return None
-    for unit in ca.values.keys() & cb.values.keys():
-        va, vb = ca.values[unit], cb.values[unit]
-        if va != vb:
-            shown = ca.units.get(unit) or ""
-            glued = unit.startswith("^")
-            left, right = ("/".join((shown if glued else "") + v for v in sorted(x - y) or sorted(x))
-                           for x, y in ((va, vb), (vb, va)))
-            reason = f"number: {left} / {right}" + (f" {shown}" if shown and not glued else "")
-            return reason, sorted((va ^ vb)), ca.surface, cb.surface
-    return None
+    differ = [u for u in sorted(ca.values.keys() & cb.values.keys())
+              if ca.values[u] != cb.values[u]]
+    if not differ:
+        return None
+    # The thing itself must be named: a word of three letters or more that is not a unit or
+    # a month; two of them for a date or a time (`Caroline on 8 May` / `Caroline on 11 May`
+    # are two moments, `Dentist appointment on March 4` / `... March 14` one appointment).
+    naming = {w for w in small if len(w) >= 3 and w.isalpha() and w not in MONTHS
+              and w not in ca.values and w not in cb.values}
+    if "" in differ and not (a.label and a.label == b.label):
+        return None     # a bare number (`2022: Hey John`) is a value only under a label (`Port :`)
+    when = all(u == "time" or u in MONTHS for u in differ)
+    one_moment = len(differ) == 1 and around_a == around_b   # `Réunion le 3 / le 30 avril`
+    if len(naming) < (MIN_NAMING_WHEN if when and not one_moment else MIN_NAMING):
+        return None
+    unit = differ[0]
+    va, vb = ca.values[unit], cb.values[unit]
+    shown = ca.units.get(unit) or ""
+    glued = unit.startswith("^")
+    left, right = ("/".join((shown if glued else "") + v for v in sorted(x - y) or sorted(x))
+                   for x, y in ((va, vb), (vb, va)))
+    reason = f"number: {left} / {right}" + (f" {shown}" if shown and not glued else "")
+    return reason, sorted(va ^ vb), ca.surface, cb.surface
 
 
 # --------------------------------------------------------------------------- the aggregation gate
@@ -339,40 +379,48 @@ def find(store: "Store", *, project: str | None = None, kind: str | None = None)
     return ConflictReport(found, len(entries), round(time.perf_counter() - started, 4))
 
 
-def _keys(side: Side) -> Iterable[frozenset[str]]:
-    """For each clause that can conflict, the words any partner must hold (a negated detail's
-    content, a number's words around it)."""
-    for c in side.clauses:
-        if c.negated:
-            yield c.content | side.label
-        if c.values:
-            yield frozenset(w for w in c.letters | side.label_all if not w[0].isdigit())
-
-
 def _space_conflicts(sides: list[Side]) -> list[Conflict]:
+    """Every conflicting pair of one kind and project. Each negated detail looks only at notes
+    holding its rarest word (its partner states every word of it); each detail with a number
+    at notes holding the rarest of its words around the number (one of the two contexts holds
+    the other, so the pair is found from the smaller one's side)."""
     postings: dict[str, list[int]] = {}
     for i, s in enumerate(sides):
-        words = set(s.label_all)
-        for c in s.clauses:
-            words |= c.letters | c.content
-        for w in words:
+        for w in s.words:
             postings.setdefault(w, []).append(i)
-    seen: set[tuple[int, int]] = set()
-    out: list[Conflict] = []
+    found: dict[tuple[int, int], Conflict] = {}
+
+    def candidates(i: int, key: frozenset[str]) -> Iterable[int]:
+        lists = [postings.get(w, ()) for w in key]
+        if not lists or not all(lists):
+            return ()
+        return (j for j in min(lists, key=len) if j != i and key <= sides[j].words)
+
     for i, s in enumerate(sides):
-        for key in _keys(s):
-            lists = [postings.get(w, ()) for w in key]
-            if not lists or not all(lists):
-                continue
-            for j in min(lists, key=len):
-                pair = (min(i, j), max(i, j))
-                if j == i or pair in seen:
-                    continue
-                seen.add(pair)
-                found = conflict(sides[pair[0]], sides[pair[1]])
-                if found:
-                    out.append(found)
-    return out
+        for c in s.clauses:
+            if c.negated:
+                for j in candidates(i, c.content | s.label):
+                    pair = (min(i, j), max(i, j))
+                    if pair not in found:
+                        hit = _negated_clause(c, s, sides[j])
+                        if hit:
+                            found[pair] = _ordered(s, sides[j], *hit)
+            if c.values:
+                around = frozenset(w for w in c.letters | s.label_all if not w[0].isdigit())
+                if not _names_a_thing(around, c):
+                    continue   # nor can any partner: its words around would be a subset
+                units = c.values.keys()
+                for j in candidates(i, around):
+                    pair = (min(i, j), max(i, j))
+                    if pair in found:
+                        continue
+                    for d in sides[j].clauses:
+                        hit = (_numbers(s, c, sides[j], d) if d.values and not
+                               units.isdisjoint(d.values) else None)
+                        if hit:
+                            found[pair] = _ordered(s, sides[j], *hit)
+                            break
+    return [found[k] for k in sorted(found)]
 
 
 def against(store: "Store", entry: "Entry") -> list[Conflict]:

@@ -111,9 +111,9 @@ def remember(kind_or_content: str | None, content: str | None, project: str | No
             results = conflicts.remember_many(store, items, on_progress=bar.update)
         rows = [{"line": n, "id": r.id, "created": r.created, "conflicts": r.conflict_ids}
                 for n, r in enumerate(results, 1)]
-        emit(rows, fmt, columns=["line", "id", "created", "conflicts"])
-        made = sum(r.created for r in results)
         clashing = sum(1 for r in results if r.conflicts)
+        emit(rows, fmt, columns=["line", "id", "created"] + (["conflicts"] if clashing else []))
+        made = sum(r.created for r in results)
         note(f"{made} remembered, {len(results) - made} already stored"
              + (f", {clashing} may contradict an active entry (`forge memory conflicts` lists "
                 "them)" if clashing else ""))
@@ -407,6 +407,8 @@ def memory_show(entry_id: int, fmt: str) -> None:
     lines += ["", entry.content, "", "events:"]
     for ev in events:
         link = f" -> #{ev['link']}" if ev["link"] else ""
+        if ev["link"] and (ev.get("info") or {}).get("reason") == "replace":
+            link += " (replace)"
         lines.append(f"  {ev['at']} {ev['event']} #{ev['entry_id']}{link}")
     emit_one({**entry.to_dict(), "events": events}, fmt, text="\n".join(lines))
 
