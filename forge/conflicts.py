@@ -475,7 +475,7 @@ class Noted:
         out = []
         for other, c in zip(self.conflict_ids, self.conflicts):
             text = c.contents[0] if c.ids[0] == other else c.contents[1]
-            out.append(f"#{other} may say otherwise: {text!r} ({c.reason}; "
+            out.append(f'#{other} may say otherwise: "{text}" ({c.reason}; '
                        f"forge memory supersede {other} --by {self.id} if this replaces it)")
         return out
 

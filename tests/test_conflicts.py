@@ -126,7 +126,7 @@ def test_remember_writes_and_names_what_it_may_contradict(runner):
     new = int(result.stdout.split("#")[1].split()[0])
     assert result.stdout.startswith(f"remembered #{new}")
     assert result.stderr.strip() == (
-        f"note: #{old} may say otherwise: 'Le serveur a 8 Go de RAM' (number: 8 / 64 Go; "
+        f'note: #{old} may say otherwise: "Le serveur a 8 Go de RAM" (number: 8 / 64 Go; '
         f"forge memory supersede {old} --by {new} if this replaces it)")
     doc = json.loads(run(runner, "remember", "fact", "Le serveur n'a pas 64 Go de RAM",
                          "--json").stdout)
@@ -290,7 +290,7 @@ def test_the_chat_tool_names_the_conflicting_ids(runner):
                       ToolContext(settings=load(), turn_text="Note : le serveur a 64 Go de RAM",
                                   interactive=False, confirm=None, client=None))
     assert result.text.startswith("Remembered #2 [fact] Le serveur a 64 Go de RAM")
-    assert f"#{old} may say otherwise: 'Le serveur a 8 Go de RAM'" in result.text
+    assert f'#{old} may say otherwise: "Le serveur a 8 Go de RAM"' in result.text
     assert "ask which one is true" in result.text and result.trace == {"conflicts": [old]}
 
 
@@ -307,7 +307,7 @@ def test_the_repl_remember_prints_the_note(runner, capsys):
     repl(load(), io=io, run_command=_run_cli_command)
     captured = capsys.readouterr()
     assert "remembered #2" in captured.out
-    assert "note: #1 may say otherwise: 'Allergies : arachides' (negation: aucune" in captured.err
+    assert 'note: #1 may say otherwise: "Allergies : arachides" (negation: aucune' in captured.err
 
 
 def test_post_remember_returns_the_conflicts_and_the_supersede_route_mirrors_the_cli(runner):
