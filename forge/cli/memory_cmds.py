@@ -218,6 +218,9 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
     if queries_file is not None:
         if query is not None:
             raise click.UsageError("give QUERY or --queries FILE, not both")
+        if all_:
+            raise click.UsageError("--all shows replaced entries for one QUERY; --queries "
+                                   "answers with active entries only")
         _recall_many(queries_file, project, vector_k, lexical_k, kind, limit, neighbours, fmt)
         return
     if query is None:
