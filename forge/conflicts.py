@@ -34,6 +34,7 @@ and numbers, case and accents folded, a final plural `s` dropped; the negations,
 """
 from __future__ import annotations
 
+import functools
 import re
 import time
 import unicodedata
@@ -68,10 +69,13 @@ _TOKEN = re.compile(r"\d+(?:[.,:h]\d+)*|[^\W\d_]+|[%€$£°]", re.UNICODE)
 
 
 def _fold(text: str) -> str:
-    text = _MARKS.sub("", unicodedata.normalize("NFKD", text.casefold()))
+    text = text.casefold()
+    if not text.isascii():   # most notes are: no accents to strip
+        text = _MARKS.sub("", unicodedata.normalize("NFKD", text))
     return _NT.sub(" not", text.replace("cannot", "can not"))
 
 
+@functools.lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
     word = SAME_WORD.get(word, word)
     return word[:-1] if len(word) > 3 and word.endswith("s") else word
@@ -106,6 +110,10 @@ class Clause:
 
 def read_clause(surface: str) -> Clause:
     text = _fold(surface)
+    if not _DIGIT.search(text):
+        plain = _plain_clause(surface, text)
+        if plain is not None:
+            return plain
     spans = [(m.group(), m.start(), m.end()) for m in _TOKEN.finditer(text)]
     toks = [s[0] for s in spans]
     negs: list[int] = []
@@ -148,6 +156,20 @@ def read_clause(surface: str) -> Clause:
                   frozenset(letters), frozenset(names),
                   {u: frozenset(v) for u, v in values.items()}, units,
                   bare=bool(negs) and len(negs) + len(grammar) == len(toks))
+
+
+_DIGIT = re.compile(r"\d")
+
+
+def _plain_clause(surface: str, text: str) -> Clause | None:
+    """The common case, read without walking tokens: no number and no negation word."""
+    toks = set(_TOKEN.findall(text))
+    if not toks.isdisjoint(NEGATIONS) or ("plus" in toks and not toks.isdisjoint(FRENCH_NE)):
+        return None
+    kept = [(t, _stem(t)) for t in toks if t not in FRENCH_NE]
+    words = frozenset(w for _, w in kept)
+    content = frozenset(w for t, w in kept if t.isalpha() and len(t) >= 3)
+    return Clause(surface, [], content, frozenset(), words, frozenset(), {}, {})
 
 
 def _number_role(text: str, surface: str, spans: list, i: int) -> tuple[str, str, str]:
@@ -249,8 +271,8 @@ def _ordered(x: Side, y: Side, reason: str, words: list[str], dx: str, dy: str) 
 
 
 # A positive detail may say this many words more than the negated one (`I drink coffee every
-# morning` / `I no longer drink coffee`), when the negated one holds two words or more; a
-# one-word negation (`sans sucre`) must meet the same single word.
+# morning` / `I no longer drink coffee`), when the negated one holds two content words or
+# more; a one-word negation (`sans sucre`, `John: No way`) must meet the same single word.
 MAX_EXTRA_WORDS = 2
 
 
@@ -279,12 +301,13 @@ def _negated_clause(c: Clause, neg: Side, pos: Side) -> tuple[str, list[str], st
     if not c.scope:
         return None
     needed = c.content | neg.label
-    allowed = MAX_EXTRA_WORDS if len(needed) >= 2 else 0
+    # The allowance counts the details' own words: a label (`John:`) makes no detail longer.
+    allowed = MAX_EXTRA_WORDS if len(c.content) >= 2 else 0
     for p in pos.clauses:
         if p.negated:
             continue
         stated = p.content | pos.label
-        if needed <= stated and len(stated - needed) <= allowed:
+        if needed <= stated and len(p.content - c.content) <= allowed:
             return reason, list(c.negations), c.surface, p.surface
     return None
 
