@@ -62,6 +62,7 @@ MONTHS = frozenset({
 MIN_NAMING, MIN_NAMING_WHEN = 1, 2
 # `forge remember`: how many entries the word index proposes as candidates.
 REMEMBER_CANDIDATES = 40
+REMEMBER_WORDS = 6
 
 _MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
 _NT = re.compile(r"(?<=[a-z])n['\u2019]t\b")
@@ -448,16 +449,21 @@ def _space_conflicts(sides: list[Side]) -> list[Conflict]:
 
 def against(store: "Store", entry: "Entry") -> list[Conflict]:
     """The active entries `entry` may contradict (same kind and project), found through the
-    word index: its words (no admission rule, no stopword list) in one word query."""
+    word index: its REMEMBER_WORDS rarest words (by count; no admission rule, no stopword
+    list) in one word query of REMEMBER_CANDIDATES rows."""
     from . import rag
 
     side = read_side(entry)
     if side is None:
         return []
-    words = [w for w in rag.query_words(store, entry.content)
-             if (w[0].isdigit() or len(w) >= 3) and w not in NEGATIONS][:16]
-    hits = rag.search_lexical(store, words, k=REMEMBER_CANDIDATES, project=entry.project,
-                              kind=entry.kind)
+    words = [w for w in dict.fromkeys(rag.query_words(store, entry.content))
+             if (w[0].isdigit() or len(w) >= 3) and w not in NEGATIONS]
+    # The rarest of them, by the store's own counts (a partner shares most of them; a word in
+    # this entry only finds nothing): a short word query, whatever the store's size.
+    counts = rag.word_counts(store, words)
+    words = sorted((w for w in words if counts.get(w, 0) >= 2), key=lambda w: counts[w])
+    hits = rag.search_lexical(store, words[:REMEMBER_WORDS], k=REMEMBER_CANDIDATES,
+                              project=entry.project, kind=entry.kind)
     rows = rag.entries_by_id(store, [i for i, _ in hits if i != entry.id])
     out = []
     for other in rows.values():

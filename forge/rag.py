@@ -801,6 +801,11 @@ def query_words(store: Store, text: str) -> list[str]:
     return store.backend.query_words(text)
 
 
+def word_counts(store: Store, words: Sequence[str]) -> dict[str, int]:
+    """word -> how many entries hold it (the word index's own counts; {} without one)."""
+    return store.backend.document_frequency(words) if store.backend.fts and words else {}
+
+
 def admitted_words(store: Store, text: str) -> list[str]:
     """V5: the query's words that `is_informative` admits in this store."""
     return _admitted_words(store.backend, store.settings.recall_lexical_max_df, text)
