@@ -177,17 +177,18 @@ def word_coverage(store: "Store", query: str, lexical: list[tuple[int, float]]
 def recall(store: "Store", query: str, *, limit: int | None = None,
            vector_k: int | None = None, lexical_k: int | None = None,
            project: str | None = None, kind: str | None = None, neighbours: bool = True,
-           query_vector: "np.ndarray | None" = None) -> "SearchResult":
+           query_vector: "np.ndarray | None" = None, replaced: bool = False) -> "SearchResult":
     """`forge recall`'s choice, for every front end (CLI, batch, HTTP): the fused rows budget
     (`limit`, DEFAULT_LIMIT when nothing is given), or, when only per-channel budgets are given,
-    the seed's union (V6) with 5 for the one left out (calibration)."""
+    the seed's union (V6) with 5 for the one left out (calibration). `replaced`: entries a
+    newer one replaced (A9) are rows too (`recall --all`); by default they are not."""
     if limit is None and (vector_k is not None or lexical_k is not None):
         return rag.search_hybrid(store, query, project=project, kind=kind,
                                  vector_k=5 if vector_k is None else vector_k,
                                  lexical_k=5 if lexical_k is None else lexical_k,
-                                 query_vector=query_vector)
+                                 query_vector=query_vector, replaced=replaced)
     return search(store, query, limit=limit or DEFAULT_LIMIT, project=project, kind=kind,
-                  query_vector=query_vector, neighbours=neighbours)
+                  query_vector=query_vector, neighbours=neighbours, replaced=replaced)
 
 
 def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: str | None = None,
@@ -195,7 +196,7 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
            lexical_pool: int | None = None, rrf_k: int = RRF_K,
            lexical_weight: float = 1.0, neighbours: bool = True,
            fusion: str = "normalised", strong: str = "tiered",
-           word_weight: str | None = None) -> "SearchResult":
+           word_weight: str | None = None, replaced: bool = False) -> "SearchResult":
     """`limit` rows (fewer only when the store has fewer passing candidates), best fused first.
 
     Raises ServerError when the embedder is down, like rag.search_hybrid.
@@ -211,7 +212,8 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
         weights = (word_coverage(store, query, lexical) if (word_weight or WORD_WEIGHT) == "coverage"
                    else None)
         ranked = normalised(vector, lexical, weights, WORD_SHARE)
-    result = fill(store, ranked, limit=limit, cutoff=cutoff, fingerprint=fingerprint, words=words)
+    result = fill(store, ranked, limit=limit, cutoff=cutoff, fingerprint=fingerprint, words=words,
+                  replaced=replaced)
     after = neighbours_after(result.rows, vector, lexical, strong) if neighbours else None
     if after is not None:
         result.rows = with_neighbours(store, result.rows, limit=limit, after=after)
@@ -269,9 +271,11 @@ def with_neighbours(store: "Store", rows: list, *, limit: int, after: int = 1) -
 
 
 def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
-         cutoff: float | None, fingerprint: str, words: list[str]) -> "SearchResult":
+         cutoff: float | None, fingerprint: str, words: list[str],
+         replaced: bool = False) -> "SearchResult":
     """Walk the fused ranking: vector-only candidates beyond the cutoff are dropped (and
-    counted), orphan vectors skipped, until `limit` rows are taken."""
+    counted), orphan vectors skipped, entries a newer one replaced skipped unless `replaced`
+    (A9; a fold's sources stay, A5), until `limit` rows are taken."""
     rows: list[rag.SearchRow] = []
     dropped: list[float] = []
     passing: list[tuple[Candidate, float]] = []
@@ -287,7 +291,8 @@ def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
         entries = rag.entries_by_id(store, [c.entry_id for c, _ in chunk])
         for candidate, score in chunk:
             entry = entries.get(candidate.entry_id)
-            if entry is not None and len(rows) < limit:   # None: an orphan vector not swept yet
+            if entry is not None and len(rows) < limit and (replaced or not rag.is_replaced(entry)):
+                # None: an orphan vector not swept yet
                 rows.append(rag.SearchRow(entry, candidate.channel, candidate.distance,
                                           candidate.bm25, fused=score))
     return rag.SearchResult(rows, len(dropped), min(dropped) if dropped else None, cutoff,
