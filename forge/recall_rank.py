@@ -192,17 +192,18 @@ def word_coverage(store: "Store", query: str, lexical: list[tuple[int, float]]
 def recall(store: "Store", query: str, *, limit: int | None = None,
            vector_k: int | None = None, lexical_k: int | None = None,
            project: str | None = None, kind: str | None = None, neighbours: bool = True,
-           query_vector: "np.ndarray | None" = None) -> "SearchResult":
+           query_vector: "np.ndarray | None" = None, replaced: bool = False) -> "SearchResult":
     """`forge recall`'s choice, for every front end (CLI, batch, HTTP): the fused rows budget
     (`limit`, DEFAULT_LIMIT when nothing is given), or, when only per-channel budgets are given,
-    the seed's union (V6) with 5 for the one left out (calibration)."""
+    the seed's union (V6) with 5 for the one left out (calibration). `replaced`: entries a
+    newer one replaced (A9) are rows too (`recall --all`); by default they are not."""
     if limit is None and (vector_k is not None or lexical_k is not None):
         return rag.search_hybrid(store, query, project=project, kind=kind,
                                  vector_k=5 if vector_k is None else vector_k,
                                  lexical_k=5 if lexical_k is None else lexical_k,
-                                 query_vector=query_vector)
+                                 query_vector=query_vector, replaced=replaced)
     return search(store, query, limit=limit or DEFAULT_LIMIT, project=project, kind=kind,
-                  query_vector=query_vector, neighbours=neighbours)
+                  query_vector=query_vector, neighbours=neighbours, replaced=replaced)
 
 
 def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: str | None = None,
@@ -210,7 +211,8 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
            lexical_pool: int | None = None, rrf_k: int = RRF_K,
            lexical_weight: float = 1.0, neighbours: bool = True,
            fusion: str = "normalised", strong: str = "tiered",
-           word_weight: str | None = None, latent: bool = True) -> "SearchResult":
+           word_weight: str | None = None, replaced: bool = False, latent: bool = True
+           ) -> "SearchResult":
     """`limit` rows (fewer only when the store has fewer passing candidates), best fused first.
     `latent`: the latent-term channel when the store has its index (recall_sparse; False for
     the ablation's two-channel rows).
@@ -233,6 +235,7 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
                             sparse=recall_sparse.search(store, query, k=depth, project=project,
                                                         kind=kind) if latent else None)
     result = fill(store, ranked, limit=limit, cutoff=cutoff, fingerprint=fingerprint, words=words,
+                  replaced=replaced,
                   farthest=vector[-1][1] if len(vector) >= (vector_pool or depth) else None)
     after = neighbours_after(result.rows, vector, lexical, strong) if neighbours else None
     if after is not None:
@@ -292,9 +295,10 @@ def with_neighbours(store: "Store", rows: list, *, limit: int, after: int = 1) -
 
 def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
          cutoff: float | None, fingerprint: str, words: list[str],
-         farthest: float | None = None) -> "SearchResult":
+         replaced: bool = False, farthest: float | None = None) -> "SearchResult":
     """Walk the fused ranking: vector-only candidates beyond the cutoff are dropped (and
-    counted), orphan vectors skipped, until `limit` rows are taken.
+    counted), orphan vectors skipped, entries a newer one replaced skipped unless `replaced`
+    (A9; a fold's sources stay, A5), until `limit` rows are taken.
 
     A latent-only row has no distance, but it was not among the vector channel's nearest, so it
     is at least as far as that pool's last (`farthest`, None when the pool holds the whole
@@ -318,7 +322,8 @@ def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
         entries = rag.entries_by_id(store, [c.entry_id for c, _ in chunk])
         for candidate, score in chunk:
             entry = entries.get(candidate.entry_id)
-            if entry is not None and len(rows) < limit:   # None: an orphan vector not swept yet
+            if entry is not None and len(rows) < limit and (replaced or not rag.is_replaced(entry)):
+                # None: an orphan vector not swept yet
                 rows.append(rag.SearchRow(entry, candidate.channel, candidate.distance,
                                           candidate.bm25, fused=score, sparse=candidate.sparse))
     return rag.SearchResult(rows, len(dropped), min(dropped) if dropped else None, cutoff,

