@@ -13,7 +13,8 @@ STORE_RING = {"forge.history", "forge.traces", "forge.rag", "forge.embedders", "
               "forge.recall_rank", "forge.refusal", "forge.store",
               "forge.dotenv_edit", "forge.dotenv_parse", "forge.log",
               "forge.timestamps", "forge.trace_read"}
-MEMORY_RING = {"forge.compaction", "forge.history_import", "forge.transcript", "forge.non_answer",
+MEMORY_RING = {"forge.compaction", "forge.history_import", "forge.export_import", "forge.exports",
+               "forge.transcript", "forge.non_answer",
                "forge.aggregate", "forge.resplit",
                "forge.hot_memory", "forge.tokens", "forge.router.prompt", "forge.router.placeholders",
                "forge.doctor", "forge.calibrate"}
