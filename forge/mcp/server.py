@@ -1,0 +1,195 @@
+"""`forge mcp`: the tools of `documents.py` on the official MCP Python SDK's `MCPServer`
+(`mcp` 2.x), over stdio (the default: stdout carries the protocol and nothing else, logs go to
+stderr) or streamable HTTP (`--http HOST:PORT`, behind `forge serve`'s bearer token; the SDK's
+Host/Origin check against the address it listens on).
+
+Each tool answers one text block holding exactly its CLI twin's `--json` document, and the same
+document as structured content. A bad argument or a library error is a tool error (`isError`)
+carrying the CLI's one-line message; anything unexpected is logged on stderr with its traceback
+and answered as one line naming its type, never the traceback.
+"""
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Callable
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+from ..errors import ForgeError
+from ..log import log
+from . import documents
+
+HOT_URI = "forge://hot"
+INSTRUCTIONS = (
+    "Forge is the user's durable memory, shared with their other assistants. Call `recall` "
+    "before answering anything about the user's machines, projects, decisions or past "
+    "conversations; call `remember` when the user states or confirms something worth knowing "
+    "next time. The resource forge://hot holds the short list of recent deliberate memories "
+    "that every answer should respect.")
+
+Kind = Annotated[str | None, Field(
+    description="decision, todo, fact, preference or correction",
+    json_schema_extra={"enum": ["decision", "todo", "fact", "preference", "correction", None]})]
+SearchKind = Annotated[str | None, Field(
+    description="only entries of this kind: decision, todo, fact, preference, correction, or "
+                "archive (past conversations compaction or an import stored)")]
+Project = Annotated[str | None, Field(description="project namespace (letters, digits, "
+                                                  "spaces and _ . - /); none = every project")]
+EntryId = Annotated[int, Field(description="an entry id, as recall and memory_list show it",
+                               json_schema_extra={"minimum": 1})]
+Limit = Annotated[int | None, Field(description="rows to return, 1 to 1000",
+                                    json_schema_extra={"minimum": 1, "maximum": 1000})]
+
+
+def document_result(doc: dict[str, Any]) -> CallToolResult:
+    """The twin's `--json` text (as `forge X --json` prints it: cli/output.dumps, indent 2)
+    and the same document structured."""
+    text = json.dumps(doc, ensure_ascii=False, indent=2)
+    return CallToolResult(content=[TextContent(type="text", text=text)],
+                          structured_content=doc)
+
+
+def error_result(message: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
+async def answer(work: Callable[[], dict[str, Any]], tool: str) -> CallToolResult:
+    """Run one library call in a worker thread (the store and the embedder block), as a tool
+    result or a tool error."""
+    try:
+        return document_result(await anyio.to_thread.run_sync(work))
+    except ForgeError as e:
+        return error_result(str(e))
+    except Exception as e:  # noqa: BLE001  (a bug: logged on stderr, one line to the client)
+        log.exception("forge mcp: the %s tool failed", tool)
+        return error_result(f"internal error in {tool}: {type(e).__name__} (the server's stderr "
+                            "has the details)")
+
+
+def create_server(settings: Any) -> MCPServer:
+    server: MCPServer = MCPServer("forge", title="Forge memory", instructions=INSTRUCTIONS,
+                                  version=_version(), log_level="WARNING")
+
+    @server.tool(annotations=ToolAnnotations(title="Remember", destructive_hint=False,
+                                             idempotent_hint=True, open_world_hint=False))
+    async def remember(content: Annotated[str, Field(description="the memory, one self-contained "
+                                                                 "sentence (at most 8000 characters)")],
+                       kind: Kind = None, project: Project = None) -> CallToolResult:
+        """Save one durable memory the user will want used in later conversations: a decision,
+        a todo, a fact (the default), a preference, or a correction of something remembered
+        wrongly. Call it when the user states or confirms something worth knowing next time (a
+        setting, a choice, a fact about their machines or people), written so it stands alone
+        without this conversation. An exact duplicate writes nothing and returns the existing
+        id. Answers `forge remember --json`: {"id", "created"}."""
+        return await answer(lambda: documents.remember(settings, content, kind, project),
+                            "remember")
+
+    @server.tool(annotations=ToolAnnotations(title="Recall", read_only_hint=True,
+                                             open_world_hint=False))
+    async def recall(query: Annotated[str, Field(description="a question or the words that "
+                                                             "matter, at most 2000 characters")],
+                     limit: Limit = None, project: Project = None,
+                     kind: SearchKind = None) -> CallToolResult:
+        """Search the user's memory by meaning and by words: deliberate memories and archived
+        past conversations. Call it before answering anything about the user's setup, projects,
+        past decisions or earlier conversations. Each row is one entry: its `content`, `kind`
+        (archive = a past exchange; `refs.external` names the imported conversation it came
+        from), `id` (for memory_show and forget), `channel` (vector = found by meaning, lexical = by words,
+        both, or neighbour = the exchange beside a strong hit), `distance` (lower is closer),
+        and `fused`, the score rows are ordered by. No row means nothing relevant is stored:
+        say so rather than guess. Answers `forge recall QUERY --json`; 10 rows by default."""
+        return await answer(lambda: documents.recall(settings, query, limit, project, kind),
+                            "recall")
+
+    @server.tool(annotations=ToolAnnotations(title="List memories", read_only_hint=True,
+                                             open_world_hint=False))
+    async def memory_list(kind: SearchKind = None, project: Project = None, limit: Limit = None,
+                          cursor: Annotated[int | None, Field(
+                              description="next_cursor of the previous page")] = None
+                          ) -> CallToolResult:
+        """List stored memories, oldest first, with the count of each kind: to review what is
+        remembered, or to find an id to show or forget. At most `limit` entries (100 by
+        default); when `next_cursor` is not null, call again with it for the next page.
+        Answers `forge memory ls --json` ({"entries", "by_kind"}) plus "next_cursor"."""
+        return await answer(lambda: documents.memory_list(settings, kind, project, limit, cursor),
+                            "memory_list")
+
+    @server.tool(annotations=ToolAnnotations(title="Show a memory", read_only_hint=True,
+                                             open_world_hint=False))
+    async def memory_show(id: EntryId) -> CallToolResult:  # noqa: A002  (the CLI's word)
+        """One memory entry in full: its content, kind, project, refs (where it came from) and
+        the events that touched it (remembered, edited, folded, forgotten neighbours). Answers
+        `forge memory show ID --json`."""
+        return await answer(lambda: documents.memory_show(settings, id), "memory_show")
+
+    @server.tool(annotations=ToolAnnotations(title="Forget a memory", destructive_hint=True,
+                                             idempotent_hint=False, open_world_hint=False))
+    async def forget(id: EntryId) -> CallToolResult:  # noqa: A002
+        """Delete one memory entry for good (its text, vector and words): only when the user
+        asks to forget it, or it is wrong and the user agrees. To fix a memory, `remember` a
+        correction instead. Answers `forge memory forget ID --json`: {"id", "kind",
+        "released"} (entries it had absorbed come back)."""
+        return await answer(lambda: documents.forget(settings, id), "forget")
+
+    @server.tool(annotations=ToolAnnotations(title="Hot block", read_only_hint=True,
+                                             open_world_hint=False))
+    async def hot_block(project: Project = None) -> CallToolResult:
+        """The hot block: the most recent deliberate memories, as Forge's own assistant keeps
+        them in every answer's context (budgeted; it says when it is cut). Read it at the start
+        of a task to respect the user's standing decisions and preferences. Answers `forge
+        memory hot --json`: {"text", "entry_ids", "left_out", "tokens"}. Also the resource
+        forge://hot."""
+        return await answer(lambda: documents.hot_block(settings, project), "hot_block")
+
+    @server.resource(HOT_URI, name="hot", title="Forge hot block", mime_type="text/plain",
+                     description="The most recent deliberate memories, as `forge memory hot` "
+                                 "prints them: put it in context without a tool call.")
+    async def hot() -> str:
+        return (await anyio.to_thread.run_sync(lambda: documents.hot_block(settings)))["text"]
+
+    return server
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("forge-memory")
+    except PackageNotFoundError:
+        return "0"
+
+
+def run_stdio(settings: Any) -> None:
+    create_server(settings).run()
+
+
+def http_app(settings: Any, host: str, port: int) -> Any:
+    """The streamable HTTP app at /mcp behind the bearer token (API_TOKEN) and a Host/Origin
+    check that admits only the address it listens on."""
+    from ..serve.guard import BearerAuth
+
+    shown = f"[{host}]" if ":" in host else host
+    hosts = {f"{shown}:{port}"}
+    if host in ("127.0.0.1", "localhost", "::1"):
+        hosts |= {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=sorted(hosts),
+        allowed_origins=sorted(f"http://{h}" for h in hosts))
+    app = create_server(settings).streamable_http_app(transport_security=security, host=host)
+    return BearerAuth(app, settings.api_token), app
+
+
+def run_http(settings: Any, host: str, port: int) -> None:
+    import uvicorn
+
+    guarded, app = http_app(settings, host, port)
+    config = uvicorn.Config(guarded, host=host, port=port, log_level="warning",
+                            access_log=False, server_header=False, proxy_headers=False,
+                            lifespan="on")
+    # The SDK's session manager starts in the Starlette app's lifespan; the guard passes
+    # lifespan events through (it only looks at "http" scopes).
+    uvicorn.Server(config).run()
