@@ -65,6 +65,8 @@ class Bad:
     problem: str
 
     def __str__(self) -> str:
+        if self.problem.startswith(("the JSON", "the .zip")):
+            return self.problem   # the file itself is broken there, not one conversation
         which = f" ({self.conversation})" if self.conversation else ""
         return f"conversation {self.index}{which}: {self.problem}"
 
@@ -104,17 +106,21 @@ def open_export(path: Path) -> Iterator[IO[bytes]]:
 
 def sniff(path: Path) -> str | None:
     """chatgpt, claude, or None (not an export: a Forge transcript, or garbage) from the first
-    conversation's shape."""
+    conversation's keys, read as parse events: a file cut inside its first conversation is still
+    recognised (and then refused as truncated)."""
     import ijson
 
     try:
         with open_export(path) as stream:
-            for item in ijson.items(stream, "item", use_float=True):
-                if isinstance(item, dict) and "mapping" in item:
-                    return "chatgpt"
-                if isinstance(item, dict) and "chat_messages" in item:
-                    return "claude"
-                return None
+            for prefix, event, value in ijson.parse(stream):
+                if prefix == "item" and event == "map_key":
+                    if value in ("mapping", "current_node"):
+                        return "chatgpt"
+                    if value == "chat_messages":
+                        return "claude"
+                elif prefix == "item" and event == "end_map" or prefix == "" and event in (
+                        "start_map", "string", "number", "boolean", "null"):
+                    return None
     except BadExportError:
         raise
     except Exception:  # noqa: BLE001  (ijson's errors, a bad zip: not an export)

@@ -215,6 +215,11 @@ def test_a_truncated_export_imports_nothing_or_with_skip_bad_what_came_before(ru
     report = json.loads(result.stdout)
     assert report["imported"] == 4 and len(report["skipped"]) == 1
 
+    early = tmp_path / "early.json"   # cut inside the first conversation: still sniffed
+    early.write_text(text[:2000], encoding="utf-8")
+    result = invoke(runner, "history", "import", str(early))
+    assert result.exit_code == 1 and str(early) in result.stderr and "truncated" in result.stderr
+
 
 def test_a_malformed_conversation_is_named_and_skip_bad_counts_it(runner, tmp_path):
     settings = load_settings()
