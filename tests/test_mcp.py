@@ -234,3 +234,27 @@ def test_http_beyond_loopback_needs_a_token(runner):
     assert result.exit_code == 1 and "without API_TOKEN" in result.stderr
     result = invoke(runner, "mcp", "--http", "nonsense")
     assert result.exit_code == 2 and "is not HOST:PORT" in result.stderr
+
+
+def test_an_agent_writing_while_an_import_compacts_loses_nothing(monkeypatch):
+    """The same stores and locks as the CLI: 12 remembers through MCP while another process
+    imports an export with --compact (archive writes on the same SQLite file)."""
+    exports = Path(__file__).resolve().parent / "fixtures" / "exports"
+    env = {**os.environ, "MEMORY_MAX_HISTORY": "4", "COMPACTION_THRESHOLD": "4",
+           "COMPACTION_KEEP_RECENT": "0"}
+    facts = [f"La machine numéro {i} est dans la baie {i % 3}." for i in range(12)]
+
+    async def run() -> list[dict[str, Any]]:
+        async with stdio() as client:
+            importer = subprocess.Popen([FORGE, "history", "import", str(exports /
+                                         "chatgpt_conversations.json"), "--compact"], env=env,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            made = [ok(await client.call_tool("remember", {"content": f})) for f in facts]
+            assert importer.wait(timeout=300) == 0, importer.stderr.read().decode()
+            return made
+
+    made = asyncio.run(run())
+    assert all(m["created"] for m in made)
+    listed = json.loads(cli_json("memory", "ls"))
+    assert sorted(e["content"] for e in listed["entries"] if e["kind"] == "fact") == sorted(facts)
+    assert listed["by_kind"].get("archive", 0) >= 2
