@@ -244,3 +244,14 @@ def test_an_embedding_outage_fails_a_compacting_export_import_before_any_write(m
     assert result.exit_code == 1 and "127.0.0.1:9" in result.stderr
     assert history.read(settings.memory_file).messages == []
     assert not ledger_path(settings).exists()
+
+
+def test_over_the_cap_without_compact_an_export_is_refused_before_writing(monkeypatch, runner):
+    monkeypatch.setenv("MEMORY_MAX_HISTORY", "5")
+    monkeypatch.setenv("COMPACTION_THRESHOLD", "5")
+    monkeypatch.setenv("COMPACTION_KEEP_RECENT", "1")
+    settings = load_settings()
+    result = invoke(runner, "history", "import", str(CHATGPT))
+    assert result.exit_code == 1 and "over MEMORY_MAX_HISTORY=5" in result.stderr
+    assert "--compact" in result.stderr
+    assert history.read(settings.memory_file).messages == [] and not ledger_path(settings).exists()
