@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import invoke
+from terminal import run_with_a_terminal
 
 from forge import compaction, history, rag
 from forge.export_import import ledger_path
@@ -255,3 +256,11 @@ def test_over_the_cap_without_compact_an_export_is_refused_before_writing(monkey
     assert result.exit_code == 1 and "over MEMORY_MAX_HISTORY=5" in result.stderr
     assert "--compact" in result.stderr
     assert history.read(settings.memory_file).messages == [] and not ledger_path(settings).exists()
+
+
+def test_a_terminal_sees_the_progress_bar_a_pipeline_does_not(runner):
+    code, out, err = run_with_a_terminal(["history", "import", str(CLAUDE)], on="stderr")
+    assert code == 0 and "importing conversations" in err and "100%" in err
+    assert "imported 4 message(s)" in out
+    piped = invoke(runner, "history", "import", str(CHATGPT))
+    assert piped.exit_code == 0 and "importing conversations" not in piped.stderr
