@@ -13,13 +13,16 @@ Two passes over the file, each a stream:
    `compact`, a conversation longer than the room under MEMORY_MAX_HISTORY goes in pieces that
    fit, each one such write, compacted before the next.
 
-Idempotence: the ledger (`<history>.imported`, beside MEMORY_FILE, one key
-`KIND:CONVERSATION_ID/MESSAGE_ID` a line, append-only) holds every message key ever imported, so a
-re-import of the same export, or of a newer one holding the same conversations, adds only the
-messages not seen before, whether the first import's messages are still in the history, were
-archived by compaction, or were forgotten since (a re-import does not bring back what the user
-deleted). The keys of the history's own refs count too, so a kill -9 between the history write and
-the ledger line loses and doubles nothing. An interrupted import resumes where it stopped.
+Idempotence: the ledger (`<MEMORY_FILE>.imported`, append-only) holds every message key
+`KIND:CONVERSATION_ID/MESSAGE_ID` ever imported, so a re-import of the same export, or of a newer
+one holding the same conversations, adds only the messages not seen before, whether the first
+import's messages are still in the history, were archived by compaction, or were forgotten since
+(a re-import does not bring back what the user deleted). Each write is bracketed: a `?` line
+lists its keys as pending, the history is written, then the keys are committed (one line each)
+under the history lock. A kill -9 between the two leaves them pending; the next import settles
+them (`known_keys`): found in the history's refs or, if compaction moved them meanwhile, in the
+archive's refs, they are committed; found nowhere, they were never written and import again.
+An interrupted import therefore resumes where it stopped, nothing twice, nothing lost.
 """
 from __future__ import annotations
 
@@ -69,26 +72,63 @@ def ledger_path(settings: Any) -> Path:
 
 
 def known_keys(settings: Any) -> set[str]:
-    """Every message key imported before. The history's own refs are written into the ledger
-    first when it lacks them (an import killed between its history write and its ledger line),
-    so they stay known after compaction moves those messages out."""
+    """Every message key imported before (the ledger's committed keys), after settling what a
+    killed import left pending: a pending key found in the history's refs or in an archive
+    entry's refs was written (it is committed now); one found nowhere was not (it is marked
+    settled, and imports again)."""
     ledger = ledger_path(settings)
     with locked(settings.memory_file):
-        keys = _ledger_keys(ledger)
-        missing = [k for k in (key_of(m.ref) for m in history.read(settings.memory_file).messages)
-                   if k and k not in keys]
-        if missing:
-            append_line(ledger, "\n".join(dict.fromkeys(missing)).encode("utf-8"))
-            keys.update(missing)
-    return keys
+        committed, pending = _read_ledger(ledger)
+        unsettled = pending - committed
+        if unsettled:
+            in_history = {key_of(m.ref) for m in history.read(settings.memory_file).messages}
+            found = unsettled & in_history
+            rest = unsettled - found
+            if rest:
+                found |= rest & _archived_keys(settings)
+            if found:
+                append_line(ledger, "\n".join(sorted(found)).encode("utf-8"))
+            if unsettled - found:
+                append_line(ledger, ("-" + "\t".join(sorted(unsettled - found))).encode("utf-8"))
+            committed |= found
+    return committed
 
 
-def _ledger_keys(ledger: Path) -> set[str]:
+def _read_ledger(ledger: Path) -> tuple[set[str], set[str]]:
+    """(committed keys, pending keys not settled). A line is a committed key; `?K1<TAB>K2...`
+    lists the keys of a write about to happen; `-K1<TAB>K2...` settles pending keys never
+    written."""
+    committed: set[str] = set()
+    pending: set[str] = set()
+    settled: set[str] = set()
     try:
         with open(ledger, encoding="utf-8") as f:
-            return {line.strip() for line in f if line.strip()}
+            for line in f:
+                line = line.strip()
+                if line.startswith("?"):
+                    pending.update(line[1:].split("\t"))
+                elif line.startswith("-"):
+                    settled.update(line[1:].split("\t"))
+                elif line:
+                    committed.add(line)
     except FileNotFoundError:
-        return set()
+        pass
+    return committed, pending - settled
+
+
+def _archived_keys(settings: Any) -> set[str]:
+    """The export keys in the archive's refs (a killed import's messages that compaction moved
+    out of the history before the import was run again). Read only after such a kill."""
+    from . import rag
+
+    keys: set[str] = set()
+    with rag.open_store(settings, mode="rows", check_identity=False) as store:
+        if store.missing:
+            return keys
+        for entry in rag.list_entries(store, kind=rag.ARCHIVE_KIND):
+            keys.update(k for k in (key_of(r) for r in (entry.refs or {}).get("external") or [])
+                        if k)
+    return keys
 
 
 def resolve_kind(path: Path, kind: str | None) -> str:
@@ -230,6 +270,11 @@ def _write_piece(settings: Any, pending: list[tuple[str, NewMessage]], known: se
     def record() -> None:
         _crash_point("export_history_write")
         append_line(ledger, "\n".join(keys).encode("utf-8"))
+
+    # Pending first: a kill between the history write and the committed keys leaves them
+    # pending, and the next import finds them in the history or the archive (known_keys).
+    append_line(ledger, ("?" + "\t".join(keys)).encode("utf-8"))
+    _crash_point("export_pending")
 
     stored = history.append(settings.memory_file, [m for _, m in piece],
                             max_history=settings.max_history, after_write=record)
