@@ -129,13 +129,17 @@ def test_each_tool_answers_exactly_its_cli_twins_json():
                      "hot_p": ("hot_block", {"project": "homelab"}),
                      "ls": ("memory_list", {"kind": "preference"}),
                      "page": ("memory_list", {"limit": 1})}
-            return {k: await client.call_tool(t, a) for k, (t, a) in calls.items()}
+            got = {k: await client.call_tool(t, a) for k, (t, a) in calls.items()}
+            got["resource_p"] = await client.read_resource("forge://hot/homelab")
+            return got
 
     got = asyncio.run(run())
     assert text_of(got["recall"]) == cli_json("recall", "quel NAS ?", "--limit", "5").rstrip("\n")
     assert text_of(got["show"]) == cli_json("memory", "show", "2").rstrip("\n")
     assert text_of(got["hot"]) == cli_json("memory", "hot").rstrip("\n")
     assert text_of(got["hot_p"]) == cli_json("memory", "hot", "-p", "homelab").rstrip("\n")
+    assert got["resource_p"].contents[0].text == ok(got["hot_p"])["text"]
+    assert "Réponds en français" in got["resource_p"].contents[0].text
     listed = ok(got["ls"])
     assert listed.pop("next_cursor") is None
     assert listed == json.loads(cli_json("memory", "ls", "preference"))

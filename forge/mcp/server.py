@@ -151,6 +151,14 @@ def create_server(settings: Any) -> MCPServer:
     async def hot() -> str:
         return (await anyio.to_thread.run_sync(lambda: documents.hot_block(settings)))["text"]
 
+    @server.resource(HOT_URI + "/{project}", name="hot_project", mime_type="text/plain",
+                     title="Forge hot block of a project",
+                     description="The hot block of one project, as `forge memory hot -p "
+                                 "PROJECT` prints it.")
+    async def hot_project(project: str) -> str:
+        return (await anyio.to_thread.run_sync(
+            lambda: documents.hot_block(settings, project)))["text"]
+
     return server
 
 
