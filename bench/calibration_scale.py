@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import recall_latency  # noqa: E402
 from recall_latency import DIM, Precomputed, build, unit_vectors  # noqa: E402
+import docs_figures
 
 
 class QueryVectors(Precomputed):
@@ -36,56 +37,58 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--entries", type=int, default=10000)
     p.add_argument("--questions", type=int, default=500)
+    p.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = p.parse_args()
-    import numpy as np
+    with docs_figures.tee("calibration_scale", args.write_docs):
+        import numpy as np
 
-    from forge import calibrate, rag, recall_batch
-    from forge.settings import load_settings
+        from forge import calibrate, rag, recall_batch
+        from forge.settings import load_settings
 
-    folder = Path(tempfile.mkdtemp(prefix="forge-calscale-"))
-    path = folder / "store.db"
-    t = time.perf_counter()
-    build(path, args.entries, seed=args.entries)
-    built = time.perf_counter() - t
-    settings = load_settings({"FORGE_DATA_DIR": str(folder), "RAG_DB_FILE": str(path)}, cwd=folder)
-    rng = np.random.default_rng(3)
-    n_hits = args.questions // 2
-    with rag.open_store(settings, embedder=Precomputed(unit_vectors(1, rng))) as store:
-        ids = [int(i) for i in rng.choice(rag.count_entries(store), n_hits, replace=False) + 1]
-        entries = {e.id: e for e in rag.list_entries(store) if e.id in set(ids)}
-        stored = calibrate.entry_vectors(store, ids)
-    # From near-copies to questions the 5-row budget misses: noise of norm ~0.4 to ~6.
-    scale = rng.uniform(0.02, 0.3, size=(n_hits, 1)).astype(np.float32)
-    noise = rng.standard_normal((n_hits, DIM)).astype(np.float32) * scale
-    hit_vecs = np.stack([stored[i] for i in ids]) + noise
-    miss_vecs = unit_vectors(args.questions - n_hits, rng)
-    vectors = np.vstack([hit_vecs, miss_vecs]).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    cases = calibrate.Cases(
-        [calibrate.HitCase(" ".join(entries[i].content.split()[:8]), i) for i in ids],
-        recall_latency.sentences(args.questions - n_hits, rng))
-    with calibrate.open_readonly(settings, path=path, embedder=QueryVectors(vectors)) as store:
-        t, cpu = time.perf_counter(), time.process_time()
-        result = calibrate.calibrate(store, cases)
-        total, total_cpu = time.perf_counter() - t, time.process_time() - cpu
-    with rag.open_store(settings, embedder=QueryVectors(vectors)) as store:
-        cpu = time.process_time()
-        batch = recall_batch.search_many(store, [h.question for h in cases.hits] + cases.misses)
-        batch_cpu = time.process_time() - cpu
-    outside = sum(not h.in_top_k for h in result.hits)
-    print(f"{args.entries} entries (built in {built:.1f} s), {args.questions} questions "
-          f"({n_hits} hits, {outside} of them outside the top 5)")
-    print(f"forge calibrate:        {total:.2f} s wall, {total_cpu:.2f} s CPU; database "
-          f"{result.db_seconds:.2f} s wall ({result.db_seconds / args.questions * 1000:.1f} ms per "
-          f"question), embedding call {result.embed_seconds:.3f} s (precomputed)")
-    print(f"forge recall --queries: search {batch.search_seconds:.2f} s wall, {batch_cpu:.2f} s CPU "
-          f"({batch.search_seconds / args.questions * 1000:.1f} ms per query)")
-    load = " ".join(f"{x:.1f}" for x in __import__("os").getloadavg())
-    print(f"load average {load} on {__import__('os').cpu_count()} CPUs (wall time includes waiting)")
-    print(f"worst hit {result.worst_hit}, best miss {result.best_miss}, gap {result.gap}, "
-          f"proposed {result.proposed}")
-    for suffix in ("", "-wal", "-shm"):
-        Path(str(path) + suffix).unlink(missing_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix="forge-calscale-"))
+        path = folder / "store.db"
+        t = time.perf_counter()
+        build(path, args.entries, seed=args.entries)
+        built = time.perf_counter() - t
+        settings = load_settings({"FORGE_DATA_DIR": str(folder), "RAG_DB_FILE": str(path)}, cwd=folder)
+        rng = np.random.default_rng(3)
+        n_hits = args.questions // 2
+        with rag.open_store(settings, embedder=Precomputed(unit_vectors(1, rng))) as store:
+            ids = [int(i) for i in rng.choice(rag.count_entries(store), n_hits, replace=False) + 1]
+            entries = {e.id: e for e in rag.list_entries(store) if e.id in set(ids)}
+            stored = calibrate.entry_vectors(store, ids)
+        # From near-copies to questions the 5-row budget misses: noise of norm ~0.4 to ~6.
+        scale = rng.uniform(0.02, 0.3, size=(n_hits, 1)).astype(np.float32)
+        noise = rng.standard_normal((n_hits, DIM)).astype(np.float32) * scale
+        hit_vecs = np.stack([stored[i] for i in ids]) + noise
+        miss_vecs = unit_vectors(args.questions - n_hits, rng)
+        vectors = np.vstack([hit_vecs, miss_vecs]).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        cases = calibrate.Cases(
+            [calibrate.HitCase(" ".join(entries[i].content.split()[:8]), i) for i in ids],
+            recall_latency.sentences(args.questions - n_hits, rng))
+        with calibrate.open_readonly(settings, path=path, embedder=QueryVectors(vectors)) as store:
+            t, cpu = time.perf_counter(), time.process_time()
+            result = calibrate.calibrate(store, cases)
+            total, total_cpu = time.perf_counter() - t, time.process_time() - cpu
+        with rag.open_store(settings, embedder=QueryVectors(vectors)) as store:
+            cpu = time.process_time()
+            batch = recall_batch.search_many(store, [h.question for h in cases.hits] + cases.misses)
+            batch_cpu = time.process_time() - cpu
+        outside = sum(not h.in_top_k for h in result.hits)
+        print(f"{args.entries} entries (built in {built:.1f} s), {args.questions} questions "
+              f"({n_hits} hits, {outside} of them outside the top 5)")
+        print(f"forge calibrate:        {total:.2f} s wall, {total_cpu:.2f} s CPU; database "
+              f"{result.db_seconds:.2f} s wall ({result.db_seconds / args.questions * 1000:.1f} ms per "
+              f"question), embedding call {result.embed_seconds:.3f} s (precomputed)")
+        print(f"forge recall --queries: search {batch.search_seconds:.2f} s wall, {batch_cpu:.2f} s CPU "
+              f"({batch.search_seconds / args.questions * 1000:.1f} ms per query)")
+        load = " ".join(f"{x:.1f}" for x in __import__("os").getloadavg())
+        print(f"load average {load} on {__import__('os').cpu_count()} CPUs (wall time includes waiting)")
+        print(f"worst hit {result.worst_hit}, best miss {result.best_miss}, gap {result.gap}, "
+              f"proposed {result.proposed}")
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(path) + suffix).unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

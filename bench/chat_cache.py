@@ -15,6 +15,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+import docs_figures
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTIONS = ["Bonjour !", "What can you do?", "Say something short.", "Merci, au revoir."]
@@ -43,18 +44,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--url", help="an already running chat server")
+    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
-    if args.url:
-        run(args.url, args.turns)
-        return
-    sys.path.insert(0, str(ROOT / "tools"))
-    import llama_server as ls
+    with docs_figures.tee("chat_cache", args.write_docs):
+        if args.url:
+            run(args.url, args.turns)
+            return
+        sys.path.insert(0, str(ROOT / "tools"))
+        import llama_server as ls
 
-    server = ls.start("chat", threads=1)
-    try:
-        run(server.url, args.turns)
-    finally:
-        ls.stop(server)
+        server = ls.start("chat", threads=1)
+        try:
+            run(server.url, args.turns)
+        finally:
+            ls.stop(server)
 
 
 if __name__ == "__main__":

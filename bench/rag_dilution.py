@@ -71,6 +71,7 @@ def main() -> int:
     p.add_argument("--transcript", type=Path, default=SAMPLE)
     p.add_argument("--block", type=int, default=12, help="exchanges per block")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--write-docs", action="store_true", help=harness.WRITE_DOCS_HELP)
     args = p.parse_args()
     import numpy as np
 

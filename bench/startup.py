@@ -12,6 +12,7 @@ import statistics
 import subprocess
 import sys
 import time
+import docs_figures
 
 
 def timed(cmd: list[str], runs: int) -> list[float]:
@@ -27,15 +28,17 @@ def timed(cmd: list[str], runs: int) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
-    base = timed([sys.executable, "-c", "import click"], args.runs)
-    forge = timed([sys.executable, "-m", "forge", "--help"], args.runs)
-    b, f = statistics.median(base), statistics.median(forge)
-    print(f"{'command':32} {'median ms':>10} {'min ms':>8}")
-    label = 'python -c "import click"'
-    print(f"{label:32} {b:10.1f} {min(base):8.1f}")
-    print(f"{'forge --help':32} {f:10.1f} {min(forge):8.1f}")
-    print(f"ratio forge --help / import click: {f / b:.2f} over {args.runs} runs")
+    with docs_figures.tee("startup", args.write_docs):
+        base = timed([sys.executable, "-c", "import click"], args.runs)
+        forge = timed([sys.executable, "-m", "forge", "--help"], args.runs)
+        b, f = statistics.median(base), statistics.median(forge)
+        print(f"{'command':32} {'median ms':>10} {'min ms':>8}")
+        label = 'python -c "import click"'
+        print(f"{label:32} {b:10.1f} {min(base):8.1f}")
+        print(f"{'forge --help':32} {f:10.1f} {min(forge):8.1f}")
+        print(f"ratio forge --help / import click: {f / b:.2f} over {args.runs} runs")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,10 @@
 
     from store_snapshot import fresh_snapshot, refuse_live
 
-`fresh_snapshot(source, settings)` copies `source` (default: the configured RAG_DB_FILE) with
-SQLite's backup API into a new temporary folder and returns the copy's path. The backup API
+`fresh_snapshot(source, settings)` copies `source` (default: the configured store) with
+SQLite's backup API into a new temporary folder and returns the copy's path. A PostgreSQL store
+(FORGE_DATABASE_URL, or a postgresql:// source) becomes a scratch SQLite file made by
+`forge store migrate`'s transfer, verified by counts and checksum. The backup API
 reads the database as a connection sees it, pages still in the WAL included, where a plain file
 copy of a WAL database would miss them. `refuse_live(path, settings)` stops a harness that is
 about to open the live RAG_DB_FILE itself: every harness opens only what `fresh_snapshot` made.
@@ -51,9 +53,19 @@ def refuse_live(path: Path | str, settings: Any = None) -> Path:
 
 def fresh_snapshot(source: Path | str | None = None, settings: Any = None, *,
                    folder: Path | str | None = None) -> Path:
-    """A consistent copy of `source` (default RAG_DB_FILE) in a new temporary folder."""
+    """A consistent copy of `source` (default: the configured store) in a new temporary folder,
+    always a SQLite file."""
     from forge import db
+    from forge.settings import is_database_url
 
+    if settings is None:
+        from forge.settings import load_settings
+
+        settings = load_settings()
+    url = str(source) if is_database_url(str(source or "")) else \
+        settings.database_url if source is None else None
+    if url:
+        return _postgres_snapshot(url, settings, folder)
     source = Path(source) if source is not None else live_path(settings)
     if not source.exists():
         raise FileNotFoundError(f"no store at {source} to snapshot (--db PATH)")
@@ -61,6 +73,21 @@ def fresh_snapshot(source: Path | str | None = None, settings: Any = None, *,
     dest = folder / "snapshot.db"
     refuse_live(dest, settings)
     return db.snapshot(source, dest)
+
+
+def _postgres_snapshot(url: str, settings: Any, folder: Path | str | None) -> Path:
+    import dataclasses
+
+    from forge.store import postgres
+
+    folder = Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="forge-bench-"))
+    dest = refuse_live(folder / "snapshot.db", settings)
+    pg = dataclasses.replace(settings, database_url=url)
+    backend = postgres.open_backend(pg, mode="rows")
+    try:
+        return backend.snapshot(dest)
+    finally:
+        backend.close()
 
 
 def open_snapshot(source: Path | str | None, settings: Any, *, embedder: Any = None,

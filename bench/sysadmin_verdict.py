@@ -23,6 +23,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+import docs_figures
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -95,21 +96,23 @@ def main() -> None:
     parser.add_argument("--url", help="chat server (default: LLAMA_CPP_URL from the settings)")
     parser.add_argument("--start", action="store_true", help="start the small test model for the run")
     parser.add_argument("--cases", type=Path, default=CASES)
+    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
-    cases = load_cases(args.cases)
-    if not args.start:
-        from forge.settings import load_settings
+    with docs_figures.tee("sysadmin_verdict", args.write_docs):
+        cases = load_cases(args.cases)
+        if not args.start:
+            from forge.settings import load_settings
 
-        run(args.url or load_settings().llama_cpp_url, cases)
-        return
-    sys.path.insert(0, str(ROOT / "tools"))
-    import llama_server as ls
+            run(args.url or load_settings().llama_cpp_url, cases)
+            return
+        sys.path.insert(0, str(ROOT / "tools"))
+        import llama_server as ls
 
-    server = ls.start("chat", threads=1)
-    try:
-        run(server.url, cases)
-    finally:
-        ls.stop(server)
+        server = ls.start("chat", threads=1)
+        try:
+            run(server.url, cases)
+        finally:
+            ls.stop(server)
 
 
 if __name__ == "__main__":

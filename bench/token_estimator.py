@@ -19,6 +19,7 @@ import json
 import statistics
 import sys
 from pathlib import Path
+import docs_figures
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -89,18 +90,20 @@ def measure(url: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="a running llama-server; default: start one")
+    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
-    if args.url:
-        measure(args.url.rstrip("/"))
-        return
-    sys.path.insert(0, str(ROOT / "tools"))
-    import llama_server as ls
+    with docs_figures.tee("token_estimator", args.write_docs):
+        if args.url:
+            measure(args.url.rstrip("/"))
+            return
+        sys.path.insert(0, str(ROOT / "tools"))
+        import llama_server as ls
 
-    server = ls.start("chat", threads=1)
-    try:
-        measure(server.url)
-    finally:
-        ls.stop(server)
+        server = ls.start("chat", threads=1)
+        try:
+            measure(server.url)
+        finally:
+            ls.stop(server)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from forge import traces
+import docs_figures
 
 
 def build(path: Path, size: int) -> None:
@@ -40,29 +41,31 @@ def main() -> None:
     parser.add_argument("--path", type=Path, default=Path("/tmp/forge-bench-traces.jsonl"))
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
-    t = time.perf_counter()
-    build(args.path, args.size_mb * 1024 * 1024)
-    print(f"file: {args.path} {args.path.stat().st_size / 1e9:.2f} GB (ready in {time.perf_counter() - t:.1f}s)")
-    inproc = []
-    for _ in range(args.runs):
+    with docs_figures.tee("trace_tail", args.write_docs):
         t = time.perf_counter()
-        assert len(traces.tail(args.path, 10)) == 10
-        inproc.append((time.perf_counter() - t) * 1000)
-    env = {**os.environ, "TRACE_FILE": str(args.path)}
-    cmd = [sys.executable, "-m", "forge", "trace", "tail", "-n", "10", "--nl"]
-    proc, base = [], []
-    for _ in range(args.runs):  # interleaved with the baseline, so both see the same machine
-        t = time.perf_counter()
-        subprocess.run(cmd, env=env, capture_output=True, check=True)
-        proc.append((time.perf_counter() - t) * 1000)
-        t = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import click"], capture_output=True, check=True)
-        base.append((time.perf_counter() - t) * 1000)
-    print(f"traces.tail(n=10) in-process: median {statistics.median(inproc):.2f} ms")
-    print(f"forge trace tail -n 10 (fresh process): median {statistics.median(proc):.1f} ms, "
-          f"{statistics.median(proc) / statistics.median(base):.2f}x python -c \"import click\" "
-          f"({statistics.median(base):.1f} ms in this run; target <= 1.5x)")
+        build(args.path, args.size_mb * 1024 * 1024)
+        print(f"file: {args.path} {args.path.stat().st_size / 1e9:.2f} GB (ready in {time.perf_counter() - t:.1f}s)")
+        inproc = []
+        for _ in range(args.runs):
+            t = time.perf_counter()
+            assert len(traces.tail(args.path, 10)) == 10
+            inproc.append((time.perf_counter() - t) * 1000)
+        env = {**os.environ, "TRACE_FILE": str(args.path)}
+        cmd = [sys.executable, "-m", "forge", "trace", "tail", "-n", "10", "--nl"]
+        proc, base = [], []
+        for _ in range(args.runs):  # interleaved with the baseline, so both see the same machine
+            t = time.perf_counter()
+            subprocess.run(cmd, env=env, capture_output=True, check=True)
+            proc.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "import click"], capture_output=True, check=True)
+            base.append((time.perf_counter() - t) * 1000)
+        print(f"traces.tail(n=10) in-process: median {statistics.median(inproc):.2f} ms")
+        print(f"forge trace tail -n 10 (fresh process): median {statistics.median(proc):.1f} ms, "
+              f"{statistics.median(proc) / statistics.median(base):.2f}x python -c \"import click\" "
+              f"({statistics.median(base):.1f} ms in this run; target <= 1.5x)")
 
 
 if __name__ == "__main__":

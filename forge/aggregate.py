@@ -603,5 +603,6 @@ def open_db(settings: Any, db_path: str | Path | None) -> "Store":
     path = Path(db_path)
     if not path.is_file():
         raise ForgeError(f"--db {path}: no such store file (make a copy with db.snapshot or "
-                         "`sqlite3 live.db '.backup copy.db'`)")
+                         "`sqlite3 live.db '.backup copy.db'`; of a PostgreSQL store, with "
+                         "`forge store migrate --to sqlite:///copy.db`)")
     return rag.open_store(settings, path=path)

@@ -23,7 +23,8 @@ from .errors import ForgeError, NotFoundError, StoreError
 from .log import log
 from .store import open_backend
 from .store.common import (ARCHIVE_KIND, ARCHIVE_SOURCES, KINDS, MAX_CONTENT_CHARS,  # noqa: F401
-                           MAX_NAME_CHARS, PROJECT_RE, SOURCES, Entry, NewEntry, StoreReadOnly,
+                           MAX_NAME_CHARS, PROJECT_RE, SOURCES, DuplicateKey, Entry, NewEntry,
+                           StoreReadOnly,
                            beyond_cutoff, dedup_key, fold_conflict, is_informative,
                            normalize_kind, rare_by_document_frequency, validate_new)
 from .store.identity import (PROBE_MIN_COSINE, PROBE_TEXT, EmbeddingMismatch,  # noqa: F401
@@ -274,7 +275,12 @@ def remember_many(store: Store, items: list[NewEntry], *, batch_size: int = 32,
             todo.append(i)
     vectors = _embed_batched(store, [cleaned[i].content for i in todo], batch_size, on_progress)
     if todo:
-        _write_new(store, cleaned, keys, todo, vectors, results)
+        try:
+            _write_new(store, cleaned, keys, todo, vectors, results)
+        except DuplicateKey:
+            # a writer that takes no lock stored one of these texts after our re-check: the
+            # transaction rolled back; once more, and the re-check sees it ("already stored")
+            _write_new(store, cleaned, keys, todo, vectors, results)
     for i, key in enumerate(keys):
         if results[i] is None:
             results[i] = Remembered(results[first_in_batch[key]].id, False)  # type: ignore[index,union-attr]
@@ -547,6 +553,41 @@ def list_entries(store: Store, *, kind: str | None = None, project: str | None =
     if kind is not None:
         kind = normalize_kind(kind, archive=True)
     return store.backend.list_entries(kind=kind, project=project)
+
+
+class EntryPage:
+    """One page of a listing: its entries, how many match in all, the cursor of the next page
+    (None on the last one). A plain class: a listing creates no dataclass (see RESULTS)."""
+
+    __slots__ = ("entries", "total", "next_cursor")
+
+    def __init__(self, entries: list[Entry], total: int, next_cursor: str | None):
+        self.entries, self.total, self.next_cursor = entries, total, next_cursor
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"entries": [e.to_dict() for e in self.entries], "total": self.total,
+                "next_cursor": self.next_cursor}
+
+
+def list_page(store: Store, *, kind: str | None = None, project: str | None = None,
+              query: str | None = None, cursor: str | None = None,
+              limit: int | None = None) -> EntryPage:
+    """One page of list_entries, by id: after `cursor` (the previous page's next_cursor), at
+    most `limit` entries (None: all the rest), whose content holds `query` (case-insensitive)."""
+    if kind is not None:
+        kind = normalize_kind(kind, archive=True)
+    after = 0
+    if cursor:
+        if not cursor.isdigit() or len(cursor) > 19:
+            raise ForgeError(f"cursor {cursor!r} is not one a listing gave (the next_cursor of "
+                             "the previous page)")
+        after = int(cursor)
+    want = 2**62 if limit is None else limit
+    entries, total = store.backend.list_page(kind=kind, project=project, contains=query or None,
+                                             after_id=after, limit=want + 1)
+    more = len(entries) > want
+    entries = entries[:want]
+    return EntryPage(entries, total, str(entries[-1].id) if more else None)
 
 
 def hot_entries(store: Store, *, project: str | None = None) -> list[Entry]:

@@ -159,6 +159,19 @@ def _hosts(name: str, raw: str) -> tuple[str, ...]:
         if not re.fullmatch(r"\.?[a-z0-9_.:\[\]-]+", host) or "/" in host:
             raise SettingsError(name, f"expected host names separated by commas, got {host!r}")
     return hosts
+def _networks(name: str, raw: str) -> tuple[str, ...]:
+    import ipaddress
+
+    nets = tuple(n.strip() for n in raw.split(",") if n.strip())
+    for net in nets:
+        try:
+            ipaddress.ip_network(net, strict=False)
+        except ValueError:
+            raise SettingsError(name, f"expected IP addresses or networks (127.0.0.1, "
+                                      f"10.0.0.0/8) separated by commas, got {net!r}") from None
+    return nets
+
+
 def _origins(name: str, raw: str) -> tuple[str, ...] | None:
     origins = tuple(o.strip().rstrip("/") for o in raw.split(",") if o.strip())
     for origin in origins:
@@ -247,6 +260,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("SERVE_RATE_LIMIT", "serve_rate_limit", "120", lambda n, r: _int(n, r, minimum=0), "requests a minute per client on every route of `forge serve`; 0 = no limit"),
     Spec("SERVE_MODEL_RATE_LIMIT", "serve_model_rate_limit", "20", lambda n, r: _int(n, r, minimum=0), "requests a minute per client on the routes that call a model (chat, remember, search, compact, history import, aggregate, calibrate, memory edit); 0 = no limit"),
     Spec("SERVE_MAX_BODY", "serve_max_body", "1048576", lambda n, r: _int(n, r, minimum=1024), "largest request body `forge serve` reads, in bytes (413 above)"),
+    Spec("SERVE_ALLOWED_HOSTS", "serve_allowed_hosts", "", _hosts, "Host header names `forge serve` answers besides its bind address and loopback (the LAN name, the proxy's public name); required with a wildcard bind"),
+    Spec("SERVE_TRUSTED_PROXIES", "serve_trusted_proxies", "", _networks, "addresses of the reverse proxies whose X-Forwarded-For/-Proto/-Host `forge serve` believes (and keys its rate limit on); unset = none"),
     Spec("SERVE_CORS_ORIGINS", "serve_cors_origins", None, _origins, "origins allowed to call `forge serve` from another page (comma-separated); unset = CORS off"),
 )
 SPEC_BY_NAME = {s.name: s for s in SPECS}
@@ -307,6 +322,8 @@ class Settings:
     serve_rate_limit: int
     serve_model_rate_limit: int
     serve_max_body: int
+    serve_allowed_hosts: tuple[str, ...]
+    serve_trusted_proxies: tuple[str, ...]
     serve_cors_origins: tuple[str, ...] | None
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     raw: Mapping[str, str | None] = field(default_factory=dict, compare=False, repr=False)

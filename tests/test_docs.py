@@ -1,7 +1,10 @@
-"""The README keeps up with the code: every setting, every command, the generated settings table."""
+"""The documentation keeps up with the code: the site in docs/ holds every setting, route and
+command, its examples are real runs, its figures are files the benchmarks wrote; the README is
+a short front door that links every page."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,30 +15,63 @@ from forge.cli.main import cli
 from forge.settings import SPECS
 
 ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+sys.path.insert(0, str(DOCS / "_ext"))
+
+import forge_docs  # noqa: E402
+
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-def test_settings_table_is_generated_from_the_code():
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "settings_table.py"), "--check",
-                           str(ROOT / "README.md")], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+def pages() -> list[Path]:
+    return sorted(p for p in DOCS.rglob("*.md") if not {"_build", "bench"} & set(p.parts))
 
 
-def test_every_setting_is_in_the_readme():
-    missing = [s.name for s in SPECS if f"`{s.name}`" not in README]
+def site_text() -> str:
+    return "\n".join(p.read_text(encoding="utf-8") for p in pages())
+
+
+# --- generated references -------------------------------------------------------------------
+
+def test_the_settings_page_generates_its_table_from_the_code():
+    assert "```{forge-settings}" in (DOCS / "settings.md").read_text(encoding="utf-8")
+    table = forge_docs.settings_table()
+    missing = [s.name for s in SPECS if f"| `{s.name}` |" not in table]
     assert not missing
+    helpless = [s.name for s in SPECS if not s.help.strip()]
+    assert not helpless, f"settings with no help text for the table: {helpless}"
 
 
-def test_every_command_has_an_example_in_the_readme():
+def test_the_serve_page_generates_its_route_table_from_the_application():
+    from starlette.routing import Route
+
+    from forge.serve.app import ROUTES
+
+    assert "```{forge-routes}" in (DOCS / "serve.md").read_text(encoding="utf-8")
+    table = forge_docs.route_table()
+    wanted = [(m, r.path) for r in ROUTES if isinstance(r, Route) and r.include_in_schema
+              for m in sorted(r.methods - {"HEAD"})]
+    missing = [f"{m} {p}" for m, p in wanted if f"`{m} {p}`" not in table]
+    assert wanted and not missing, missing
+    assert all(text for _, _, text, _ in forge_docs.route_rows()), "a route with no summary"
+
+
+def test_the_cli_reference_is_generated_from_the_click_application():
+    text = (DOCS / "reference" / "cli.md").read_text(encoding="utf-8")
+    assert "```{click} forge.cli.main:cli" in text and ":nested: full" in text
+
+
+def test_every_command_has_an_example_in_the_docs():
+    text = site_text()
     ctx = click.Context(cli)
     missing = []
     for name in cli.list_commands(ctx):
         cmd = cli.get_command(ctx, name)
         subs = cmd.list_commands(ctx) if isinstance(cmd, click.Group) else []
         for words in ([[name]] if not subs else [[name, sub] for sub in subs]):
-            if f"forge {' '.join(words)}" not in README:
+            if f"forge {' '.join(words)}" not in text:
                 missing.append(" ".join(words))
-    assert not missing, f"commands with no example in README.md: {missing}"
+    assert not missing, f"commands with no example in docs/: {missing}"
 
 
 def test_every_setting_is_in_the_env_example():
@@ -62,16 +98,19 @@ def test_the_env_example_as_a_dotenv_gives_the_defaults(tmp_path, monkeypatch):
     assert pairs(from_example) == pairs(defaults)
 
 
-def test_the_readme_examples_are_what_forge_prints_today(tmp_path):
-    """The marked console blocks are real runs (tools/readme_examples.py); times, run ids,
-    decimals and column widths aside, they must match a run of today's code."""
+# --- examples -------------------------------------------------------------------------------
+
+def test_the_examples_are_what_forge_prints_today(tmp_path):
+    """The marked console blocks of the README and the site are real runs
+    (tools/readme_examples.py); times, run ids, decimals and column widths aside, they must
+    match a run of today's code."""
     env = {k: v for k, v in os.environ.items() if k != "FORGE_DATA_DIR"}
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "readme_examples.py"), "--check",
-                           str(ROOT / "README.md")], capture_output=True, text=True, env=env,
-                          timeout=600)
+                           str(ROOT / "README.md"), str(DOCS)], capture_output=True, text=True,
+                          env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert text.count("<!-- example: ") >= 6
+    assert site_text().count("\n<!-- example: ") >= 6
+    assert "<!-- example: " in README
 
 
 def test_the_example_checker_catches_a_drifted_output(tmp_path):
@@ -85,3 +124,149 @@ def test_the_example_checker_catches_a_drifted_output(tmp_path):
     assert subprocess.run([sys.executable, tool, "--write", str(readme)], timeout=300).returncode == 0
     assert "remembered #1" in readme.read_text(encoding="utf-8")
     assert subprocess.run([sys.executable, tool, "--check", str(readme)], timeout=300).returncode == 0
+
+
+def test_example_sessions_are_per_file(tmp_path):
+    """The same session name in two files runs in two fresh folders: a page's examples never
+    depend on what another page ran."""
+    for name in ("a.md", "b.md"):
+        (tmp_path / name).write_text("<!-- example: s/one -->\n```console\n"
+                                     "$ forge remember 'Un fait'\nremembered #1\n```\n"
+                                     "<!-- /example -->\n", encoding="utf-8")
+    tool = str(ROOT / "tools" / "readme_examples.py")
+    done = subprocess.run([sys.executable, tool, "--check", str(tmp_path)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+
+
+# --- figures --------------------------------------------------------------------------------
+
+INCLUDE = re.compile(r"^```\{literalinclude\}\s+(\S+)\s*$")
+MARKER = re.compile(r"^<!-- figure: ([\w-]+) -->$")
+BENCH_COMMAND = re.compile(r"^\$ (?:[A-Z_]+=\S+ )*python3? bench/(\w+)\.py\b")
+
+
+def figure_problems(page: Path) -> list[str]:
+    """A figure block is an include of `bench/NAME.txt` (the file its benchmark wrote with
+    --write-docs) or, until that file lands, a `<!-- figure: NAME -->` marker naming an
+    existing bench/NAME.py. What is wrong: an include whose file is missing, a marker naming no
+    benchmark, and a `$ python bench/…` command typed into a fenced block with output under it
+    (a figure typed by hand)."""
+    problems = []
+    lines = page.read_text(encoding="utf-8").split("\n")
+    fence = None
+    for number, line in enumerate(lines, 1):
+        where = f"{page.name}:{number}"
+        if fence is None:
+            if m := INCLUDE.match(line):
+                target = (page.parent / m[1]).resolve()
+                if not (m[1].startswith("bench/") and m[1].endswith(".txt")):
+                    problems.append(f"{where}: a literalinclude that is not bench/NAME.txt")
+                elif not target.is_file():
+                    problems.append(f"{where}: {m[1]} does not exist (run its benchmark with "
+                                    "--write-docs)")
+            elif m := MARKER.match(line):
+                if not (ROOT / "bench" / f"{m[1]}.py").is_file():
+                    problems.append(f"{where}: figure marker {m[1]} names no bench/{m[1]}.py")
+            if line.startswith("```"):
+                fence = line[:line.index("`") + 3 + len(line) - len(line.lstrip("`")) - 3]
+            continue
+        if line.strip() == "```" or (line.startswith("```") and not line.strip("`")):
+            fence = None
+            continue
+        if BENCH_COMMAND.match(line):
+            after = lines[number] if number < len(lines) else "```"
+            if after.strip() and not after.startswith(("$ ", "```")):
+                problems.append(f"{where}: benchmark output typed under `{line[2:60]}`; "
+                                "include bench/NAME.txt instead")
+    return problems
+
+
+def test_every_figure_block_has_the_file_its_benchmark_wrote():
+    problems = [p for page in pages() + [ROOT / "README.md"] for p in figure_problems(page)]
+    assert not problems, "\n".join(problems)
+    included = {m[1] for page in pages() for line in page.read_text(encoding="utf-8").split("\n")
+                if (m := INCLUDE.match(line))}
+    assert len(included) >= 5
+
+
+def test_the_figure_check_catches_a_missing_file_and_a_typed_figure(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("```{literalinclude} bench/nowhere.txt\n:language: text\n```\n\n"
+                    "<!-- figure: no_such_bench -->\n\n"
+                    "```console\n$ python bench/startup.py\ncommand   median ms\n```\n\n"
+                    "```sh\n$ python bench/startup.py --runs 5\n$ ls\n```\n", encoding="utf-8")
+    problems = figure_problems(page)
+    assert len(problems) == 3, problems
+    assert "bench/nowhere.txt does not exist" in problems[0]
+    assert "no_such_bench" in problems[1]
+    assert "typed under `python bench/startup.py`" in problems[2]
+
+
+def test_every_bench_file_starts_with_the_command_that_wrote_it():
+    files = sorted((DOCS / "bench").glob("*.txt"))
+    assert files
+    for path in files:
+        first = path.read_text(encoding="utf-8").split("\n", 1)[0]
+        assert BENCH_COMMAND.match(first) and BENCH_COMMAND.match(first)[1] == path.stem, path.name
+        assert "--write-docs" not in first
+        source = (ROOT / "bench" / f"{path.stem}.py").read_text(encoding="utf-8")
+        assert "--write-docs" in source or "harness.parser(" in source, path.stem
+
+
+# --- pages and the README -------------------------------------------------------------------
+
+def test_every_page_says_what_it_covers_in_its_first_lines():
+    for page in pages():
+        lines = [l for l in page.read_text(encoding="utf-8").split("\n")]
+        assert lines[0].startswith("# "), page.name
+        first = next(l for l in lines[1:] if l.strip())
+        assert not first.startswith(("#", "```", "|", "<", "!", "(", "- ", "* ")), (page.name, first)
+        assert len(" ".join(lines[1:8]).split()) >= 15, page.name
+
+
+def test_every_page_is_in_the_table_of_contents():
+    index = (DOCS / "index.md").read_text(encoding="utf-8")
+    entries = set(re.findall(r"^([\w/-]+)$", "\n".join(
+        block for block in re.findall(r"```\{toctree\}\n(.*?)```", index, re.S)), re.M))
+    listed = {str(p.relative_to(DOCS).with_suffix("")) for p in pages()} - {"index"}
+    assert listed == entries
+
+
+def github_slug(heading: str) -> str:
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_the_readme_is_a_short_front_door_that_links_every_page():
+    assert len(README.split("\n")) <= 300
+    links = set(re.findall(r"\]\((docs/[^)#\s]+\.md)(?:#[^)]*)?\)", README))
+    missing = [str(p.relative_to(ROOT)) for p in pages() if str(p.relative_to(ROOT)) not in links]
+    assert not missing, f"pages the README does not link: {missing}"
+
+
+def test_the_readme_links_reach_real_anchors():
+    for target, anchor in re.findall(r"\]\((docs/[^)#\s]+\.md)#([^)\s]+)\)", README):
+        headings = [l.lstrip("#").strip() for l in (ROOT / target).read_text(encoding="utf-8")
+                    .split("\n") if re.match(r"#{1,4} ", l)]
+        assert anchor in {github_slug(h) for h in headings}, f"{target}#{anchor}"
+
+
+def test_from_the_readme_one_click_to_the_server_the_settings_and_the_gates():
+    """The issue's "done when": how to start the server, what every setting does, what
+    `aggregate` refuses, each one link away."""
+    assert "(docs/serve.md)" in README and "forge serve" in (DOCS / "serve.md").read_text(encoding="utf-8")
+    assert "(docs/settings.md#every-setting)" in README
+    assert "(docs/aggregation.md#what-it-refuses-the-gates)" in README
+    gates = (DOCS / "aggregation.md").read_text(encoding="utf-8").split("## What it refuses: the gates", 1)[1]
+    for gate in ("closure", "repetition", "coverage", "quorum", "budget"):
+        assert f"| {gate} |" in gates.split("\n## ", 1)[0]
+
+
+def test_the_readme_holds_nothing_the_site_does_not():
+    """Every example the README shows is on the site too (the tour)."""
+    site = site_text()
+    for command in re.findall(r"^\$ (forge .+)$", README, re.M):
+        assert command in site, command
+    for line in re.findall(r"^(forge .+|tools/\S+.*|\*/30 .+)$", README, re.M):
+        assert line.split("#")[0].strip() in site, line

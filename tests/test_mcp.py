@@ -248,16 +248,24 @@ def test_over_http_no_token_or_a_foreign_host_is_refused(http_server):
     foreign = httpx.post(http_server, json=initialize, headers={
         **headers, "Authorization": "Bearer s3cret-token", "Origin": "http://evil.example"})
     assert foreign.status_code == 403
+    plain = httpx.post(http_server, content=json.dumps(initialize), headers={
+        **headers, "Authorization": "Bearer s3cret-token", "Content-Type": "text/plain"})
+    assert plain.status_code == 415          # the guard's JSON-bodies rule (a cross-site form)
     fine = httpx.post(http_server, json=initialize, headers={
         **headers, "Authorization": "Bearer s3cret-token"})
     assert fine.status_code == 200
+    assert fine.headers["x-content-type-options"] == "nosniff"   # the guard's headers
 
 
-def test_http_beyond_loopback_needs_a_token(runner):
+def test_http_beyond_loopback_needs_a_token_and_its_host_names(runner, monkeypatch):
+    """The bind rules of `forge serve` (guard.check_bind)."""
     from conftest import invoke
 
     result = invoke(runner, "mcp", "--http", "0.0.0.0:8766")
     assert result.exit_code == 1 and "without API_TOKEN" in result.stderr
+    monkeypatch.setenv("API_TOKEN", "s3cret-token")
+    result = invoke(runner, "mcp", "--http", "0.0.0.0:8766")
+    assert result.exit_code == 1 and "without SERVE_ALLOWED_HOSTS" in result.stderr
     result = invoke(runner, "mcp", "--http", "nonsense")
     assert result.exit_code == 2 and "is not HOST:PORT" in result.stderr
 

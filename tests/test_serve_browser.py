@@ -180,10 +180,29 @@ def test_without_a_chat_server_the_page_says_so_and_a_turn_fails_as_a_failed_car
     assert history == []     # the failed turn is not persisted
 
 
+# The router's reply constrained by llama-server itself (`--grammar`, the server's default for
+# every request; its `--json-schema` fails to build the sampler in this build): a chat envelope
+# whose text is one of these, so every turn is a real streamed completion that the placeholder
+# rules keep (never empty, garbled or parroted) and persist.
+CHAT_REPLIES = ["Hello there, nice to meet you.", "Blue is a fine colour.",
+                "Goodbye, and see you soon."]
+CHAT_GRAMMAR = ('root ::= "{\\"action\\": \\"chat\\", \\"content\\": \\"" ( '
+                + " | ".join(f'"{r}"' for r in CHAT_REPLIES) + ' ) "\\"}"')
+
+
+@pytest.fixture(scope="module")
+def constrained_chat_server(tmp_path_factory):
+    from servers import running_llama_server
+
+    with running_llama_server("chat", tmp_path_factory.mktemp("llama-constrained"),
+                              extra_args=["--grammar", CHAT_GRAMMAR]) as server:
+        yield server
+
+
 @pytest.mark.llama
 def test_a_chat_turn_streams_from_the_real_llama_server_adds_a_trace_card_and_moves_the_gauge(
-        browser, llama_chat_server, tmp_path):
-    with forge_server(tmp_path / "data", LLAMA_CPP_URL=llama_chat_server.url,
+        browser, constrained_chat_server, tmp_path):
+    with forge_server(tmp_path / "data", LLAMA_CPP_URL=constrained_chat_server.url,
                       ENABLED_TOOLS="files,git") as url:
         open_page(browser, url)
         assert one(browser, "#chat-status").text == "chat server: up"
@@ -210,8 +229,11 @@ def test_a_chat_turn_streams_from_the_real_llama_server_adds_a_trace_card_and_mo
             context = httpx.get(url + "/context", headers={"Authorization": f"Bearer {TOKEN}"}).json()
             gauge = int(one(browser, "#gauge").get_attribute("data-tokens"))
             assert gauge == context["router_prompt"]["total"]
-            if data["lastPersisted"] != "0":
-                assert gauge > gauge_before
+            assert data["lastPersisted"] == "2"      # the question and its answer
+            assert gauge > gauge_before              # the persisted turn weighs on the next prompt
+            assert browser.execute_script(
+                "return [...document.querySelectorAll('#chat-log .msg.assistant .text')].pop().textContent"
+            ) in CHAT_REPLIES
         # pin the first exchange: it shows in the drawer, and unpins from there
         first = by_css(browser, "#chat-log .msg.user")[0]
         first.find_elements("css selector", "button")[0].click()
@@ -224,3 +246,81 @@ def test_a_chat_turn_streams_from_the_real_llama_server_adds_a_trace_card_and_mo
             browser.save_screenshot(shot)
         by_css(browser, "#drawer-list .entry button")[-1].click()
         wait(browser, lambda d: len(by_css(d, "#drawer-list .entry")) == 1)  # unpin acts on one
+
+
+ATTACK = """<!doctype html><html><body><script>
+const target = "%s";
+const body = JSON.stringify({kind: "fact", content: "planted by another site"});
+Promise.allSettled([
+  fetch(target + "/remember", {method: "POST", mode: "no-cors", body}),
+  fetch(target + "/remember", {method: "POST", mode: "no-cors", body, headers: {"Content-Type": "text/plain"}}),
+  fetch(target + "/remember", {method: "POST", body, headers: {"Content-Type": "application/json"}}),
+  fetch(target + "/chat", {method: "POST", mode: "no-cors", body: JSON.stringify({message: "hi"})}),
+  fetch(target + "/memory").then((r) => r.text()).then((t) => { document.body.dataset.read = t; }),
+]).then((all) => { document.body.dataset.done = JSON.stringify(all.map((r) => r.status)); });
+</script></body></html>"""
+
+
+@contextlib.contextmanager
+def attacker_site(target: str) -> Iterator[str]:
+    """A page on another site (localhost:PORT is another site than 127.0.0.1) that posts to
+    forge serve the ways a browser allows without asking first."""
+    import http.server
+    import threading
+
+    page = (ATTACK % target).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the stdlib's name
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://localhost:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_page_on_another_site_writes_nothing_and_reads_nothing(browser, tmp_path):
+    # no API_TOKEN: the loopback default, where only the origin and Host checks stand between a
+    # page the user visits and the memory
+    with forge_server(tmp_path / "data", API_TOKEN="", LLAMA_CPP_URL=closed_url()) as url:
+        with attacker_site(url) as evil:
+            browser.get(evil)
+            wait(browser, lambda d: d.execute_script("return document.body.dataset.done"))
+            assert browser.execute_script("return document.body.dataset.read") is None
+        listed = httpx.get(url + "/memory").json()
+        history = httpx.get(url + "/history").json()
+    assert listed["entries"] == [] and history == []
+
+
+def test_the_memory_list_loads_a_page_at_a_time_and_filters_by_text(browser, tmp_path):
+    from forge import rag
+    from forge.settings import load_settings
+
+    data = tmp_path / "data"
+    base = {k: v for k, v in os.environ.items() if k not in FORGE_VARS}
+    with rag.open_store(load_settings({**base, "FORGE_DATA_DIR": str(data)})) as store:
+        rag.remember_many(store, [rag.NewEntry("fact", f"Paged fact {n:03d}" + (" on the NAS" if n % 25 == 0 else ""),
+                                               None, "remember", None) for n in range(150)])
+    with forge_server(data, LLAMA_CPP_URL=closed_url()) as url:
+        open_page(browser, url)
+        wait(browser, lambda d: len(by_css(d, "#memory-list .entry")) == 100)
+        assert "showing 100 of 150" in one(browser, "#memory-shown").text
+        one(browser, "#memory-more").click()
+        wait(browser, lambda d: len(by_css(d, "#memory-list .entry")) == 150)
+        assert not one(browser, "#memory-more").is_displayed()
+        one(browser, "#memory-filter").send_keys("the nas")
+        wait(browser, lambda d: len(by_css(d, "#memory-list .entry")) == 6)
+        assert all("NAS" in t for t in texts(browser, "#memory-list .entry .content"))
+        assert "showing 6 of 6" in one(browser, "#memory-shown").text

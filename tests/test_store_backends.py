@@ -114,6 +114,25 @@ def test_entries_keep_every_field_and_the_listings_filter(opener):
     assert sorted(i for i, _ in b.iter_texts()) == [a, c, d]
 
 
+def test_a_listing_comes_in_pages_after_an_id_with_a_text_filter_and_its_total(opener):
+    b = opener()
+    ids = [insert(b, f"Fact number {n} about the {'NAS' if n % 3 == 0 else 'laptop'}", seed=n,
+                  kind="todo" if n == 9 else "fact") for n in range(10)]
+    insert(b, "100% sure: a_b is literal", seed=20)
+    first, total = b.list_page(limit=4)
+    assert [e.id for e in first] == ids[:4] and total == 11
+    rest, _ = b.list_page(after_id=first[-1].id, limit=100)
+    assert [e.id for e in rest][:6] == ids[4:]
+    nas, total = b.list_page(contains="nas", limit=2)          # case-insensitive substring
+    assert [e.id for e in nas] == [ids[0], ids[3]] and total == 4
+    nas_todo, total = b.list_page(contains="NAS", kind="todo", limit=10)
+    assert [e.id for e in nas_todo] == [ids[9]] and total == 1
+    # % and _ are the text they are, not patterns
+    assert [e.content for e in b.list_page(contains="100%", limit=10)[0]] == ["100% sure: a_b is literal"]
+    assert b.list_page(contains="a%b", limit=10) == ([], 0)
+    assert b.list_page(contains="r_n", limit=10)[1] == 0
+
+
 def test_the_dedup_key_is_unique_in_the_store_and_a_second_insert_writes_nothing(opener):
     b = opener()
     insert(b, "Possède un Steam Deck", key="c:same", seed=1)

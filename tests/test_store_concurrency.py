@@ -216,3 +216,101 @@ def test_an_unreachable_server_is_one_line_exit_1_and_nothing_written_locally(
     data = Path(env["FORGE_DATA_DIR"])
     assert not settings_of(env).rag_db_file.exists()
     assert not list(data.glob("*.db*"))
+
+
+# -- two connections whose transactions really overlap (issue 23, item 5) ---------------------
+
+def two_backends(url: str, root: Path):
+    from forge.store import postgres
+
+    s = load_settings({"FORGE_DATABASE_URL": url, "FORGE_DATA_DIR": str(root / "two")}, cwd=root)
+    return s, postgres.open_backend(s, mode="write", url=url), postgres.open_backend(s, mode="write", url=url)
+
+
+def test_two_write_transactions_on_two_connections_are_serialised_by_the_advisory_lock(
+        postgres_url, tmp_path):
+    """A is inside its write transaction and holds it; B starts its own on another connection
+    (the barrier says A is in); B may only get in after A committed. Without
+    pg_advisory_xact_lock, B gets in at once, while A is still inside: this test goes red."""
+    import threading
+
+    _, a, b = two_backends(postgres_url, tmp_path)
+    a_inside = threading.Barrier(2, timeout=30)
+    times: dict[str, float] = {}
+
+    def writer_a() -> None:
+        with a.transaction():
+            a_inside.wait()
+            time.sleep(0.8)          # B is trying to get in now
+            times["a_commit"] = time.monotonic()
+        times["a_done"] = time.monotonic()
+
+    def writer_b() -> None:
+        a_inside.wait()
+        time.sleep(0.1)
+        with b.transaction():
+            times["b_in"] = time.monotonic()
+
+    threads = [threading.Thread(target=writer_a), threading.Thread(target=writer_b)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+    finally:
+        a.close()
+        b.close()
+    assert times["b_in"] >= times["a_commit"], "B wrote while A's transaction was open"
+
+
+def test_a_dedup_key_race_with_a_writer_that_took_no_lock_is_already_stored(postgres_url, tmp_path):
+    """B (another connection, no advisory lock: an older Forge, a script) has inserted the same
+    text in a transaction it has not committed yet; A's remember re-checks (B's row is not
+    visible), inserts, waits on the UNIQUE dedup key, and B commits: A must answer "already
+    stored" with B's id, as SQLite would, not fail with a UniqueViolation."""
+    import threading
+
+    from forge.store.common import NewEntry, dedup_key, validate_new
+    from forge.timestamps import utc_now
+
+    s, _, b = two_backends(postgres_url, tmp_path)
+    note = NewEntry("fact", "Le NAS du salon tourne sous TrueNAS Scale", None, "remember", None)
+    with rag.open_store(s) as store:        # the identity and the vector table exist
+        first = rag.remember(store, "fact", "Une autre note, pour créer le store")
+        vector = store.embedder.embed_documents([note.content])[0]
+    result: dict[str, object] = {}
+
+    def writer_a() -> None:
+        try:
+            with rag.open_store(s) as store:
+                result["a"] = rag.remember(store, note.kind, note.content)
+        except Exception as e:  # noqa: BLE001 - the test reports it
+            result["a"] = e
+
+    try:
+        with b.conn.transaction():           # B's transaction, without pg_advisory_xact_lock
+            clean = validate_new(note)
+            result["b"] = b.insert_entry(clean, dedup_key(clean), vector, utc_now())
+            a = threading.Thread(target=writer_a)
+            a.start()
+            waited = 0.0
+            while waited < 20 and not _waiting_on_a_lock(postgres_url):
+                time.sleep(0.1)
+                waited += 0.1
+            assert waited < 20, "A never reached the insert"
+        a.join(timeout=60)
+    finally:
+        b.close()
+    assert not isinstance(result["a"], Exception), result["a"]
+    assert (result["a"].id, result["a"].created) == (result["b"], False)
+    with rag.open_store(s, check_identity=False) as store:
+        assert sorted(e.id for e in rag.list_entries(store)) == sorted([first.id, result["b"]])
+
+
+def _waiting_on_a_lock(url: str) -> bool:
+    """Another session is waiting for a lock (A on B's uncommitted dedup key)."""
+    from psycopg import connect
+
+    with connect(url, autocommit=True) as c:
+        return c.execute("select count(*) from pg_stat_activity where wait_event_type = 'Lock' "
+                         "and datname = current_database()").fetchone()[0] > 0

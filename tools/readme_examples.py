@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""The README's command examples, from real runs of `forge`, so they cannot drift.
+"""The command examples of README.md and the docs, from real runs of `forge`, so they cannot drift.
 
-    python tools/readme_examples.py --write README.md   # run every example, rewrite its output
-    python tools/readme_examples.py --check README.md   # exit 1 when an example's output drifted
+    python tools/readme_examples.py --write README.md docs   # run every example, rewrite its output
+    python tools/readme_examples.py --check README.md docs   # exit 1 when an example's output drifted
 
-An example is a console block between `<!-- example: SESSION/NAME -->` and `<!-- /example -->`.
+Each PATH is a Markdown file or a folder (its `*.md` files, `_build` left out). An example is a
+console block between `<!-- example: SESSION/NAME -->` and `<!-- /example -->`.
 Its `$ ` lines (a trailing `\\` continues one) are the commands; what follows each is its output
 (stdout and stderr together, as a terminal shows them). The commands run with bash in a fresh
-folder per SESSION, in README order, so later blocks of a session see what earlier ones wrote:
+folder per file and SESSION, in the file's order, so later blocks of a session see what earlier
+ones of the same file wrote:
 `FORGE_DATA_DIR=data`, the chat server at a closed port, COLUMNS=100, the embedded model.
 `SETUP` below creates the files a block reads and runs commands it needs first (not shown).
 
@@ -42,7 +44,7 @@ NOTES = (
 # block name -> files to create and commands to run first (their output is not shown)
 SETUP: dict[str, dict] = {
     "memory/batch": {"files": {"notes.jsonl": NOTES}},
-    "memory/context": {"commands": ["forge history import $SAMPLE >/dev/null 2>&1"]},
+    "history/context": {"commands": ["forge history import $SAMPLE >/dev/null 2>&1"]},
     "traces/tail": {"commands": ["forge chat 'Bonjour' >/dev/null 2>&1 || true",
                                  "forge chat 'Quel est mon NAS ?' >/dev/null 2>&1 || true"]},
 }
@@ -51,17 +53,18 @@ SETUP: dict[str, dict] = {
 @dataclass
 class Block:
     name: str
+    file: str
     start: int          # index of the marker line
     end: int            # index of the END line
     commands: list[str] = field(default_factory=list)     # as shown (continuations joined by \n)
     outputs: list[str] = field(default_factory=list)
 
     @property
-    def session(self) -> str:
-        return self.name.split("/", 1)[0]
+    def session(self) -> tuple[str, str]:
+        return self.file, self.name.split("/", 1)[0]
 
 
-def parse(lines: list[str]) -> list[Block]:
+def parse(lines: list[str], file: str = "README.md") -> list[Block]:
     blocks: list[Block] = []
     i = 0
     while i < len(lines):
@@ -72,8 +75,8 @@ def parse(lines: list[str]) -> list[Block]:
         end = lines.index(END, i)
         body = lines[i + 1:end]
         if not body or not body[0].startswith("```") or body[-1] != "```":
-            raise SystemExit(f"README line {i + 1}: an example block must be one fenced block")
-        block = Block(m["name"], i, end)
+            raise SystemExit(f"{file} line {i + 1}: an example block must be one fenced block")
+        block = Block(m["name"], file, i, end)
         current: list[str] | None = None
         output: list[str] = []
         continuing = False
@@ -89,7 +92,7 @@ def parse(lines: list[str]) -> list[Block]:
                 current, output = [line[2:]], []
                 continuing = line.endswith("\\")
             elif current is None:
-                raise SystemExit(f"README line {i + 1}: example {block.name} starts with output")
+                raise SystemExit(f"{file} line {i + 1}: example {block.name} starts with output")
             else:
                 output.append(line)
         if current is not None:
@@ -117,15 +120,15 @@ def run(command: str, folder: Path, env: dict[str, str]) -> str:
     return done.stdout.decode("utf-8", errors="replace").rstrip("\n")
 
 
-def generate(blocks: list[Block]) -> dict[str, list[str]]:
+def generate(blocks: list[Block]) -> dict[tuple[str, str], list[str]]:
     """Each block's new output, command by command (sessions run in fresh folders)."""
-    results: dict[str, list[str]] = {}
+    results: dict[tuple[str, str], list[str]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        sessions: dict[str, Path] = {}
+        sessions: dict[tuple[str, str], Path] = {}
         for block in blocks:
             folder = sessions.get(block.session)
             if folder is None:
-                folder = sessions[block.session] = Path(tmp) / block.session
+                folder = sessions[block.session] = Path(tmp) / str(len(sessions))
                 folder.mkdir()
             env = environment(folder)
             setup = SETUP.get(block.name, {})
@@ -133,7 +136,7 @@ def generate(blocks: list[Block]) -> dict[str, list[str]]:
                 (folder / name).write_text(text, encoding="utf-8")
             for command in setup.get("commands", []):
                 run(command, folder, env)
-            results[block.name] = [run(c, folder, env) for c in block.commands]
+            results[(block.file, block.name)] = [run(c, folder, env) for c in block.commands]
     return results
 
 
@@ -167,13 +170,23 @@ def normalise(text: str) -> str:
     return "\n".join(out).strip()
 
 
+def markdown_files(paths: list[Path]) -> list[Path]:
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*.md") if "_build" not in p.parts)
+        else:
+            files.append(path)
+    return files
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("--write", "--check"):
+    if len(argv) < 2 or argv[0] not in ("--write", "--check"):
         print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
         return 2
-    mode, path = argv[0], Path(argv[1])
-    lines = path.read_text(encoding="utf-8").split("\n")
-    blocks = parse(lines)
+    mode, files = argv[0], markdown_files([Path(a) for a in argv[1:]])
+    texts = {str(f): f.read_text(encoding="utf-8").split("\n") for f in files}
+    blocks = [b for f, lines in texts.items() for b in parse(lines, f)]
     if any("| jq" in c for b in blocks for c in b.commands) and shutil.which("jq") is None:
         print("the examples pipe into jq, which is not installed here (apt install jq)",
               file=sys.stderr)
@@ -182,24 +195,26 @@ def main(argv: list[str]) -> int:
     if mode == "--check":
         stale = 0
         for block in blocks:
+            lines = texts[block.file]
             fence = lines[block.start + 1]
-            want = normalise("\n".join(render(block, results[block.name], fence)))
+            want = normalise("\n".join(render(block, results[(block.file, block.name)], fence)))
             have = normalise("\n".join(lines[block.start + 1:block.end]))
             if want != have:
                 stale += 1
-                print(f"{path}: example {block.name} drifted from a real run:", file=sys.stderr)
+                print(f"{block.file}: example {block.name} drifted from a real run:", file=sys.stderr)
                 sys.stderr.writelines(difflib.unified_diff(
-                    have.splitlines(True), want.splitlines(True), "README", "real run", n=1))
+                    have.splitlines(True), want.splitlines(True), block.file, "real run", n=1))
                 print(file=sys.stderr)
         if stale:
             print(f"{stale} example(s) drifted; run `python tools/readme_examples.py --write "
-                  f"{path}`", file=sys.stderr)
+                  f"{' '.join(argv[1:])}`", file=sys.stderr)
         return 1 if stale else 0
-    for block in reversed(blocks):  # from the end, so earlier indexes stay valid
-        fence = lines[block.start + 1]
-        lines[block.start + 1:block.end] = render(block, results[block.name], fence)
-    path.write_text("\n".join(lines), encoding="utf-8")
-    print(f"{path}: {len(blocks)} example(s) regenerated", file=sys.stderr)
+    for file, lines in texts.items():
+        for block in reversed([b for b in blocks if b.file == file]):  # from the end: indexes stay valid
+            fence = lines[block.start + 1]
+            lines[block.start + 1:block.end] = render(block, results[(file, block.name)], fence)
+        Path(file).write_text("\n".join(lines), encoding="utf-8")
+    print(f"{len(blocks)} example(s) regenerated in {len(texts)} file(s)", file=sys.stderr)
     return 0
 
 

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Print the README's settings table from forge/settings.py, the one source of truth.
+"""Print the settings table from forge/settings.py, the one source of truth.
 
-    python tools/settings_table.py        # paste between the settings-table markers
-    python tools/settings_table.py --check README.md   # exit 1 when the README is stale
+    python tools/settings_table.py                  # the Markdown table
+    python tools/settings_table.py --check FILE     # exit 1 when FILE's copy between the
+                                                    # settings-table markers is stale
 
-tests/test_docs.py runs the check, so a setting added to the code without the README fails.
+The documentation site renders this table on its settings page at every build (the
+`{forge-settings}` directive of docs/_ext/forge_docs.py calls `table()`), so it cannot drift;
+tests/test_docs.py checks every setting is in it.
 """
 from __future__ import annotations
 

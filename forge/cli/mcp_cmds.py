@@ -42,7 +42,7 @@ def mcp(http: str | None) -> None:
     host, port = _host_port(http)
     from ..serve.guard import check_bind
 
-    check_bind(host, settings.api_token)
+    check_bind(host, settings.api_token, settings.serve_allowed_hosts)
     from ..mcp.server import run_http
 
     shown = f"[{host}]" if ":" in host else host

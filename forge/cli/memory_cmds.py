@@ -287,14 +287,21 @@ def _entry_label(entry: Any) -> str:
 @memory.command("ls")
 @click.argument("kind", required=False, type=Kind(archive=True))
 @click.option("--project", "-p", help="Only this project.")
+@click.option("--filter", "query", help="Only entries whose text holds this (case-insensitive).")
+@click.option("--limit", type=click.IntRange(1), help="At most N entries (a page); default all.")
+@click.option("--cursor", help="Start after the page that gave this next_cursor.")
 @output_options
-def memory_ls(kind: str | None, project: str | None, fmt: str) -> None:
+def memory_ls(kind: str | None, project: str | None, query: str | None, limit: int | None,
+              cursor: str | None, fmt: str) -> None:
     """List entries, oldest first, and the count by kind (of KIND only, when given).
-    Superseded entries show the entry that speaks for them: `#312 [fact] -> #341`."""
+    Superseded entries show the entry that speaks for them: `#312 [fact] -> #341`.
+    With --limit, one page: --json gives its next_cursor for --cursor."""
     from .. import rag
 
     with _open(mode="rows") as store:
-        entries = rag.list_entries(store, kind=kind, project=project)
+        page = rag.list_page(store, kind=kind, project=project, query=query, cursor=cursor,
+                             limit=limit)
+        entries = page.entries
         by_kind = rag.counts_by_kind(store, project=project)
         if not entries:
             _note_unknown_project(store, project)
@@ -303,7 +310,9 @@ def memory_ls(kind: str | None, project: str | None, fmt: str) -> None:
     data = [e.to_dict() for e in entries]
     rows = [{**d, "entry": _entry_label(e)} for d, e in zip(data, entries)]
     emit(rows, fmt, columns=LS_COLUMNS, data=data,
-         document={"entries": data, "by_kind": by_kind}, empty="no entries")
+         document={**page.to_dict(), "by_kind": by_kind}, empty="no entries")
+    if page.next_cursor and fmt == "table":
+        note(f"{page.total} entries match; the next page: --cursor {page.next_cursor}")
     if fmt == "table" and (entries or kind is None) and by_kind:
         total = sum(by_kind.values())
         summary = ", ".join(f"{k} {n}" for k, n in by_kind.items())

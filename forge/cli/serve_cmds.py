@@ -22,12 +22,12 @@ def serve(host: str, port: int) -> None:
     settings = get_settings()
     from ..serve.guard import check_bind
 
-    check_bind(host, settings.api_token)
+    check_bind(host, settings.api_token, settings.serve_allowed_hosts)
     import uvicorn
 
     from ..serve.app import create_app
 
     shown = f"[{host}]" if ":" in host else host
     note(f"forge serve: http://{shown}:{port}/ (API_TOKEN {'required' if settings.api_token else 'not set: loopback only'}); Ctrl-C stops")
-    uvicorn.run(create_app(settings), host=host, port=port, proxy_headers=False,
+    uvicorn.run(create_app(settings, bind_host=host), host=host, port=port, proxy_headers=False,
                 server_header=False, log_level="warning", access_log=False)

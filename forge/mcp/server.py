@@ -1,7 +1,7 @@
 """`forge mcp`: the tools of `documents.py` on the official MCP Python SDK's `MCPServer`
 (`mcp` 2.x), over stdio (the default: stdout carries the protocol and nothing else, logs go to
-stderr) or streamable HTTP (`--http HOST:PORT`, behind `forge serve`'s bearer token; the SDK's
-Host/Origin check against the address it listens on).
+stderr) or streamable HTTP (`--http HOST:PORT`, behind `forge serve`'s whole guard: Host and Origin
+checks, rate limit, body cap, JSON bodies, bearer token).
 
 Each tool answers one text block holding exactly its CLI twin's `--json` document, and the same
 document as structured content. A bad argument or a library error is a tool error (`isError`)
@@ -175,29 +175,23 @@ def run_stdio(settings: Any) -> None:
     create_server(settings).run()
 
 
-def http_app(settings: Any, host: str, port: int) -> Any:
-    """The streamable HTTP app at /mcp behind the bearer token (API_TOKEN) and a Host/Origin
-    check that admits only the address it listens on."""
-    from ..serve.guard import BearerAuth
+def http_app(settings: Any, host: str) -> Any:
+    """The streamable HTTP app at /mcp behind `forge serve`'s whole guard (guard.protect): Host
+    (421: DNS rebinding) and Origin (403) checks, the rate limit, the body cap, JSON bodies only,
+    the bearer token (API_TOKEN). The SDK's own Host/Origin check is off: the guard's is the one
+    Forge configures (SERVE_ALLOWED_HOSTS, SERVE_CORS_ORIGINS, SERVE_TRUSTED_PROXIES)."""
+    from ..serve import guard
 
-    shown = f"[{host}]" if ":" in host else host
-    hosts = {f"{shown}:{port}"}
-    if host in ("127.0.0.1", "localhost", "::1"):
-        hosts |= {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
-    security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True, allowed_hosts=sorted(hosts),
-        allowed_origins=sorted(f"http://{h}" for h in hosts))
-    app = create_server(settings).streamable_http_app(transport_security=security, host=host)
-    return BearerAuth(app, settings.api_token), app
+    app = create_server(settings).streamable_http_app(
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        host=host)
+    return guard.protect(app, settings, host)
 
 
 def run_http(settings: Any, host: str, port: int) -> None:
     import uvicorn
 
-    guarded, app = http_app(settings, host, port)
-    config = uvicorn.Config(guarded, host=host, port=port, log_level="warning",
-                            access_log=False, server_header=False, proxy_headers=False,
-                            lifespan="on")
-    # The SDK's session manager starts in the Starlette app's lifespan; the guard passes
-    # lifespan events through (it only looks at "http" scopes).
-    uvicorn.Server(config).run()
+    # The SDK's session manager starts in the Starlette app's lifespan, which the guard passes
+    # through (it only looks at "http" scopes).
+    uvicorn.run(http_app(settings, host), host=host, port=port, log_level="warning",
+                access_log=False, server_header=False, proxy_headers=False)

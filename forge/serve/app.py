@@ -4,7 +4,7 @@ the same JSON as that command's `--json`:
     POST /chat            forge chat M --json          (server-sent events with "stream": true)
     POST /remember        forge remember KIND TEXT --json
     GET  /search          forge recall Q --json [--kind K] [--limit N]
-    GET  /memory          forge memory ls [KIND] --json
+    GET  /memory          forge memory ls [KIND] --limit N [--cursor C] [--filter Q] --json
     GET  /memory/export   forge memory export [--kind K] [--project P]   (JSON Lines)
     GET  /memory/{id}     forge memory show ID --json
     PATCH /memory/{id}    forge memory edit ID [CONTENT] [--kind K] --json
@@ -195,15 +195,17 @@ def do_search(settings: Any, query: str, project: str | None, vector_k: int | No
                                   neighbours=neighbours).to_dict()
 
 
-def do_memory_ls(settings: Any, kind: str | None, project: str | None) -> dict:
+def do_memory_ls(settings: Any, kind: str | None, project: str | None, query: str | None = None,
+                 cursor: str | None = None, limit: int | None = None) -> dict:
     from .. import rag
 
     with rag.open_store(settings, mode="rows") as store:
-        entries = rag.list_entries(store, kind=kind, project=project)
+        page = rag.list_page(store, kind=kind, project=project, query=query, cursor=cursor,
+                             limit=limit)
         by_kind = rag.counts_by_kind(store, project=project)
     if kind is not None:  # the count of that kind only, as `forge memory ls KIND` gives it
         by_kind = {kind: by_kind.get(kind, 0)}
-    return {"entries": [e.to_dict() for e in entries], "by_kind": by_kind}
+    return {**page.to_dict(), "by_kind": by_kind}
 
 
 def do_memory_show(settings: Any, entry_id: int) -> dict:
@@ -316,9 +318,18 @@ async def page(request: Request) -> Response:
 
 async def health(request: Request) -> Response:
     """
-    summary: Is the server up, does it need a token, is the chat server reachable (no token needed)
+    summary: Is the server up (no token needed; says nothing else)
     responses:
-      200: {description: '{"status": "ok", "auth": bool, "chat_server": {"up": bool}}'}
+      200: {description: '{"status": "ok"}'}
+    """
+    return JSONResponse({"status": "ok"})
+
+
+async def status(request: Request) -> Response:
+    """
+    summary: What the page shows in its header, token needed (version, auth mode, chat server up)
+    responses:
+      200: {description: '{"status": "ok", "version", "auth": bool, "chat_server": {"up": bool}}'}
     """
     from ..doctor import probe_health
 
@@ -327,7 +338,7 @@ async def health(request: Request) -> Response:
 
     return JSONResponse({"status": "ok", "version": version("forge-memory"),
                          "auth": bool(settings_of(request).api_token),
-                         "chat_server": {"up": up}})
+                         "chat_server": {"up": bool(up)}})
 
 
 @api
@@ -392,16 +403,23 @@ async def search(request: Request) -> Response:
 @api
 async def memory_ls(request: Request) -> Response:
     """
-    summary: List entries and the breakdown by kind (forge memory ls --json); no embedding call
+    summary: One page of entries, by id, and the breakdown by kind (forge memory ls --limit N --json); no embedding call
     parameters:
       - {name: kind, in: query, schema: {type: string}}
       - {name: project, in: query, schema: {type: string}}
+      - {name: q, in: query, schema: {type: string}, description: 'entries whose text holds this (case-insensitive; ls --filter)'}
+      - {name: limit, in: query, schema: {type: integer, default: 100, minimum: 1, maximum: 1000}}
+      - {name: cursor, in: query, schema: {type: string}, description: 'the next_cursor of the previous page'}
     responses:
-      200: {description: '{"entries": [...], "by_kind": {...}}'}
+      200: {description: '{"entries": [...], "total": N, "next_cursor": "..." or null, "by_kind": {...}}'}
+      400: {description: 'an unknown kind, a bad limit or cursor'}
     """
     q = request.query_params
     kind = kind_value(q.get("kind"), "kind", archive=True)
-    return JSONResponse(await call(do_memory_ls, settings_of(request), kind, q.get("project")))
+    raw_limit = q.get("limit")
+    limit = int_value(raw_limit, "limit", minimum=1, maximum=1000) if raw_limit else 100
+    return JSONResponse(await call(do_memory_ls, settings_of(request), kind, q.get("project"),
+                                   q.get("q"), q.get("cursor"), limit))
 
 
 def _entry_id(request: Request) -> int:
@@ -752,6 +770,7 @@ async def openapi(request: Request) -> Response:
 ROUTES = [
     Route("/", page, methods=["GET"], include_in_schema=False),
     Route("/health", health, methods=["GET"]),
+    Route("/status", status, methods=["GET"]),
     Route("/openapi.json", openapi, methods=["GET"]),
     Route("/chat", chat, methods=["POST"]),
     Route("/remember", remember, methods=["POST"]),
@@ -784,8 +803,9 @@ async def _internal(request: Request, exc: Exception) -> Response:
     return error_response(exc)
 
 
-def create_app(settings: Any) -> Starlette:
-    """The application for these settings (read once, at start)."""
+def create_app(settings: Any, bind_host: str | None = None) -> Starlette:
+    """The application for these settings (read once, at start), behind guard.protect: the
+    Host it answers to is loopback, `bind_host` and SERVE_ALLOWED_HOSTS."""
     middleware = []
     if settings.serve_cors_origins:
         from starlette.middleware.cors import CORSMiddleware
@@ -793,14 +813,7 @@ def create_app(settings: Any) -> Starlette:
         middleware.append(Middleware(CORSMiddleware, allow_origins=list(settings.serve_cors_origins),
                                      allow_methods=["GET", "POST", "PATCH", "DELETE"],
                                      allow_headers=["authorization", "content-type"]))
-    middleware += [
-        Middleware(guard.SecurityHeaders),
-        Middleware(guard.RateLimit, limiter=guard.RateLimiter(settings.serve_rate_limit,
-                                                              settings.serve_model_rate_limit)),
-        Middleware(guard.BodyCap, max_bytes=settings.serve_max_body),
-        Middleware(guard.BearerAuth, token=settings.api_token),
-    ]
     app = Starlette(routes=ROUTES, middleware=middleware,
                     exception_handlers={HTTPException: _http_error, Exception: _internal})
     app.state.settings = settings
-    return app
+    return guard.protect(app, settings, bind_host)

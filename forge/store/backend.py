@@ -134,6 +134,13 @@ class Backend(Protocol):
     def list_entries(self, *, kind: str | None = None, project: str | None = None) -> list["Entry"]:
         """Every entry (filtered by exact kind and/or project when given), by id."""
 
+    def list_page(self, *, kind: str | None = None, project: str | None = None,
+                  contains: str | None = None, after_id: int = 0,
+                  limit: int = 100) -> tuple[list["Entry"], int]:
+        """One page of list_entries: the first `limit` entries with an id above `after_id`, by
+        id, whose content holds `contains` (case-insensitive substring, `%` and `_` literal);
+        and how many entries match the filters in all (every page)."""
+
     def hot_entries(self, *, project: str | None = None) -> list["Entry"]:
         """V7's hot tier: every entry whose kind is not `archive` and that is not superseded,
         (filtered by project when given), ordered by (created, id)."""

@@ -27,6 +27,11 @@ MAX_NAME_CHARS = 64
 PROJECT_RE = re.compile(r"[^\W_]|[^\W_][\w .\-/]*[\w.\-/]", re.UNICODE)
 
 
+class DuplicateKey(StoreError):
+    """Another writer stored the same text between this transaction's dedup check and its
+    insert (a writer that takes no write lock); the transaction was rolled back."""
+
+
 class StoreReadOnly(StoreError):
     """A write to a store whose folder (or file) cannot be written."""
 
@@ -186,3 +191,10 @@ def rare_by_document_frequency(doc_count: int, total: int, max_share: float) -> 
 def beyond_cutoff(channel: str, distance: float | None, cutoff: float | None) -> bool:
     """V4/V6: the cutoff refuses a vector-only row farther than it; word matches are spared."""
     return channel == "vector" and cutoff is not None and distance is not None and distance > cutoff
+
+
+def like_pattern(text: str) -> str:
+    """`text` as a LIKE pattern matching it anywhere, its own `%`, `_` and `\\` taken literally
+    (with `escape '\\'`)."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"

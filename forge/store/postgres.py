@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 from ..errors import StoreError
 from ..log import log
 from . import fold
-from .common import Entry, NewEntry
+from .common import DuplicateKey, Entry, NewEntry, like_pattern
 
 if TYPE_CHECKING:
     import numpy as np
@@ -404,6 +404,25 @@ class PostgresBackend:
                 args.append(value)
         return self._select(" and ".join(where), args)
 
+    def list_page(self, *, kind: str | None = None, project: str | None = None,
+                  contains: str | None = None, after_id: int = 0,
+                  limit: int = 100) -> tuple[list[Entry], int]:
+        if self.missing:
+            return [], 0
+        where, args = ["true"], []
+        for column, value in (("kind", kind), ("project", project)):
+            if value is not None:
+                where.append(f"{column} = %s")
+                args.append(value)
+        if contains:
+            where.append("content ilike %s escape '\\'")
+            args.append(like_pattern(contains))
+        cond = " and ".join(where)
+        total = self.conn.execute(f"select count(*) from memory_entries where {cond}", args).fetchone()[0]
+        rows = self.conn.execute(f"select {_ENTRY_COLS} from memory_entries where {cond} and id > %s "
+                                 "order by id limit %s", [*args, after_id, limit])
+        return [_row_to_entry(r) for r in rows], total
+
     def hot_entries(self, *, project: str | None = None) -> list[Entry]:
         where, args = "kind != 'archive' and superseded_by is null", []
         if project is not None:
@@ -528,7 +547,27 @@ class PostgresBackend:
         refs = item.refs or {}
         message_ids = sorted({int(m) for m in refs.get("messages") or []})
         # one round trip: the row, its vector, its message refs (history id, message id)
-        row = self.conn.execute(
+        with self._duplicate_key():
+            row = self._insert_row(item, dedup_key, vector, now, tsv, length, refs, message_ids)
+        return int(row[0])
+
+    @contextlib.contextmanager
+    def _duplicate_key(self) -> Iterator[None]:
+        """The UNIQUE dedup key met a row another writer stored after our check (it took no
+        advisory lock): DuplicateKey, which rag answers as "already stored"."""
+        import psycopg
+
+        try:
+            yield
+        except psycopg.errors.UniqueViolation as e:
+            if "dedup_key" not in str(e):
+                raise
+            raise DuplicateKey(f"another writer stored the same text at the same moment on "
+                               f"{self.location}") from None
+
+    def _insert_row(self, item: NewEntry, dedup_key: str | None, vector: "np.ndarray", now: str,
+                    tsv: str, length: int, refs: dict, message_ids: list[int]) -> Any:
+        return self.conn.execute(
             "with e as (insert into memory_entries(kind, project, content, source, refs, created, "
             "updated, dedup_key, words, word_count) values (%s, %s, %s, %s, %s, %s, %s, %s, "
             "%s::tsvector, %s) returning id), "
@@ -541,12 +580,16 @@ class PostgresBackend:
              json.dumps(refs, ensure_ascii=False), now, now, dedup_key, tsv, length,
              item.project or "", self._vector(vector), str(refs.get("history") or ""), message_ids)
         ).fetchone()
-        return int(row[0])
 
     def update_entry(self, entry_id: int, *, kind: str, content: str, dedup_key: str | None,
                      updated: str) -> None:
         self._writable()
         tsv, length = tsvector_literal(fold.words(content))
+        with self._duplicate_key():
+            self._update_row(entry_id, kind, content, dedup_key, updated, tsv, length)
+
+    def _update_row(self, entry_id: int, kind: str, content: str, dedup_key: str | None,
+                    updated: str, tsv: str, length: int) -> None:
         self.conn.execute("update memory_entries set kind = %s, content = %s, dedup_key = %s, "
                           "updated = %s, words = %s::tsvector, word_count = %s where id = %s",
                           (kind, content, dedup_key, updated, tsv, length, entry_id))

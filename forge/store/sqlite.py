@@ -30,7 +30,7 @@ from ..errors import StoreError
 from ..log import log
 from ..timestamps import utc_now
 from .backend import OPEN_MODES
-from .common import ARCHIVE_KIND, Entry, NewEntry, StoreReadOnly, message_ids
+from .common import ARCHIVE_KIND, Entry, NewEntry, StoreReadOnly, like_pattern, message_ids
 
 if TYPE_CHECKING:
     import numpy as np
@@ -443,6 +443,23 @@ class SQLiteBackend:
         if where:
             sql += " where " + " and ".join(where)
         return [_row_to_entry(r) for r in self.conn.execute(sql + " order by id", args)]
+
+    def list_page(self, *, kind: str | None = None, project: str | None = None,
+                  contains: str | None = None, after_id: int = 0,
+                  limit: int = 100) -> tuple[list[Entry], int]:
+        where, args = ["1"], []
+        for column, value in (("kind", kind), ("project", project)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        if contains:  # LIKE folds ASCII case; lower() on both sides does no better in SQLite
+            where.append("content like ? escape '\\'")
+            args.append(like_pattern(contains))
+        cond = " and ".join(where)
+        total = self.conn.execute(f"select count(*) from memory_entries where {cond}", args).fetchone()[0]
+        rows = self.conn.execute(f"select {_ENTRY_COLS} from memory_entries where {cond} and id > ? "
+                                 "order by id limit ?", [*args, after_id, limit])
+        return [_row_to_entry(r) for r in rows], total
 
     def hot_entries(self, *, project: str | None = None) -> list[Entry]:
         sql = f"select {_ENTRY_COLS} from memory_entries where kind != ? and superseded_by is null"

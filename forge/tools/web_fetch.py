@@ -7,8 +7,9 @@ redirect:
 
 - the host must appear literally in the user's turn (as a URL or a bare hostname) or in
   `WEB_FETCH_ALLOW_HOSTS`: a hostname the model invented is refused without a lookup;
-- every address the host resolves to must be public (not loopback, link-local, private,
-  reserved, multicast or unspecified) unless `WEB_FETCH_ALLOW_PRIVATE=true`; the connection then
+- every address the host resolves to must be public (`ipaddress`'s is_global, after unwrapping
+  the IPv4 inside an IPv4-mapped, 6to4 or NAT64 address; not multicast) unless
+  `WEB_FETCH_ALLOW_PRIVATE=true`; the connection then
   goes to the address that was checked (the URL is rewritten to it, with the `Host` header and
   the TLS server name kept), so a second lookup cannot swap in another address.
 
@@ -85,16 +86,40 @@ def host_named(host: str, turn: str, allow: tuple[str, ...] = ()) -> bool:
     return re.search(pattern, turn.lower()) is not None
 
 
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT, Tailscale's 100.x
+PRIVATE = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",
+                                                  "fc00::/7"))
+
+
+def unwrap(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> Any:
+    """The IPv4 address an IPv6 form carries (IPv4-mapped, 6to4 2002::/16, NAT64 64:ff9b::/96),
+    which is where the packets end up; any other address as it is."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped:
+            return ip.ipv4_mapped
+        if ip.sixtofour:
+            return ip.sixtofour
+        if ip in NAT64:
+            return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return ip
+
+
 def address_refusal(address: str) -> str | None:
-    """Why an address may not be reached without WEB_FETCH_ALLOW_PRIVATE, or None."""
-    ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
+    """Why an address may not be reached without WEB_FETCH_ALLOW_PRIVATE, or None: every
+    address that is not global (ipaddress's is_global, after unwrapping), multicast too."""
+    ip = unwrap(ipaddress.ip_address(address))
     for attr, label in (("is_loopback", "loopback"), ("is_link_local", "link-local"),
-                        ("is_private", "private"), ("is_multicast", "multicast"),
-                        ("is_unspecified", "unspecified"), ("is_reserved", "reserved")):
+                        ("is_unspecified", "unspecified"), ("is_multicast", "multicast"),
+                        ("is_reserved", "reserved")):
         if getattr(ip, attr):
             return label
+    if isinstance(ip, ipaddress.IPv4Address) and ip in SHARED:
+        return "carrier-grade NAT (shared)"
+    if any(ip in net for net in PRIVATE if net.version == ip.version):
+        return "private"
+    if not ip.is_global:
+        return "not public"
     return None
 
 

@@ -4,7 +4,6 @@
 
 const TOKEN_KEY = "forge-api-token";
 const $ = (id) => document.getElementById(id);
-let authRequired = false;
 let tokenWaiters = [];
 
 function el(tag, props = {}, ...children) {
@@ -93,13 +92,11 @@ async function refreshContext() {
     `${c.unpinned} / ${t.messages} messages` + (c.trigger ? ` · compaction due (${c.trigger})` : "");
 }
 
-async function refreshHealth() {
-  const response = await fetch("/health");
-  const h = await response.json();
-  authRequired = h.auth;
-  const up = h.chat_server && h.chat_server.up;
-  setChatDown(!up);
-  return h;
+async function refreshStatus() {
+  // /health says only "ok"; what the header shows needs the token (asked for on a 401)
+  const s = await api("GET", "/status");
+  setChatDown(!(s.chat_server && s.chat_server.up));
+  return s;
 }
 
 function setChatDown(down) {
@@ -268,13 +265,26 @@ async function unpin(id) {
 
 // -- memory: list by kind, remember, forget -----------------------------------------------------
 
-async function refreshMemory() {
-  const kind = $("memory-kind").value;
-  const data = await api("GET", "/memory" + (kind ? "?kind=" + encodeURIComponent(kind) : ""));
+// one page at a time (GET /memory answers 100 by default); "more" appends the next page
+const MEMORY_PAGE = 100;
+let memoryEntries = [], memoryCursor = null;
+
+async function refreshMemory(more = false) {
+  const params = new URLSearchParams({ limit: String(MEMORY_PAGE) });
+  const kind = $("memory-kind").value, q = $("memory-filter").value.trim();
+  if (kind) params.set("kind", kind);
+  if (q) params.set("q", q);
+  if (more && memoryCursor) params.set("cursor", memoryCursor);
+  const data = await api("GET", "/memory?" + params);
+  memoryEntries = more ? memoryEntries.concat(data.entries) : data.entries;
+  memoryCursor = data.next_cursor;
   const counts = Object.entries(data.by_kind).map(([k, n]) => `${k} ${n}`).join(", ");
   $("memory-counts").textContent = counts || "no entries yet";
+  $("memory-shown").textContent = `showing ${memoryEntries.length} of ${data.total}` + (q ? ` matching "${q}"` : "");
+  $("memory-panel").dataset.total = String(data.total);
+  $("memory-more").hidden = !memoryCursor;
   const groups = new Map();
-  for (const e of data.entries) {
+  for (const e of memoryEntries) {
     if (!groups.has(e.kind)) groups.set(e.kind, []);
     groups.get(e.kind).push(e);
   }
@@ -285,6 +295,13 @@ async function refreshMemory() {
       el("span", { class: "content", text: e.content }),
       el("button", { text: "forget", onclick: () => forget(e.id).catch((err) => showError(err.message)) }))))));
 }
+
+$("memory-more").addEventListener("click", () => refreshMemory(true).catch((e) => showError(e.message)));
+let filterTimer = null;
+$("memory-filter").addEventListener("input", () => {
+  clearTimeout(filterTimer);
+  filterTimer = setTimeout(() => refreshMemory().catch((e) => showError(e.message)), 250);
+});
 
 async function forget(id) {
   await api("DELETE", "/memory/" + id);
@@ -328,12 +345,11 @@ $("recall-form").addEventListener("submit", async (ev) => {
 
 async function start() {
   try {
-    await refreshHealth();
-    if (authRequired && !token()) await askToken("This server needs its API token.");
+    await refreshStatus();
     await Promise.all([refreshContext(), refreshHistory(), refreshTraces(), refreshDrawer(), refreshMemory()]);
     document.body.dataset.ready = "1";
   } catch (e) { showError(e.message); }
-  setInterval(() => refreshHealth().catch(() => setChatDown(true)), 15000);
+  setInterval(() => refreshStatus().catch(() => setChatDown(true)), 15000);
 }
 
 start();

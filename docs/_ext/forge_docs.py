@@ -1,0 +1,100 @@
+"""Sphinx directives that generate the reference tables from the code, so they cannot drift.
+
+    ```{forge-settings}
+    ```            the settings table, from forge.settings.SPECS (tools/settings_table.py)
+
+    ```{forge-routes}
+    ```            the HTTP route table, from forge serve's Starlette routes (their OpenAPI
+                   document: the same one GET /openapi.json serves)
+
+Each renders Markdown that MyST then parses as if it were written in the page.
+"""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from docutils import nodes
+from docutils.statemachine import StringList
+from sphinx.util.docutils import SphinxDirective
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def settings_table() -> str:
+    """tools/settings_table.py's table (loaded by path: tools/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("settings_table", ROOT / "tools" / "settings_table.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module.table()
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _inputs(operation: dict[str, Any]) -> str:
+    """The query parameters and JSON body fields an operation reads, `required` ones marked."""
+    names = []
+    for param in operation.get("parameters", []):
+        mark = " (required)" if param.get("required") else ""
+        names.append(f"`{param['name']}`{mark}")
+    for media in operation.get("requestBody", {}).get("content", {}).values():
+        schema = media.get("schema", {})
+        required = set(schema.get("required", []))
+        for field in schema.get("properties", {}):
+            names.append(f"`{field}`" + (" (required)" if field in required else ""))
+    return ", ".join(names)
+
+
+def route_rows() -> list[tuple[str, str, str, str]]:
+    """(method, path, summary and description, inputs) for every route of the application."""
+    from forge.serve.app import ROUTES, SCHEMAS
+
+    document = SCHEMAS.get_schema(routes=ROUTES)
+    rows = []
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            text = operation.get("summary", "")
+            if operation.get("description"):
+                text += ". " + operation["description"]
+            rows.append((method.upper(), path, text, _inputs(operation)))
+    return rows
+
+
+def route_table() -> str:
+    lines = ["| route | what it does (its CLI twin) | reads |", "|---|---|---|"]
+    for method, path, text, inputs in route_rows():
+        lines.append(f"| `{method} {path}` | {_cell(text)} | {_cell(inputs)} |")
+    return "\n".join(lines)
+
+
+class _Generated(SphinxDirective):
+    has_content = False
+
+    def markdown(self) -> str:
+        raise NotImplementedError
+
+    def run(self) -> list[nodes.Node]:
+        container = nodes.container()
+        source = StringList(self.markdown().split("\n"), source=self.get_source_info()[0])
+        self.state.nested_parse(source, self.content_offset, container)
+        return container.children
+
+
+class SettingsTable(_Generated):
+    def markdown(self) -> str:
+        return settings_table()
+
+
+class RouteTable(_Generated):
+    def markdown(self) -> str:
+        return route_table()
+
+
+def setup(app: Any) -> dict[str, Any]:
+    app.add_directive("forge-settings", SettingsTable)
+    app.add_directive("forge-routes", RouteTable)
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
