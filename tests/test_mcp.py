@@ -128,7 +128,8 @@ def test_each_tool_answers_exactly_its_cli_twins_json():
                      "hot": ("hot_block", {}),
                      "hot_p": ("hot_block", {"project": "homelab"}),
                      "ls": ("memory_list", {"kind": "preference"}),
-                     "page": ("memory_list", {"limit": 1})}
+                     "page": ("memory_list", {"limit": 1}),
+                     "filtered": ("memory_list", {"filter": "terramaster", "cursor": "1"})}
             got = {k: await client.call_tool(t, a) for k, (t, a) in calls.items()}
             got["resource_p"] = await client.read_resource("forge://hot/homelab")
             return got
@@ -140,11 +141,11 @@ def test_each_tool_answers_exactly_its_cli_twins_json():
     assert text_of(got["hot_p"]) == cli_json("memory", "hot", "-p", "homelab").rstrip("\n")
     assert got["resource_p"].contents[0].text == ok(got["hot_p"])["text"]
     assert "Réponds en français" in got["resource_p"].contents[0].text
-    listed = ok(got["ls"])
-    assert listed.pop("next_cursor") is None
-    assert listed == json.loads(cli_json("memory", "ls", "preference"))
+    assert text_of(got["ls"]) == cli_json("memory", "ls", "preference", "--limit", "100").rstrip("\n")
+    assert text_of(got["page"]) == cli_json("memory", "ls", "--limit", "1").rstrip("\n")
     page = ok(got["page"])
-    assert [e["id"] for e in page["entries"]] == [1] and page["next_cursor"] == 1
+    assert [e["id"] for e in page["entries"]] == [1] and page["next_cursor"] == "1"
+    assert ok(got["filtered"])["entries"][0]["id"] == 2 and ok(got["filtered"])["total"] == 1
 
 
 def test_an_embedding_outage_is_a_tool_error_and_writes_nothing():

@@ -3,7 +3,7 @@ document, with the arguments checked as the twin's options are (no `mcp` import 
 
     remember     forge remember KIND CONTENT [--project P] --json
     recall       forge recall QUERY [--limit N] [--project P] [--kind K] --json
-    memory_list  forge memory ls [KIND] [--project P] --json   (+ limit, cursor: see memory_list)
+    memory_list  forge memory ls [KIND] [--project P] --limit N [--cursor C] [--filter Q] --json
     memory_show  forge memory show ID --json
     forget       forge memory forget ID --json
     hot_block    forge memory hot [--project P] --json
@@ -91,25 +91,22 @@ def recall(settings: Any, query: str, limit: int | None = None, project: str | N
 
 
 def memory_list(settings: Any, kind: str | None = None, project: str | None = None,
-                limit: int | None = None, cursor: int | None = None) -> dict[str, Any]:
-    """`forge memory ls --json` ({entries, by_kind}), a page at a time: at most `limit` entries
-    (100 when not given) with ids above `cursor`, oldest first, and `next_cursor`, the cursor of
-    the next page (null on the last)."""
+                limit: int | None = None, cursor: str | None = None,
+                query: str | None = None) -> dict[str, Any]:
+    """`forge memory ls [KIND] --limit N [--cursor C] [--filter Q] --json`: one page
+    ({entries, total, next_cursor, by_kind}); `limit` is 100 when not given (the CLI lists
+    everything without --limit: a model should page)."""
     from .. import rag
 
     kind = check_kind(kind, archive=True)
     limit = check_limit(limit) or LIST_LIMIT
-    if cursor is not None:
-        check_id(cursor, "cursor")
     with rag.open_store(settings, mode="rows") as store:
-        entries = rag.list_entries(store, kind=kind, project=project)
+        page = rag.list_page(store, kind=kind, project=project, query=query, cursor=cursor,
+                             limit=limit)
         by_kind = rag.counts_by_kind(store, project=project)
     if kind is not None:   # the count of that kind only, as `forge memory ls KIND` gives it
         by_kind = {kind: by_kind.get(kind, 0)}
-    after = [e for e in entries if cursor is None or e.id > cursor]
-    page = after[:limit]
-    return {"entries": [e.to_dict() for e in page], "by_kind": by_kind,
-            "next_cursor": page[-1].id if len(after) > limit else None}
+    return {**page.to_dict(), "by_kind": by_kind}
 
 
 def memory_show(settings: Any, entry_id: int) -> dict[str, Any]:

@@ -108,15 +108,18 @@ def create_server(settings: Any) -> MCPServer:
     @server.tool(annotations=ToolAnnotations(title="List memories", read_only_hint=True,
                                              open_world_hint=False))
     async def memory_list(kind: SearchKind = None, project: Project = None, limit: Limit = None,
-                          cursor: Annotated[int | None, Field(
-                              description="next_cursor of the previous page")] = None
-                          ) -> CallToolResult:
+                          cursor: Annotated[str | None, Field(
+                              description="next_cursor of the previous page")] = None,
+                          filter: Annotated[str | None, Field(  # noqa: A002  (the CLI's word)
+                              description="only entries whose text holds this "
+                                          "(case-insensitive)")] = None) -> CallToolResult:
         """List stored memories, oldest first, with the count of each kind: to review what is
-        remembered, or to find an id to show or forget. At most `limit` entries (100 by
-        default); when `next_cursor` is not null, call again with it for the next page.
-        Answers `forge memory ls --json` ({"entries", "by_kind"}) plus "next_cursor"."""
-        return await answer(lambda: documents.memory_list(settings, kind, project, limit, cursor),
-                            "memory_list")
+        remembered, or to find an id to show or forget. One page of at most `limit` entries
+        (100 by default); `total` counts every match; when `next_cursor` is not null, call
+        again with it as `cursor` for the next page. Answers `forge memory ls --limit N
+        --json`: {"entries", "total", "next_cursor", "by_kind"}."""
+        return await answer(lambda: documents.memory_list(settings, kind, project, limit, cursor,
+                                                          filter), "memory_list")
 
     @server.tool(annotations=ToolAnnotations(title="Show a memory", read_only_hint=True,
                                              open_world_hint=False))
