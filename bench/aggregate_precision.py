@@ -2,7 +2,7 @@
 """Is the aggregation tier right? Fold precision and recall on the labelled set, and the token
 saving of the hot block.
 
-Builds a store from tests/fixtures/aggregate_cases.json (65 labelled entries in 30 cases, French
+Builds a store from tests/fixtures/aggregate_cases.json (79 labelled entries in 37 cases, French
 and English, plus archive exchanges and unrelated notes as context; embedded with the embedded
 model, nothing else needed), runs the real pass (`forge.aggregate.run`, dry run: the plan is
 what --apply would write), and prints:
@@ -14,6 +14,9 @@ what --apply would write), and prints:
 
     python bench/aggregate_precision.py            # a temporary store
     python bench/aggregate_precision.py --keep DIR # keep the store in DIR (re-used if there)
+
+Issue 21 added negations inside longer lines (the `negation-long-*` cases: never folded, the
+`conflict` gate refuses them) and own negations that must still be absorbed (`own-negation-*`).
 """
 from __future__ import annotations
 
@@ -31,7 +34,16 @@ sys.path.insert(0, str(ROOT / "tests"))
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", type=Path, help="build (or re-use) the store in this folder")
+    sys.path.insert(0, str(ROOT / "bench"))
+    import docs_figures
+
+    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
+    with docs_figures.tee("aggregate_precision", args.write_docs):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from fixtures.aggregate_cases import CASES, build_store, score
 
     from forge import aggregate, rag

@@ -28,6 +28,8 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import docs_figures  # noqa: E402
 
 DIM = 8
 COMMON_SHARE = 0.05
@@ -148,7 +150,13 @@ def main() -> int:
     parser.add_argument("--max-df", type=float, default=0.2)
     parser.add_argument("--rules", default="seed,forge",
                         help=f"among {', '.join(RULES)}")
+    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
+    with docs_figures.tee("lexical_df", args.write_docs):
+        return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
     from forge import rag
     from forge.settings import load_settings
 

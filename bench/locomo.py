@@ -230,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ablation", action="store_true",
                         help="also score every variant of bench/locomo_ablation.py, one row each")
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    import docs_figures
+
+    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args(argv)
     if not args.data.exists():
         print(f"error: no LoCoMo data at {args.data} (--data FILE or FORGE_LOCOMO)", file=sys.stderr)
@@ -250,15 +253,16 @@ def main(argv: list[str] | None = None) -> int:
 
         summary["ablation"] = summarise_variants(done, CATEGORIES, BUDGETS)
     summary["data"] = str(args.data)
-    if args.json:
-        print(json.dumps(summary, ensure_ascii=False, indent=2))
-    else:
-        print_table(summary)
-        if args.ablation:
-            from locomo_ablation import print_variants
+    with docs_figures.tee("locomo-ablation" if args.ablation else "locomo", args.write_docs):
+        if args.json:
+            print(json.dumps(summary, ensure_ascii=False, indent=2))
+        else:
+            print_table(summary)
+            if args.ablation:
+                from locomo_ablation import print_variants
 
-            print()
-            print_variants(summary["ablation"], CATEGORIES, BUDGETS)
+                print()
+                print_variants(summary["ablation"], CATEGORIES, BUDGETS)
     if not args.keep:
         import shutil
 

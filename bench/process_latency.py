@@ -47,6 +47,10 @@ def main() -> None:
                         help="also run each forge command with another copy of the `forge` "
                         "package (DIR/forge, e.g. `git archive OLD forge | tar -x -C DIR`), "
                         "interleaved, and print new / old")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import docs_figures
+
+    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from forge import db
@@ -95,6 +99,14 @@ def main() -> None:
                 t = time.perf_counter()
                 subprocess.run(cmd, env=envs[name], cwd=work, capture_output=True, check=True)
                 times[name].append((time.perf_counter() - t) * 1000)
+        with docs_figures.tee("process_latency", args.write_docs):
+            report(args, commands, times)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def report(args: argparse.Namespace, commands: dict, times: dict[str, list[float]]) -> None:
+    if True:   # the figures, as printed since issue 11
         base = statistics.median(times['python -c "import click"'])
         load = os.getloadavg()
         if args.markdown:
@@ -122,8 +134,6 @@ def main() -> None:
                           f"(new / old {new_ms / old_ms:.2f})")
         print(f"\n{args.runs} runs each, interleaved; store {args.store} copied; "
               f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -308,6 +308,10 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="with --keep: measure the stores "
                         "already there again (their build figures are read from the last build)")
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # internal: the fresh process
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import docs_figures
+
+    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
     if args.scan_min is not None:
         os.environ["RECALL_SCAN_MIN_ENTRIES"] = str(args.scan_min)
@@ -356,6 +360,11 @@ def main() -> None:
                 Path(str(path) + suffix).unlink(missing_ok=True)
     if not args.keep:
         folder.rmdir()
+    with docs_figures.tee("recall_latency", args.write_docs):
+        report(rows, described, args)
+
+
+def report(rows: list, described: str, args: argparse.Namespace) -> None:
     print(f"{'entries':>8} {'remember ms/entry':>18} {'recall cold ms':>15} {'recall median ms':>17} "
           f"{'p90 ms':>7} {'--project median ms':>20} {'fused --limit 10 ms':>20} {'in turn ms':>11} "
           f"{'words ms':>9} "

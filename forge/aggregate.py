@@ -22,7 +22,10 @@ verbatim from its sources, so every rule below can be checked on words.
   So `Le NiPoGi a 32 Go de RAM` joins `NiPoGi AM06PRO, …, 32 Go de RAM`, while `services Podman`
   and `… des conteneurs Podman …` join nothing: a shared word alone links no notes. More than
   MAX_SUBJECT_NOTES linked notes are refused as they stand (gate `size`).
-- Gates, each named in the output when it decides: closure (every word of the aggregate is in
+- Gates, each named in the output when it decides: conflict (two notes of the subject say
+  opposite things, forge/conflicts.py: a negation bearing on words the other states, or two
+  values for the same thing) refuses the subject before anything else, so absorption and
+  containment never cross a negation (A2 as amended by issue 21); closure (every word of the aggregate is in
   its sources), repetition (no two kept details share two informative words, contain one
   another, or differ only by their numbers) abandon the subject; coverage (every informative word of a source is in the
   aggregate) keeps that source active while the rest fold; quorum (at least
@@ -44,6 +47,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from .conflicts import subject_conflict
 from .errors import ForgeError
 from .hot_memory import entry_line, render_hot_block
 from .log import log
@@ -71,7 +75,7 @@ _LABEL = re.compile(r"^\s*([^:,\n]{1,40}?)\s*:\s+(?=\S)")
 _DETAIL_SPLIT = re.compile(r"(?<!\d),|,(?!\d)")
 
 WRITTEN, ABSORBED, REFUSED, SKIPPED = "written", "absorbed", "refused", "skipped"
-GATES = ("closure", "repetition", "coverage", "quorum", "budget")
+GATES = ("conflict", "closure", "repetition", "coverage", "quorum", "budget")
 
 
 # --------------------------------------------------------------------------- words
@@ -385,6 +389,12 @@ def evaluate(group: Sequence[Note], df: DocumentFrequency, *, min_sources: int) 
     if len(notes) > MAX_SUBJECT_NOTES:
         return _refuse(plan, notes, "size", f"{len(notes)} notes are linked, more than one subject "
                        f"holds (at most {MAX_SUBJECT_NOTES}): they share words, not a subject")
+    clash = subject_conflict([n.entry for n in notes])
+    if clash is not None:
+        a, b = clash.ids
+        return _refuse(plan, notes, "conflict", f"#{a} {clash.details[0]!r} and #{b} "
+                       f"{clash.details[1]!r} say otherwise ({clash.reason}): never folded; "
+                       "`forge memory conflicts` lists them, `forge memory supersede` settles one")
     while True:
         found = distinct(notes, informative)
         line = compose(notes, found.kept)

@@ -7,13 +7,19 @@ space precedes the `#`, blank and comment lines. With a key set twice the last l
 in force, so the last line is the one replaced; the others stay as they are. A key not in the
 file is appended on a line of its own.
 
-The bindings are found with the settings' own parser (`dotenv_parse.parse_dotenv`, which records
-where each value is written), so the value replaced is the one `forge` reads. Only the value
+The bindings are python-dotenv's (`dotenv.parser.parse_stream`, the parser `forge` reads `.env`
+with): each carries its original text, and those texts make up the file, so the last binding
+of KEY is found at its offset; python-dotenv's own readers then find where its value is written
+inside that text. The value replaced is the one `forge` reads. Only the value
 changes: the line keeps its indentation, its `export `, its quoting style, its trailing comment
 and its line ending. The file is rewritten atomically with its permissions (a symlink is
 followed, not replaced). After writing, the file is read back with the settings' own `.env`
 reader (its public `read_dotenv`): if that reader does not see the new value the original bytes
 go back and the edit fails, so a file this module misreads is never left half-changed.
+
+Not python-dotenv's `set_key`: it replaces a symlinked `.env` with a file, sets mode 0600 and
+re-quotes the value, where `calibrate --write` promises one value changed and every other byte
+(and the file's mode, and the link) kept.
 """
 from __future__ import annotations
 
@@ -54,28 +60,57 @@ def _quote(value: str, quote: str) -> str:
 def edit_text(text: str, key: str, value: str) -> tuple[str, int, str | None]:
     """The new text, the 1-based line written and the previous raw value (None: appended).
 
-    The bindings are the settings' own reader's (`dotenv_parse.parse_dotenv`), so the value
-    replaced is the one that reader takes for `key`: the last binding of it."""
-    from .dotenv_parse import parse_dotenv
+    The bindings are python-dotenv's, the settings reader's (`settings.dotenv_bindings`), so
+    the value replaced is the one that reader takes for `key`: the last binding of it."""
+    from .settings import dotenv_bindings, statement_line
 
-    bom = 1 if text.startswith("\ufeff") else 0   # the parser's offsets are past it
-    statements = parse_dotenv(text)
-    broken = next((b for b in statements if b.error), None)
-    if broken is not None:
-        raise ForgeError(f"line {broken.line} is not a dotenv binding (a quote that never "
-                         "closes?); fix the .env file by hand first")
-    found = [b for b in statements if b.key == key and b.value is not None]
-    if not found:
+    bom = 1 if text.startswith("\ufeff") else 0   # the parser's text starts past it
+    found = None
+    offset = bom
+    for b in dotenv_bindings(text):
+        if b.error:
+            raise ForgeError(f"line {statement_line(b)} is not a dotenv binding (a quote that "
+                             "never closes?); fix the .env file by hand first")
+        if b.key == key and b.value is not None:
+            found = (b, offset)
+        offset += len(b.original.string)
+    if found is None:
         prefix = "" if not text or text.endswith(("\n", "\r")) else _newline_of(text)
         line = f"{key}={_quote(value, '')}{_newline_of(text)}"
         return text + prefix + line, len(text.splitlines()) + 1, None
-    b = found[-1]
-    start, end = b.value_start + bom, b.value_end + bom
-    previous = text[start + 1:end - 1] if b.quote else text[start:end]
-    written = _quote(value, b.quote)
+    b, at = found
+    start, end, quote = _value_span(b.original.string)
+    start, end = start + at, end + at
+    previous = text[start + 1:end - 1] if quote else text[start:end]
+    written = _quote(value, quote)
     if start == end and text[end:end + 1] == "#":   # `KEY= # comment`: an empty value
         written += " "
-    return text[:start] + written + text[end:], b.line, previous
+    return text[:start] + written + text[end:], statement_line(b), previous
+
+
+def _value_span(statement: str) -> tuple[int, int, str]:
+    """Where a binding's value is written in its text, quotes included, and its quote: the
+    binding read again with python-dotenv's parser steps, which track the position."""
+    import io
+
+    from dotenv import parser as p
+
+    reader = p.Reader(io.StringIO(statement))
+    reader.read_regex(p._multiline_whitespace)
+    reader.read_regex(p._export)
+    p.parse_key(reader)
+    reader.read_regex(p._whitespace)
+    (equal,) = reader.read_regex(p._equal_sign)
+    start = reader.position.chars
+    first = reader.peek(1)
+    if len(equal) > 1 and first == "#":
+        return start, start, ""
+    p.parse_value(reader)
+    if first in ("'", '"'):
+        return start, reader.position.chars, first
+    # an unquoted read runs to the line's end: the value stops before ` #` and trailing blanks
+    raw = statement[start:reader.position.chars]
+    return start, start + len(re.sub(r"\s+#.*", "", raw).rstrip()), ""
 
 
 def _newline_of(text: str) -> str:

@@ -22,9 +22,9 @@ from . import db  # noqa: F401  (tests patch rag.db.transaction)
 from .errors import ForgeError, NotFoundError, StoreError
 from .log import log
 from .store import open_backend
-from .store.common import (ARCHIVE_KIND, ARCHIVE_SOURCES, KINDS, MAX_CONTENT_CHARS,  # noqa: F401
-                           MAX_NAME_CHARS, PROJECT_RE, SOURCES, DuplicateKey, Entry, NewEntry,
-                           StoreReadOnly,
+from .store.common import (ARCHIVE_KIND, ARCHIVE_SOURCES, FOLD, KINDS,  # noqa: F401
+                           MAX_CONTENT_CHARS, MAX_NAME_CHARS, REPLACE, PROJECT_RE, SOURCES,
+                           DuplicateKey, Entry, NewEntry, StoreReadOnly,
                            beyond_cutoff, dedup_key, fold_conflict, is_informative,
                            normalize_kind, rare_by_document_frequency, validate_new)
 from .store.identity import (PROBE_MIN_COSINE, PROBE_TEXT, EmbeddingMismatch,  # noqa: F401
@@ -245,8 +245,59 @@ def _prepare_vectors(store: Store, dim: int | None) -> None:
 # --------------------------------------------------------------------------- writing
 
 def remember(store: Store, kind: str | None, content: str, *, project: str | None = None,
-             source: str = "remember", refs: dict | None = None) -> Remembered:
-    return remember_many(store, [NewEntry(kind or "fact", content, project, source, refs)])[0]
+             source: str = "remember", refs: dict | None = None,
+             replaces: Sequence[int] = ()) -> Remembered:
+    """Write one entry (V11: an exact duplicate writes nothing and returns the existing id).
+
+    `replaces` (A9): entries this one replaces, linked to it (`superseded_by`, reason
+    `replace`) in the SAME transaction as the insert: a crash leaves neither or both. Every
+    refusal of `replace` applies, and the new text may not be an exact duplicate of an entry
+    it names (that would replace an entry by itself)."""
+    item = NewEntry(kind or "fact", content, project, source, refs)
+    if not replaces:
+        return remember_many(store, [item])[0]
+    return _remember_replacing(store, item, list(dict.fromkeys(int(i) for i in replaces)))
+
+
+def _remember_replacing(store: Store, item: NewEntry, old_ids: list[int]) -> Remembered:
+    from .store.results import Remembered
+
+    item = validate_new(item)
+    key = dedup_key(item)
+    backend = store.backend
+    # Refused before the embedding call when it can be (the same checks run again inside).
+    existing = backend.id_for_dedup_key(key)
+    _check_replace(backend, old_ids, existing, new=item)
+    vec = None if existing is not None else _embed_batched(store, [item.content], 1, None)[0]
+    with backend.transaction():
+        existing = backend.id_for_dedup_key(key)
+        if existing is None:
+            if vec is None:   # the duplicate was forgotten meanwhile
+                vec = store.checked_embedder().embed_documents([item.content])[0]
+            _prepare_vectors(store, len(vec))
+            new_id, created = _insert(backend, item, key, vec, utc_now()), True
+        else:
+            new_id, created = existing, False
+        _pause_at("replace_link")
+        _link_replaced(backend, old_ids, new_id, new=item)
+    return Remembered(new_id, created, replaced=old_ids)
+
+
+# Test hook (tests/test_conflicts.py): FORGE_TEST_PAUSE_AT=replace_link stops a replacing
+# remember between its insert and its link, inside the transaction, so a kill -9 lands there.
+PAUSE_ENV = "FORGE_TEST_PAUSE_AT"
+
+
+def _pause_at(point: str) -> None:
+    import os
+
+    if os.environ.get(PAUSE_ENV) == point:
+        import sys
+        import time
+
+        sys.stderr.write(f"paused at {point}\n")
+        sys.stderr.flush()
+        time.sleep(600)
 
 
 def remember_many(store: Store, items: list[NewEntry], *, batch_size: int = 32,
@@ -350,7 +401,8 @@ def check_batch_dim(vectors: "np.ndarray", expected: int | None, embedder: "Embe
 
 
 def supersede(store: Store, source_ids: Iterable[int], by: int) -> None:
-    """Link sources to the entry that now speaks for them (A5); never deletes."""
+    """Link sources to the entry that now speaks for them, as a fold does (A5); never
+    deletes. A user's replacement is `replace`, which checks what it links."""
     source_ids = list(source_ids)
     backend = store.backend
     with backend.transaction():
@@ -360,8 +412,123 @@ def supersede(store: Store, source_ids: Iterable[int], by: int) -> None:
             entry = backend.entries_by_id([sid]).get(sid)
             if entry is None:
                 raise NotFoundError(f"no memory entry #{sid}")
-            backend.set_superseded(sid, by, utc_now())
+            backend.set_superseded(sid, by, utc_now(), FOLD)
             backend.log_event("supersede", sid, entry.kind, link=by)
+
+
+# --------------------------------------------------------------------------- replacing (A9)
+
+def replace(store: Store, old_ids: Iterable[int], by: int) -> dict[str, Any]:
+    """`forge memory supersede OLD... --by NEW`: the entries `old_ids` are replaced by the
+    existing entry `by` (`superseded_by`, reason `replace`, a `supersede` event whose info
+    says `replace`), all in one transaction; every refusal of `_check_replace` first."""
+    old_ids = list(dict.fromkeys(int(i) for i in old_ids))
+    if not old_ids:
+        raise ForgeError("name at least one entry to replace")
+    backend = store.backend
+    with backend.transaction():
+        _link_replaced(backend, old_ids, by)
+    return {"by": by, "replaced": old_ids}
+
+
+def unreplace(store: Store, old_ids: Iterable[int]) -> dict[str, Any]:
+    """Undo a replacement: each entry of `old_ids` (replaced, not folded) is active again; a
+    `release` event whose info says `replace`. One transaction: one refusal changes nothing."""
+    old_ids = list(dict.fromkeys(int(i) for i in old_ids))
+    if not old_ids:
+        raise ForgeError("name at least one replaced entry to release")
+    backend = store.backend
+    released: dict[int, int] = {}
+    with backend.transaction():
+        found = backend.entries_by_id(old_ids)
+        for i in old_ids:
+            entry = found.get(i)
+            if entry is None:
+                raise NotFoundError(f"no memory entry #{i}; `forge memory ls` lists them")
+            if entry.superseded_by is None:
+                raise ForgeError(f"#{i} is not replaced: nothing to undo")
+            if entry.superseded_reason != REPLACE:
+                raise ForgeError(f"#{i} is folded into #{entry.superseded_by}, not replaced: "
+                                 f"`forge aggregate --undo {entry.superseded_by}` unfolds it")
+        now = utc_now()
+        for i in old_ids:
+            released[i] = found[i].superseded_by  # type: ignore[assignment]
+            backend.set_superseded(i, None, now)
+            backend.log_event("release", i, found[i].kind, link=released[i],
+                              info={"reason": REPLACE})
+    return {"released": old_ids, "by": released}
+
+
+def _check_replace(backend: "Backend", old_ids: Sequence[int], by: int | None, *,
+                   new: NewEntry | None = None) -> dict[int, Entry]:
+    """Every refusal of a replacement, as one line each: an entry replacing itself (an exact
+    duplicate of what it names included), a cycle, a replacing entry that is itself
+    superseded, an archive entry, an entry already superseded, across kinds or projects.
+    `by=None`: the replacing entry is `new`, not written yet."""
+    found = backend.entries_by_id(list(old_ids) + ([by] if by is not None else []))
+    target = found.get(by) if by is not None else None
+    if by is not None and target is None:
+        raise NotFoundError(f"no memory entry #{by}; `forge memory ls` lists them")
+    kind = target.kind if target is not None else new.kind  # type: ignore[union-attr]
+    project = target.project if target is not None else new.project  # type: ignore[union-attr]
+    if kind == ARCHIVE_KIND:
+        raise ForgeError(f"#{by} is an archive entry written by compaction; only a deliberate "
+                         "entry replaces another")
+    for i in old_ids:
+        if i == by:
+            if new is not None:
+                raise ForgeError(f"the new text is an exact duplicate of #{i} (same kind, project "
+                                 "and text): it cannot replace itself; nothing written")
+            raise ForgeError(f"#{i} cannot replace itself")
+        old = found.get(i)
+        if old is None:
+            raise NotFoundError(f"no memory entry #{i}; `forge memory ls` lists them")
+        if old.kind == ARCHIVE_KIND:
+            raise ForgeError(f"#{i} is an archive entry written by compaction; only deliberate "
+                             "entries are replaced")
+        if target is not None and target.superseded_by is not None:
+            if _chain_reaches(backend, by, i):
+                raise ForgeError(f"#{by} is already replaced, through its chain, by #{i}: "
+                                 f"replacing #{i} by #{by} would make a cycle")
+            raise ForgeError(f"#{by} is itself superseded by #{target.superseded_by}: replace "
+                             f"by #{target.superseded_by} instead")
+        if old.superseded_by is not None:
+            how = "replaced by" if old.superseded_reason == REPLACE else "folded into"
+            undo = (f"`forge memory supersede --undo {i}`" if old.superseded_reason == REPLACE
+                    else f"`forge aggregate --undo {old.superseded_by}`")
+            raise ForgeError(f"#{i} is already {how} #{old.superseded_by}; {undo} first")
+        if old.kind != kind or old.project != project:
+            raise ForgeError(f"#{i} is a {old.kind} in project {old.project or '(none)'}, the "
+                             f"replacing entry a {kind} in project {project or '(none)'}: a "
+                             "replacement stays within one kind and project")
+    return found
+
+
+def _chain_reaches(backend: "Backend", start: int, goal: int) -> bool:
+    seen: set[int] = set()
+    current: int | None = start
+    while current is not None and current not in seen:
+        if current == goal:
+            return True
+        seen.add(current)
+        entry = backend.entries_by_id([current]).get(current)
+        current = entry.superseded_by if entry is not None else None
+    return False
+
+
+def _link_replaced(backend: "Backend", old_ids: Sequence[int], by: int, *,
+                   new: NewEntry | None = None) -> None:
+    """Inside the caller's transaction: check again, then link each old entry to `by`."""
+    found = _check_replace(backend, old_ids, by, new=new)
+    now = utc_now()
+    for i in old_ids:
+        backend.set_superseded(i, by, now, REPLACE)
+        backend.log_event("supersede", i, found[i].kind, link=by, info={"reason": REPLACE})
+
+
+def is_replaced(entry: Entry) -> bool:
+    """A newer entry replaced this one (A9): out of the hot tier and of recall's rows."""
+    return entry.superseded_by is not None and entry.superseded_reason == REPLACE
 
 
 def folded_into(store: Store, entry_id: int) -> list[int]:
@@ -505,8 +672,9 @@ def apply_folds(store: Store, folds: Sequence[Fold]) -> list[FoldResult]:
                 mode = "written"
             now = utc_now()
             for sid in fold.sources:
-                backend.set_superseded(sid, target, now)
-                backend.log_event("supersede", sid, found[sid].kind, link=target)
+                backend.set_superseded(sid, target, now, FOLD)
+                backend.log_event("supersede", sid, found[sid].kind, link=target,
+                                  info={"reason": FOLD})
             kind = item.kind if mode == "written" else found[target].kind
             backend.log_event("fold", target, kind, info={"mode": mode, "sources": list(fold.sources)})
             results.append(FoldResult(target))
@@ -674,20 +842,22 @@ def query_words(store: Store, text: str) -> list[str]:
     return store.backend.query_words(text)
 
 
+def word_counts(store: Store, words: Sequence[str]) -> dict[str, int]:
+    """word -> how many entries hold it (the word index's own counts; {} without one)."""
+    return store.backend.document_frequency(words) if store.backend.fts and words else {}
+
+
 def admitted_words(store: Store, text: str) -> list[str]:
     """V5: the query's words that `is_informative` admits in this store."""
     return _admitted_words(store.backend, store.settings.recall_lexical_max_df, text)
 
 
 def _admitted_words(backend: "Backend", max_df: float, text: str) -> list[str]:
-    if not backend.fts:
-        return []
-    total = backend.count_entries()
-    if total == 0:
-        return []
-    words = backend.query_words(text)
-    df = backend.document_frequency(words)
-    return [w for w in words if w in df and is_informative(df[w], total, max_df)]
+    """V5 as wave 3 amends it (forge/recall_words.py): no function word, rare in the store,
+    with the store's inflected forms of each word."""
+    from . import recall_words
+
+    return recall_words.admitted(backend, max_df, text)
 
 
 def search_lexical(store: Store, words: Sequence[str], *, k: int,
@@ -756,12 +926,12 @@ MAX_QUERY_CHARS = 2000
 
 def search_hybrid(store: Store, query: str, *, project: str | None = None, vector_k: int = 5,
                   lexical_k: int = 5, query_vector: "np.ndarray | None" = None,
-                  kind: str | None = None) -> SearchResult:
+                  kind: str | None = None, replaced: bool = False) -> SearchResult:
     """V6: a union on entry id — vector rows by distance, then word-only rows by bm25; the
     cutoff (V4) applies to vector-only rows. Raises ServerError when the embedder is down.
 
     `query_vector`: an already embedded query (calibration, benchmarks) — no embedding call.
-    `kind`: that kind's entries only.
+    `kind`: that kind's entries only. `replaced`: keep entries a newer one replaced (A9).
     """
     from .store.results import SearchResult, SearchRow
 
@@ -769,6 +939,8 @@ def search_hybrid(store: Store, query: str, *, project: str | None = None, vecto
     vector, words, lexical = search_channels(store, query, qvec, vector_k=vector_k,
                                              lexical_k=lexical_k, project=project, kind=kind)
     entries = entries_by_id(store, [i for i, _ in vector] + [i for i, _ in lexical])
+    if not replaced:
+        entries = {i: e for i, e in entries.items() if not is_replaced(e)}
     bm25 = dict(lexical)
     rows: list[SearchRow] = []
     dropped: list[float] = []

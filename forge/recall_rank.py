@@ -7,10 +7,13 @@ per-channel budgets stays for calibration (`--vector-k/--lexical-k`).
 How a row earns its place (`fused`, printed with every row):
 - Each channel searches a deeper pool than the budget: `pool(limit)` = max(30, limit)
   candidates, the vector channel by distance, the word channel by bm25 over the admitted words
-  (V5, unchanged).
-- Normalised-score fusion (the default, `fusion="normalised"`): within each pool a candidate's
-  score is its place between the pool's best and the pool's last, (last - x) / (last - best):
-  1 for the nearest (or best bm25), 0 for the pool's last, 1 when the pool holds one value.
+  (V5 as wave 3 amends it: forge/recall_words.py).
+- Normalised-score fusion (the default, `fusion="normalised"`): within the vector pool a
+  candidate's score is its place between the pool's best and the pool's last,
+  (last - x) / (last - best): 1 for the nearest, 0 for the pool's last, 1 when the pool holds
+  one value. Since issue 22 a word candidate's share is its bm25 over the pool's best (1 for
+  the best match, never 0) times `word_coverage`: the share of the question's content words
+  (idf-weighed; function words out, inflected forms counted as the word) the entry holds.
   fused = vector share + word share (weights 1:1; a channel that did not find it adds 0), so
   fused is in [0, 2], and an entry both channels found is ONE row (channel "both") with both
   shares. `fusion="rrf"` (measured, not the default): 1/(K + rank) per channel, K = 60.
@@ -59,6 +62,12 @@ DEFAULT_LIMIT = 10
 RRF_K = 60
 MIN_POOL = 30
 WEAK_HIT_KEEPS = 5   # the first rows a weak hit's neighbours never displace
+# The word share (issue 22, measured in docs/recall.md): a candidate's bm25 over the pool's best
+# ("ratio"; "minmax", issue 12's place in the pool, gave the pool's last 0 even when it was the
+# only other word match), times the share of the question's content words it holds ("coverage";
+# "flat": not weighed), so one weak word cannot lift a row above a clearly nearer vector.
+WORD_WEIGHT = "coverage"
+WORD_SHARE = "ratio"
 
 
 def pool(limit: int) -> int:
@@ -114,42 +123,80 @@ def rrf(vector: list[tuple[int, float]], lexical: list[tuple[int, float]], *,
     return _best_first([(c, round(fused(c), 6)) for c in _candidates(vector, lexical).values()])
 
 
-def normalised(vector: list[tuple[int, float]], lexical: list[tuple[int, float]]
+def normalised(vector: list[tuple[int, float]], lexical: list[tuple[int, float]],
+               word_weights: dict[int, float] | None = None, word_share: str = "minmax"
                ) -> list[tuple[Candidate, float]]:
     """The alternative measured in the ablation: each channel's score min-max normalised over
-    its own pool (nearest / best bm25 = 1, the pool's last = 0), summed with weights 1:1."""
+    its own pool (nearest / best bm25 = 1, the pool's last = 0), summed with weights 1:1.
+    `word_share="ratio"`: a word candidate's share is its bm25 over the pool's best instead;
+    `word_weights` (entry id -> factor in [0, 1]) scales a candidate's word share."""
     base = _candidates(vector, lexical)
     scored: dict[int, float] = {}
-    for pairs in (vector, lexical):   # distance and bm25: lower is better for both
+    for pairs, weights in ((vector, None), (lexical, word_weights)):   # lower is better for both
         if not pairs:
             continue
         lo, hi = min(v for _, v in pairs), max(v for _, v in pairs)
+        ratio = word_share == "ratio" and pairs is lexical and lo < 0
         for entry_id, v in pairs:
-            scored[entry_id] = scored.get(entry_id, 0.0) + (1.0 if hi == lo else (hi - v) / (hi - lo))
+            share = (v / lo if ratio else 1.0 if hi == lo else (hi - v) / (hi - lo))
+            if weights is not None:
+                share *= weights.get(entry_id, 1.0)
+            scored[entry_id] = scored.get(entry_id, 0.0) + share
     return _best_first([(base[i], round(s, 6)) for i, s in scored.items()])
+
+
+def word_coverage(store: "Store", query: str, lexical: list[tuple[int, float]]
+                  ) -> dict[int, float]:
+    """entry id -> the share of the question's content words (function words out, each weighed
+    by its idf in the store, a word no entry holds weighing the most) that the entry holds, a
+    word's inflected forms counting as the word: a row found by one word of a question that asks
+    about three others weighs a quarter of one that holds them all."""
+    import math
+
+    from . import recall_words
+
+    if not lexical:
+        return {}
+    backend = store.backend
+    total = rag.count_entries(store)
+    groups = {w: set(recall_words.forms(backend, w, recall_words.POLICY.stems))
+              for w in recall_words.query_forms(backend, query)}
+    df = backend.document_frequency([f for forms in groups.values() for f in forms])
+    idf = {w: math.log(1 + (total - d + 0.5) / (d + 0.5))
+           for w, forms in groups.items() for d in [max((df.get(f, 0) for f in forms), default=0)]}
+    whole = sum(idf.values())
+    ids = [i for i, _ in lexical]
+    out = dict.fromkeys(ids, 0.0)
+    for word, forms in groups.items():
+        present = [f for f in forms if df.get(f)]
+        for entry_id in backend.holders(present, ids) if present and whole else ():
+            out[entry_id] += idf[word] / whole
+    return out if whole else dict.fromkeys(ids, 1.0)
 
 
 def recall(store: "Store", query: str, *, limit: int | None = None,
            vector_k: int | None = None, lexical_k: int | None = None,
            project: str | None = None, kind: str | None = None, neighbours: bool = True,
-           query_vector: "np.ndarray | None" = None) -> "SearchResult":
+           query_vector: "np.ndarray | None" = None, replaced: bool = False) -> "SearchResult":
     """`forge recall`'s choice, for every front end (CLI, batch, HTTP): the fused rows budget
     (`limit`, DEFAULT_LIMIT when nothing is given), or, when only per-channel budgets are given,
-    the seed's union (V6) with 5 for the one left out (calibration)."""
+    the seed's union (V6) with 5 for the one left out (calibration). `replaced`: entries a
+    newer one replaced (A9) are rows too (`recall --all`); by default they are not."""
     if limit is None and (vector_k is not None or lexical_k is not None):
         return rag.search_hybrid(store, query, project=project, kind=kind,
                                  vector_k=5 if vector_k is None else vector_k,
                                  lexical_k=5 if lexical_k is None else lexical_k,
-                                 query_vector=query_vector)
+                                 query_vector=query_vector, replaced=replaced)
     return search(store, query, limit=limit or DEFAULT_LIMIT, project=project, kind=kind,
-                  query_vector=query_vector, neighbours=neighbours)
+                  query_vector=query_vector, neighbours=neighbours, replaced=replaced)
 
 
 def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: str | None = None,
            kind: str | None = None, query_vector: "np.ndarray | None" = None, vector_pool: int | None = None,
            lexical_pool: int | None = None, rrf_k: int = RRF_K,
            lexical_weight: float = 1.0, neighbours: bool = True,
-           fusion: str = "normalised", strong: str = "tiered") -> "SearchResult":
+           fusion: str = "normalised", strong: str = "tiered",
+           word_weight: str | None = None, replaced: bool = False) -> "SearchResult":
     """`limit` rows (fewer only when the store has fewer passing candidates), best fused first.
 
     Raises ServerError when the embedder is down, like rag.search_hybrid.
@@ -159,9 +206,14 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     vector, words, lexical = rag.search_channels(store, query, qvec, vector_k=vector_pool or depth,
                                                  lexical_k=lexical_pool or depth,
                                                  project=project, kind=kind)
-    ranked = (normalised(vector, lexical) if fusion == "normalised"
-              else rrf(vector, lexical, k=rrf_k, lexical_weight=lexical_weight))
-    result = fill(store, ranked, limit=limit, cutoff=cutoff, fingerprint=fingerprint, words=words)
+    if fusion == "rrf":
+        ranked = rrf(vector, lexical, k=rrf_k, lexical_weight=lexical_weight)
+    else:
+        weights = (word_coverage(store, query, lexical) if (word_weight or WORD_WEIGHT) == "coverage"
+                   else None)
+        ranked = normalised(vector, lexical, weights, WORD_SHARE)
+    result = fill(store, ranked, limit=limit, cutoff=cutoff, fingerprint=fingerprint, words=words,
+                  replaced=replaced)
     after = neighbours_after(result.rows, vector, lexical, strong) if neighbours else None
     if after is not None:
         result.rows = with_neighbours(store, result.rows, limit=limit, after=after)
@@ -219,9 +271,11 @@ def with_neighbours(store: "Store", rows: list, *, limit: int, after: int = 1) -
 
 
 def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
-         cutoff: float | None, fingerprint: str, words: list[str]) -> "SearchResult":
+         cutoff: float | None, fingerprint: str, words: list[str],
+         replaced: bool = False) -> "SearchResult":
     """Walk the fused ranking: vector-only candidates beyond the cutoff are dropped (and
-    counted), orphan vectors skipped, until `limit` rows are taken."""
+    counted), orphan vectors skipped, entries a newer one replaced skipped unless `replaced`
+    (A9; a fold's sources stay, A5), until `limit` rows are taken."""
     rows: list[rag.SearchRow] = []
     dropped: list[float] = []
     passing: list[tuple[Candidate, float]] = []
@@ -237,7 +291,8 @@ def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
         entries = rag.entries_by_id(store, [c.entry_id for c, _ in chunk])
         for candidate, score in chunk:
             entry = entries.get(candidate.entry_id)
-            if entry is not None and len(rows) < limit:   # None: an orphan vector not swept yet
+            if entry is not None and len(rows) < limit and (replaced or not rag.is_replaced(entry)):
+                # None: an orphan vector not swept yet
                 rows.append(rag.SearchRow(entry, candidate.channel, candidate.distance,
                                           candidate.bm25, fused=score))
     return rag.SearchResult(rows, len(dropped), min(dropped) if dropped else None, cutoff,
@@ -247,5 +302,6 @@ def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
 def describe() -> dict[str, Any]:
     """The fusion's constants, for reports (`--json` documents, bench output)."""
     return {"fusion": "normalised", "weights": "1:1", "pool": f"max({MIN_POOL}, limit)",
+            "word_share": f"{WORD_SHARE} x {WORD_WEIGHT}",
             "neighbours": "of a both-channel archived hit: right after an agreed hit, "
                           f"after the first {WEAK_HIT_KEEPS} rows for a weak one"}

@@ -392,36 +392,58 @@ def _dotenv_text(path: Path) -> str | None:
         raise SettingsError(str(path), f"line {line} is not UTF-8; save the file as UTF-8") from None
 
 
+def dotenv_bindings(text: str) -> list[Any]:
+    """python-dotenv's parser over a `.env` text: every statement (`dotenv.parser.Binding`: key,
+    value, its original text and line, error), in order; their texts make up the file."""
+    import io
+
+    from dotenv.parser import parse_stream
+
+    return list(parse_stream(io.StringIO(text)))
+
+
+def statement_line(binding: Any) -> int:
+    """The line a statement is on (python-dotenv's `original.line` is where the blank lines
+    before it start)."""
+    text = binding.original.string
+    lead = text[:len(text) - len(text.lstrip())]
+    return binding.original.line + len(re.findall(r"\r\n|\n|\r", lead))
+
+
 def _check_dotenv(path: Path, text: str) -> None:
     """A statement that is not a binding stops everything (nothing is guessed); a key that is
     close to a setting's name, but not one, is a warning naming the likely setting."""
     import difflib
 
-    from .dotenv_parse import parse_dotenv
     from .log import log
 
     names = [spec.name for spec in SPECS]
-    for b in parse_dotenv(text):
+    for b in dotenv_bindings(text):
         if b.error:
-            shown = b.text.strip().splitlines()[0][:60] if b.text.strip() else ""
-            raise SettingsError(str(path), f"line {b.line} is not KEY=VALUE: {shown!r}")
+            shown = b.original.string.strip().splitlines()[0][:60] if b.original.string.strip() else ""
+            raise SettingsError(str(path), f"line {statement_line(b)} is not KEY=VALUE: {shown!r}")
         if b.key is None or b.key in SPEC_BY_NAME:
             continue
         close = difflib.get_close_matches(b.key.upper(), names, n=1, cutoff=0.85)
         if close:
             log.warning("%s: line %d: %s is not a Forge setting; did you mean %s?",
-                        path, b.line, b.key, close[0])
+                        path, statement_line(b), b.key, close[0])
 
 
 def read_dotenv(path: Path) -> dict[str, str]:
-    """The settings a `.env` file gives (python-dotenv's rules), {} when there is none."""
+    """The settings a `.env` file gives ({} when there is none): python-dotenv's
+    `dotenv_values`, variables expanded, bare keys (no `=`) left out. Imported only when the
+    file exists: a command run where there is none loads no dotenv."""
     text = _dotenv_text(path)
     if text is None:
         return {}
-    from .dotenv_parse import dotenv_values_of
+    import io
+
+    from dotenv import dotenv_values
 
     _check_dotenv(path, text)
-    return dotenv_values_of(text)
+    values = dotenv_values(stream=io.StringIO(text))
+    return {k: v for k, v in values.items() if v is not None}
 
 
 def load_settings(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> Settings:

@@ -24,3 +24,23 @@ def store(built_store: Path, scan_settings):
     copy_store(built_store, scan_settings.rag_db_file)
     with rag.open_store(scan_settings) as s:
         yield s
+
+
+@pytest.fixture
+def copy_answers(monkeypatch) -> list[bool]:
+    """One entry per `vector_scan.knn` call the store makes: True when the copy answered, False
+    when it gave the search back to vec0 (None). A spy around the real function: a test that
+    says the copy answered asserts `copy_answers and all(copy_answers)`, which fails when the
+    copy is never asked or never answers (vec0's rows would pass every comparison with vec0)."""
+    from forge.store import vector_scan
+
+    seen: list[bool] = []
+    real = vector_scan.knn
+
+    def spied(*args, **kwargs):
+        found = real(*args, **kwargs)
+        seen.append(found is not None)
+        return found
+
+    monkeypatch.setattr(vector_scan, "knn", spied)
+    return seen

@@ -60,7 +60,7 @@ def test_the_nipogi_trio_folds_into_one_written_entry(runner, store):
     nipogi = store["nipogi"]
     dry = subject_of(plan(runner), nipogi)
     assert dry["outcome"] == "written" and dry["sources"] == nipogi and dry["line"] == NIPOGI_LINE
-    assert dry["into"] is None and len(entries(runner)) == 105   # the dry run wrote nothing
+    assert dry["into"] is None and len(entries(runner)) == 119   # the dry run wrote nothing
     table = run(runner, "aggregate").stdout
     assert "would write" in table and "hot block:" in table and "3 sources fold" in table
 
@@ -88,7 +88,7 @@ def test_dry_run_and_apply_print_the_same_plan(runner, store):
             if s["outcome"] == "written":
                 s.pop("into")
     assert dry == applied
-    assert dry["counts"] == {"written": 10, "absorbed": 5, "refused": 10, "skipped": 0}
+    assert dry["counts"] == {"written": 10, "absorbed": 7, "refused": 15, "skipped": 0}
     # A second pass finds nothing left to fold: what was folded is not folded again.
     again = plan(runner)
     assert again["counts"]["written"] == again["counts"]["absorbed"] == 0
@@ -100,7 +100,7 @@ def test_the_steam_deck_pair_is_absorbed_and_nothing_is_written(runner, store):
     assert (dry["outcome"], dry["into"], dry["sources"], dry["line"]) == ("absorbed", long, [short], None)
     before = len(entries(runner))
     out = run(runner, "aggregate", "--apply").stdout
-    assert f"absorbed into #{long}" in out and "10 written, 5 absorbed" in out
+    assert f"absorbed into #{long}" in out and "10 written, 7 absorbed" in out
     rows = entries(runner)
     assert len(rows) == before + 10   # the written folds only: an absorption writes nothing
     assert rows[short]["superseded_by"] == long
@@ -111,13 +111,14 @@ def test_a_negation_never_folds_into_its_positive(runner, store):
     run(runner, "remember", "fact", "Le NiPoGi n'a pas 32 Go de RAM", "--project", "homelab")
     report = plan(runner, "--apply", "--project", "homelab")
     subject = subject_of(report, store["nipogi"])
-    assert (subject["outcome"], subject["gate"]) == ("refused", "repetition")
-    assert "negation" in subject["reason"]
+    # Issue 21: the conflict gate names it before any containment rule is tried.
+    assert (subject["outcome"], subject["gate"]) == ("refused", "conflict")
+    assert "negation: pas" in subject["reason"]
     rows = entries(runner)
     negation = max(rows)
     assert all(rows[i]["superseded_by"] is None for i in store["nipogi"] + [negation])
     pair = subject_of(report := plan(runner, "--project", "neg"), store["negation-fr"])
-    assert pair["gate"] == "repetition" and report["counts"]["written"] == 0
+    assert pair["gate"] == "conflict" and report["counts"]["written"] == 0
 
 
 def test_32_go_de_ram_against_32_go_de_memoire_is_refused_by_repetition(runner, store):
@@ -239,8 +240,8 @@ def test_a_compaction_runs_the_pass_when_compaction_aggregate_is_on(runner, stor
     _fill_history(monkeypatch, COMPACTION_AGGREGATE="true")
     result = run(runner, "compact", "--json")
     report = json.loads(result.stdout)
-    assert report["archived"] and report["aggregate"] == {"written": 10, "absorbed": 5,
-                                                          "refused": 10, "skipped": 0}
+    assert report["archived"] and report["aggregate"] == {"written": 10, "absorbed": 7,
+                                                          "refused": 15, "skipped": 0}
     assert entries(runner)[store["nipogi"][0]]["superseded_by"] is not None
 
 
@@ -296,7 +297,7 @@ def test_a_concurrent_forget_wins_and_that_subject_is_skipped(store, settings):
 def test_nl_prints_one_subject_per_line(runner, store):
     lines = run(runner, "aggregate", "--nl").stdout.splitlines()
     subjects = [json.loads(line) for line in lines]
-    assert len(subjects) == 25 and {"name", "members", "outcome", "gate", "line"} <= set(subjects[0])
+    assert len(subjects) == 32 and {"name", "members", "outcome", "gate", "line"} <= set(subjects[0])
 
 
 @pytest.mark.parametrize("rule", ["V5", "at most one entry", "share 0.1"])
@@ -339,4 +340,4 @@ def test_the_rag_aggregate_harness_folds_a_snapshot_and_leaves_the_store_as_it_w
     assert doc["recall"]["folded_sources"] >= 3
     assert doc["recall"]["still_recalled"] == doc["recall"]["folded_sources"]
     assert live.read_bytes() == before
-    assert len(entries(runner)) == 105   # nothing written to the live store
+    assert len(entries(runner)) == 119   # nothing written to the live store

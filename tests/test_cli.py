@@ -96,24 +96,27 @@ def test_read_commands_import_no_vector_machinery_and_no_tabulate(runner, args):
     assert not loaded & {*HEAVY, "tabulate"}, f"forge {' '.join(args)} imports {loaded & {*HEAVY, 'tabulate'}}"
 
 
-def test_a_table_imports_no_vector_machinery_and_no_tabulate(runner):
-    """Forge draws its tables itself (`cli/text_table.py`): importing tabulate cost ~19 ms."""
+def test_a_table_imports_tabulate_and_no_vector_machinery(runner):
+    """tabulate draws the tables; it is imported when a table is printed, never for --nl/--json
+    (the read commands above)."""
     _filled_stores(runner)
     proc = subprocess.run([sys.executable, "-m", "forge", "memory", "ls"], capture_output=True,
                           text=True, timeout=60)
     assert "the NAS has 32 GB" in proc.stdout and "content" in proc.stdout  # a table printed
     loaded = imported_modules("memory", "ls")
-    assert not loaded & {*HEAVY, "tabulate"}, loaded & {*HEAVY, "tabulate"}
+    assert "tabulate" in loaded
+    assert not loaded & set(HEAVY), loaded & set(HEAVY)
 
 
-def test_recall_prints_its_table_without_tabulate(runner):
+def test_recall_prints_its_table_through_tabulate(runner):
     _filled_stores(runner)
     proc = subprocess.run([sys.executable, "-m", "forge", "recall", "NAS"], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.splitlines()[0].split() == ["id", "kind", "project", "channel",
                                                    "distance", "bm25", "fused", "content"]
-    assert "tabulate" not in imported_modules("recall", "NAS")
+    assert "tabulate" in imported_modules("recall", "NAS")
+    assert "tabulate" not in imported_modules("recall", "NAS", "--nl")
 
 
 # What a read command's process does without (issue 11: the target is 1.5x `python -c "import
@@ -121,7 +124,7 @@ def test_recall_prints_its_table_without_tabulate(runner):
 NOT_FOR_READS = {
     "logging",              # ~6 ms with traceback and string; loaded on a first message (log.py)
     "hashlib", "random", "tempfile", "base64",   # ~4 ms: dedup keys, atomic writes, vectors
-    "forge.dotenv_parse",   # the .env grammar: only when a .env exists (there is none here)
+    "dotenv",               # python-dotenv: only when a .env exists (there is none here)
     "forge.store.results",  # seven dataclasses of writes and searches (~2 ms)
     "shutil",               # ~2 ms with bz2 and lzma: the terminal's width, for a table only
 }

@@ -91,6 +91,21 @@ def test_permissions_are_kept_and_a_symlink_followed(tmp_path):
     assert real.stat().st_mode & 0o777 == 0o600
 
 
+def test_a_group_readable_mode_is_kept_where_set_key_would_write_0600(tmp_path):
+    env = tmp_path / ".env"
+    env.write_text("RECALL_MAX_DISTANCE=0.9\n")
+    os.chmod(env, 0o640)
+    set_value(env, KEY, "0.57@f1ed89")
+    assert env.stat().st_mode & 0o777 == 0o640
+
+
+def test_a_byte_order_mark_and_the_bindings_before_the_key_are_kept(tmp_path):
+    before = "\ufeff# Forge\nA='x # y'\n\nexport RECALL_MAX_DISTANCE=\"0.88\"  # May\nB=2\n"
+    text, result = edit(tmp_path, before)
+    assert text == "\ufeff# Forge\nA='x # y'\n\nexport RECALL_MAX_DISTANCE=\"0.57@f1ed89\"  # May\nB=2\n"
+    assert result.line == 4 and result.previous == "0.88"
+
+
 @pytest.mark.parametrize("before, after", [
     # a quoted key is the same key for the reader: it is replaced, not appended beside
     ("'RECALL_MAX_DISTANCE'=0.5\n", "'RECALL_MAX_DISTANCE'=0.57@f1ed89\n"),

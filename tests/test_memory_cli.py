@@ -29,7 +29,7 @@ def test_remember_prints_the_id_and_duplicates_print_the_existing_one(runner):
     again = remember(runner, "decision", "Use  SQLite-vec instead of an external vector DB ", "-p", "forge")
     assert "already stored as #1" in again.stdout
     as_json = remember(runner, "decision", "Use SQLite-vec instead of an external vector DB", "-p", "forge", "--json")
-    assert json.loads(as_json.stdout) == {"id": 1, "created": False}
+    assert json.loads(as_json.stdout) == {"id": 1, "created": False, "replaced": [], "conflicts": []}
 
 
 def test_kind_defaults_to_fact_and_stdin_content(runner):
@@ -70,7 +70,7 @@ def test_batch_embeds_many_and_reports_duplicates(runner):
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     n = len(json.loads(FIXTURE.read_text()))
     assert len(rows) == n + 1
-    assert all(r["created"] for r in rows[:n]) and rows[-1] == {"line": n + 1, "id": 1, "created": False}
+    assert all(r["created"] for r in rows[:n]) and rows[-1] == {"line": n + 1, "id": 1, "created": False, "conflicts": []}
     assert f"{n} remembered, 1 already stored" in result.stderr
 
 
@@ -309,6 +309,56 @@ def test_batch_recall_gives_the_rows_of_single_recalls_in_input_order(filled):
                            if want["distance"] is not None else None}
         assert answer["dropped_by_cutoff"] == single["dropped_by_cutoff"] == 0
         assert answer["fingerprint"] == single["fingerprint"]
+
+
+EXCHANGES = [
+    "user: On part où cet été ?\nassistant: On pourrait retourner en Bretagne.",
+    "user: J'ai réservé le gîte à Perros-Guirec pour la semaine du 14 juillet.\n"
+    "assistant: Parfait, c'est noté.",
+    "user: Il faudra prendre le train de 7 h 12.\nassistant: Je te le rappellerai.",
+    "user: Tu aimes les crêpes ?\nassistant: Oui, surtout au sarrasin.",
+]
+
+
+def test_batch_recall_on_the_default_path_gives_the_rows_of_single_recalls(filled, settings):
+    """`recall --queries` is `forge recall` per query on the default path (--limit): the same
+    rows, channels, scores and neighbours (issue 22: only the --vector-k path was compared, and
+    a batch path that dropped the neighbours passed every test)."""
+    from forge import rag
+
+    with rag.open_store(settings) as store:
+        rag.remember_many(store, [rag.NewEntry("fact", "Le chat s'appelle Pixel")] +
+                          [rag.NewEntry("archive", t, source="compaction") for t in EXCHANGES] +
+                          [rag.NewEntry("fact", f) for f in (
+                              "Le gîte de l'an dernier était à Annecy", "Réserver un train pour Lyon",
+                              "Perros-Guirec est en Côtes-d'Armor",
+                              "Les vacances d'été commencent le 5 juillet",
+                              "La facture d'électricité arrive le 5 du mois",
+                              "Mot de passe wifi: kangourou42")])
+    queries = ["Pour quelle semaine le gîte de Perros-Guirec est-il réservé ?",
+               "Comment s'appelle le chat Pixel ?", "Quand arrivent les factures ?",
+               "Quelle boisson chaude le matin ?",
+               "Which processor, RAM and SSD does my NiPoGi mini PC have, compared with the Steam "
+               "Deck hardware and the Synology NAS disks? kangourou42"]
+    runner = filled
+    channels = set()
+    # the default budget (10), and --limit 40: deep enough that word-only rows come back in a
+    # 64-entry store, where the vector pool holds most entries
+    for budget in ([], ["--limit", "40"]):
+        batch = invoke(runner, "recall", "--queries", "-", "--nl", *budget,
+                       input="\n".join(queries) + "\n")
+        assert batch.exit_code == 0, batch.stderr
+        answers = [json.loads(line) for line in batch.stdout.splitlines()]
+        for query, answer in zip(queries, answers, strict=True):
+            single = json.loads(invoke(runner, "recall", query, "--json", *budget).stdout)
+            assert len(answer["rows"]) == len(single["rows"]) == (40 if budget else 10)
+            for got, want in zip(answer["rows"], single["rows"]):
+                close = {k: pytest.approx(want[k], abs=1e-5) for k in ("distance", "fused")
+                         if want.get(k) is not None}
+                assert got == {**want, **close}
+            assert answer["admitted_words"] == single["admitted_words"]
+            channels |= {r["channel"] for r in answer["rows"]}
+    assert {"neighbour", "both", "vector", "lexical"} <= channels   # every path fired
 
 
 def test_batch_recall_errors_name_the_line_and_write_nothing(filled):

@@ -13,7 +13,7 @@ import pytest
 
 from forge import rag, recall_rank
 from forge.errors import DamagedStoreError
-from scan_store import scan_settings, store  # noqa: F401  (fixtures)
+from scan_store import copy_answers, scan_settings, store  # noqa: F401  (fixtures)
 
 QUERIES = ["Quel est mon chat ?", "combien de RAM a le NiPoGi", "Steam Deck conteneurs",
            "what did I decide about backups", "recette de cuisine préférée",
@@ -45,7 +45,8 @@ def word_threads(store: rag.Store, monkeypatch) -> list[str]:
     return seen
 
 
-def test_the_word_channel_beside_the_scan_gives_the_same_rows_order_and_scores(store, monkeypatch):
+def test_the_word_channel_beside_the_scan_gives_the_same_rows_order_and_scores(store, monkeypatch,
+                                                                             copy_answers):
     seen = word_threads(store, monkeypatch)
     vectors = {q: store.checked_embedder().embed_query(q) for q in QUERIES}
     calls = [dict(limit=10), dict(limit=10, project="homelab"), dict(limit=5, kind="fact")]
@@ -54,6 +55,7 @@ def test_the_word_channel_beside_the_scan_gives_the_same_rows_order_and_scores(s
     hybrid = {q: rag.search_hybrid(store, q, query_vector=vectors[q], vector_k=8, lexical_k=8)
               for q in QUERIES}
     assert seen and set(seen) == {"forge-word-channel"}   # the overlap really ran
+    assert copy_answers and all(copy_answers)   # beside the scan of the copy, not vec0
     assert any(r.bm25 is not None for res in beside.values() for r in res.rows)
     in_turn(store, monkeypatch)
     for (q, i), result in beside.items():
@@ -81,13 +83,14 @@ def test_small_stores_read_in_turn_on_one_connection(built_store, settings):
         assert rag.search_hybrid(small, "Quel est mon chat ?").rows
 
 
-def test_a_word_written_by_this_store_is_found_beside_the_scan(store):
+def test_a_word_written_by_this_store_is_found_beside_the_scan(store, copy_answers):
     rag.remember(store, "fact", "Le xylophone bleu est rangé dans le grenier")
     result = recall_rank.search(store, "où est le xylophone ?", limit=5)
     assert store.backend.word_reader() is not None
     assert "xylophone" in result.admitted_words
     assert result.rows[0].entry.content.startswith("Le xylophone")
     assert result.rows[0].bm25 is not None
+    assert copy_answers and all(copy_answers)   # the vector channel scanned the copy
 
 
 def damage_word_index(path: Path) -> None:

@@ -68,18 +68,23 @@ def test_a_row_both_channels_found_is_one_row_with_both_scores(store):
     both = [r for r in result.rows if r.channel == "both"]
     assert both and all(r.distance is not None and r.bm25 is not None for r in both)
     assert keywords in ids
-    # the fused score of a both row is the sum of its places in the two pools (README)
-    pooled_vector = rag.search_vector(store, store.checked_embedder().embed_query(
-        "Est-ce que j'utilise SteamOS ?"), k=recall_rank.pool(10))
+    # the fused score of a both row: its place in the vector pool plus its bm25 over the word
+    # pool's best times the share of the question's content words it holds (issue 22)
+    question = "Est-ce que j'utilise SteamOS ?"
+    pooled_vector = rag.search_vector(store, store.checked_embedder().embed_query(question),
+                                      k=recall_rank.pool(10))
     pooled_words = rag.search_lexical(store, result.admitted_words, k=recall_rank.pool(10))
+    coverage = recall_rank.word_coverage(store, question, pooled_words)
+    best = min(v for _, v in pooled_words)
 
     def place(pool, value):
         values = [v for _, v in pool]
         return (max(values) - value) / (max(values) - min(values))
 
     for row in both:
+        assert 0 < coverage[row.entry.id] <= 1
         assert row.fused == pytest.approx(place(pooled_vector, row.distance)
-                                          + place(pooled_words, row.bm25), abs=1e-5)
+                                          + row.bm25 / best * coverage[row.entry.id], abs=1e-5)
 
 
 def test_both_fusions_merge_on_entry_id():
@@ -97,9 +102,11 @@ def test_the_cutoff_frees_slots_that_the_next_passing_rows_refill(settings, buil
 
     copy_store(built_store, settings.rag_db_file)
     question = "Mon chat et mon NiPoGi ?"
-    # a shallow vector pool so that word-only rows exist in a 52-entry store
+    # a shallow vector pool so that word-only rows exist in a 52-entry store (10: since issue
+    # 22 a word row weighs the share of the question's words it holds, so with 5 no
+    # vector-only row ranks among the word rows)
     with with_cutoff(settings, None) as store:
-        everything = recall_rank.search(store, question, limit=60, vector_pool=5).rows
+        everything = recall_rank.search(store, question, limit=60, vector_pool=10).rows
     assert {"vector", "lexical"} <= {r.channel for r in everything}
     vector_only = sorted({r.distance for r in everything if r.channel == "vector"})
     # a budget and a cutoff where a vector-only row of the free top `limit` is dropped and
@@ -109,7 +116,7 @@ def test_the_cutoff_frees_slots_that_the_next_passing_rows_refill(settings, buil
                         if any(r.channel == "vector" and r.distance > v for r in everything[:n])
                         and sum(r.channel != "vector" or r.distance <= v for r in everything) >= n)
     with with_cutoff(settings, value) as store:
-        cut = recall_rank.search(store, question, limit=limit, vector_pool=5)
+        cut = recall_rank.search(store, question, limit=limit, vector_pool=10)
     assert cut.cutoff == value and cut.dropped_by_cutoff > 0
     passing = [r.entry.id for r in everything if r.channel != "vector" or r.distance <= value]
     assert [r.entry.id for r in cut.rows] == passing[:limit] and len(cut.rows) == limit
@@ -180,12 +187,15 @@ def test_a_top_row_the_channels_do_not_both_put_first_brings_no_neighbours(setti
     exchanges = [
         "user: Quel port pour Grafana ?\nassistant: Le port 3000 par défaut.",
         "user: Je veux accéder au lab depuis dehors, VPN ou reverse proxy ?\n"
-        "assistant: Un VPN WireGuard sur le routeur.",
+        "assistant: Un VPN WireGuard sur le routeur, garder le port 51820.",
         "user: Combien consomme le NiPoGi ?\nassistant: Environ 9 W au repos.",
-        "user: L'onduleur est branché : le NAS coupe le NiPoGi à 30 % de batterie.\n"
-        "assistant: Teste-le une fois en débranchant la prise.",
+        "user: L'onduleur est branché : en cas de coupure, le NAS coupe le NiPoGi à 30 % de "
+        "batterie.\nassistant: Teste-le une fois en débranchant la prise.",
         "user: Tu aimes les crêpes ?\nassistant: Oui, surtout au sarrasin.",
     ]
+    # (issue 22: `une` and `de` lifted the UPS exchange over the nearest vector; function words
+    # are no longer searched and a word row weighs the share of the question's words it holds,
+    # so the weak hit here is the VPN exchange, second by distance, holding `lab` and `garder`)
     with rag.open_store(settings) as store:
         rag.remember_many(store, [rag.NewEntry("archive", text, source="compaction")
                                   for text in exchanges])
@@ -206,8 +216,10 @@ def test_a_top_row_the_channels_do_not_both_put_first_brings_no_neighbours(setti
 
 def test_a_weak_hit_brings_its_neighbours_after_the_first_five_rows_only(settings):
     """A top row both channels found but the vector channel did not put first (a weak hit: here
-    common words lift the UPS exchange over the nearest vector, the lab one) keeps the first five
-    rows as they were; its neighbours take rows 6 and 7, and none comes into a budget of 5."""
+    `lab` and `garder` lift the VPN exchange over the nearest vector, the UPS one) keeps the first five rows
+    as they were; its neighbours take rows 6 and 7, and none comes into a budget of 5.
+    (Until issue 22 the common words `une` and `de` lifted the UPS exchange over the lab one;
+    function words are no longer searched, so the case is now made with a content word.)"""
     fillers = [f"user: {q}\nassistant: {a}" for q, a in (
         ("Tu aimes les crêpes ?", "Oui, surtout au sarrasin."),
         ("Quelle recette pour le pain ?", "Farine, eau, sel et levain."),
@@ -218,13 +230,13 @@ def test_a_weak_hit_brings_its_neighbours_after_the_first_five_rows_only(setting
         ("Quel livre emporter ?", "Le dernier Le Guin."),
         ("On invite qui samedi ?", "Les voisins et ta sœur."),
     )]
-    ups = ("user: L'onduleur alimente le NAS et le serveur pendant une panne, puis les éteint "
+    ups = ("user: L'onduleur alimente le NAS et le serveur pendant une coupure, puis les éteint "
            "proprement à 30 % de batterie.\nassistant: Teste-le en débranchant la prise.")
     lab = ("user: Je veux accéder au lab depuis dehors, VPN ou reverse proxy ?\n"
-           "assistant: Un VPN WireGuard sur le routeur.")
+           "assistant: Un VPN WireGuard sur le routeur, garder le port 51820.")
     tail = ["user: Quel port pour Grafana ?\nassistant: Le port 3000 par défaut.",
             "user: Combien consomme le NiPoGi ?\nassistant: Environ 9 W au repos."]
-    exchanges = fillers[:2] + [ups] + fillers[2:] + [lab] + tail   # the UPS between two fillers
+    exchanges = fillers[:2] + [lab] + fillers[2:] + [ups] + tail   # the lab between two fillers
     with rag.open_store(settings) as store:
         rag.remember_many(store, [rag.NewEntry("archive", text, source="compaction")
                                   for text in exchanges])

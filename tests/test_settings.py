@@ -168,17 +168,21 @@ TRAILING_TAB=x
 """
 
 
-def test_dotenv_parsing_matches_python_dotenv_on_every_rule():
+def test_dotenv_parsing_matches_python_dotenv_on_every_rule(monkeypatch):
     import io
 
     from dotenv import dotenv_values
 
-    from forge.dotenv_parse import dotenv_values_of
+    from forge.settings import read_dotenv
 
+    monkeypatch.delenv("PLAIN", raising=False)
+    monkeypatch.delenv("MISSING", raising=False)
     expected = {k: v for k, v in dotenv_values(stream=io.StringIO(DOTENV_CORPUS)).items()
                 if v is not None}
-    assert dotenv_values_of(DOTENV_CORPUS, environ={}) == expected
+    Path(".env").write_text(DOTENV_CORPUS, encoding="utf-8")
+    assert read_dotenv(Path(".env")) == expected
     assert expected["SINGLE_COMMENT"] == "300" and expected["REF"] == "value-and-default"
+    assert "BARE_KEY" not in read_dotenv(Path(".env"))  # a bare key does not unset a setting
 
 
 def test_a_key_close_to_a_setting_is_named_in_a_warning(runner):

@@ -180,3 +180,46 @@ def test_a_postgres_target_that_is_down_is_one_line_without_its_password(runner,
     assert f"postgresql://forge:***@127.0.0.1:{port}/forge" in result.stderr
     assert "Hunter2-secret" not in result.stderr
     assert source.read_bytes() == before
+
+
+def test_a_store_of_schema_1_gets_the_reason_column_and_its_links_say_fold(settings):
+    """The migration: a SQLite store written before issue 21 (schema 1) opens, its fold links
+    read `fold`, and a replacement can be written."""
+    from forge import db
+    from forge.store import sqlite as sqlite_backend
+
+    path = Path(settings.rag_db_file)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = db.connect(path, vec=False)
+    db.migrate(conn, sqlite_backend.MIGRATIONS[:1])
+    for i, by in ((1, 2), (2, None)):
+        conn.execute("insert into memory_entries(kind, content, created, updated, superseded_by) "
+                     "values ('fact', ?, 't', 't', ?)", (f"note {i}", by))
+    conn.commit()
+    conn.close()
+    with rag.open_store(settings, mode="rows") as store:
+        assert store.backend.schema_version() == len(sqlite_backend.MIGRATIONS)
+        one, two = rag.list_entries(store)
+        assert (one.superseded_by, one.superseded_reason) == (2, "fold")
+        assert two.superseded_reason is None
+
+
+@pytest.mark.postgres
+def test_the_reason_of_a_link_survives_sqlite_to_postgres_and_back(runner, source, settings,
+                                                                  postgres_url, tmp_path):
+    with rag.open_store(settings) as store:
+        old = rag.remember(store, "fact", "Le serveur a 8 Go de RAM")
+        new = rag.remember(store, "fact", "Le serveur a 64 Go de RAM", replaces=[old.id])
+    assert invoke(runner, "store", "migrate", "--to", postgres_url).exit_code == 0
+    back = tmp_path / "back.db"
+    pg_settings = replace(settings, database_url=postgres_url)
+    with rag.open_store(pg_settings, mode="rows") as pg:
+        got = rag.get_entry(pg, old.id)
+        assert (got.superseded_by, got.superseded_reason) == (new.id, "replace")
+        assert rag.get_entry(pg, 2).superseded_reason == "fold"
+    result = invoke(runner, "store", "migrate", "--to", f"sqlite:///{back}", env={
+        "FORGE_DATABASE_URL": postgres_url})
+    assert result.exit_code == 0, result.stderr
+    with rag.open_store(replace(settings, rag_db_file=back), mode="rows") as copy:
+        assert rag.get_entry(copy, old.id).superseded_reason == "replace"
+        assert rag.get_entry(copy, 2).superseded_reason == "fold"

@@ -174,3 +174,50 @@ def test_a_snapshot_is_a_sqlite_file_holding_the_whole_store(store, backend, sha
         assert copy.count_vectors() == len(ENTRIES) and copy.read_meta("identity") == store.identity
     finally:
         copy.close()
+
+
+def test_replace_links_with_its_reason_leaves_hot_and_recall_and_undoes(store):
+    """A9 on both backends: remember(replaces=...) in one transaction, the reason column,
+    recall and the hot tier without the replaced entry, the undo, forget releasing it."""
+    from forge import conflicts
+
+    old = rag.remember(store, "fact", "Le serveur a 8 Go de RAM", project="homelab")
+    noted = conflicts.remember(store, "fact", "Le serveur a 64 Go de RAM", project="homelab")
+    assert noted.conflict_ids == [old.id]
+    assert [c.ids for c in conflicts.find(store, project="homelab").conflicts] == [[old.id, noted.id]]
+    newest = rag.remember(store, "fact", "Le serveur a 128 Go de RAM", project="homelab",
+                          replaces=[old.id, noted.id])
+    assert newest.created and newest.replaced == [old.id, noted.id]
+    got = rag.get_entry(store, old.id)
+    assert (got.superseded_by, got.superseded_reason) == (newest.id, "replace")
+    events = [(e["event"], e["link"], e["info"]) for e in rag.entry_events(store, old.id)]
+    assert ("supersede", newest.id, {"reason": "replace"}) in events
+    assert old.id not in [e.id for e in rag.hot_entries(store)]
+    assert conflicts.find(store, project="homelab").conflicts == []
+    with pytest.raises(ForgeError, match="would make a cycle"):
+        rag.replace(store, [newest.id], old.id)
+    with pytest.raises(ForgeError, match="stays within one kind and project"):
+        rag.replace(store, [by_content(store, "Mon chat s'appelle Pixel")], newest.id)
+    assert rag.unreplace(store, [noted.id])["released"] == [noted.id]
+    assert rag.get_entry(store, noted.id).superseded_reason is None
+    rag.forget(store, newest.id)
+    assert rag.get_entry(store, old.id).superseded_by is None
+    rag.supersede(store, [old.id], noted.id)
+    assert rag.get_entry(store, old.id).superseded_reason == "fold"
+
+
+def test_recall_leaves_a_replaced_entry_out_unless_asked_and_keeps_a_folded_one(store):
+    from forge import recall_rank
+
+    old = rag.remember(store, "fact", "Le serveur a 8 Go de RAM", project="homelab")
+    new = rag.remember(store, "fact", "Le serveur a 64 Go de RAM", project="homelab",
+                       replaces=[old.id])
+    for search in (lambda **kw: recall_rank.recall(store, "RAM du serveur", project="homelab", **kw),
+                   lambda **kw: rag.search_hybrid(store, "RAM du serveur", project="homelab", **kw)):
+        ids = [r.entry.id for r in search().rows]
+        assert old.id not in ids and new.id in ids
+        assert old.id in [r.entry.id for r in search(replaced=True).rows]
+    rag.unreplace(store, [old.id])
+    rag.supersede(store, [old.id], new.id)          # a fold's source stays in recall (A5)
+    assert old.id in [r.entry.id for r in recall_rank.recall(store, "RAM du serveur",
+                                                             project="homelab").rows]

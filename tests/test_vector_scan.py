@@ -16,7 +16,7 @@ import pytest
 from forge import db, rag
 from forge.store import vector_scan
 from forge.settings import load_settings
-from scan_store import scan_settings, store  # noqa: F401  (fixtures)
+from scan_store import copy_answers, scan_settings, store  # noqa: F401  (fixtures)
 
 QUERIES = ["Quel est mon chat ?", "combien de RAM a le NiPoGi", "Steam Deck conteneurs",
            "what did I decide about backups", "recette de cuisine préférée"]
@@ -42,21 +42,23 @@ def copy_path(store: rag.Store) -> Path:
     return vector_scan.sidecar_path(store.path)
 
 
-def test_the_scan_returns_the_rows_of_the_exact_knn(store):
+def test_the_scan_returns_the_rows_of_the_exact_knn(store, copy_answers):
     for query in QUERIES:
         qvec = store.checked_embedder().embed_query(query)
         found = rag.search_vector(store, qvec, k=10)
-        assert copy_path(store).exists()  # the copy answered, not vec0
         assert_same(found, exact(store, qvec, 10))
+    assert copy_answers == [True] * len(QUERIES)  # the copy answered, not vec0
 
 
-def test_the_bit_pass_with_a_float_rescore_returns_the_exact_rows(store, monkeypatch):
+def test_the_bit_pass_with_a_float_rescore_returns_the_exact_rows(store, monkeypatch,
+                                                                  copy_answers):
     # the large-store path, forced at this size: the first pass keeps 30 of 52 candidates
     monkeypatch.setattr(vector_scan, "BINARY_MIN_ENTRIES", 1)
     monkeypatch.setattr(vector_scan, "RESCORE_CANDIDATES", 30)
     for query in QUERIES:
         qvec = store.checked_embedder().embed_query(query)
         assert_same(rag.search_vector(store, qvec, k=5), exact(store, qvec, 5))
+    assert copy_answers and all(copy_answers)  # the copy answered, not vec0
 
 
 def test_small_stores_keep_vec0_and_write_no_copy(built_store, settings):
@@ -70,7 +72,7 @@ def test_small_stores_keep_vec0_and_write_no_copy(built_store, settings):
     assert not vector_scan.sidecar_path(settings.rag_db_file).exists()
 
 
-def test_project_filter_returns_the_full_budget_on_the_scan(store):
+def test_project_filter_returns_the_full_budget_on_the_scan(store, copy_answers):
     qvec = store.checked_embedder().embed_query("Quel est mon chat ?")
     assert {store.conn.execute("select project from memory_entries where id = ?", (i,))
             .fetchone()[0] for i, _ in rag.search_vector(store, qvec, k=10)} != {"cuisine"}
@@ -83,9 +85,10 @@ def test_project_filter_returns_the_full_budget_on_the_scan(store):
     result = rag.search_hybrid(store, "Quel est mon chat ?", project="homelab", vector_k=5,
                                lexical_k=0)
     assert len(result.rows) == 5 and {r.entry.project for r in result.rows} == {"homelab"}
+    assert copy_answers and all(copy_answers)  # the copy answered, not vec0
 
 
-def test_forget_on_the_scan_path_removes_the_row_and_zeroes_its_bytes(store):
+def test_forget_on_the_scan_path_removes_the_row_and_zeroes_its_bytes(store, copy_answers):
     secret = "Le code du coffre est zanzibar42, ne le dis à personne"
     entry_id = rag.remember(store, "fact", secret).id
     vec = store.conn.execute("select embedding from memory_vectors where rowid = ?",
@@ -101,6 +104,7 @@ def test_forget_on_the_scan_path_removes_the_row_and_zeroes_its_bytes(store):
     assert entry_id not in _ids_region(store)
     assert entry_id not in [i for i, _ in rag.search_vector(store, qvec, k=60)]
     assert_same(rag.search_vector(store, qvec, k=10), exact(store, qvec, 10))
+    assert copy_answers and all(copy_answers)  # the copy answered, not vec0
 
 
 def _ids_region(store: rag.Store) -> list[int]:
@@ -112,7 +116,7 @@ def _ids_region(store: rag.Store) -> list[int]:
         side.close()
 
 
-def test_a_corrupt_copy_is_rebuilt_and_never_answers(store):
+def test_a_corrupt_copy_is_rebuilt_and_never_answers(store, copy_answers):
     qvec = store.checked_embedder().embed_query("combien de RAM a le NiPoGi")
     expected = exact(store, qvec, 10)
     assert_same(rag.search_vector(store, qvec, k=10), expected)
@@ -126,9 +130,10 @@ def test_a_corrupt_copy_is_rebuilt_and_never_answers(store):
         fh.truncate(path.stat().st_size // 2)
     assert_same(rag.search_vector(store, qvec, k=10), expected)
     assert vector_scan.Sidecar.open(path) is not None
+    assert copy_answers and all(copy_answers)  # the copy answered, not vec0
 
 
-def test_writes_the_copy_did_not_see_are_caught_before_use(store, scan_settings):
+def test_writes_the_copy_did_not_see_are_caught_before_use(store, scan_settings, copy_answers):
     """Another writer that never touches the copy (an older Forge, a crash between commit and
     update, a plain sqlite3 DELETE): the triggers' log tells the next reader, who catches up."""
     qvec = store.checked_embedder().embed_query("combien de RAM a le NiPoGi")
@@ -151,9 +156,11 @@ def test_writes_the_copy_did_not_see_are_caught_before_use(store, scan_settings)
     assert cur.lastrowid in [i for i, _ in found]
     assert_same(found, exact(store, qvec, 10))
     assert gone not in _ids_region(store)
+    assert copy_answers and all(copy_answers)  # the copy answered, not vec0
 
 
-def test_a_copy_from_another_store_or_an_older_state_is_not_used(store, scan_settings, tmp_path):
+def test_a_copy_from_another_store_or_an_older_state_is_not_used(store, scan_settings, tmp_path,
+                                                                 copy_answers):
     qvec = store.checked_embedder().embed_query("Steam Deck conteneurs")
     rag.search_vector(store, qvec, k=10)
     path = copy_path(store)
@@ -170,9 +177,10 @@ def test_a_copy_from_another_store_or_an_older_state_is_not_used(store, scan_set
         found = rag.search_vector(restored, qvec, k=10)
         assert found[0][0] == target
         assert_same(found, exact(restored, qvec, 10))
+    assert copy_answers and all(copy_answers)  # the copy answered, not vec0
 
 
-def test_remember_in_another_process_is_seen_by_an_open_store(store, scan_settings):
+def test_remember_in_another_process_is_seen_by_an_open_store(store, scan_settings, copy_answers):
     qvec = store.checked_embedder().embed_query("le mot de passe du wifi de la cave")
     rag.search_vector(store, qvec, k=5)   # the copy exists and is in step
     code = ("from forge import rag; from forge.settings import load_settings; "
@@ -184,9 +192,10 @@ def test_remember_in_another_process_is_seen_by_an_open_store(store, scan_settin
     found = rag.search_vector(store, qvec, k=5)
     assert found[0][0] == new_id
     assert_same(found, exact(store, qvec, 5))
+    assert copy_answers and all(copy_answers)  # the copy answered, not vec0
 
 
-def test_edit_and_reindex_keep_the_copy_in_step(store):
+def test_edit_and_reindex_keep_the_copy_in_step(store, copy_answers):
     qvec = store.checked_embedder().embed_query("quel fromage pour la raclette")
     some = rag.search_vector(store, qvec, k=20)[-1][0]
     rag.edit(store, some, content="Pour la raclette, toujours du fromage de Savoie au lait cru")
@@ -195,3 +204,4 @@ def test_edit_and_reindex_keep_the_copy_in_step(store):
     assert_same(found, exact(store, qvec, 5))
     rag.reindex(store)
     assert_same(rag.search_vector(store, qvec, k=10), exact(store, qvec, 10))
+    assert copy_answers and all(copy_answers)  # the copy answered, not vec0

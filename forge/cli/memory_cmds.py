@@ -1,4 +1,4 @@
-"""`forge remember`, `forge recall`, `forge memory ls|show|forget|edit|export|hot`,
+"""`forge remember`, `forge recall`, `forge memory ls|show|forget|edit|export|hot|conflicts|supersede`,
 `forge reindex`."""
 from __future__ import annotations
 
@@ -83,30 +83,40 @@ class Kind(click.ParamType):
 @click.option("--project", "-p", help="Project namespace of the entry.")
 @click.option("--batch", "batch", type=click.File("rb"), metavar="FILE|-",
               help='Newline-delimited JSON: {"kind", "content", "project"} per line.')
+@click.option("--replaces", "replaces", type=ENTRY_ID, multiple=True, metavar="ID",
+              help="This entry replaces entry ID (repeatable): linked in the same transaction; "
+                   "`forge memory supersede --undo ID` releases it.")
 @output_options
 def remember(kind_or_content: str | None, content: str | None, project: str | None,
-             batch: Any, fmt: str) -> None:
+             batch: Any, replaces: tuple[int, ...], fmt: str) -> None:
     """Write one deliberate memory: KIND (decision, todo, fact, preference, correction;
     fact when left out) and CONTENT (`-` reads it from stdin).
 
     An exact duplicate (same kind, project and text up to whitespace) writes nothing and
-    prints the existing id.
+    prints the existing id. An active entry the new one may contradict is named on stderr
+    (`--json`: "conflicts"); it is written all the same.
     """
-    from .. import rag
+    from .. import conflicts, rag
 
     if batch is not None:
         if kind_or_content is not None:
             raise click.UsageError("--batch reads every entry from the file; give no KIND or CONTENT")
         from .output import progress
 
+        if replaces:
+            raise click.UsageError("--replaces names what ONE new entry replaces; give it "
+                                   "without --batch")
         items = _read_batch(batch, project)
         with _open() as store, progress(items, length=len(items), label="embedding") as bar:
-            results = rag.remember_many(
-                store, items, on_progress=bar.update)
-        rows = [{"line": n, "id": r.id, "created": r.created} for n, r in enumerate(results, 1)]
-        emit(rows, fmt, columns=["line", "id", "created"])
+            results = conflicts.remember_many(store, items, on_progress=bar.update)
+        rows = [{"line": n, "id": r.id, "created": r.created, "conflicts": r.conflict_ids}
+                for n, r in enumerate(results, 1)]
+        clashing = sum(1 for r in results if r.conflicts)
+        emit(rows, fmt, columns=["line", "id", "created"] + (["conflicts"] if clashing else []))
         made = sum(r.created for r in results)
-        note(f"{made} remembered, {len(results) - made} already stored")
+        note(f"{made} remembered, {len(results) - made} already stored"
+             + (f", {clashing} may contradict an active entry (`forge memory conflicts` lists "
+                "them)" if clashing else ""))
         return
     if kind_or_content is None:
         raise click.UsageError("give CONTENT (and optionally a KIND before it), or --batch FILE")
@@ -124,10 +134,14 @@ def remember(kind_or_content: str | None, content: str | None, project: str | No
 
         raise ForgeError("stdin is empty: nothing to remember (CONTENT `-` reads it from stdin)")
     with _open() as store:
-        result = rag.remember(store, kind, text, project=project)
+        result = conflicts.remember(store, kind, text, project=project, replaces=replaces)
     message = (f"remembered #{result.id}" if result.created
                else f"already stored as #{result.id} (exact duplicate, nothing written)")
+    if result.replaced:
+        message += "; it replaces " + ", ".join(f"#{i}" for i in result.replaced)
     emit_one(result.to_dict(), fmt, text=message)
+    for line in result.notes():
+        note(f"note: {line}")
 
 
 def _read_batch(stream: Any, project: str | None) -> list[Any]:
@@ -180,10 +194,13 @@ def _read_batch(stream: Any, project: str | None) -> list[Any]:
                    "channels found it, join the rows, tagged neighbour (after the first five "
                    "when one channel put another row first).")
 @click.option("--kind", "-k", type=Kind(archive=True), help="Search entries of this kind only.")
+@click.option("--all", "all_", is_flag=True,
+              help="Also entries a newer one replaced (`remember --replaces`, `memory "
+                   "supersede`), tagged with what replaced them.")
 @output_options
 def recall(query: str | None, queries_file: Any, project: str | None, limit: int | None,
            vector_k: int | None, lexical_k: int | None, neighbours: bool, kind: str | None,
-           fmt: str) -> None:
+           all_: bool, fmt: str) -> None:
     """Hybrid search of the deliberate memory: both channels fused into one ranking.
 
     Each row says which channel found it (vector, lexical or both), its distance and word
@@ -201,6 +218,9 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
     if queries_file is not None:
         if query is not None:
             raise click.UsageError("give QUERY or --queries FILE, not both")
+        if all_:
+            raise click.UsageError("--all shows replaced entries for one QUERY; --queries "
+                                   "answers with active entries only")
         _recall_many(queries_file, project, vector_k, lexical_k, kind, limit, neighbours, fmt)
         return
     if query is None:
@@ -216,10 +236,13 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
     with _open(mode="read") as store:
         result = recall_rank.recall(store, query, limit=limit, vector_k=vector_k,
                                     lexical_k=lexical_k, project=project, kind=kind,
-                                    neighbours=neighbours)
+                                    neighbours=neighbours, replaced=all_)
         if not result.rows:
             _note_unknown_project(store, project)
     rows = [row.to_dict() for row in result.rows]
+    for row, r in zip(rows, result.rows):
+        if rag.is_replaced(r.entry):
+            row["content"] = f"(replaced by #{r.entry.superseded_by}) {row['content']}"
     if result.cutoff is not None:
         nearest = (f", the nearest at {result.nearest_dropped:.4f}"
                    if result.nearest_dropped is not None else "")
@@ -281,7 +304,10 @@ def memory() -> None:
 
 def _entry_label(entry: Any) -> str:
     label = f"#{entry.id} [{entry.kind}]"
-    return f"{label} -> #{entry.superseded_by}" if entry.superseded_by else label
+    if not entry.superseded_by:
+        return label
+    replaced = " (replaced)" if entry.superseded_reason == "replace" else ""
+    return f"{label} -> #{entry.superseded_by}{replaced}"
 
 
 @memory.command("ls")
@@ -319,6 +345,63 @@ def memory_ls(kind: str | None, project: str | None, query: str | None, limit: i
         click.echo("\n" + summary + ("" if kind is not None else f" (total {total})"))
 
 
+CONFLICT_COLUMNS = ["ids", "reason", "older", "newer"]
+
+
+@memory.command("conflicts")
+@click.option("--project", "-p", help="Only this project.")
+@click.option("--kind", "-k", type=Kind(), help="Only this kind.")
+@output_options
+def memory_conflicts(project: str | None, kind: str | None, fmt: str) -> None:
+    """List every pair of active entries (same kind and project) that may say opposite
+    things: a negation bearing on words the other states (`negation: never`), or two values
+    for the same thing (`number: 8 / 64 Go`). Reads rows only: no embedding. Settle one with
+    `forge memory supersede OLD --by NEW`."""
+    from .. import conflicts
+
+    with _open(mode="rows") as store:
+        report = conflicts.find(store, project=project, kind=kind)
+        if not report.conflicts:
+            _note_unknown_project(store, project)
+    data = [c.to_dict() for c in report.conflicts]
+    rows = [{"ids": f"#{c.ids[0]} #{c.ids[1]}", "reason": c.reason, "older": c.contents[0],
+             "newer": c.contents[1]} for c in report.conflicts]
+    emit(rows, fmt, columns=CONFLICT_COLUMNS, data=data, wide=("older", "newer"),
+         document={"conflicts": data}, empty="no conflicts")
+    if fmt == "table" and rows:
+        note(f"{len(rows)} conflict(s) among {report.entries_scanned} active entries; "
+             "`forge memory supersede OLD --by NEW` keeps the newer")
+
+
+@memory.command("supersede")
+@click.argument("entry_ids", nargs=-1, required=True, type=ENTRY_ID, metavar="ID...")
+@click.option("--by", "by", type=ENTRY_ID, metavar="ID", help="The entry that replaces them.")
+@click.option("--undo", is_flag=True,
+              help="Release each replaced ID: active again, in the hot block and recall.")
+@output_options
+def memory_supersede(entry_ids: tuple[int, ...], by: int | None, undo: bool, fmt: str) -> None:
+    """Entry --by ID replaces each ID (a newer fact): one transaction, the link's reason is
+    `replace`; a replaced entry leaves the hot block and recall's rows (`recall --all` shows
+    it). `--undo` releases them. Refused: an entry replacing itself, a cycle, a --by entry
+    that is itself superseded, archive entries, across kinds or projects."""
+    from .. import rag
+
+    if undo == (by is not None):
+        raise click.UsageError("give --by ID (the entry that replaces them), or --undo")
+    with _open() as store:
+        if undo:
+            done = rag.unreplace(store, entry_ids)
+            text = "released " + ", ".join(f"#{i} (was replaced by #{done['by'][i]})"
+                                           for i in done["released"])
+            done = {"released": done["released"], "by": {str(k): v for k, v in done["by"].items()}}
+        else:
+            done = rag.replace(store, entry_ids, by)
+            text = (", ".join(f"#{i}" for i in done["replaced"]) + f" replaced by #{by}; "
+                    f"`forge memory supersede --undo {' '.join(map(str, done['replaced']))}` "
+                    "releases them")
+    emit_one(done, fmt, text=text)
+
+
 @memory.command("show")
 @click.argument("entry_id", type=ENTRY_ID)
 @output_options
@@ -336,6 +419,8 @@ def memory_show(entry_id: int, fmt: str) -> None:
     lines += ["", entry.content, "", "events:"]
     for ev in events:
         link = f" -> #{ev['link']}" if ev["link"] else ""
+        if ev["link"] and (ev.get("info") or {}).get("reason") == "replace":
+            link += " (replace)"
         lines.append(f"  {ev['at']} {ev['event']} #{ev['entry_id']}{link}")
     emit_one({**entry.to_dict(), "events": events}, fmt, text="\n".join(lines))
 

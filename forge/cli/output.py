@@ -1,6 +1,6 @@
 """One output decorator and one renderer for every command that prints rows.
 
-A table by default (drawn by `text_table.render`, no tabulate); `--json` prints one JSON
+A table by default (tabulate, imported only when a table is printed); `--json` prints one JSON
 document; `--nl` one JSON object per line; `--csv` / `--tsv` the same rows as `--nl`, one per
 line under a header (`--no-headers` drops it, and the table's too). Data goes to stdout;
 everything else goes to stderr through `note()` or logging.
@@ -102,10 +102,11 @@ def delimited(rows: Sequence[dict[str, Any]], fmt: str, *, headers: bool = True)
 
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *,
           wide: Sequence[str] = ("content",), headers: bool = True) -> str:
-    """A human table. Columns in `wide` wrap to the terminal width; nothing is cut."""
+    """A human table (tabulate's "simple" layout, "plain" without headers). Columns in `wide`
+    wrap to the terminal width; nothing is cut."""
     import shutil   # with bz2 and lzma, ~2 ms: only a table needs the terminal's width
 
-    from .text_table import render
+    from tabulate import tabulate
 
     if not rows:
         return ""
@@ -115,9 +116,34 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *,
         for c in columns if c not in wide
     )
     room = max(30, width - narrow_width - 2)
-    maxcol = [room if c in wide else None for c in columns]
-    body = [[_cell(r.get(c)) for c in columns] for r in rows]
-    return render(body, list(columns) if headers else None, maxcol)
+    body = [[_table_cell(_cell(r.get(c)), room if c in wide else None) for c in columns]
+            for r in rows]
+    # the cells are wrapped here, not by tabulate's maxcolwidths: tabulate 0.10 types a wrapped
+    # cell again there (disable_numparse lands in the wrong parameter), so "False" printed
+    # True and "1,000" raised ValueError
+    if headers:
+        return tabulate(body, headers=list(columns), tablefmt="simple", disable_numparse=True)
+    return tabulate(body, tablefmt="plain", disable_numparse=True)
+
+
+class _Text(str):
+    """A cell's text as tabulate must print it: tabulate takes a row whose first or second cell
+    is exactly the str "\\x01" for its separating-line marker, and checks `type(v) is str`."""
+
+
+def _table_cell(value: Any, width: int | None) -> Any:
+    """The cell as text, wrapped to `width` with tabulate's own wrapper (escape sequences take
+    no width; a colour is closed at each line's end and reopened on the next)."""
+    if width is None and not isinstance(value, str):
+        return value
+    text = str(value)
+    if width is not None:
+        from tabulate import _CustomTextWrap
+
+        wrapper = _CustomTextWrap(width=width)
+        text = "\n".join("\n".join(wrapper.wrap(line)) for line in text.splitlines()
+                         if line.strip() != "")
+    return _Text(text)
 
 
 def emit(rows: Iterable[dict[str, Any]], fmt: str, *, columns: Sequence[str],

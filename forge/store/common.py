@@ -19,6 +19,8 @@ KINDS = ("decision", "todo", "fact", "preference", "correction")   # user kinds
 ARCHIVE_KIND = "archive"
 SOURCES = ("remember", "compaction", "aggregate", "import")
 ARCHIVE_SOURCES = ("compaction", "import")
+# Why an entry is superseded (the `superseded_reason` column, the supersede event's info).
+FOLD, REPLACE = "fold", "replace"
 
 # Caps on what a user types (SPEC §5). Archive entries have none.
 MAX_CONTENT_CHARS = 8000
@@ -51,6 +53,9 @@ class Entry:
     created: str
     updated: str
     superseded_by: int | None
+    # Why it is superseded (A9): "fold" (the aggregation tier) or "replace" (a user's newer
+    # fact); None while active. Only meaningful with `superseded_by` set.
+    superseded_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """asdict(self), written out: asdict's field-by-field recursive copy took ~95 ms of
@@ -58,7 +63,8 @@ class Entry:
         return {"id": self.id, "kind": self.kind, "project": self.project,
                 "content": self.content, "source": self.source,
                 "refs": copy.deepcopy(self.refs), "created": self.created,
-                "updated": self.updated, "superseded_by": self.superseded_by}
+                "updated": self.updated, "superseded_by": self.superseded_by,
+                "superseded_reason": self.superseded_reason}
 
 
 @dataclass

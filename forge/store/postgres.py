@@ -148,7 +148,14 @@ def _m2_word_counts(cur: Any) -> None:
                 "coalesce(sum(word_count), 0) from memory_entries")
 
 
-MIGRATIONS = (_m1_tables, _m2_word_counts)
+def _m3_superseded_reason(cur: Any) -> None:
+    """Why an entry is superseded (A9): 'fold' (every link written before) or 'replace'."""
+    cur.execute("alter table memory_entries add column superseded_reason text")
+    cur.execute("update memory_entries set superseded_reason = 'fold' "
+                "where superseded_by is not null")
+
+
+MIGRATIONS = (_m1_tables, _m2_word_counts, _m3_superseded_reason)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -250,13 +257,16 @@ def _vec_text(vec: "np.ndarray") -> str:
     return "[" + ",".join(repr(float(x)) for x in np.asarray(vec, dtype=np.float32)) + "]"
 
 
-_ENTRY_COLS = "id, kind, project, content, source, refs, created, updated, superseded_by"
+_ENTRY_COLS = ("id, kind, project, content, source, refs, created, updated, superseded_by, "
+               "superseded_reason")
 
 
 def _row_to_entry(row: Sequence[Any]) -> Entry:
+    # `on delete set null` clears the link, not the reason: without a link it means nothing.
     return Entry(id=int(row[0]), kind=row[1], project=row[2], content=row[3], source=row[4],
                  refs=json.loads(row[5] or "{}"), created=row[6], updated=row[7],
-                 superseded_by=None if row[8] is None else int(row[8]))
+                 superseded_by=None if row[8] is None else int(row[8]),
+                 superseded_reason=row[9] if row[8] is not None else None)
 
 
 # --------------------------------------------------------------------------- the backend
@@ -603,10 +613,12 @@ class PostgresBackend:
         if self._table_exists("memory_reindex"):
             self.conn.execute("delete from memory_reindex where id = %s", (entry_id,))
 
-    def set_superseded(self, entry_id: int, by: int | None, updated: str) -> None:
+    def set_superseded(self, entry_id: int, by: int | None, updated: str,
+                       reason: str | None = None) -> None:
         self._writable()
-        self.conn.execute("update memory_entries set superseded_by = %s, updated = %s where id = %s",
-                          (by, updated, entry_id))
+        reason = None if by is None else (reason or "fold")
+        self.conn.execute("update memory_entries set superseded_by = %s, superseded_reason = %s, "
+                          "updated = %s where id = %s", (by, reason, updated, entry_id))
 
     def delete_entry(self, entry_id: int) -> None:
         """The row goes; its vector and message refs by `on delete cascade`, its words with the
@@ -710,6 +722,15 @@ class PostgresBackend:
     def query_words(self, text: str) -> list[str]:
         return fold.distinct_words(text)
 
+    def holders(self, words: Sequence[str], ids: Sequence[int]) -> set[int]:
+        words = [w for w in dict.fromkeys(words) if len(w.encode()) <= MAX_LEXEME_BYTES]
+        if not words or not ids or self.missing:
+            return set()
+        rows = self.conn.execute("select id from memory_entries where words @@ %s::tsquery "
+                                 "and id = any(%s)",
+                                 (" | ".join(_lexeme(w) for w in words), list(ids))).fetchall()
+        return {int(r[0]) for r in rows}
+
     def document_frequency(self, words: Sequence[str]) -> dict[str, int]:
         """Read from `memory_words` (kept by a trigger; archive and superseded included)."""
         words = [w for w in dict.fromkeys(words) if len(w.encode()) <= MAX_LEXEME_BYTES]
@@ -718,6 +739,17 @@ class PostgresBackend:
         rows = self.conn.execute("select word, docs from memory_words where word = any(%s) "
                                  "and docs > 0", (words,)).fetchall()
         return {w: int(n) for w, n in rows}
+
+    def words_with_prefix(self, prefix: str, *, limit: int) -> list[str]:
+        """From `memory_words` (the vocabulary SQLite's fts5vocab gives), by a range on its key
+        checked with starts_with, whatever the database's collation."""
+        if self.missing or not prefix:
+            return []
+        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        rows = self.conn.execute("select word from memory_words where word >= %s and word < %s "
+                                 "and docs > 0 and starts_with(word, %s) order by word limit %s",
+                                 (prefix, upper, prefix, limit)).fetchall()
+        return [r[0] for r in rows]
 
     def search_words(self, words: Sequence[str], *, k: int, project: str | None = None,
                      kind: str | None = None) -> list[tuple[int, float]]:

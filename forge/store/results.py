@@ -15,6 +15,7 @@ from .common import Entry, NewEntry
 class Remembered:
     id: int
     created: bool   # False: an exact duplicate, `id` is the existing entry (V11)
+    replaced: list[int] = field(default_factory=list)   # `remember --replaces` (A9)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -92,7 +92,15 @@ def _m1_entries(conn: Any) -> None:
         end""")
 
 
-MIGRATIONS: tuple[Callable[[Any], None], ...] = (_m1_entries,)
+def _m2_superseded_reason(conn: Any) -> None:
+    """Why an entry is superseded (A9): 'fold' (every link written before: the aggregation
+    tier's) or 'replace' (`remember --replaces`, `memory supersede`)."""
+    conn.execute("alter table memory_entries add column superseded_reason text")
+    conn.execute("update memory_entries set superseded_reason = 'fold' "
+                 "where superseded_by is not null")
+
+
+MIGRATIONS: tuple[Callable[[Any], None], ...] = (_m1_entries, _m2_superseded_reason)
 
 FTS_TRIGGERS = (
     """create trigger memory_fts_ai after insert on memory_entries begin
@@ -181,13 +189,15 @@ def _create_vectors(conn: Any, name: str, dim: int) -> None:
                  f"embedding float[{int(dim)}], project text)")
 
 
-_ENTRY_COLS = "id, kind, project, content, source, refs, created, updated, superseded_by"
+_ENTRY_COLS = ("id, kind, project, content, source, refs, created, updated, superseded_by, "
+               "superseded_reason")
 
 
 def _row_to_entry(row: Sequence[Any]) -> Entry:
+    # A link cleared by a shell DELETE's trigger leaves a stale reason: it means nothing then.
     return Entry(id=row[0], kind=row[1], project=row[2], content=row[3], source=row[4],
                  refs=json.loads(row[5] or "{}"), created=row[6], updated=row[7],
-                 superseded_by=row[8])
+                 superseded_by=row[8], superseded_reason=row[9] if row[8] is not None else None)
 
 
 def _blob(vec: "QueryVector") -> bytes:
@@ -579,9 +589,12 @@ class SQLiteBackend:
         if _table_exists(conn, "memory_reindex"):  # a reindex under way embeds it again
             conn.execute("delete from memory_reindex where id = ?", (entry_id,))
 
-    def set_superseded(self, entry_id: int, by: int | None, updated: str) -> None:
-        self.conn.execute("update memory_entries set superseded_by = ?, updated = ? where id = ?",
-                          (by, updated, entry_id))
+    def set_superseded(self, entry_id: int, by: int | None, updated: str,
+                       reason: str | None = None) -> None:
+        reason = None if by is None else (reason or "fold")
+        self.conn.execute("update memory_entries set superseded_by = ?, superseded_reason = ?, "
+                          "updated = ? where id = ?",
+                          (by, reason, updated, entry_id))
 
     def delete_entry(self, entry_id: int) -> None:
         conn = self.conn
@@ -688,6 +701,16 @@ class SQLiteBackend:
             seen.setdefault(term, None)
         return list(seen)
 
+    def holders(self, words: Sequence[str], ids: Sequence[int]) -> set[int]:
+        """The entries of `ids` whose text holds any of `words`: one FTS5 lookup."""
+        if not words or not ids or not self.fts:
+            return set()
+        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+        marks = ",".join("?" * len(ids))
+        rows = self.conn.execute(f"select rowid from memory_fts where memory_fts match ? "
+                                 f"and rowid in ({marks})", [match, *ids])
+        return {r[0] for r in rows}
+
     def document_frequency(self, words: Sequence[str]) -> dict[str, int]:
         out = {}
         if not self.fts:
@@ -697,6 +720,15 @@ class SQLiteBackend:
             if row:
                 out[word] = row[0]
         return out
+
+    def words_with_prefix(self, prefix: str, *, limit: int) -> list[str]:
+        """A range on fts5vocab's term (read from the index's b-tree, not a scan)."""
+        if not self.fts or not prefix:
+            return []
+        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        rows = self.conn.execute("select term from memory_fts_vocab where term >= ? and term < ? "
+                                 "order by term limit ?", (prefix, upper, limit))
+        return [r[0] for r in rows if r[0].startswith(prefix)]
 
     def search_words(self, words: Sequence[str], *, k: int, project: str | None = None,
                      kind: str | None = None) -> list[tuple[int, float]]:

@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 
 META_KEYS = ("identity", "identity_check")  # a reindex under way ("reindex") is refused
 ENTRY_COLUMNS = ("id", "kind", "project", "content", "source", "refs", "created", "updated",
-                 "superseded_by", "dedup_key")
+                 "superseded_by", "dedup_key", "superseded_reason")
+LINK_COLUMNS = ("superseded_by", "superseded_reason")   # written after every entry
 EVENT_COLUMNS = ("at", "event", "entry_id", "kind", "link", "info")
 
 
@@ -93,14 +94,17 @@ def _decoded(text: Any) -> Any:
 def checksum(entries: Iterable[dict[str, Any]], events: Iterable[dict[str, Any]],
              identity: Any = None) -> str:
     """The content checksum of a store, whatever its backend: sha256 over every entry by id
-    (id, kind, project, content, source, refs, created, updated, superseded_by, dedup key),
+    (id, kind, project, content, source, refs, created, updated, superseded_by, dedup key, and
+    why it is superseded when it is),
     then every event in order (at, event, entry_id, kind, link, info), then the identity.
     JSON values (refs, info, identity) are compared as values, not as the text a backend kept."""
     digest = hashlib.sha256()
     for e in sorted(entries, key=lambda e: int(e["id"])):
         digest.update(_canonical(["entry", int(e["id"]), e["kind"], e["project"], e["content"],
                                   e["source"], _decoded(e["refs"]) or {}, e["created"],
-                                  e["updated"], e["superseded_by"], e.get("dedup_key")]).encode())
+                                  e["updated"], e["superseded_by"], e.get("dedup_key")]
+                                 + ([e.get("superseded_reason")] if e["superseded_by"] is not None
+                                    else [])).encode())
         digest.update(b"\n")
     for ev in events:
         digest.update(_canonical(["event", ev["at"], ev["event"], ev["entry_id"], ev["kind"],
@@ -192,15 +196,16 @@ class _Side:
 
     # -- writing (inside `transaction()`)
     def insert_entry(self, e: dict[str, Any]) -> None:
-        cols = [c for c in ENTRY_COLUMNS if c != "superseded_by"]
+        cols = [c for c in ENTRY_COLUMNS if c not in LINK_COLUMNS]
         marks = ", ".join([self.placeholder] * len(cols))
         self.conn.execute(f"insert into memory_entries({', '.join(cols)}) values ({marks})",
                           tuple(_stored(e[c]) for c in cols))
 
-    def link(self, entry_id: int, superseded_by: int) -> None:
+    def link(self, entry_id: int, superseded_by: int, reason: str | None) -> None:
         p = self.placeholder
-        self.conn.execute(f"update memory_entries set superseded_by = {p} where id = {p}",
-                          (superseded_by, entry_id))
+        self.conn.execute(f"update memory_entries set superseded_by = {p}, "
+                          f"superseded_reason = {p} where id = {p}",
+                          (superseded_by, reason or "fold", entry_id))
 
     def insert_event(self, ev: dict[str, Any]) -> None:
         marks = ", ".join([self.placeholder] * len(EVENT_COLUMNS))
@@ -273,7 +278,7 @@ class _PostgresSide(_Side):
         from .postgres import tsvector_literal
 
         tsv, length = tsvector_literal(fold.words(e["content"]))
-        cols = [c for c in ENTRY_COLUMNS if c != "superseded_by"]
+        cols = [c for c in ENTRY_COLUMNS if c not in LINK_COLUMNS]
         self.conn.execute(
             f"insert into memory_entries({', '.join(cols)}, words, word_count) overriding system "
             f"value values ({', '.join(['%s'] * len(cols))}, %s::tsvector, %s)",
@@ -418,7 +423,7 @@ def _copy(src: _Side, dst: _Side, progress) -> None:
                 progress(n, total)
         for e in entries:  # links last: an aggregate has a higher id than what it speaks for
             if e["superseded_by"] is not None:
-                dst.link(int(e["id"]), int(e["superseded_by"]))
+                dst.link(int(e["id"]), int(e["superseded_by"]), e.get("superseded_reason"))
         for ev in events:
             dst.insert_event(ev)
         for key in META_KEYS:

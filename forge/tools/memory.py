@@ -42,7 +42,9 @@ def run(ctx: ToolContext, payload: dict[str, Any]) -> ToolResult:
 
 
 def remember(ctx: ToolContext, payload: dict[str, Any]) -> ToolResult:
-    from .. import rag
+    """Write through `conflicts.remember`: the result names every active entry the new one
+    may contradict (A8), so the model can tell the user and ask which one holds."""
+    from .. import conflicts, rag
 
     content = str(payload.get("content") or "").strip()
     if not content:
@@ -55,12 +57,18 @@ def remember(ctx: ToolContext, payload: dict[str, Any]) -> ToolResult:
     project = payload.get("project") or None
     try:
         with rag.open_store(ctx.settings) as store:
-            done = rag.remember(store, kind, content, project=str(project) if project else None,
-                                source="remember")
+            done = conflicts.remember(store, kind, content,
+                                      project=str(project) if project else None,
+                                      source="remember")
     except ForgeError as e:
         return ToolResult(f"{non_answer.ERROR} memory: {e}", not_answered="tool_error")
     label = f"{kind}/{project}" if project else kind
-    return ToolResult(f"Remembered #{done.id} [{label}] {content}{note}")
+    text = f"Remembered #{done.id} [{label}] {content}{note}"
+    if done.conflicts:
+        text += ("\nIt may contradict what memory already holds; tell the user and ask which "
+                 "one is true:\n" + "\n".join(f"- {line}" for line in done.notes()))
+    trace = {"conflicts": done.conflict_ids} if done.conflicts else None
+    return ToolResult(text, trace=trace) if trace else ToolResult(text)
 
 
 def recall(ctx: ToolContext, query: str, *, project: Any = None) -> ToolResult:

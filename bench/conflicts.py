@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Are the conflicts right? Precision and recall of `forge memory conflicts` on a labelled set,
+and its time on a 10,000-entry store.
+
+The labelled set is bench/conflicts_cases.json: pairs of entries, written in order, each
+labelled conflict or not (negations, numbers, dates in English and French; paraphrases,
+additions, own negations, numbering, other projects and kinds, other things). Each pair lives in
+its own project, so a pair can only be found with its own partner (`project_b` puts the second
+entry in another project on purpose). The script builds a real store (the embedded model),
+runs `conflicts.find` (what `forge memory conflicts` calls) and prints
+
+- precision = pairs listed that are labelled conflicts / pairs listed,
+- recall = labelled conflicts listed / labelled conflicts,
+- the same recall through `forge remember`'s path (`conflicts.remember`, candidates from the
+  word index): does writing the second entry name the first?
+
+Targets (issue 21): recall >= 0.9, precision >= 0.95.
+
+    python bench/conflicts.py                      # the labelled set
+    python bench/conflicts.py --store DIR [--runs 9]   # also: the time at 10k
+
+With `--store DIR` (a real store, e.g. `bench/locomo_store.py DIR`: 10,000 LoCoMo texts), the
+store is copied and `forge memory conflicts --json` is timed as a whole process, median of
+`--runs`, interleaved with its in-run baselines `python -c "import click"` and
+`forge memory ls --nl` (which reads the same rows).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+CASES = ROOT / "bench" / "conflicts_cases.json"
+
+
+def _items(pairs: list[dict]) -> list[tuple[int, str, str, str]]:
+    """(pair index, kind, project, content) of every entry, in writing order."""
+    out = []
+    for i, p in enumerate(pairs):
+        out.append((i, p.get("kind_a", "fact"), f"p{i}", p["a"]))
+        project_b = f"{p['project_b']}-{i}" if p.get("project_b") else f"p{i}"
+        out.append((i, p.get("kind_b", "fact"), project_b, p["b"]))
+    return out
+
+
+def labelled(folder: Path) -> None:
+    from forge import conflicts, rag
+    from forge.settings import load_settings
+
+    pairs = json.loads(CASES.read_text(encoding="utf-8"))["pairs"]
+    items = _items(pairs)
+    settings = load_settings({"FORGE_DATA_DIR": str(folder / "find")}, cwd=folder)
+    started = time.perf_counter()
+    with rag.open_store(settings) as store:
+        written = rag.remember_many(store, [rag.NewEntry(k, c, p) for _, k, p, c in items])
+        owner = {r.id: items[n][0] for n, r in enumerate(written)}
+        report = conflicts.find(store)
+    built = time.perf_counter() - started
+    found = {}
+    for c in report.conflicts:
+        a, b = owner[c.ids[0]], owner[c.ids[1]]
+        found[(a if a == b else (a, b))] = c
+    expected = {i for i, p in enumerate(pairs) if p["expect"]}
+    right = [k for k in found if k in expected]
+    wrong = [k for k in found if k not in expected]
+    missed = sorted(expected - set(found))
+
+    # forge remember's path: write each pair's second entry after its first, one at a time.
+    settings2 = load_settings({"FORGE_DATA_DIR": str(folder / "remember")}, cwd=folder)
+    named = 0
+    with rag.open_store(settings2) as store:
+        first: dict[int, int] = {}
+        for i, kind, project, content in items:
+            noted = conflicts.remember(store, kind, content, project=project)
+            if i in first and i in expected and first[i] in noted.conflict_ids:
+                named += 1
+            first.setdefault(i, noted.id)
+
+    cats: dict[str, list[int]] = {}
+    for i, p in enumerate(pairs):
+        cats.setdefault(p["cat"], []).append(i)
+    print(f"labelled set: {len(pairs)} pairs ({len(expected)} conflicts, "
+          f"{len(pairs) - len(expected)} not), {len(items)} entries; built and scanned in "
+          f"{built:.1f} s, conflicts.find {report.seconds * 1000:.1f} ms")
+    print(f"{'category':14} {'pairs':>5} {'labelled':>8} {'listed':>6} {'right':>5}")
+    for cat, ids in cats.items():
+        lab = sum(1 for i in ids if pairs[i]["expect"])
+        listed = sum(1 for i in ids if i in found)
+        ok = sum(1 for i in ids if (i in found) == bool(pairs[i]["expect"]))
+        print(f"{cat:14} {len(ids):5d} {lab:8d} {listed:6d} {ok:5d}")
+    precision = len(right) / len(found) if found else 1.0
+    recall = len(right) / len(expected) if expected else 1.0
+    print(f"\nmemory conflicts: precision {precision:.2f} ({len(right)}/{len(found)}), "
+          f"recall {recall:.2f} ({len(right)}/{len(expected)})   targets: >= 0.95, >= 0.9")
+    print(f"remember's note:  recall {named / len(expected):.2f} ({named}/{len(expected)}) "
+          "(the second entry of a conflict names the first)")
+    for k in wrong:
+        c = found[k]
+        print(f"  listed, labelled not a conflict: {c.details} ({c.reason})")
+    for i in missed:
+        print(f"  missed: {pairs[i]['a']!r} / {pairs[i]['b']!r}")
+    for k, c in sorted(found.items(), key=lambda kv: str(kv[0])):
+        if k in expected:
+            print(f"  {c.reason:26} {c.details[0]!r} / {c.details[1]!r}")
+
+
+def timed(store_dir: Path, runs: int) -> None:
+    from forge import db
+
+    work = Path(tempfile.mkdtemp(prefix="forge-conflicts-"))
+    try:
+        db.snapshot(store_dir / "forge_rag.db", work / "forge_rag.db")
+        env = {**os.environ, "FORGE_DATA_DIR": str(work), "PYTHONPATH": str(ROOT)}
+        env.pop("EMBEDDING_URL", None)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        forge = [sys.executable, "-m", "forge"]
+        commands = {
+            'python -c "import click"': [sys.executable, "-c", "import click"],
+            "forge memory ls --nl": forge + ["memory", "ls", "--nl"],
+            "forge memory conflicts --json": forge + ["memory", "conflicts", "--json"],
+        }
+        for cmd in commands.values():   # warm the page cache (and migrate the copy once)
+            subprocess.run(cmd, env=env, cwd=work, capture_output=True, check=True)
+        times: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(runs):
+            for name, cmd in commands.items():
+                t = time.perf_counter()
+                out = subprocess.run(cmd, env=env, cwd=work, capture_output=True, check=True)
+                times[name].append((time.perf_counter() - t) * 1000)
+                if name.startswith("forge memory conflicts"):
+                    listed = json.loads(out.stdout)["conflicts"]
+        base = statistics.median(times['python -c "import click"'])
+        ls = statistics.median(times["forge memory ls --nl"])
+        sys.path.insert(0, str(ROOT))
+        from forge import conflicts, rag
+        from forge.settings import load_settings
+
+        with rag.open_store(load_settings({"FORGE_DATA_DIR": str(work)}, cwd=work),
+                            mode="rows") as store:
+            report = conflicts.find(store)
+        print(f"\nstore {store_dir} (copied): {report.entries_scanned} active entries, "
+              f"{len(listed)} conflicting pairs listed")
+        print(f"{'command':32} {'median ms':>10} {'x import click':>14} {'x memory ls':>12}")
+        for name in commands:
+            med = statistics.median(times[name])
+            print(f"{name:32} {med:10.1f} {med / base:14.2f} {med / ls:12.2f}")
+        print(f"conflicts.find in-process: {report.seconds * 1000:.0f} ms; {runs} runs each, "
+              f"interleaved; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> int:
+    import docs_figures
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", type=Path, help="also time memory conflicts on this store")
+    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
+    args = parser.parse_args()
+    with docs_figures.tee("conflicts", args.write_docs):
+        folder = Path(tempfile.mkdtemp(prefix="forge-conflicts-set-"))
+        try:
+            labelled(folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        if args.store:
+            timed(args.store, args.runs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""Every recall variant of issue 22 on every set at once: the personal set, the French set, LoCoMo.
+
+    python bench/recall_sets.py --keep DIR [--locomo DIR] [--only a,b] [--write-docs]
+
+- personal: tests/fixtures/personal_facts.json (45 entries, 30 questions with an answer):
+  top-1, any@5, any@10 through `forge recall --limit 10`'s code (recall_batch.search_many);
+- french: tests/fixtures/french_personal.json (25 entries, 17 questions, French: a look-alike
+  of the issue's held-out set built from its two failure shapes): top-1 as a count, any@5;
+- LoCoMo: the stores `bench/locomo.py --keep DIR` built (give that DIR as --locomo), every
+  category 1-4 question, any@5 / any@10 per conversation and over all of them (as locomo.py).
+
+Each variant is a `recall_words.Policy` (which words the word channel searches) and a fusion
+(recall_rank.search's `word_weight`); the question vectors are embedded once per set. The stores
+are built once under --keep DIR and reused.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def variants() -> dict[str, dict]:
+    from forge.recall_words import Policy
+
+    none = Policy(function_words="none", stems="none")
+    return {
+        "main (df only, no stems)": {"policy": none},
+        "stop-words fr+en, whole lists": {"policy": Policy(keep=False, stems="none")},
+        "stop-words fr+en minus KEEP": {"policy": Policy(stems="none")},
+        "stopwordsiso fr+en minus KEEP": {"policy": Policy(function_words="stopwordsiso",
+                                                           stems="none")},
+        "stems only (store forms of the query's stems)": {"policy": Policy(function_words="none")},
+        "stop-words minus KEEP + stems": {"policy": Policy()},
+        "stop-words minus KEEP + raw prefixes": {"policy": Policy(stems="prefix")},
+        "stopwordsiso minus KEEP + stems": {"policy": Policy(function_words="stopwordsiso")},
+        "main + word share x coverage": {"policy": none, "word_weight": "coverage"},
+        "words + stems, word share x coverage": {"policy": Policy(), "word_weight": "coverage"},
+        "words + stems, word share = bm25 / best": {"policy": Policy(), "word_share": "ratio"},
+        "words + stems, bm25 / best x coverage (shipped)": {"policy": Policy(), "word_share": "ratio",
+                                                  "word_weight": "coverage"},
+    }
+
+
+def personal_store(folder: Path, fixture: Path) -> tuple[dict, dict[str, int]]:
+    from personal_facts import build
+
+    data = json.loads(fixture.read_text(encoding="utf-8"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return data, build(folder, data)
+
+
+def open_settings(folder: Path, extra: dict | None = None):
+    from forge.settings import load_settings
+
+    return load_settings({"FORGE_DATA_DIR": str(folder), "LLAMA_CPP_URL": "http://127.0.0.1:9",
+                          **(extra or {})}, cwd=folder)
+
+
+def score_personal(folder: Path, data: dict, ids: dict[str, int], run) -> dict:
+    questions = [h["question"] for h in data["hits"]]
+    wanted = [ids[h["expect"]] for h in data["hits"]]
+    answers = run(folder, questions)
+    ranks = [next((i for i, r in enumerate(a.result.rows) if r.entry.id == w), None)
+             for a, w in zip(answers, wanted)]
+    n = len(ranks)
+    return {"n": n, "top1": sum(r == 0 for r in ranks), "any5": sum(r is not None and r < 5 for r in ranks),
+            "any10": sum(r is not None for r in ranks),
+            "misses": [q for q, r in zip(questions, ranks) if r != 0]}
+
+
+def locomo_sets(base: Path) -> list[tuple[Path, list[dict]]]:
+    import locomo
+
+    data = json.loads(locomo.DEFAULT_DATA.read_text(encoding="utf-8"))
+    out = []
+    for number, conversation in enumerate(data, 1):
+        folder = base / f"conversation-{number}"
+        if not (folder / "locomo-built.json").exists():
+            continue
+        refs = {r["ref"] for r in locomo.records(conversation)}
+        out.append((folder, locomo.questions(conversation, refs, None)))
+    return out
+
+
+def score_locomo(folder: Path, asked: list[dict], run) -> dict:
+    answers = run(folder, [q["q"] for q in asked])
+    hit5 = hit10 = 0
+    for q, a in zip(asked, answers):
+        wanted = set(q["evidence"])
+        found = [bool(wanted & set((r.entry.refs or {}).get("external") or [])) for r in a.result.rows]
+        hit5 += any(found[:5])
+        hit10 += any(found[:10])
+    return {"n": len(asked), "any5": hit5, "any10": hit10}
+
+
+class Runner:
+    """Runs one variant's recalls, with each set's question vectors embedded once."""
+
+    def __init__(self) -> None:
+        self.vectors: dict[tuple[str, int], object] = {}
+        self.ms: list[float] = []
+
+    def __call__(self, variant: dict):
+        from forge import rag, recall_batch, recall_rank, recall_words
+
+        def run(folder: Path, questions: list[str]):
+            key = (str(folder), len(questions))
+            with rag.open_store(open_settings(folder)) as store:
+                if key not in self.vectors:
+                    self.vectors[key] = recall_batch.embed_queries(store, questions)
+                old = recall_words.POLICY, recall_rank.WORD_WEIGHT, recall_rank.WORD_SHARE
+                recall_words.POLICY = variant["policy"]
+                recall_rank.WORD_WEIGHT = variant.get("word_weight", "flat")
+                recall_rank.WORD_SHARE = variant.get("word_share", "minmax")
+                try:
+                    batch = recall_batch.search_many(store, questions, vectors=self.vectors[key],
+                                                     limit=10)
+                finally:
+                    recall_words.POLICY, recall_rank.WORD_WEIGHT, recall_rank.WORD_SHARE = old
+                self.ms.append(1000 * batch.search_seconds / max(1, len(questions)))
+                return batch.answers
+        return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    import docs_figures
+    from tabulate import tabulate
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--keep", type=Path, required=True, help="build the small stores under DIR")
+    parser.add_argument("--locomo", type=Path, help="the --keep DIR of bench/locomo.py")
+    parser.add_argument("--only", help="comma-separated variant names (prefixes)")
+    parser.add_argument("--misses", action="store_true", help="print the questions missed at top-1")
+    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
+    args = parser.parse_args(argv)
+    personal, personal_ids = personal_store(args.keep / "personal", FIXTURES / "personal_facts.json")
+    french, french_ids = personal_store(args.keep / "french", FIXTURES / "french_personal.json")
+    convs = locomo_sets(args.locomo) if args.locomo else []
+    runner = Runner()
+    table, notes = [], []
+    chosen = {k: v for k, v in variants().items()
+              if not args.only or any(k.startswith(p) for p in args.only.split(","))}
+    for name, variant in chosen.items():
+        started = time.perf_counter()
+        run = runner(variant)
+        p = score_personal(args.keep / "personal", personal, personal_ids, run)
+        f = score_personal(args.keep / "french", french, french_ids, run)
+        row = [name, f"{p['top1'] / p['n']:.3f}", f"{p['any5'] / p['n']:.3f}",
+               f"{f['top1']}/{f['n']}", f"{f['any5']}/{f['n']}"]
+        total = {"n": 0, "any5": 0, "any10": 0}
+        per = []
+        for folder, asked in convs:
+            c = score_locomo(folder, asked, run)
+            per.append(f"{c['any5'] / c['n']:.3f}/{c['any10'] / c['n']:.3f}")
+            for k in total:
+                total[k] += c[k]
+        if convs:
+            row += [f"{total['any5'] / total['n']:.3f}", f"{total['any10'] / total['n']:.3f}", " ".join(per)]
+        table.append(row)
+        notes.append((name, p["misses"], f["misses"], time.perf_counter() - started))
+    headers = ["variant", "personal top-1", "any@5", "french top-1", "any@5"]
+    if convs:
+        headers += ["LoCoMo any@5", "any@10", "per conversation any@5/any@10"]
+    with docs_figures.tee("recall_sets", args.write_docs):
+        print(f"personal: {len(personal['entries'])} entries, {len(personal['hits'])} questions; "
+              f"french: {len(french['entries'])} entries, {len(french['hits'])} questions; "
+              f"LoCoMo: {len(convs)} conversations, {sum(len(a) for _, a in convs)} questions "
+              "(forge recall --limit 10's code)")
+        print(tabulate(table, headers=headers, tablefmt="github"))
+        if args.misses:
+            for name, pm, fm, _ in notes:
+                print(f"\n{name}: personal top-1 misses: {pm}\n  french top-1 misses: {fm}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

