@@ -24,7 +24,8 @@ from mcp.client.stdio import StdioServerParameters  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 FORGE = str(Path(sys.executable).parent / "forge")
-TOOLS = {"remember", "recall", "memory_list", "memory_show", "forget", "hot_block"}
+TOOLS = {"remember", "recall", "memory_list", "memory_show", "forget", "hot_block",
+         "memory_conflicts"}
 FACT = "Les sauvegardes restic du NAS partent chaque nuit vers un bucket Backblaze B2."
 
 
@@ -293,3 +294,25 @@ def test_an_agent_writing_while_an_import_compacts_loses_nothing(monkeypatch):
     listed = json.loads(cli_json("memory", "ls"))
     assert sorted(e["content"] for e in listed["entries"] if e["kind"] == "fact") == sorted(facts)
     assert listed["by_kind"].get("archive", 0) >= 2
+
+
+def test_conflicts_and_replaces_as_the_cli_has_them():
+    """Issue 21 through MCP: remember answers the entries it may contradict, memory_conflicts is
+    `forge memory conflicts --json`, and `replaces` links the old entry in the same write."""
+    async def run() -> dict[str, Any]:
+        async with stdio() as client:
+            out = {"old": ok(await client.call_tool("remember", {"content": "Le NAS a 8 Go de RAM."}))}
+            out["new"] = ok(await client.call_tool("remember", {"content": "Le NAS a 64 Go de RAM."}))
+            out["listed"] = await client.call_tool("memory_conflicts", {})
+            out["bad"] = await client.call_tool("remember", {"content": "x", "replaces": [0]})
+            out["fix"] = ok(await client.call_tool("remember", {
+                "content": "Le NAS a maintenant 64 Go de RAM.", "replaces": [out["old"]["id"]]}))
+            out["after"] = await client.call_tool("memory_conflicts", {})
+            return out
+
+    got = asyncio.run(run())
+    assert got["new"]["conflicts"] == [got["old"]["id"]]
+    assert text_of(got["after"]) == cli_json("memory", "conflicts").rstrip("\n")
+    assert ok(got["listed"])["conflicts"][0]["ids"] == [got["old"]["id"], got["new"]["id"]]
+    assert got["bad"].is_error and "Invalid value for 'replaces'" in text_of(got["bad"])
+    assert got["fix"]["replaced"] == [got["old"]["id"]]

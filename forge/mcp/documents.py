@@ -1,7 +1,8 @@
 """What each MCP tool answers: the library calls its CLI twin makes and that twin's `--json`
 document, with the arguments checked as the twin's options are (no `mcp` import here).
 
-    remember     forge remember KIND CONTENT [--project P] --json
+    remember     forge remember KIND CONTENT [--project P] [--replaces ID]... --json
+    memory_conflicts  forge memory conflicts [--project P] [--kind K] --json
     recall       forge recall QUERY [--limit N] [--project P] [--kind K] --json
     memory_list  forge memory ls [KIND] [--project P] --limit N [--cursor C] [--filter Q] --json
     memory_show  forge memory show ID --json
@@ -65,14 +66,28 @@ def check_text(value: str, name: str) -> str:
 
 # -- the documents -------------------------------------------------------------------------------
 
-def remember(settings: Any, content: str, kind: str | None = None,
-             project: str | None = None) -> dict[str, Any]:
-    from .. import rag
+def remember(settings: Any, content: str, kind: str | None = None, project: str | None = None,
+             replaces: list[int] | None = None) -> dict[str, Any]:
+    """`forge remember KIND CONTENT [--replaces ID]... --json` ({id, created, replaced,
+    conflicts}): conflicts.remember, as the CLI calls it."""
+    from .. import conflicts, rag
 
     kind = check_kind(kind, archive=False) or "fact"
     check_text(content, "content")
+    ids = tuple(check_id(i, "replaces") for i in (replaces or ()))
     with rag.open_store(settings) as store:
-        return rag.remember(store, kind, content, project=project).to_dict()
+        return conflicts.remember(store, kind, content, project=project, replaces=ids).to_dict()
+
+
+def memory_conflicts(settings: Any, project: str | None = None,
+                     kind: str | None = None) -> dict[str, Any]:
+    """`forge memory conflicts [--project P] [--kind K] --json`: {"conflicts": [...]}."""
+    from .. import conflicts, rag
+
+    kind = check_kind(kind, archive=False)
+    with rag.open_store(settings, mode="rows") as store:
+        report = conflicts.find(store, project=project, kind=kind)
+    return {"conflicts": [c.to_dict() for c in report.conflicts]}
 
 
 def recall(settings: Any, query: str, limit: int | None = None, project: str | None = None,

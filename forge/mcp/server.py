@@ -78,15 +78,22 @@ def create_server(settings: Any) -> MCPServer:
                                              idempotent_hint=True, open_world_hint=False))
     async def remember(content: Annotated[str, Field(description="the memory, one self-contained "
                                                                  "sentence (at most 8000 characters)")],
-                       kind: Kind = None, project: Project = None) -> CallToolResult:
+                       kind: Kind = None, project: Project = None,
+                       replaces: Annotated[list[int] | None, Field(
+                           description="ids of entries this one makes obsolete (a newer fact, "
+                                       "a changed decision): linked in the same write")] = None
+                       ) -> CallToolResult:
         """Save one durable memory the user will want used in later conversations: a decision,
         a todo, a fact (the default), a preference, or a correction of something remembered
         wrongly. Call it when the user states or confirms something worth knowing next time (a
         setting, a choice, a fact about their machines or people), written so it stands alone
         without this conversation. An exact duplicate writes nothing and returns the existing
-        id. Answers `forge remember --json`: {"id", "created"}."""
-        return await answer(lambda: documents.remember(settings, content, kind, project),
-                            "remember")
+        id. When it makes an older entry obsolete, pass that entry's id in `replaces`.
+        `conflicts` lists active entries it may contradict (it is written all the same): ask
+        the user which holds, then forget or replace. Answers `forge remember --json`:
+        {"id", "created", "replaced", "conflicts"}."""
+        return await answer(lambda: documents.remember(settings, content, kind, project,
+                                                       replaces), "remember")
 
     @server.tool(annotations=ToolAnnotations(title="Recall", read_only_hint=True,
                                              open_world_hint=False))
@@ -137,6 +144,17 @@ def create_server(settings: Any) -> MCPServer:
         correction instead. Answers `forge memory forget ID --json`: {"id", "kind",
         "released"} (entries it had absorbed come back)."""
         return await answer(lambda: documents.forget(settings, id), "forget")
+
+    @server.tool(annotations=ToolAnnotations(title="Conflicts", read_only_hint=True,
+                                             open_world_hint=False))
+    async def memory_conflicts(project: Project = None, kind: Kind = None) -> CallToolResult:
+        """Every pair of active memories (same kind and project) that may say opposite things:
+        a negation of what the other states, or two values for the same thing. Use it to tidy
+        the memory with the user: for each pair, ask which holds, then `remember` the right one
+        with `replaces`, or `forget` the wrong one. Answers `forge memory conflicts --json`:
+        {"conflicts": [{"ids", "reason", "contents", ...}]}."""
+        return await answer(lambda: documents.memory_conflicts(settings, project, kind),
+                            "memory_conflicts")
 
     @server.tool(annotations=ToolAnnotations(title="Hot block", read_only_hint=True,
                                              open_world_hint=False))
