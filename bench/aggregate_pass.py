@@ -24,6 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+import docs_figures  # noqa: E402
 
 DEVICES = ["NiPoGi AM06PRO", "ThinkPad X1 Carbon", "Raspberry Pi 4", "Synology DS920", "Steam Deck",
            "Mac mini M2", "Turris Omnia", "Dell XPS 13", "Pixel 7", "Framework 13"]
@@ -79,7 +81,13 @@ def main() -> int:
     parser.add_argument("--deliberate", type=float, default=0.2,
                         help="share of deliberate notes (the rest are archive exchanges)")
     parser.add_argument("--no-apply", action="store_true", help="time the dry run only")
+    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
+    with docs_figures.tee("aggregate_pass", args.write_docs):
+        return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
     from forge import aggregate, rag
     from forge.settings import load_settings
 

@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
 
         summary["ablation"] = summarise_variants(done, CATEGORIES, BUDGETS)
     summary["data"] = str(args.data)
-    with docs_figures.tee("locomo-ablation" if args.ablation else "locomo", args.write_docs):
+    with docs_figures.tee("locomo_ablation" if args.ablation else "locomo", args.write_docs):
         if args.json:
             print(json.dumps(summary, ensure_ascii=False, indent=2))
         else:

@@ -19,7 +19,7 @@ import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from .errors import CorruptFileError, ForgeError, NotFoundError
 from .fileio import atomic_write, locked
@@ -164,10 +164,12 @@ def read(path: Path) -> HistoryDoc:
 
 
 @contextlib.contextmanager
-def edit(path: Path) -> Iterator[HistoryDoc]:
+def edit(path: Path, *, after_write: Callable[[], None] | None = None) -> Iterator[HistoryDoc]:
     """Read under the lock, let the caller change the document, rewrite atomically.
 
     Nothing is written if the body raises. Keep the body short: other processes wait.
+    `after_write` runs once the file is replaced, the lock still held (an export import records
+    the keys it wrote before any compaction can move those messages).
     """
     with locked(path):
         doc = read(path)
@@ -178,6 +180,8 @@ def edit(path: Path) -> Iterator[HistoryDoc]:
         after = doc.to_json()
         if after != before:
             atomic_write(path, after)
+            if after_write is not None:
+                after_write()
 
 
 def new_history_id() -> str:
@@ -222,9 +226,10 @@ def apply_cap(doc: HistoryDoc, max_history: int) -> list[Message]:
     return dropped
 
 
-def append(path: Path, messages: Iterable[NewMessage], *, max_history: int) -> list[Message]:
+def append(path: Path, messages: Iterable[NewMessage], *, max_history: int,
+           after_write: Callable[[], None] | None = None) -> list[Message]:
     """Append messages with fresh ids, apply the cap, return the stored messages."""
-    with edit(path) as doc:
+    with edit(path, after_write=after_write) as doc:
         stored = [_materialise(doc, m) for m in messages]
         doc.messages.extend(stored)
         apply_cap(doc, max_history)

@@ -13,7 +13,8 @@ STORE_RING = {"forge.history", "forge.traces", "forge.rag", "forge.embedders", "
               "forge.recall_rank", "forge.recall_sparse", "forge.recall_words", "forge.refusal",
               "forge.store", "forge.dotenv_edit", "forge.log",
               "forge.timestamps", "forge.trace_read"}
-MEMORY_RING = {"forge.compaction", "forge.history_import", "forge.transcript", "forge.non_answer",
+MEMORY_RING = {"forge.compaction", "forge.history_import", "forge.export_import", "forge.exports",
+               "forge.transcript", "forge.non_answer",
                "forge.aggregate", "forge.resplit",
                "forge.hot_memory", "forge.tokens", "forge.router.prompt", "forge.router.placeholders",
                "forge.doctor", "forge.calibrate"}
@@ -100,14 +101,39 @@ def test_nothing_outside_the_cli_imports_it(path):
 
 def test_the_http_app_is_an_outer_ring_beside_the_cli():
     """forge/serve/ calls the library like the CLI does; only the CLI's `serve` command starts it,
-    and no core module reaches out to it."""
+    and no core module reaches out to it. `forge mcp` (forge/mcp/ and its command) puts its HTTP
+    transport behind the same guard, so it imports forge.serve.guard and nothing else of it."""
     importers = {module_name(p) for p in SOURCES
                  if any(m.startswith("forge.serve") for m in imports(p))}
-    assert {m for m in importers if not m.startswith(("forge.serve", "forge.cli"))} == set()
-    assert {m for m in importers if m.startswith("forge.cli")} == {"forge.cli.serve_cmds"}
+    assert {m for m in importers
+            if not m.startswith(("forge.serve", "forge.cli", "forge.mcp"))} == set()
+    assert {m for m in importers if m.startswith("forge.cli")} == {"forge.cli.serve_cmds",
+                                                                   "forge.cli.mcp_cmds"}
     for path in SOURCES:
-        if module_name(path).startswith("forge.serve"):
+        name = module_name(path)
+        if name.startswith("forge.serve"):
             assert not {m for m in imports(path) if m.startswith("forge.cli")}, path
+        if name.startswith(("forge.mcp", "forge.cli.mcp_cmds")):
+            assert {m for m in imports(path) if m.startswith("forge.serve")} <= {"forge.serve.guard"}
+
+
+def test_the_mcp_server_is_an_outer_ring_beside_the_cli():
+    """forge/mcp/ calls the library like the CLI does; only `forge mcp` imports it, it never
+    imports the CLI, and no module outside it imports the `mcp` SDK (forge --help's budget)."""
+    importers = {module_name(p) for p in SOURCES
+                 if any(m.startswith("forge.mcp") for m in imports(p))}
+    assert {m for m in importers if not m.startswith("forge.mcp")} == {"forge.cli.mcp_cmds"}
+    for path in SOURCES:
+        name = module_name(path)
+        if name.startswith("forge.mcp"):
+            assert not {m for m in imports(path) if m.startswith("forge.cli")}, path
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        sdk = [n.lineno for n in ast.walk(tree)
+               if isinstance(n, ast.Import) and any(a.name.split(".")[0] == "mcp" for a in n.names)
+               or isinstance(n, ast.ImportFrom) and not n.level
+               and (n.module or "").split(".")[0] in ("mcp", "mcp_types")]
+        if not name.startswith(("forge.mcp", "forge.cli.mcp_cmds")):
+            assert not sdk, path
 
 
 BACKEND_MODULES = {"forge.store.sqlite", "forge.store.postgres"}

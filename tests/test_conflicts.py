@@ -316,7 +316,8 @@ def test_post_remember_returns_the_conflicts_and_the_supersede_route_mirrors_the
     from forge.serve.app import create_app
     from forge.settings import load_settings
 
-    client = TestClient(create_app(load_settings()))
+    # forge serve answers loopback names only (issue 23): TestClient's default "testserver" is 421.
+    client = TestClient(create_app(load_settings()), base_url="http://127.0.0.1:8765")
     old = client.post("/remember", json={"content": "Forge v3"}).json()
     new = client.post("/remember", json={"content": "Forge v4"}).json()
     assert new["conflicts"] == [old["id"]] and new["created"]

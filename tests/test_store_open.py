@@ -43,7 +43,8 @@ def read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 def test_reads_on_a_missing_store_exit_0_with_empty_output_and_create_nothing(runner, forge_env):
     listing = invoke(runner, "memory", "ls", "--json")
     assert listing.exit_code == 0, listing.stderr
-    assert json.loads(listing.stdout) == {"entries": [], "by_kind": {}}
+    assert json.loads(listing.stdout) == {"entries": [], "by_kind": {}, "total": 0,
+                                          "next_cursor": None}
     assert f"no store at {forge_env / 'forge_rag.db'} {NOTE}" in listing.stderr
     nl = invoke(runner, "memory", "ls", "--nl")
     assert nl.exit_code == 0 and nl.stdout == ""

@@ -118,14 +118,26 @@ def context(fmt: str) -> None:
 
 @click.command("import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
-@click.option("--skip-bad", is_flag=True, help="Import the good records of a file with bad ones.")
+@click.option("--from", "source_kind", type=click.Choice(("chatgpt", "claude")),
+              help="FILE is a ChatGPT or Claude data export (conversations.json or the .zip); "
+                   "found from the file's shape when left out.")
+@click.option("--skip-bad", is_flag=True,
+              help="Import the good records (or conversations) of a file with bad ones.")
 @click.option("--compact", "compact_", is_flag=True,
               help="Compact as it imports, so the cap never drops an imported message.")
 @output_options
-def history_import(file: str, skip_bad: bool, compact_: bool, fmt: str) -> None:
+def history_import(file: str, source_kind: str | None, skip_bad: bool, compact_: bool,
+                   fmt: str) -> None:
     """Append a transcript to the history: FILE (or - for stdin) holds a JSON array or JSON
-    Lines of {"role", "content", "ts"?, "ref"?, "answered"?}. Each message gets a new id and
-    keeps its ref. A file with bad records imports nothing unless --skip-bad."""
+    Lines of {"role", "content", "ts"?, "ref"?, "answered"?}, or is a ChatGPT or Claude data
+    export (its conversations.json or the .zip). Each message gets a new id and keeps its ref.
+    A file with bad records imports nothing unless --skip-bad. An export is imported once: run
+    again, it adds only what it has not imported before (and resumes an interrupted import)."""
+    if file == "-" and source_kind:
+        raise click.UsageError("--from reads a file (it is read twice), not stdin")
+    if file != "-" and (source_kind or _is_export(Path(file))):
+        _import_export(Path(file), source_kind, skip_bad, compact_, fmt)
+        return
     from ..history_import import BadRecordsError, decode, import_history
 
     name = "stdin" if file == "-" else file
@@ -154,6 +166,42 @@ def history_import(file: str, skip_bad: bool, compact_: bool, fmt: str) -> None:
         note(f"{name}: skipped {bad}")
     span = f" (#{report.first_id}–#{report.last_id})" if report.first_id else ""
     text = f"imported {report.imported} message(s){span} from {name}"
+    if report.compactions:
+        text += (f"; {report.compactions} compaction(s) archived {report.archived} exchange(s), "
+                 f"left out {report.left_out}")
+    text += f"; the history holds {report.messages_after} message(s)"
+    emit_one(report.to_dict(), fmt, text=text)
+
+
+def _is_export(path: Path) -> bool:
+    from ..exports import sniff
+
+    return path.suffix.lower() == ".zip" or sniff(path) is not None
+
+
+def _import_export(path: Path, kind: str | None, skip_bad: bool, compact_: bool, fmt: str) -> None:
+    from ..export_import import import_export
+    from .output import progress
+
+    done = [0]
+    with progress(range(0), length=1, label="importing conversations") as bar:
+        def advance(conversations: int, total: int) -> None:
+            bar.length = total
+            bar.update(conversations - done[0])
+            done[0] = conversations
+
+        report = import_export(get_settings(), path, kind=kind, skip_bad=skip_bad,
+                               compact=compact_, on_progress=advance)
+    for bad in report.skipped:
+        note(f"{path}: skipped {bad}")
+    span = f" (#{report.first_id}–#{report.last_id})" if report.first_id else ""
+    text = (f"imported {report.imported} message(s){span} of {report.conversations} "
+            f"{report.kind} conversation(s) from {path}")
+    extras = [f"{report.already} imported before" if report.already else "",
+              f"{report.empty} empty" if report.empty else "",
+              f"{len(report.skipped)} bad skipped" if report.skipped else ""]
+    if any(extras):
+        text += " (" + ", ".join(e for e in extras if e) + ")"
     if report.compactions:
         text += (f"; {report.compactions} compaction(s) archived {report.archived} exchange(s), "
                  f"left out {report.left_out}")

@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "config": "config_cmds:config",
     "doctor": "doctor_cmds:doctor",
     "serve": "serve_cmds:serve",
+    "mcp": "mcp_cmds:mcp",
 }
 
 
@@ -50,6 +51,7 @@ SUMMARIES: dict[str, str] = {
     'doctor': 'Check the SQLite binding, sqlite-vec, FTS5, each configured server and each store.',
     'drawer': 'The drawer: every pinned message.',
     'history': 'Show the rolling conversation history (MEMORY_FILE).',
+    'mcp': 'Serve the memory to MCP clients (Claude Desktop, Claude Code, editors, agents).',
     'memory': 'List, show, edit, export and forget deliberate memories.',
     'pin': 'Pin a message: compaction and the cap leave it alone.',
     'recall': 'Hybrid search of the deliberate memory: both channels fused into one ranking.',

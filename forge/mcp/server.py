@@ -1,0 +1,218 @@
+"""`forge mcp`: the tools of `documents.py` on the official MCP Python SDK's `MCPServer`
+(`mcp` 2.x), over stdio (the default: stdout carries the protocol and nothing else, logs go to
+stderr) or streamable HTTP (`--http HOST:PORT`, behind `forge serve`'s whole guard: Host and Origin
+checks, rate limit, body cap, JSON bodies, bearer token).
+
+Each tool answers one text block holding exactly its CLI twin's `--json` document, and the same
+document as structured content. A bad argument or a library error is a tool error (`isError`)
+carrying the CLI's one-line message; anything unexpected is logged on stderr with its traceback
+and answered as one line naming its type, never the traceback.
+"""
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Callable
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+from ..errors import ForgeError
+from ..log import log
+from . import documents
+
+HOT_URI = "forge://hot"
+INSTRUCTIONS = (
+    "Forge is the user's durable memory, shared with their other assistants. Call `recall` "
+    "before answering anything about the user's machines, projects, decisions or past "
+    "conversations; call `remember` when the user states or confirms something worth knowing "
+    "next time. The resource forge://hot holds the short list of recent deliberate memories "
+    "that every answer should respect.")
+
+Kind = Annotated[str | None, Field(
+    description="decision, todo, fact, preference or correction",
+    json_schema_extra={"enum": ["decision", "todo", "fact", "preference", "correction", None]})]
+SearchKind = Annotated[str | None, Field(
+    description="only entries of this kind: decision, todo, fact, preference, correction, or "
+                "archive (past conversations compaction or an import stored)")]
+Project = Annotated[str | None, Field(description="project namespace (letters, digits, "
+                                                  "spaces and _ . - /); none = every project")]
+EntryId = Annotated[int, Field(description="an entry id, as recall and memory_list show it",
+                               json_schema_extra={"minimum": 1})]
+Limit = Annotated[int | None, Field(description="rows to return, 1 to 1000",
+                                    json_schema_extra={"minimum": 1, "maximum": 1000})]
+
+
+def document_result(doc: dict[str, Any]) -> CallToolResult:
+    """The twin's `--json` text (as `forge X --json` prints it: cli/output.dumps, indent 2)
+    and the same document structured."""
+    text = json.dumps(doc, ensure_ascii=False, indent=2)
+    return CallToolResult(content=[TextContent(type="text", text=text)],
+                          structured_content=doc)
+
+
+def error_result(message: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
+async def answer(work: Callable[[], dict[str, Any]], tool: str) -> CallToolResult:
+    """Run one library call in a worker thread (the store and the embedder block), as a tool
+    result or a tool error."""
+    try:
+        return document_result(await anyio.to_thread.run_sync(work))
+    except ForgeError as e:
+        return error_result(str(e))
+    except Exception as e:  # noqa: BLE001  (a bug: logged on stderr, one line to the client)
+        log.exception("forge mcp: the %s tool failed", tool)
+        return error_result(f"internal error in {tool}: {type(e).__name__} (the server's stderr "
+                            "has the details)")
+
+
+def create_server(settings: Any) -> MCPServer:
+    server: MCPServer = MCPServer("forge", title="Forge memory", instructions=INSTRUCTIONS,
+                                  version=_version(), log_level="WARNING")
+
+    @server.tool(annotations=ToolAnnotations(title="Remember", destructive_hint=False,
+                                             idempotent_hint=True, open_world_hint=False))
+    async def remember(content: Annotated[str, Field(description="the memory, one self-contained "
+                                                                 "sentence (at most 8000 characters)")],
+                       kind: Kind = None, project: Project = None,
+                       replaces: Annotated[list[int] | None, Field(
+                           description="ids of entries this one makes obsolete (a newer fact, "
+                                       "a changed decision): linked in the same write")] = None
+                       ) -> CallToolResult:
+        """Save one durable memory the user will want used in later conversations: a decision,
+        a todo, a fact (the default), a preference, or a correction of something remembered
+        wrongly. Call it when the user states or confirms something worth knowing next time (a
+        setting, a choice, a fact about their machines or people), written so it stands alone
+        without this conversation. An exact duplicate writes nothing and returns the existing
+        id. When it makes an older entry obsolete, pass that entry's id in `replaces`.
+        `conflicts` lists active entries it may contradict (it is written all the same): ask
+        the user which holds, then forget or replace. Answers `forge remember --json`:
+        {"id", "created", "replaced", "conflicts"}."""
+        return await answer(lambda: documents.remember(settings, content, kind, project,
+                                                       replaces), "remember")
+
+    @server.tool(annotations=ToolAnnotations(title="Recall", read_only_hint=True,
+                                             open_world_hint=False))
+    async def recall(query: Annotated[str, Field(description="a question or the words that "
+                                                             "matter, at most 2000 characters")],
+                     limit: Limit = None, project: Project = None,
+                     kind: SearchKind = None) -> CallToolResult:
+        """Search the user's memory by meaning and by words: deliberate memories and archived
+        past conversations. Call it before answering anything about the user's setup, projects,
+        past decisions or earlier conversations. Each row is one entry: its `content`, `kind`
+        (archive = a past exchange; `refs.external` names the imported conversation it came
+        from), `id` (for memory_show and forget), `channel` (vector = found by meaning, lexical = by words,
+        both, or neighbour = the exchange beside a strong hit), `distance` (lower is closer),
+        and `fused`, the score rows are ordered by. No row means nothing relevant is stored:
+        say so rather than guess. Answers `forge recall QUERY --json`; 10 rows by default."""
+        return await answer(lambda: documents.recall(settings, query, limit, project, kind),
+                            "recall")
+
+    @server.tool(annotations=ToolAnnotations(title="List memories", read_only_hint=True,
+                                             open_world_hint=False))
+    async def memory_list(kind: SearchKind = None, project: Project = None, limit: Limit = None,
+                          cursor: Annotated[str | None, Field(
+                              description="next_cursor of the previous page")] = None,
+                          filter: Annotated[str | None, Field(  # noqa: A002  (the CLI's word)
+                              description="only entries whose text holds this "
+                                          "(case-insensitive)")] = None) -> CallToolResult:
+        """List stored memories, oldest first, with the count of each kind: to review what is
+        remembered, or to find an id to show or forget. One page of at most `limit` entries
+        (100 by default); `total` counts every match; when `next_cursor` is not null, call
+        again with it as `cursor` for the next page. Answers `forge memory ls --limit N
+        --json`: {"entries", "total", "next_cursor", "by_kind"}."""
+        return await answer(lambda: documents.memory_list(settings, kind, project, limit, cursor,
+                                                          filter), "memory_list")
+
+    @server.tool(annotations=ToolAnnotations(title="Show a memory", read_only_hint=True,
+                                             open_world_hint=False))
+    async def memory_show(id: EntryId) -> CallToolResult:  # noqa: A002  (the CLI's word)
+        """One memory entry in full: its content, kind, project, refs (where it came from) and
+        the events that touched it (remembered, edited, folded, forgotten neighbours). Answers
+        `forge memory show ID --json`."""
+        return await answer(lambda: documents.memory_show(settings, id), "memory_show")
+
+    @server.tool(annotations=ToolAnnotations(title="Forget a memory", destructive_hint=True,
+                                             idempotent_hint=False, open_world_hint=False))
+    async def forget(id: EntryId) -> CallToolResult:  # noqa: A002
+        """Delete one memory entry for good (its text, vector and words): only when the user
+        asks to forget it, or it is wrong and the user agrees. To fix a memory, `remember` a
+        correction instead. Answers `forge memory forget ID --json`: {"id", "kind",
+        "released"} (entries it had absorbed come back)."""
+        return await answer(lambda: documents.forget(settings, id), "forget")
+
+    @server.tool(annotations=ToolAnnotations(title="Conflicts", read_only_hint=True,
+                                             open_world_hint=False))
+    async def memory_conflicts(project: Project = None, kind: Kind = None) -> CallToolResult:
+        """Every pair of active memories (same kind and project) that may say opposite things:
+        a negation of what the other states, or two values for the same thing. Use it to tidy
+        the memory with the user: for each pair, ask which holds, then `remember` the right one
+        with `replaces`, or `forget` the wrong one. Answers `forge memory conflicts --json`:
+        {"conflicts": [{"ids", "reason", "contents", ...}]}."""
+        return await answer(lambda: documents.memory_conflicts(settings, project, kind),
+                            "memory_conflicts")
+
+    @server.tool(annotations=ToolAnnotations(title="Hot block", read_only_hint=True,
+                                             open_world_hint=False))
+    async def hot_block(project: Project = None) -> CallToolResult:
+        """The hot block: the most recent deliberate memories, as Forge's own assistant keeps
+        them in every answer's context (budgeted; it says when it is cut). Read it at the start
+        of a task to respect the user's standing decisions and preferences. Answers `forge
+        memory hot --json`: {"text", "entry_ids", "left_out", "tokens"}. Also the resource
+        forge://hot."""
+        return await answer(lambda: documents.hot_block(settings, project), "hot_block")
+
+    @server.resource(HOT_URI, name="hot", title="Forge hot block", mime_type="text/plain",
+                     description="The most recent deliberate memories, as `forge memory hot` "
+                                 "prints them: put it in context without a tool call.")
+    async def hot() -> str:
+        return (await anyio.to_thread.run_sync(lambda: documents.hot_block(settings)))["text"]
+
+    @server.resource(HOT_URI + "/{project}", name="hot_project", mime_type="text/plain",
+                     title="Forge hot block of a project",
+                     description="The hot block of one project, as `forge memory hot -p "
+                                 "PROJECT` prints it.")
+    async def hot_project(project: str) -> str:
+        return (await anyio.to_thread.run_sync(
+            lambda: documents.hot_block(settings, project)))["text"]
+
+    return server
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("forge-memory")
+    except PackageNotFoundError:
+        return "0"
+
+
+def run_stdio(settings: Any) -> None:
+    create_server(settings).run()
+
+
+def http_app(settings: Any, host: str) -> Any:
+    """The streamable HTTP app at /mcp behind `forge serve`'s whole guard (guard.protect): Host
+    (421: DNS rebinding) and Origin (403) checks, the rate limit, the body cap, JSON bodies only,
+    the bearer token (API_TOKEN). The SDK's own Host/Origin check is off: the guard's is the one
+    Forge configures (SERVE_ALLOWED_HOSTS, SERVE_CORS_ORIGINS, SERVE_TRUSTED_PROXIES)."""
+    from ..serve import guard
+
+    app = create_server(settings).streamable_http_app(
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        host=host)
+    return guard.protect(app, settings, host)
+
+
+def run_http(settings: Any, host: str, port: int) -> None:
+    import uvicorn
+
+    # The SDK's session manager starts in the Starlette app's lifespan, which the guard passes
+    # through (it only looks at "http" scopes).
+    uvicorn.run(http_app(settings, host), host=host, port=port, log_level="warning",
+                access_log=False, server_header=False, proxy_headers=False)
