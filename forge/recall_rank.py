@@ -334,5 +334,6 @@ def describe() -> dict[str, Any]:
     """The fusion's constants, for reports (`--json` documents, bench output)."""
     return {"fusion": "normalised", "weights": "1:1", "pool": f"max({MIN_POOL}, limit)",
             "word_share": f"{WORD_SHARE} x {WORD_WEIGHT}",
+            "latent_share": "min-max over the latent-term pool (RECALL_SPARSE; recall_sparse)",
             "neighbours": "of a both-channel archived hit: right after an agreed hit, "
                           f"after the first {WEAK_HIT_KEEPS} rows for a weak one"}
