@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     from tabulate import tabulate
 
     if args.what == "recall":
-        with docs_figures.tee("sparse_recall", args.write_docs):
+        with docs_figures.tee("sparse_cost", args.write_docs):
             print(tabulate(fresh_recall(args.on, args.off, args.runs), headers="keys",
                            tablefmt="simple"))
             print(f"{args.runs} runs each, interleaved; load average "
