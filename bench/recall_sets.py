@@ -9,8 +9,9 @@
 - LoCoMo: the stores `bench/locomo.py --keep DIR` built (give that DIR as --locomo), every
   category 1-4 question, any@5 / any@10 per conversation and over all of them (as locomo.py).
 
-Each variant is a `recall_words.Policy` (which words the word channel searches) and a fusion
-(recall_rank.search's `word_weight`); the question vectors are embedded once per set. The stores
+Each variant is a `recall_words.Policy` (which words the word channel searches), a fusion
+(recall_rank.search's `word_weight`) and the latent-term channel (issue 22 item 3: off, or on
+with `recall_sparse.RULE`; the stores are built with RECALL_SPARSE on, so they hold its index); the question vectors are embedded once per set. The stores
 are built once under --keep DIR and reused.
 """
 from __future__ import annotations
@@ -44,8 +45,15 @@ def variants() -> dict[str, dict]:
         "main + word share x coverage": {"policy": none, "word_weight": "coverage"},
         "words + stems, word share x coverage": {"policy": Policy(), "word_weight": "coverage"},
         "words + stems, word share = bm25 / best": {"policy": Policy(), "word_share": "ratio"},
-        "words + stems, bm25 / best x coverage (shipped)": {"policy": Policy(), "word_share": "ratio",
-                                                  "word_weight": "coverage"},
+        "words + stems, bm25 / best x coverage (main)": {"policy": Policy(), "word_share": "ratio",
+                                                  "word_weight": "coverage", "latent": False},
+        # issue 22 item 3: the latent-term channel as a third min-max share
+        "main + latent terms, V5 rule (shipped)": {"policy": Policy(), "word_share": "ratio",
+                                                   "word_weight": "coverage", "latent": "v5"},
+        "main + latent terms, df <= 0.2 N (ablation's rule)": {
+            "policy": Policy(), "word_share": "ratio", "word_weight": "coverage", "latent": "flat"},
+        "main + latent terms, every term": {"policy": Policy(), "word_share": "ratio",
+                                            "word_weight": "coverage", "latent": "all"},
     }
 
 
@@ -109,22 +117,28 @@ class Runner:
         self.ms: list[float] = []
 
     def __call__(self, variant: dict):
-        from forge import rag, recall_batch, recall_rank, recall_words
+        from forge import rag, recall_batch, recall_rank, recall_sparse, recall_words
 
         def run(folder: Path, questions: list[str]):
             key = (str(folder), len(questions))
             with rag.open_store(open_settings(folder)) as store:
                 if key not in self.vectors:
                     self.vectors[key] = recall_batch.embed_queries(store, questions)
-                old = recall_words.POLICY, recall_rank.WORD_WEIGHT, recall_rank.WORD_SHARE
+                old = (recall_words.POLICY, recall_rank.WORD_WEIGHT, recall_rank.WORD_SHARE,
+                       recall_sparse.RULE, recall_sparse.enabled)
                 recall_words.POLICY = variant["policy"]
                 recall_rank.WORD_WEIGHT = variant.get("word_weight", "flat")
                 recall_rank.WORD_SHARE = variant.get("word_share", "minmax")
+                latent = variant.get("latent", False)   # the stores hold the index either way
+                recall_sparse.RULE = latent or "v5"
+                if not latent:
+                    recall_sparse.enabled = lambda _store: False
                 try:
                     batch = recall_batch.search_many(store, questions, vectors=self.vectors[key],
                                                      limit=10)
                 finally:
-                    recall_words.POLICY, recall_rank.WORD_WEIGHT, recall_rank.WORD_SHARE = old
+                    (recall_words.POLICY, recall_rank.WORD_WEIGHT, recall_rank.WORD_SHARE,
+                     recall_sparse.RULE, recall_sparse.enabled) = old
                 self.ms.append(1000 * batch.search_seconds / max(1, len(questions)))
                 return batch.answers
         return run

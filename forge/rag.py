@@ -199,6 +199,12 @@ def _probe(embedder: "Embedder", settings: "Settings") -> tuple[dict[str, Any], 
     return current, embedder.embed_documents([PROBE_TEXT])[0]
 
 
+def sparse_head(embedder: "Embedder") -> str | None:
+    """The latent-term index the embedder writes (None: none; an embedding server never)."""
+    head = getattr(embedder, "sparse_head", None)
+    return head() if head else None
+
+
 def _check_record(embedder: "Embedder", *, full: bool) -> dict[str, Any] | None:
     import time
 
@@ -214,6 +220,8 @@ def _answer_still_holds(store: Store, embedder: "Embedder", recorded: dict[str, 
     expected_dim = store.settings.embedding_dim
     if expected_dim is not None and recorded.get("dim") != expected_dim:
         return False  # the full check says what is wrong
+    if recorded.get("sparse") != sparse_head(embedder):
+        return False  # the full check says the latent-term index differs
     check = store.backend.read_meta("identity_check")
     if not check or family(recorded.get("backend")) != family(embedder.backend):
         return False
@@ -325,13 +333,14 @@ def remember_many(store: Store, items: list[NewEntry], *, batch_size: int = 32,
                 first_in_batch[key] = i
             todo.append(i)
     vectors = _embed_batched(store, [cleaned[i].content for i in todo], batch_size, on_progress)
+    terms = sparse_documents(store, [cleaned[i].content for i in todo])
     if todo:
         try:
-            _write_new(store, cleaned, keys, todo, vectors, results)
+            _write_new(store, cleaned, keys, todo, vectors, results, terms)
         except DuplicateKey:
             # a writer that takes no lock stored one of these texts after our re-check: the
             # transaction rolled back; once more, and the re-check sees it ("already stored")
-            _write_new(store, cleaned, keys, todo, vectors, results)
+            _write_new(store, cleaned, keys, todo, vectors, results, terms)
     for i, key in enumerate(keys):
         if results[i] is None:
             results[i] = Remembered(results[first_in_batch[key]].id, False)  # type: ignore[index,union-attr]
@@ -339,23 +348,38 @@ def remember_many(store: Store, items: list[NewEntry], *, batch_size: int = 32,
 
 
 def _write_new(store: Store, cleaned: list[NewEntry], keys: list[str | None], todo: list[int],
-               vectors: "np.ndarray", results: list[Remembered | None]) -> None:
+               vectors: "np.ndarray", results: list[Remembered | None],
+               terms: list[list[tuple[int, float]]] | None = None) -> None:
     from .store.results import Remembered
 
     backend = store.backend
     with backend.transaction():
         _prepare_vectors(store, vectors.shape[1])
         now = utc_now()
-        for i, vec in zip(todo, vectors):
+        for n, (i, vec) in enumerate(zip(todo, vectors)):
             existing = backend.id_for_dedup_key(keys[i])  # a concurrent writer got there first
             if existing is not None:
                 results[i] = Remembered(existing, False)
                 continue
-            results[i] = Remembered(_insert(backend, cleaned[i], keys[i], vec, now), True)
+            results[i] = Remembered(_insert(backend, cleaned[i], keys[i], vec, now,
+                                            None if terms is None else terms[n]), True)
 
 
-def _insert(backend: "Backend", item: NewEntry, key: str | None, vec: "np.ndarray", now: str) -> int:
+def sparse_documents(store: Store, texts: list[str]) -> list[list[tuple[int, float]]] | None:
+    """Each text's latent terms for the index (issue 22), None when the store's embedder writes
+    no index (RECALL_SPARSE off, an embedding server, PostgreSQL). After `checked_embedder`,
+    so a store whose identity records another index has already refused."""
+    embedder = store.embedder
+    if not texts or sparse_head(embedder) is None or not store.backend.sparse_index:
+        return None
+    return embedder.sparse_documents(texts)  # type: ignore[attr-defined]
+
+
+def _insert(backend: "Backend", item: NewEntry, key: str | None, vec: "np.ndarray", now: str,
+            terms: list[tuple[int, float]] | None = None) -> int:
     entry_id = backend.insert_entry(item, key, vec, now)
+    if terms is not None:
+        backend.write_sparse(entry_id, terms)
     backend.log_event("remember", entry_id, item.kind, info={"source": item.source})
     return entry_id
 
@@ -566,9 +590,10 @@ def edit(store: Store, entry_id: int, *, content: str | None = None,
     if other is not None and other != entry_id:
         raise ForgeError(f"the edit would make #{entry_id} a duplicate of #{other} (same kind, "
                          "project and text); nothing changed")
-    vec = None
+    vec = terms = None
     if "content" in changed:
         vec = store.checked_embedder().embed_documents([item.content])[0]
+        terms = sparse_documents(store, [item.content])
     with backend.transaction():
         other = backend.id_for_dedup_key(key)  # a concurrent writer
         if other is not None and other != entry_id:
@@ -578,6 +603,8 @@ def edit(store: Store, entry_id: int, *, content: str | None = None,
         if vec is not None:
             _prepare_vectors(store, len(vec))
             backend.replace_vector(entry_id, vec, entry.project)
+        if terms is not None:
+            backend.write_sparse(entry_id, terms[0])
         backend.log_event("edit", entry_id, item.kind,
                           info={"changed": changed, **({"was_kind": entry.kind} if "kind" in changed else {})})
     return Edited(get_entry(store, entry_id), changed)
@@ -668,7 +695,8 @@ def apply_folds(store: Store, folds: Sequence[Fold]) -> list[FoldResult]:
                     continue
                 vec = np.asarray(fold.vector, dtype=np.float32)
                 _prepare_vectors(store, vec.shape[-1])
-                target = _insert(backend, item, key, vec, utc_now())
+                terms = sparse_documents(store, [item.content])
+                target = _insert(backend, item, key, vec, utc_now(), terms and terms[0])
                 mode = "written"
             now = utc_now()
             for sid in fold.sources:
@@ -994,8 +1022,14 @@ def _reindex(store: Store, batch_size: int,
         if batch:
             vectors = embedder.embed_documents([c for _, c in batch])
             check_batch_dim(vectors, int(current["dim"]), embedder)
+            terms = (embedder.sparse_documents([c for _, c in batch])  # type: ignore[attr-defined]
+                     if current.get("sparse") and backend.sparse_index else None)
             with backend.transaction():
                 backend.stage_vectors([(i, v) for (i, _), v in zip(batch, vectors)])
+                # the latent terms go straight to the index: until the swap records an identity
+                # with this head, recall does not read them (recall_sparse.admitted)
+                for n, (i, _) in enumerate(batch if terms is not None else ()):
+                    backend.write_sparse(i, terms[n])
             done += len(batch)
             if on_progress:
                 on_progress(len(batch), total)
@@ -1018,6 +1052,8 @@ def _swap_in_reindexed(backend: "Backend", current: dict[str, Any], target: dict
         if backend.unstaged(1):
             return False
         count = backend.swap_in_staged(int(current["dim"]))
+        if not current.get("sparse"):
+            backend.clear_sparse()
         backend.delete_meta("reindex")
         backend.write_meta("identity", target)
         backend.delete_meta("identity_check")

@@ -16,7 +16,10 @@ How a row earns its place (`fused`, printed with every row):
   (idf-weighed; function words out, inflected forms counted as the word) the entry holds.
   fused = vector share + word share (weights 1:1; a channel that did not find it adds 0), so
   fused is in [0, 2], and an entry both channels found is ONE row (channel "both") with both
-  shares. `fusion="rrf"` (measured, not the default): 1/(K + rank) per channel, K = 60.
+  shares. Since issue 22 the latent-term channel (recall_sparse, RECALL_SPARSE) adds a third
+  share, min-max over its own pool, so fused is in [0, 3]: a row only it found is channel
+  "latent", and every row it found carries its dot product (`sparse`); the other tags keep
+  their meaning (the two word/vector channels). `fusion="rrf"` (measured, not the default): 1/(K + rank) per channel, K = 60.
   A fused score is relative to this query's two pools: it orders, and NOTHING ever refuses on
   it (a cutoff on it would mean something different for every query and every store size).
 - The V4 cutoff keeps its meaning: a distance, applied to vector-only candidates before the
@@ -84,11 +87,16 @@ class Candidate:
     bm25: float | None = None
     vector_rank: int | None = None
     lexical_rank: int | None = None
+    sparse: float | None = None   # the latent-term channel's dot product (recall_sparse)
 
     @property
     def channel(self) -> str:
+        """The two channels' tags as before issue 22; "latent": found by the latent-term
+        channel alone (its score is `sparse`, on any row it found)."""
         if self.vector_rank is not None and self.lexical_rank is not None:
             return "both"
+        if self.vector_rank is None and self.lexical_rank is None and self.sparse is not None:
+            return "latent"
         return "vector" if self.vector_rank is not None else "lexical"
 
 
@@ -124,14 +132,21 @@ def rrf(vector: list[tuple[int, float]], lexical: list[tuple[int, float]], *,
 
 
 def normalised(vector: list[tuple[int, float]], lexical: list[tuple[int, float]],
-               word_weights: dict[int, float] | None = None, word_share: str = "minmax"
-               ) -> list[tuple[Candidate, float]]:
+               word_weights: dict[int, float] | None = None, word_share: str = "minmax",
+               sparse: list[tuple[int, float]] | None = None) -> list[tuple[Candidate, float]]:
     """The alternative measured in the ablation: each channel's score min-max normalised over
     its own pool (nearest / best bm25 = 1, the pool's last = 0), summed with weights 1:1.
     `word_share="ratio"`: a word candidate's share is its bm25 over the pool's best instead;
-    `word_weights` (entry id -> factor in [0, 1]) scales a candidate's word share."""
+    `word_weights` (entry id -> factor in [0, 1]) scales a candidate's word share.
+    `sparse` (entry id, dot product, higher better): the latent-term channel, a third share
+    min-max normalised over its pool (1 when it holds one value), as the ablation built it."""
     base = _candidates(vector, lexical)
     scored: dict[int, float] = {}
+    if sparse:
+        lo, hi = min(v for _, v in sparse), max(v for _, v in sparse)
+        for entry_id, v in sparse:
+            base.setdefault(entry_id, Candidate(entry_id)).sparse = v
+            scored[entry_id] = 1.0 if hi == lo else (v - lo) / (hi - lo)
     for pairs, weights in ((vector, None), (lexical, word_weights)):   # lower is better for both
         if not pairs:
             continue
@@ -196,11 +211,16 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
            lexical_pool: int | None = None, rrf_k: int = RRF_K,
            lexical_weight: float = 1.0, neighbours: bool = True,
            fusion: str = "normalised", strong: str = "tiered",
-           word_weight: str | None = None, replaced: bool = False) -> "SearchResult":
+           word_weight: str | None = None, replaced: bool = False, latent: bool = True
+           ) -> "SearchResult":
     """`limit` rows (fewer only when the store has fewer passing candidates), best fused first.
+    `latent`: the latent-term channel when the store has its index (recall_sparse; False for
+    the ablation's two-channel rows).
 
     Raises ServerError when the embedder is down, like rag.search_hybrid.
     """
+    from . import recall_sparse
+
     qvec, cutoff, fingerprint = rag.prepare_query(store, query, query_vector)
     depth = pool(limit)
     vector, words, lexical = rag.search_channels(store, query, qvec, vector_k=vector_pool or depth,
@@ -211,9 +231,12 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     else:
         weights = (word_coverage(store, query, lexical) if (word_weight or WORD_WEIGHT) == "coverage"
                    else None)
-        ranked = normalised(vector, lexical, weights, WORD_SHARE)
+        ranked = normalised(vector, lexical, weights, WORD_SHARE,
+                            sparse=recall_sparse.search(store, query, k=depth, project=project,
+                                                        kind=kind) if latent else None)
     result = fill(store, ranked, limit=limit, cutoff=cutoff, fingerprint=fingerprint, words=words,
-                  replaced=replaced)
+                  replaced=replaced,
+                  farthest=vector[-1][1] if len(vector) >= (vector_pool or depth) else None)
     after = neighbours_after(result.rows, vector, lexical, strong) if neighbours else None
     if after is not None:
         result.rows = with_neighbours(store, result.rows, limit=limit, after=after)
@@ -272,15 +295,23 @@ def with_neighbours(store: "Store", rows: list, *, limit: int, after: int = 1) -
 
 def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
          cutoff: float | None, fingerprint: str, words: list[str],
-         replaced: bool = False) -> "SearchResult":
+         replaced: bool = False, farthest: float | None = None) -> "SearchResult":
     """Walk the fused ranking: vector-only candidates beyond the cutoff are dropped (and
     counted), orphan vectors skipped, entries a newer one replaced skipped unless `replaced`
-    (A9; a fold's sources stay, A5), until `limit` rows are taken."""
+    (A9; a fold's sources stay, A5), until `limit` rows are taken.
+
+    A latent-only row has no distance, but it was not among the vector channel's nearest, so it
+    is at least as far as that pool's last (`farthest`, None when the pool holds the whole
+    store): beyond the cutoff when that is. The cutoff keeps its meaning: the latent channel
+    never brings back a row farther than it."""
     rows: list[rag.SearchRow] = []
     dropped: list[float] = []
     passing: list[tuple[Candidate, float]] = []
     for candidate, score in ranked:
-        if rag.beyond_cutoff(candidate.channel, candidate.distance, cutoff):
+        if candidate.channel == "latent" and cutoff is not None and farthest is not None \
+                and farthest > cutoff:
+            continue   # not counted: `dropped_by_cutoff` counts vector rows (V4's note)
+        elif rag.beyond_cutoff(candidate.channel, candidate.distance, cutoff):
             dropped.append(candidate.distance)
         else:
             passing.append((candidate, score))
@@ -294,7 +325,7 @@ def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
             if entry is not None and len(rows) < limit and (replaced or not rag.is_replaced(entry)):
                 # None: an orphan vector not swept yet
                 rows.append(rag.SearchRow(entry, candidate.channel, candidate.distance,
-                                          candidate.bm25, fused=score))
+                                          candidate.bm25, fused=score, sparse=candidate.sparse))
     return rag.SearchResult(rows, len(dropped), min(dropped) if dropped else None, cutoff,
                             fingerprint, words)
 
@@ -303,5 +334,6 @@ def describe() -> dict[str, Any]:
     """The fusion's constants, for reports (`--json` documents, bench output)."""
     return {"fusion": "normalised", "weights": "1:1", "pool": f"max({MIN_POOL}, limit)",
             "word_share": f"{WORD_SHARE} x {WORD_WEIGHT}",
+            "latent_share": "min-max over the latent-term pool (RECALL_SPARSE; recall_sparse)",
             "neighbours": "of a both-channel archived hit: right after an agreed hit, "
                           f"after the first {WEAK_HIT_KEEPS} rows for a weak one"}

@@ -10,8 +10,8 @@ PKG = Path(__file__).resolve().parent.parent / "forge"
 
 STORE_RING = {"forge.history", "forge.traces", "forge.rag", "forge.embedders", "forge.llm",
               "forge.db", "forge.fileio", "forge.settings", "forge.errors", "forge.recall_batch",
-              "forge.recall_rank", "forge.recall_words", "forge.refusal", "forge.store",
-              "forge.dotenv_edit", "forge.log",
+              "forge.recall_rank", "forge.recall_sparse", "forge.recall_words", "forge.refusal",
+              "forge.store", "forge.dotenv_edit", "forge.log",
               "forge.timestamps", "forge.trace_read"}
 MEMORY_RING = {"forge.compaction", "forge.history_import", "forge.export_import", "forge.exports",
                "forge.transcript", "forge.non_answer",

@@ -207,7 +207,10 @@ def test_recall_embeds_its_query_without_numpy(runner):
                            "combien de RAM a le NAS ?", "--json"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert json.loads(proc.stdout)["rows"][0]["content"] == "the NAS has 32 GB"
+    rows = json.loads(proc.stdout)["rows"]
+    assert rows[0]["content"] == "the NAS has 32 GB"
+    # issue 22: the latent-term channel ran too (its query pass through the same engine)
+    assert any(r.get("sparse") for r in rows), rows
     loaded = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in proc.stderr.splitlines()
               if line.startswith("import time:") and "|" in line}
     assert "forge" in loaded and "ctypes" in loaded  # the probe sees imports, the engine ran

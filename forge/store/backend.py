@@ -206,6 +206,24 @@ class Backend(Protocol):
         """The entry's new vector; a vector staged for it by a reindex under way is dropped
         (the reindex embeds it again)."""
 
+    sparse_index: bool   # the backend keeps the latent-term index (issue 22)
+
+    def write_sparse(self, entry_id: int, terms: Sequence[tuple[int, float]]) -> None:
+        """Replace an entry's latent terms (issue 22; a no-op where the backend has no index)."""
+        ...
+
+    def clear_sparse(self) -> None:
+        ...
+
+    def sparse_frequency(self, terms: Sequence[int]) -> dict[int, int]:
+        ...
+
+    def search_sparse(self, terms: Sequence[tuple[int, float]], *, k: int,
+                      project: str | None = None, kind: str | None = None
+                      ) -> list[tuple[int, float]]:
+        """(entry id, dot product over `terms`) best first; [] without an index."""
+        ...
+
     def set_superseded(self, entry_id: int, by: int | None, updated: str,
                        reason: str | None = None) -> None:
         """Set (or clear, `by=None`) an entry's `superseded_by`, its `superseded_reason`

