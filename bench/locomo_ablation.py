@@ -1,5 +1,9 @@
 """The variants `bench/locomo.py --ablation` scores, one row each, on the stores it built.
 
+    python bench/locomo_ablation.py [bench/locomo.py's options: --keep DIR, --write-docs ...]
+
+runs `bench/locomo.py --ablation` (its --write-docs file is docs/bench/locomo_ablation.txt).
+
 Every variant answers each question with a list of rows (SearchRow) for a rows budget; the
 caller scores any@k as for the shipped ranking. Variants that need something the store does not
 hold (context-embedded vectors, the sparse head) compute it once per store and cache it beside
@@ -423,3 +427,10 @@ def print_variants(table: list[dict], categories: dict, budgets) -> None:
     print(tabulate([[r[c] for c in columns] for r in table], headers=columns, tablefmt="simple"))
     print("per category: any@5/any@10; ms/query: database side of one recall, both budgets "
           "averaged (the query's embedding excluded)")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import locomo
+
+    sys.exit(locomo.main(sys.argv[1:] + ["--ablation"]))
