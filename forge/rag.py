@@ -786,6 +786,19 @@ def list_page(store: Store, *, kind: str | None = None, project: str | None = No
     return EntryPage(entries, total, str(entries[-1].id) if more else None)
 
 
+def listing(store: Store, *, kind: str | None = None, project: str | None = None,
+            query: str | None = None, cursor: str | None = None,
+            limit: int | None = None) -> tuple[EntryPage, dict[str, int]]:
+    """What `forge memory ls` shows, for its CLI, route and MCP tool alike: one page
+    (list_page) and the count by kind, of `kind` only when one is given. The --json document is
+    `{**page.to_dict(), "by_kind": by_kind}`."""
+    page = list_page(store, kind=kind, project=project, query=query, cursor=cursor, limit=limit)
+    by_kind = counts_by_kind(store, project=project)
+    if kind is not None:
+        by_kind = {kind: by_kind.get(kind, 0)}
+    return page, by_kind
+
+
 def hot_entries(store: Store, *, project: str | None = None) -> list[Entry]:
     """The hot tier (V7): every non-archive, non-superseded entry, oldest first."""
     return store.backend.hot_entries(project=project)

@@ -325,14 +325,11 @@ def memory_ls(kind: str | None, project: str | None, query: str | None, limit: i
     from .. import rag
 
     with _open(mode="rows") as store:
-        page = rag.list_page(store, kind=kind, project=project, query=query, cursor=cursor,
-                             limit=limit)
+        page, by_kind = rag.listing(store, kind=kind, project=project, query=query,
+                                    cursor=cursor, limit=limit)
         entries = page.entries
-        by_kind = rag.counts_by_kind(store, project=project)
         if not entries:
             _note_unknown_project(store, project)
-    if kind is not None:
-        by_kind = {kind: by_kind.get(kind, 0)}
     data = [e.to_dict() for e in entries]
     rows = [{**d, "entry": _entry_label(e)} for d, e in zip(data, entries)]
     emit(rows, fmt, columns=LS_COLUMNS, data=data,

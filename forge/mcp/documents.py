@@ -116,11 +116,8 @@ def memory_list(settings: Any, kind: str | None = None, project: str | None = No
     kind = check_kind(kind, archive=True)
     limit = check_limit(limit) or LIST_LIMIT
     with rag.open_store(settings, mode="rows") as store:
-        page = rag.list_page(store, kind=kind, project=project, query=query, cursor=cursor,
-                             limit=limit)
-        by_kind = rag.counts_by_kind(store, project=project)
-    if kind is not None:   # the count of that kind only, as `forge memory ls KIND` gives it
-        by_kind = {kind: by_kind.get(kind, 0)}
+        page, by_kind = rag.listing(store, kind=kind, project=project, query=query,
+                                    cursor=cursor, limit=limit)
     return {**page.to_dict(), "by_kind": by_kind}
 
 

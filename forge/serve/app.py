@@ -222,11 +222,8 @@ def do_memory_ls(settings: Any, kind: str | None, project: str | None, query: st
     from .. import rag
 
     with rag.open_store(settings, mode="rows") as store:
-        page = rag.list_page(store, kind=kind, project=project, query=query, cursor=cursor,
-                             limit=limit)
-        by_kind = rag.counts_by_kind(store, project=project)
-    if kind is not None:  # the count of that kind only, as `forge memory ls KIND` gives it
-        by_kind = {kind: by_kind.get(kind, 0)}
+        page, by_kind = rag.listing(store, kind=kind, project=project, query=query,
+                                    cursor=cursor, limit=limit)
     return {**page.to_dict(), "by_kind": by_kind}
 
 
