@@ -23,7 +23,7 @@ from typing import Iterator
 
 DOCS_BENCH = Path(__file__).resolve().parent.parent / "docs" / "bench"
 HELP = "also write the command line and this output to docs/bench/NAME.txt (the docs include it)"
-ENV_SHOWN = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "FORGE_LOCOMO")
+ENV_SHOWN = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "FORGE_LOCOMO", "RECALL_SPARSE")
 
 
 def command_line(argv: list[str] | None = None) -> str:
