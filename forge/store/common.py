@@ -204,3 +204,15 @@ def like_pattern(text: str) -> str:
     (with `escape '\\'`)."""
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
+
+
+def entry_filters(project: str | None, kind: str | None, placeholder: str = "?"
+                  ) -> tuple[str, list[str]]:
+    """` and e.project = ? and e.kind = ?` for the ones given, and their values: the filter a
+    channel's query puts on `memory_entries e` (the backend's own placeholder)."""
+    sql, args = "", []
+    for column, value in (("project", project), ("kind", kind)):
+        if value is not None:
+            sql += f" and e.{column} = {placeholder}"
+            args.append(value)
+    return sql, args

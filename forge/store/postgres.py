@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 from ..errors import StoreError
 from ..log import log
 from . import fold
-from .common import DuplicateKey, Entry, NewEntry, like_pattern
+from .common import DuplicateKey, Entry, NewEntry, entry_filters, like_pattern
 
 if TYPE_CHECKING:
     import numpy as np
@@ -785,11 +785,7 @@ class PostgresBackend:
             return []
         idf = [max(1e-6, math.log((total - df[w] + 0.5) / (df[w] + 0.5))) for w in words]
         query = " | ".join(_lexeme(w) for w in words)
-        filters, args = "", []
-        for column, value in (("project", project), ("kind", kind)):
-            if value is not None:
-                filters += f" and e.{column} = %s"
-                args.append(value)
+        filters, args = entry_filters(project, kind, "%s")
         sql = f"""
             with q(word, idf) as (select * from unnest(%s::text[], %s::float8[])),
             hits as (select e.id, e.words, e.word_count from memory_entries e

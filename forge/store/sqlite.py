@@ -30,7 +30,8 @@ from ..errors import StoreError
 from ..log import log
 from ..timestamps import utc_now
 from .backend import OPEN_MODES
-from .common import ARCHIVE_KIND, Entry, NewEntry, StoreReadOnly, like_pattern, message_ids
+from .common import (ARCHIVE_KIND, Entry, NewEntry, StoreReadOnly, entry_filters, like_pattern,
+                     message_ids)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -641,11 +642,9 @@ class SQLiteBackend:
         sql = (f"with q(term, w) as (values {values}) select p.entry_id, sum(p.weight * q.w) as s "
                "from q join memory_sparse p on p.term = q.term")
         if project is not None or kind is not None:
-            sql += " join memory_entries e on e.id = p.entry_id where 1"
-            for column, value in (("project", project), ("kind", kind)):
-                if value is not None:
-                    sql += f" and e.{column} = ?"
-                    args.append(value)
+            filters, values = entry_filters(project, kind)
+            sql += " join memory_entries e on e.id = p.entry_id where 1" + filters
+            args += values
         sql += " group by p.entry_id order by s desc, p.entry_id limit ?"
         args.append(k)
         return [(r[0], r[1]) for r in self.conn.execute(sql, args) if r[1] > 0]
@@ -805,11 +804,9 @@ class SQLiteBackend:
         else:
             sql = ("select memory_fts.rowid, bm25(memory_fts) as score from memory_fts "
                    "join memory_entries e on e.id = memory_fts.rowid where memory_fts match ?")
-            args = [match]
-            for column, value in (("project", project), ("kind", kind)):
-                if value is not None:
-                    sql += f" and e.{column} = ?"
-                    args.append(value)
+            filters, values = entry_filters(project, kind)
+            sql += filters
+            args = [match, *values]
             sql += " order by score limit ?"
             args.append(k)
         return [(r[0], r[1]) for r in self.conn.execute(sql, args)]
