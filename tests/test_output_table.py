@@ -35,12 +35,15 @@ def test_a_number_with_thousands_separators_prints_as_given():
     assert text.splitlines()[2:] == ["1     fact    1,000", "2     fact    12,345.6"]
 
 
-def test_a_cell_x01_is_a_row_not_a_rule():
+def test_a_cell_x01_is_a_row_not_a_rule_and_shows_its_control_character():
+    # tabulate takes a row whose first or second cell is "\x01" for a rule; a table also
+    # shows a control character rather than send it to the terminal (--json and --nl keep it)
     rows = [{"id": "\x01", "kind": "fact", "content": "a"},
-            {"id": 2, "kind": "\x01", "content": "b"}]
+            {"id": 2, "kind": "\x01", "content": "b\x07c"}]
     for headers in (True, False):
         lines = output.table(rows, ["id", "kind", "content"], headers=headers).splitlines()
-        assert [line.split() for line in lines[-2:]] == [["\x01", "fact", "a"], ["2", "\x01", "b"]]
+        assert [line.split() for line in lines[-2:]] == [["\\x01", "fact", "a"],
+                                                         ["2", "\\x01", "b\\x07c"]]
 
 
 def test_accents_count_one_column_each_and_wrap_at_the_terminal_width():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from typing import Any, Callable, Iterable, Sequence
 
 import click
@@ -126,6 +127,12 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *,
     return tabulate(body, tablefmt="plain", disable_numparse=True)
 
 
+# C0 controls but tab, newline and ESC (a cell's colours are kept): a table shows them as `\x07`
+# rather than send them to the terminal; "\x01" as a first or second cell is also tabulate's
+# separating-line marker, which tabulate 0.9 tests by equality after padding
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1a\x1c-\x1f\x7f]")
+
+
 class _Text(str):
     """A cell's text as tabulate must print it: tabulate takes a row whose first or second cell
     is exactly the str "\\x01" for its separating-line marker, and checks `type(v) is str`."""
@@ -136,7 +143,7 @@ def _table_cell(value: Any, width: int | None) -> Any:
     no width; a colour is closed at each line's end and reopened on the next)."""
     if width is None and not isinstance(value, str):
         return value
-    text = str(value)
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
     if width is not None:
         from tabulate import _CustomTextWrap
 
