@@ -72,7 +72,12 @@ def test_the_index_follows_remember_edit_and_forget(settings):
         rag.edit(store, ids[1], kind="decision")   # a kind change keeps the terms
         assert postings(settings)[ids[1]] == index[ids[1]]
         rag.forget(store, ids[2])
-    assert set(postings(settings)) == set(ids) - {ids[2]}
+        assert set(postings(settings)) == set(ids) - {ids[2]}
+        new = rag.remember(store, "fact", "Le wifi a un nouveau mot de passe", replaces=[ids[5]])
+    # a replacement is written with its terms; the replaced entry keeps its own (it still exists)
+    index = postings(settings)
+    assert index[new.id] == pytest.approx(expected_terms("Le wifi a un nouveau mot de passe"), abs=1e-6)
+    assert ids[5] in index and set(index) == entry_ids(settings)
 
 
 def test_recall_tags_a_row_only_the_latent_channel_found(settings):
