@@ -245,6 +245,29 @@ def test_the_same_content_gives_the_same_latent_rows_in_the_same_order_on_both_b
 
 
 @pytest.mark.postgres
+def test_store_migrate_carries_the_latent_terms_both_ways(runner, forge_env, postgres_url, tmp_path):
+    """SQLite -> PostgreSQL -> SQLite: the terms come along, so each copy answers the latent
+    channel at once (no reindex), as its source does."""
+    from dataclasses import replace
+
+    on_sqlite = load_settings()
+    fill(on_sqlite)
+    there = invoke(runner, "store", "migrate", "--to", postgres_url, "--json")
+    assert there.exit_code == 0, there.stderr
+    assert json.loads(there.stdout)["latent_terms"] == sum(map(len, postings(on_sqlite).values()))
+    on_postgres = replace(on_sqlite, database_url=postgres_url)
+    assert postings(on_postgres) == postings(on_sqlite) != {}
+    assert latent_answers(on_postgres) == latent_answers(on_sqlite)
+    back = tmp_path / "back.db"
+    result = invoke(runner, "store", "migrate", "--to", f"sqlite:///{back}",
+                    env={"FORGE_DATABASE_URL": postgres_url})
+    assert result.exit_code == 0, result.stderr
+    on_back = replace(on_sqlite, rag_db_file=back)
+    assert postings(on_back) == postings(on_sqlite)
+    assert latent_answers(on_back) == latent_answers(on_sqlite)
+
+
+@pytest.mark.postgres
 def test_a_postgres_store_of_schema_3_gets_the_index_and_asks_for_a_reindex(
         runner, forge_env, postgres_url, monkeypatch):
     """A store written by the Forge before the index existed on PostgreSQL (schema 3): its

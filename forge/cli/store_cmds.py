@@ -37,4 +37,5 @@ def store_migrate(to: str, fmt: str) -> None:
          f"verified: counts and checksum equal")
     emit_one(result.to_dict(), fmt,
              text=f"{result.entries} entries, {result.vectors} vectors, {result.events} events, "
-                  f"{result.message_refs} message refs; checksum {result.checksum[:16]}")
+                  f"{result.message_refs} message refs, {result.latent_terms} latent terms; "
+                  f"checksum {result.checksum[:16]}")
