@@ -369,7 +369,7 @@ def _write_new(store: Store, cleaned: list[NewEntry], keys: list[str | None], to
 
 def sparse_documents(store: Store, texts: list[str]) -> list[list[tuple[int, float]]] | None:
     """Each text's latent terms for the index (issue 22), None when the store's embedder writes
-    no index (RECALL_SPARSE off, an embedding server, PostgreSQL). After `checked_embedder`,
+    no index (RECALL_SPARSE off, an embedding server, a backend without one). After `checked_embedder`,
     so a store whose identity records another index has already refused."""
     embedder = store.embedder
     if not texts or sparse_head(embedder) is None or not store.backend.sparse_index:
