@@ -303,3 +303,21 @@ def test_a_postgres_store_of_schema_3_gets_the_index_and_asks_for_a_reindex(
     assert done.exit_code == 0, done.stderr
     assert set(postings(s)) == set(ids) == entry_ids(s)
     assert invoke(runner, "recall", "factures").exit_code == 0
+
+
+def test_an_embedding_server_writes_and_reads_no_latent_terms(settings, llama_embedding_server,
+                                                               monkeypatch):
+    """A store written through an embedding server (a real llama-server): no sparse head, so
+    the identity records none, no term is written and recall has no latent share, on both
+    backends (RECALL_SPARSE left at its default, on)."""
+    from forge import rag, recall_rank, recall_sparse
+
+    monkeypatch.setenv("EMBEDDING_URL", llama_embedding_server.url + "/embedding")
+    on_server = load_settings()
+    assert on_server.recall_sparse
+    fill(on_server)
+    assert postings(on_server) == {}
+    with rag.open_store(on_server) as store:
+        assert store.identity["sparse"] is None and not recall_sparse.enabled(store)
+        result = recall_rank.search(store, "Quand arrivent les factures d'électricité ?", limit=5)
+    assert result.rows and all(r.sparse is None and r.channel != "latent" for r in result.rows)
