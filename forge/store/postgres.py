@@ -13,7 +13,8 @@ module keeps; forge/rag.py holds the logic above it). Tables, mirroring the SQLi
   rows whenever k exist; with an HNSW index, `hnsw.iterative_scan = strict_order` (pgvector
   ≥ 0.8) keeps scanning until k rows pass the filter.
 - `memory_sparse`: the latent-term index (issue 22; term, entry id, weight), SQLite's table and
-  queries, `on delete cascade` from the entry.
+  queries, `on delete cascade` from the entry; `memory_sparse_terms` holds each term's entry
+  count (V5's admission), kept by statement triggers as `memory_words` is for words.
 - `memory_events`, `memory_message_refs` (history id, message id → archive entry),
   `forge_meta` (identity, identity check, reindex progress, schema_version as JSON values),
   `memory_reindex` (a reindex's staging area).
