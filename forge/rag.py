@@ -277,13 +277,15 @@ def _remember_replacing(store: Store, item: NewEntry, old_ids: list[int]) -> Rem
     existing = backend.id_for_dedup_key(key)
     _check_replace(backend, old_ids, existing, new=item)
     vec = None if existing is not None else _embed_batched(store, [item.content], 1, None)[0]
+    terms = None if vec is None else sparse_documents(store, [item.content])
     with backend.transaction():
         existing = backend.id_for_dedup_key(key)
         if existing is None:
             if vec is None:   # the duplicate was forgotten meanwhile
                 vec = store.checked_embedder().embed_documents([item.content])[0]
+                terms = sparse_documents(store, [item.content])
             _prepare_vectors(store, len(vec))
-            new_id, created = _insert(backend, item, key, vec, utc_now()), True
+            new_id, created = _insert(backend, item, key, vec, utc_now(), terms and terms[0]), True
         else:
             new_id, created = existing, False
         _pause_at("replace_link")
@@ -367,7 +369,7 @@ def _write_new(store: Store, cleaned: list[NewEntry], keys: list[str | None], to
 
 def sparse_documents(store: Store, texts: list[str]) -> list[list[tuple[int, float]]] | None:
     """Each text's latent terms for the index (issue 22), None when the store's embedder writes
-    no index (RECALL_SPARSE off, an embedding server, PostgreSQL). After `checked_embedder`,
+    no index (RECALL_SPARSE off, an embedding server, a backend without one). After `checked_embedder`,
     so a store whose identity records another index has already refused."""
     embedder = store.embedder
     if not texts or sparse_head(embedder) is None or not store.backend.sparse_index:

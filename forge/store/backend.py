@@ -209,19 +209,28 @@ class Backend(Protocol):
     sparse_index: bool   # the backend keeps the latent-term index (issue 22)
 
     def write_sparse(self, entry_id: int, terms: Sequence[tuple[int, float]]) -> None:
-        """Replace an entry's latent terms (issue 22; a no-op where the backend has no index)."""
+        """(inside a transaction) Replace an entry's latent terms (issue 22: (term, weight),
+        weights kept as doubles, so both backends score the same). The terms go with the entry
+        when it is deleted (`delete_entry`, and a foreign client's DELETE). A no-op where the
+        backend has no index."""
         ...
 
     def clear_sparse(self) -> None:
+        """(inside a transaction) Drop every entry's latent terms (a reindex with the channel
+        off)."""
         ...
 
     def sparse_frequency(self, terms: Sequence[int]) -> dict[int, int]:
+        """term -> how many entries hold it among their indexed terms (archive and superseded
+        included); terms in no entry are absent. {} without an index."""
         ...
 
     def search_sparse(self, terms: Sequence[tuple[int, float]], *, k: int,
                       project: str | None = None, kind: str | None = None
                       ) -> list[tuple[int, float]]:
-        """(entry id, dot product over `terms`) best first; [] without an index."""
+        """(entry id, dot product over `terms`) of the `k` best entries (filtered by exact
+        project and/or kind when given), best first, ties by id; rows scoring 0 left out.
+        [] without an index, for k <= 0 or no terms."""
         ...
 
     def set_superseded(self, entry_id: int, by: int | None, updated: str,

