@@ -31,7 +31,7 @@ from ..log import log
 from ..timestamps import utc_now
 from .backend import OPEN_MODES
 from .common import (ARCHIVE_KIND, Entry, NewEntry, StoreReadOnly, entry_filters, like_pattern,
-                     message_ids)
+                     message_ids, posting_cap)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -118,8 +118,29 @@ def _m3_sparse(conn: Any) -> None:
         end""")
 
 
+def _m4_sparse_frequency(conn: Any) -> None:
+    """What keeps the latent-term channel fast on a large store (issue 22): each term's document
+    frequency in `memory_sparse_df`, kept by triggers (a query's 256 terms are 256 key reads,
+    not a count over their postings: a common term is in most entries), and an index that reads
+    a term's postings heaviest first (a query over its budget reads the heaviest only:
+    store.common.posting_cap)."""
+    conn.execute("create table memory_sparse_df (term integer primary key, df integer not null)")
+    conn.execute("insert into memory_sparse_df(term, df) "
+                 "select term, count(*) from memory_sparse group by term")
+    conn.execute("""
+        create trigger memory_sparse_ai after insert on memory_sparse begin
+            insert or ignore into memory_sparse_df(term, df) values (new.term, 0);
+            update memory_sparse_df set df = df + 1 where term = new.term;
+        end""")
+    conn.execute("""
+        create trigger memory_sparse_ad after delete on memory_sparse begin
+            update memory_sparse_df set df = df - 1 where term = old.term;
+        end""")
+    conn.execute("create index memory_sparse_impact on memory_sparse(term, weight desc)")
+
+
 MIGRATIONS: tuple[Callable[[Any], None], ...] = (_m1_entries, _m2_superseded_reason,
-                                                  _m3_sparse)
+                                                  _m3_sparse, _m4_sparse_frequency)
 
 FTS_TRIGGERS = (
     """create trigger memory_fts_ai after insert on memory_entries begin
@@ -619,33 +640,49 @@ class SQLiteBackend:
 
     def clear_sparse(self) -> None:
         self.conn.execute("delete from memory_sparse")
+        self.conn.execute("delete from memory_sparse_df")
 
     def sparse_frequency(self, terms: Sequence[int]) -> dict[int, int]:
-        """term -> how many entries hold it among their indexed terms."""
+        """term -> how many entries hold it among their indexed terms (the triggers' count)."""
         out: dict[int, int] = {}
         terms = list(terms)
         for start in range(0, len(terms), _CHUNK):
             chunk = terms[start:start + _CHUNK]
             marks = ",".join("?" * len(chunk))
-            out.update(self.conn.execute(f"select term, count(*) from memory_sparse where term in "
-                                         f"({marks}) group by term", chunk).fetchall())
+            out.update(self.conn.execute(f"select term, df from memory_sparse_df where term in "
+                                         f"({marks}) and df > 0", chunk).fetchall())
         return out
 
     def search_sparse(self, terms: Sequence[tuple[int, float]], *, k: int,
                       project: str | None = None, kind: str | None = None
                       ) -> list[tuple[int, float]]:
-        """The `k` entries with the largest dot product over `terms` (higher is better)."""
+        """The `k` entries with the largest dot product over `terms` (higher is better); over
+        the postings budget, over each term's heaviest postings (store.common.posting_cap)."""
         if k <= 0 or not terms:
             return []
-        values = ",".join("(?, ?)" for _ in terms)
-        args: list[Any] = [x for t, w in terms for x in (int(t), float(w))]
-        sql = (f"with q(term, w) as (values {values}) select p.entry_id, sum(p.weight * q.w) as s "
-               "from q join memory_sparse p on p.term = q.term")
-        if project is not None or kind is not None:
-            filters, values = entry_filters(project, kind)
-            sql += " join memory_entries e on e.id = p.entry_id where 1" + filters
-            args += values
-        sql += " group by p.entry_id order by s desc, p.entry_id limit ?"
+        filters, filter_args = entry_filters(project, kind)
+        join = " join memory_entries e on e.id = p.entry_id" if filters else ""
+        df = self.sparse_frequency([t for t, _ in terms])
+        cap = posting_cap([df.get(int(t), 0) for t, _ in terms])
+        args: list[Any]
+        if cap is None:
+            values = ",".join("(?, ?)" for _ in terms)
+            args = [x for t, w in terms for x in (int(t), float(w))]
+            sql = (f"with q(term, w) as (values {values}) select p.entry_id, sum(p.weight * q.w) "
+                   f"as s from q join memory_sparse p on p.term = q.term{join} where 1{filters}")
+            args += filter_args
+        else:
+            arms, args = [], []
+            for t, w in terms:
+                if df.get(int(t), 0) == 0:
+                    continue
+                arms.append("select * from (select p.entry_id, p.weight * ? as s from memory_sparse "
+                            f"p{join} where p.term = ?{filters} order by p.weight desc limit ?)")
+                args += [float(w), int(t), *filter_args, cap]
+            if not arms:
+                return []
+            sql = "select entry_id, sum(s) as s from (" + " union all ".join(arms) + ")"
+        sql += " group by 1 order by s desc, 1 limit ?"
         args.append(k)
         return [(r[0], r[1]) for r in self.conn.execute(sql, args) if r[1] > 0]
 
