@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import sqlite3
 
-import pytest
-
 from test_recall_sparse import FACTS, fill
 
 
@@ -23,15 +21,16 @@ def counted(path) -> tuple[dict[int, int], dict[int, int]]:
         conn.close()
 
 
-def test_posting_cap_reads_whole_terms_under_the_budget_and_the_heaviest_over_it():
-    from forge.store.common import posting_cap
+def test_within_budget_keeps_every_term_under_it_and_the_heaviest_by_weight_over_sqrt_df():
+    from forge.recall_sparse import within_budget
 
-    assert posting_cap([10, 20, 30], budget=60) is None
-    for dfs, budget in (([10, 20, 300, 4000], 1000), ([5000] * 8, 4000), ([1, 1, 9999], 50)):
-        cap = posting_cap(dfs, budget)
-        assert sum(min(d, cap) for d in dfs) <= budget            # within the budget
-        assert sum(min(d, cap + 1) for d in dfs) > budget         # and the largest such cap
-    assert posting_cap([10_000] * 300, budget=100) == 1           # never less than one
+    terms = [(1, 0.9), (2, 0.5), (3, 0.4), (4, 0.1)]
+    df = {1: 400, 2: 25, 3: 100, 4: 1}
+    assert within_budget(terms, df, budget=526) == terms
+    # weight / sqrt(df): 2 (0.100), 4 (0.100), 1 (0.045), 3 (0.040); 1 does not fit after 2
+    # and 4 (26 + 400 > 300), 3 still does: the query's order is kept
+    assert within_budget(terms, df, budget=300) == [(2, 0.5), (3, 0.4), (4, 0.1)]
+    assert within_budget(terms, df, budget=0) == []
 
 
 def test_the_frequency_table_follows_every_write_and_a_plain_delete(settings, runner):
@@ -69,7 +68,6 @@ def test_an_older_store_gets_its_frequencies_counted_by_the_migration(settings):
     with conn:
         conn.execute("drop trigger memory_sparse_ai")
         conn.execute("drop trigger memory_sparse_ad")
-        conn.execute("drop index memory_sparse_impact")
         conn.execute("drop table memory_sparse_df")
         conn.execute("pragma user_version = 3")
         conn.execute("update meta set value = '3' where key = 'schema_version'")
@@ -80,46 +78,27 @@ def test_an_older_store_gets_its_frequencies_counted_by_the_migration(settings):
     assert kept == real and len(real) > 64
 
 
-def _truncated_top(path, terms, cap, k, project=None):
-    """The dot products over each term's `cap` heaviest postings, computed here from the table."""
-    conn = sqlite3.connect(path)
-    try:
-        score: dict[int, float] = {}
-        for term, w in terms:
-            rows = conn.execute("select p.entry_id, p.weight from memory_sparse p join "
-                                "memory_entries e on e.id = p.entry_id where p.term = ? and "
-                                "(? is null or e.project = ?) order by p.weight desc, p.entry_id",
-                                (term, project, project)).fetchall()
-            for entry_id, weight in rows[:cap]:
-                score[entry_id] = score.get(entry_id, 0.0) + weight * w
-        return sorted(score.items(), key=lambda x: (-x[1], x[0]))[:k]
-    finally:
-        conn.close()
-
-
-def same(found, expected):
-    assert [i for i, _ in found] == [i for i, _ in expected]
-    assert [s for _, s in found] == pytest.approx([s for _, s in expected])
-
-
-@pytest.mark.parametrize("project", [None, "maison"])
-def test_over_the_budget_the_search_reads_each_terms_heaviest_postings(settings, monkeypatch,
-                                                                        project):
-    from forge import rag
-    from forge.store import common
+def test_a_query_over_the_budget_searches_the_terms_that_fit(settings, monkeypatch):
+    """A real store and query: under the budget every admitted term is searched (the dot
+    product is exact); over it, exactly the terms within_budget keeps, whose postings fit."""
+    from forge import rag, recall_sparse
 
     texts = [f"{fact} ({n})" for n in range(4) for fact in FACTS]
     with rag.open_store(settings) as store:
-        rag.remember_many(store, [rag.NewEntry("fact", t, "maison" if i % 2 else None)
-                                  for i, t in enumerate(texts)])
-        terms = store.embedder.sparse_query("la facture d'électricité du garage")[:40]
-        df = store.backend.sparse_frequency([t for t, _ in terms])
-        terms = [(t, w) for t, w in terms if t in df]
-        exact = store.backend.search_sparse(terms, k=10, project=project)
-        same(exact, _truncated_top(settings.rag_db_file, terms, 10**9, 10, project))
-        monkeypatch.setattr(common, "SPARSE_POSTINGS_BUDGET", 60)
-        cap = common.posting_cap([df[t] for t, _ in terms])
-        assert cap is not None and cap < max(df.values())      # the budget bites
-        cut = store.backend.search_sparse(terms, k=10, project=project)
-        same(cut, _truncated_top(settings.rag_db_file, terms, cap, 10, project))
-        assert cut != exact
+        rag.remember_many(store, [rag.NewEntry("fact", t) for t in texts])
+        query = store.embedder.sparse_query("la facture d'électricité du garage")
+        whole = recall_sparse.admitted(store, query)
+        df = store.backend.sparse_frequency([t for t, _ in whole])
+        assert len(whole) > 10
+        searched = []
+        real = store.backend.search_sparse
+        monkeypatch.setattr(store.backend, "search_sparse",
+                            lambda terms, **kw: searched.append(list(terms)) or real(terms, **kw))
+        recall_sparse.search(store, "la facture d'électricité du garage", k=10)
+        assert searched == [whole]
+        budget = sum(df.values()) // 3
+        monkeypatch.setattr(recall_sparse, "POSTINGS_BUDGET", budget)
+        recall_sparse.search(store, "la facture d'électricité du garage", k=10)
+        kept = searched[-1]
+        assert kept == recall_sparse.within_budget(whole, df, budget)
+        assert 0 < len(kept) < len(whole) and sum(df[t] for t, _ in kept) <= budget

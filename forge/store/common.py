@@ -8,7 +8,7 @@ import copy
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ForgeError, StoreError
 
@@ -204,27 +204,6 @@ def like_pattern(text: str) -> str:
     (with `escape '\\'`)."""
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
-
-
-# The latent-term channel's postings read per query (issue 22): a query whose admitted terms
-# hold more postings than this reads each term's heaviest postings only, as many as keep the
-# sum under it (`posting_cap`). Below it (every store under a few thousand entries) the dot
-# product is exact. bench/recall_latency.py measures what it costs and what it changes.
-SPARSE_POSTINGS_BUDGET = 4000
-
-
-def posting_cap(dfs: Sequence[int], budget: int | None = None) -> int | None:
-    """None when the postings of terms held by `dfs` entries fit in `budget`; else the largest
-    P such that reading at most P postings a term (each term's heaviest) stays within it."""
-    budget = SPARSE_POSTINGS_BUDGET if budget is None else budget
-    if sum(dfs) <= budget:
-        return None
-    left, count = budget, len(dfs)
-    for n, df in enumerate(sorted(dfs)):   # water-filling: small terms are read whole
-        if df * (count - n) > left:
-            return max(1, left // (count - n))
-        left -= df
-    return max(1, left)
 
 
 def entry_filters(project: str | None, kind: str | None, placeholder: str = "?"

@@ -31,7 +31,7 @@ from ..log import log
 from ..timestamps import utc_now
 from .backend import OPEN_MODES
 from .common import (ARCHIVE_KIND, Entry, NewEntry, StoreReadOnly, entry_filters, like_pattern,
-                     message_ids, posting_cap)
+                     message_ids)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -119,11 +119,10 @@ def _m3_sparse(conn: Any) -> None:
 
 
 def _m4_sparse_frequency(conn: Any) -> None:
-    """What keeps the latent-term channel fast on a large store (issue 22): each term's document
-    frequency in `memory_sparse_df`, kept by triggers (a query's 256 terms are 256 key reads,
-    not a count over their postings: a common term is in most entries), and an index that reads
-    a term's postings heaviest first (a query over its budget reads the heaviest only:
-    store.common.posting_cap)."""
+    """What keeps the latent-term channel's admission fast on a large store (issue 22): each
+    term's document frequency in `memory_sparse_df`, kept by triggers, so a query's 256 terms
+    are 256 key reads, not a count over their postings (a common term is in most entries).
+    A count at 0 stays (a row of two integers)."""
     conn.execute("create table memory_sparse_df (term integer primary key, df integer not null)")
     conn.execute("insert into memory_sparse_df(term, df) "
                  "select term, count(*) from memory_sparse group by term")
@@ -136,7 +135,6 @@ def _m4_sparse_frequency(conn: Any) -> None:
         create trigger memory_sparse_ad after delete on memory_sparse begin
             update memory_sparse_df set df = df - 1 where term = old.term;
         end""")
-    conn.execute("create index memory_sparse_impact on memory_sparse(term, weight desc)")
 
 
 MIGRATIONS: tuple[Callable[[Any], None], ...] = (_m1_entries, _m2_superseded_reason,
@@ -656,33 +654,18 @@ class SQLiteBackend:
     def search_sparse(self, terms: Sequence[tuple[int, float]], *, k: int,
                       project: str | None = None, kind: str | None = None
                       ) -> list[tuple[int, float]]:
-        """The `k` entries with the largest dot product over `terms` (higher is better); over
-        the postings budget, over each term's heaviest postings (store.common.posting_cap)."""
+        """The `k` entries with the largest dot product over `terms` (higher is better)."""
         if k <= 0 or not terms:
             return []
-        filters, filter_args = entry_filters(project, kind)
-        join = " join memory_entries e on e.id = p.entry_id" if filters else ""
-        df = self.sparse_frequency([t for t, _ in terms])
-        cap = posting_cap([df.get(int(t), 0) for t, _ in terms])
-        args: list[Any]
-        if cap is None:
-            values = ",".join("(?, ?)" for _ in terms)
-            args = [x for t, w in terms for x in (int(t), float(w))]
-            sql = (f"with q(term, w) as (values {values}) select p.entry_id, sum(p.weight * q.w) "
-                   f"as s from q join memory_sparse p on p.term = q.term{join} where 1{filters}")
-            args += filter_args
-        else:
-            arms, args = [], []
-            for t, w in terms:
-                if df.get(int(t), 0) == 0:
-                    continue
-                arms.append("select * from (select p.entry_id, p.weight * ? as s from memory_sparse "
-                            f"p{join} where p.term = ?{filters} order by p.weight desc limit ?)")
-                args += [float(w), int(t), *filter_args, cap]
-            if not arms:
-                return []
-            sql = "select entry_id, sum(s) as s from (" + " union all ".join(arms) + ")"
-        sql += " group by 1 order by s desc, 1 limit ?"
+        values = ",".join("(?, ?)" for _ in terms)
+        args: list[Any] = [x for t, w in terms for x in (int(t), float(w))]
+        sql = (f"with q(term, w) as (values {values}) select p.entry_id, sum(p.weight * q.w) as s "
+               "from q join memory_sparse p on p.term = q.term")
+        if project is not None or kind is not None:
+            filters, values = entry_filters(project, kind)
+            sql += " join memory_entries e on e.id = p.entry_id where 1" + filters
+            args += values
+        sql += " group by p.entry_id order by s desc, p.entry_id limit ?"
         args.append(k)
         return [(r[0], r[1]) for r in self.conn.execute(sql, args) if r[1] > 0]
 
