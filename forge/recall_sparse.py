@@ -5,7 +5,8 @@ the entry's own transaction; `forge reindex` builds the index of an older store)
 latent terms (its 256 heaviest, through e5_engine: no numpy) are admitted by V5's rule, as the
 word channel's words are: a term held by at most RECALL_LEXICAL_MAX_DF x N of the store's N
 entries (`store.common.is_informative`); an entry's score is the dot product over the admitted
-terms. recall_rank adds it as a third normalised share (SPEC V6 as issue 22 amends it).
+terms (on a large store, those of them whose postings fit POSTINGS_BUDGET). recall_rank adds
+it as a third normalised share (SPEC V6 as issue 22 amends it).
 
 Fires only when the store's recorded identity names the same sparse head the configured
 embedder writes (after `checked_embedder`, which refuses a store built with another one):
@@ -25,6 +26,13 @@ if TYPE_CHECKING:
 # or "all" (every term the index holds); measured in bench/recall_sets.py, docs/recall.md.
 RULE = "v5"
 
+# The postings a query's admitted terms may hold together (issue 22's latency rows). The dot
+# product costs one read per posting; on 10,000 entries a question's ~115 admitted terms hold
+# ~24,000. Over the budget, the terms are taken by weight / sqrt(document frequency), heaviest
+# first, while their postings fit; under it nothing is left out (a store of 500 entries holds
+# 32,000 postings in all: the personal, French and LoCoMo sets are always under it). bench/recall_latency.py and docs/recall.md measure the cost and the agreement.
+POSTINGS_BUDGET = 32_000
+
 
 def enabled(store: "Store") -> bool:
     """The store's index was written by the configured embedder's sparse head."""
@@ -37,7 +45,8 @@ def enabled(store: "Store") -> bool:
 
 
 def admitted(store: "Store", terms: list[tuple[int, float]]) -> list[tuple[int, float]]:
-    """The query's (term, weight) pairs V5's rule keeps: held by 1..max_df x N entries."""
+    """The query's (term, weight) pairs V5's rule keeps (held by 1..max_df x N entries), within
+    the postings budget."""
     from .store.common import is_informative
 
     backend = store.backend
@@ -47,10 +56,28 @@ def admitted(store: "Store", terms: list[tuple[int, float]]) -> list[tuple[int, 
     df = backend.sparse_frequency([t for t, _ in terms])
     max_df = store.settings.recall_lexical_max_df
     if RULE == "all":
-        return [(t, w) for t, w in terms if t in df]
-    if RULE == "flat":
-        return [(t, w) for t, w in terms if 1 <= df.get(t, 0) <= max(1.0, max_df * total)]
-    return [(t, w) for t, w in terms if t in df and is_informative(df[t], total, max_df)]
+        kept = [(t, w) for t, w in terms if t in df]
+    elif RULE == "flat":
+        kept = [(t, w) for t, w in terms if 1 <= df.get(t, 0) <= max(1.0, max_df * total)]
+    else:
+        kept = [(t, w) for t, w in terms if t in df and is_informative(df[t], total, max_df)]
+    return within_budget(kept, df)
+
+
+def within_budget(terms: list[tuple[int, float]], df: dict[int, int],
+                  budget: int | None = None) -> list[tuple[int, float]]:
+    """`terms` whose postings fit in POSTINGS_BUDGET: all of them when they fit, else the ones
+    weight / sqrt(df) puts first while they fit (a term too large is passed over, a smaller
+    one after it may still fit), in the query's order."""
+    budget = POSTINGS_BUDGET if budget is None else budget
+    if sum(df[t] for t, _ in terms) <= budget:
+        return terms
+    chosen: set[int] = set()
+    for t, w in sorted(terms, key=lambda p: -p[1] / df[p[0]] ** 0.5):
+        if df[t] <= budget:
+            chosen.add(t)
+            budget -= df[t]
+    return [(t, w) for t, w in terms if t in chosen]
 
 
 def search(store: "Store", query: str, *, k: int, project: str | None = None,

@@ -118,8 +118,27 @@ def _m3_sparse(conn: Any) -> None:
         end""")
 
 
+def _m4_sparse_frequency(conn: Any) -> None:
+    """What keeps the latent-term channel's admission fast on a large store (issue 22): each
+    term's document frequency in `memory_sparse_df`, kept by triggers, so a query's 256 terms
+    are 256 key reads, not a count over their postings (a common term is in most entries).
+    A count at 0 stays (a row of two integers)."""
+    conn.execute("create table memory_sparse_df (term integer primary key, df integer not null)")
+    conn.execute("insert into memory_sparse_df(term, df) "
+                 "select term, count(*) from memory_sparse group by term")
+    conn.execute("""
+        create trigger memory_sparse_ai after insert on memory_sparse begin
+            insert or ignore into memory_sparse_df(term, df) values (new.term, 0);
+            update memory_sparse_df set df = df + 1 where term = new.term;
+        end""")
+    conn.execute("""
+        create trigger memory_sparse_ad after delete on memory_sparse begin
+            update memory_sparse_df set df = df - 1 where term = old.term;
+        end""")
+
+
 MIGRATIONS: tuple[Callable[[Any], None], ...] = (_m1_entries, _m2_superseded_reason,
-                                                  _m3_sparse)
+                                                  _m3_sparse, _m4_sparse_frequency)
 
 FTS_TRIGGERS = (
     """create trigger memory_fts_ai after insert on memory_entries begin
@@ -619,16 +638,17 @@ class SQLiteBackend:
 
     def clear_sparse(self) -> None:
         self.conn.execute("delete from memory_sparse")
+        self.conn.execute("delete from memory_sparse_df")
 
     def sparse_frequency(self, terms: Sequence[int]) -> dict[int, int]:
-        """term -> how many entries hold it among their indexed terms."""
+        """term -> how many entries hold it among their indexed terms (the triggers' count)."""
         out: dict[int, int] = {}
         terms = list(terms)
         for start in range(0, len(terms), _CHUNK):
             chunk = terms[start:start + _CHUNK]
             marks = ",".join("?" * len(chunk))
-            out.update(self.conn.execute(f"select term, count(*) from memory_sparse where term in "
-                                         f"({marks}) group by term", chunk).fetchall())
+            out.update(self.conn.execute(f"select term, df from memory_sparse_df where term in "
+                                         f"({marks}) and df > 0", chunk).fetchall())
         return out
 
     def search_sparse(self, terms: Sequence[tuple[int, float]], *, k: int,
