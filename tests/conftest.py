@@ -68,6 +68,18 @@ def settings(forge_env: Path):
     return load_settings()
 
 
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request, monkeypatch) -> str:
+    """A test that asks for it runs on each backend: "sqlite", then "postgres" (the `postgres`
+    marker; FORGE_DATABASE_URL set to the session's server). A module may define its own."""
+    if request.param == "postgres":
+        monkeypatch.setenv("FORGE_DATABASE_URL", request.getfixturevalue("postgres_url"))
+    return request.param
+
+
 @pytest.fixture
 def runner():
     from click.testing import CliRunner

@@ -20,19 +20,10 @@ import pytest
 from conftest import invoke
 from forge.settings import load_settings
 
-BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-
 FACTS = ["La facture d'électricité arrive le 5 du mois", "Serveur de mails : Postfix plutôt que Exim",
          "Classer les factures du garage", "Acheter du terreau et des graines pour le jardin",
          "Le chat s'appelle Pixel et dort sur le radiateur", "Mot de passe wifi: kangourou42",
          "The backup of the NAS runs every Sunday at 3 am", "Réserver un train pour Lyon"]
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request, monkeypatch) -> str:
-    if request.param == "postgres":
-        monkeypatch.setenv("FORGE_DATABASE_URL", request.getfixturevalue("postgres_url"))
-    return request.param
 
 
 @pytest.fixture

@@ -13,8 +13,6 @@ from forge.embedders.embedded import EmbeddedEmbedder
 from forge.errors import ForgeError, NotFoundError
 from forge.settings import load_settings
 
-BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-
 ENTRIES = [
     ("fact", "Possède un Steam Deck", None),
     ("fact", "Le NiPoGi a 32 Go de RAM", "homelab"),
@@ -23,13 +21,6 @@ ENTRIES = [
     ("fact", "Mon chat s'appelle Pixel", None),
     ("preference", "Réponses courtes, en français", None),
 ]
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request, monkeypatch) -> str:
-    if request.param == "postgres":
-        monkeypatch.setenv("FORGE_DATABASE_URL", request.getfixturevalue("postgres_url"))
-    return request.param
 
 
 @pytest.fixture
