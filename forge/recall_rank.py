@@ -221,6 +221,8 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     """
     from . import recall_sparse
 
+    # the latent pass runs beside the query's dense embedding (rrf is the two-channel ablation)
+    pending = recall_sparse.query_terms(store, query) if latent and fusion != "rrf" else None
     qvec, cutoff, fingerprint = rag.prepare_query(store, query, query_vector)
     depth = pool(limit)
     vector, words, lexical = rag.search_channels(store, query, qvec, vector_k=vector_pool or depth,
@@ -233,7 +235,8 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
                    else None)
         ranked = normalised(vector, lexical, weights, WORD_SHARE,
                             sparse=recall_sparse.search(store, query, k=depth, project=project,
-                                                        kind=kind) if latent else None)
+                                                        kind=kind, terms=pending)
+                            if latent else None)
     result = fill(store, ranked, limit=limit, cutoff=cutoff, fingerprint=fingerprint, words=words,
                   replaced=replaced,
                   farthest=vector[-1][1] if len(vector) >= (vector_pool or depth) else None)

@@ -16,7 +16,7 @@ costs nothing.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from .rag import Store
@@ -80,11 +80,45 @@ def within_budget(terms: list[tuple[int, float]], df: dict[int, int],
     return [(t, w) for t, w in terms if t in chosen]
 
 
+def query_terms(store: "Store", query: str) -> "Callable[[], list[tuple[int, float]]] | None":
+    """Start the query's latent-term pass in a second thread, while the caller embeds the query
+    for the vector channel: two model passes of about the same length (the sparse head reads
+    the raw text, the dense pass the prefixed query, so neither can reuse the other), which two
+    cores run side by side (the engine releases the GIL and keeps no state between calls).
+    Returns what to call for the terms (the thread's error is raised there); None when the
+    channel is off for this store."""
+    if not enabled(store):
+        return None
+    import threading
+
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            done["terms"] = store.embedder.sparse_query(query)  # type: ignore[attr-defined]
+        except BaseException as e:  # raised again in the caller's thread
+            done["error"] = e
+
+    thread = threading.Thread(target=run, name="forge-latent-query", daemon=True)
+    thread.start()
+
+    def result() -> list[tuple[int, float]]:
+        thread.join()
+        if "error" in done:
+            raise done["error"]
+        return done["terms"]
+
+    return result
+
+
 def search(store: "Store", query: str, *, k: int, project: str | None = None,
-           kind: str | None = None) -> list[tuple[int, float]]:
+           kind: str | None = None,
+           terms: "Callable[[], list[tuple[int, float]]] | None" = None
+           ) -> list[tuple[int, float]]:
     """(entry id, dot product) of the `k` best entries over the query's admitted latent terms,
-    best first (higher is better); [] when the channel is off for this store."""
+    best first (higher is better); [] when the channel is off for this store. `terms`: what
+    `query_terms` returned for this query (else the pass runs here)."""
     if k <= 0 or not enabled(store):
         return []
-    terms = admitted(store, store.embedder.sparse_query(query))  # type: ignore[attr-defined]
-    return store.backend.search_sparse(terms, k=k, project=project, kind=kind)
+    pairs = terms() if terms is not None else store.embedder.sparse_query(query)  # type: ignore[attr-defined]
+    return store.backend.search_sparse(admitted(store, pairs), k=k, project=project, kind=kind)

@@ -312,3 +312,34 @@ def test_an_embedding_server_writes_and_reads_no_latent_terms(settings, llama_em
         assert store.identity["sparse"] is None and not recall_sparse.enabled(store)
         result = recall_rank.search(store, "Quand arrivent les factures d'électricité ?", limit=5)
     assert result.rows and all(r.sparse is None and r.channel != "latent" for r in result.rows)
+
+
+def test_the_latent_pass_beside_the_dense_one_gives_the_rows_of_the_pass_in_turn(monkeypatch,
+                                                                                 tmp_path):
+    """recall_rank.search starts the query's latent pass in a second thread while the query is
+    embedded for the vector channel: the same terms, so the same rows and scores as the pass
+    run in turn, and the pass really ran in that thread."""
+    import threading
+
+    from forge import rag, recall_rank, recall_sparse
+    from forge.settings import load_settings
+
+    local = load_settings({"FORGE_DATA_DIR": str(tmp_path)}, cwd=tmp_path)
+    fill(local)
+    question = "Quand arrivent les factures d'électricité ?"
+    with rag.open_store(local) as store:
+        ran_in: list[str] = []
+        real = type(store.embedder).sparse_query
+
+        def spy(self, text):
+            ran_in.append(threading.current_thread().name)
+            return real(self, text)
+
+        monkeypatch.setattr(type(store.embedder), "sparse_query", spy)
+        beside = recall_rank.search(store, question, limit=8)
+        monkeypatch.setattr(recall_sparse, "query_terms", lambda store, query: None)
+        in_turn = recall_rank.search(store, question, limit=8)
+    assert ran_in == ["forge-latent-query", "MainThread"]
+    assert [(r.entry.id, r.channel, r.fused, r.sparse) for r in beside.rows] == \
+        [(r.entry.id, r.channel, r.fused, r.sparse) for r in in_turn.rows]
+    assert any(r.sparse for r in beside.rows)

