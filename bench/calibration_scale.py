@@ -42,8 +42,9 @@ def main() -> None:
     with docs_figures.tee("calibration_scale", args.write_docs):
         import numpy as np
 
-        from forge import calibrate, rag, recall_batch
-        from forge.settings import load_settings
+        from forge.recall import calibrate, recall_batch
+        from forge.store import rag
+        from forge.core.settings import load_settings
 
         folder = Path(tempfile.mkdtemp(prefix="forge-calscale-"))
         path = folder / "store.db"

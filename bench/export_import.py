@@ -116,7 +116,7 @@ def build(folder: Path, conversations: int, exchanges: int,
 
 
 def fresh_settings(folder: Path):
-    from forge.settings import load_settings
+    from forge.core.settings import load_settings
 
     folder.mkdir()
     os.environ["FORGE_DATA_DIR"] = str(folder)
@@ -142,11 +142,11 @@ def main() -> None:
         os.chdir(tmp)
         import tracemalloc
 
-        from forge import history, rag
+        from forge.store import history, rag
         from forge.embedders import embedded
-        from forge.export_import import _validate, import_export
-        from forge.exports import sniff
-        from forge.history_import import import_history
+        from forge.memory.export_import import _validate, import_export
+        from forge.memory.exports import sniff
+        from forge.memory.history_import import import_history
 
         export, jsonl, size = build(tmp_path, args.conversations, args.exchanges, args.baseline)
         embedding = [0.0]
@@ -169,7 +169,7 @@ def main() -> None:
 
         settings = fresh_settings(tmp_path / "export")
         tracemalloc.start()
-        from forge.export_import import ExportReport
+        from forge.memory.export_import import ExportReport
 
         _validate(export, sniff(export) or "chatgpt", set(), ExportReport("x", "chatgpt"), False)
         parse_peak = tracemalloc.get_traced_memory()[1] / 2**20

@@ -56,10 +56,10 @@ def main() -> None:
                           LLAMA_CPP_URL="http://127.0.0.1:9")
         os.environ.pop("EMBEDDING_URL", None)
         os.chdir(tmp)
-        from forge import history, rag
+        from forge.store import history, rag
         from forge.embedders import embedded
-        from forge.history_import import import_history
-        from forge.settings import load_settings
+        from forge.memory.history_import import import_history
+        from forge.core.settings import load_settings
 
         settings = load_settings()
         text = transcript(args.messages)

@@ -53,7 +53,7 @@ def _tool():
 
 
 def settings_for(store: str, folder: Path):
-    from forge.settings import load_settings
+    from forge.core.settings import load_settings
 
     env = {"FORGE_DATA_DIR": str(folder)}
     if store.startswith("postgres"):
@@ -80,7 +80,7 @@ def build(store: str, folder: Path, size: int, seed: int) -> float:
     """Fill a store with `size` entries; returns the database-side seconds per entry."""
     import numpy as np
 
-    from forge import rag
+    from forge.store import rag
 
     rng = np.random.default_rng(seed)
     texts = rl.sentences(size, rng)
@@ -106,7 +106,8 @@ def measure(store: str, folder: Path, queries: int, seed: int) -> dict:
     """In a fresh process: recall's database time (no embedding)."""
     import numpy as np
 
-    from forge import rag, recall_rank
+    from forge.store import rag
+    from forge.recall import recall_rank
 
     rng = np.random.default_rng(seed + 1)
     qtexts = rl.sentences(queries + 1, rng)
@@ -134,7 +135,7 @@ def write_many(store: str, folder: Path, writer: int, count: int) -> dict:
     note written by every machine, stored once), in batches of 50."""
     import numpy as np
 
-    from forge import rag
+    from forge.store import rag
 
     rng = np.random.default_rng(1000 + writer)
     texts = [f"machine {writer} note {i}: " + t for i, t in enumerate(rl.sentences(count, rng))]
@@ -152,7 +153,7 @@ def write_many(store: str, folder: Path, writer: int, count: int) -> dict:
 def two_machines(store: str, folder: Path, writers: int, count: int) -> dict:
     import numpy as np
 
-    from forge import rag
+    from forge.store import rag
 
     first = rl.Precomputed(rl.unit_vectors(1, np.random.default_rng(0)))
     with rag.open_store(settings_for(store, folder), embedder=first) as s:

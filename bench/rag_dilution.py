@@ -31,7 +31,7 @@ SAMPLE = store_snapshot.ROOT / "forge" / "samples" / "transcript.jsonl"
 
 
 def exchanges(path: Path) -> list:
-    from forge import history_import, transcript
+    from forge.memory import history_import, transcript
 
     messages, bad = history_import.parse_records(path.read_text(encoding="utf-8"))
     if bad:
@@ -46,7 +46,8 @@ def measure(folder: Path, name: str, texts: list[str], owner: list[int], questio
     """Distances and ranks of each question to the entry `owner[i]` (index into texts)."""
     import numpy as np
 
-    from forge import calibrate, rag, recall_batch
+    from forge.recall import calibrate, recall_batch
+    from forge.store import rag
 
     path = folder / f"{name}.db"
     with rag.open_store(settings, path=path) as store:
@@ -75,7 +76,7 @@ def main() -> int:
     args = p.parse_args()
     import numpy as np
 
-    from forge import transcript
+    from forge.memory import transcript
 
     units = exchanges(args.transcript)
     if not units:

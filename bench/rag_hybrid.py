@@ -15,7 +15,7 @@ import harness
 
 def main() -> int:
     args = harness.parser(__doc__.split("\n")[0]).parse_args()
-    from forge import recall_batch
+    from forge.recall import recall_batch
 
     cases = harness.cases(args)
     questions = [(h.question, h.expect) for h in cases.hits] + [(m, None) for m in cases.misses]

@@ -99,7 +99,7 @@ class Precomputed:
         return {"backend": "bench", "model": "random-unit-384", "dim": DIM, "document_prefix": ""}
 
     def embed_documents(self, texts):
-        from forge.rag import PROBE_TEXT
+        from forge.store.rag import PROBE_TEXT
         import numpy as np
 
         if list(texts) == [PROBE_TEXT]:
@@ -136,7 +136,7 @@ def real_base(real: Path | None, real_texts: int, queries: int, folder: Path):
     questions = [q["question"] for conv in data for q in conv["qa"]][::7][:queries + 1]
     qv = np.asarray(model.query(questions), dtype=np.float32)
     if real is not None:
-        from forge import db
+        from forge.store import db
 
         conn = db.connect(real, readonly=True)
         docs = np.vstack([np.frombuffer(r[0], dtype=np.float32)
@@ -167,8 +167,8 @@ def build(path: Path, size: int, seed: int, base=None) -> float:
     to `path`.ids (-1: an exact duplicate text, not stored)."""
     import numpy as np
 
-    from forge import rag
-    from forge.settings import load_settings
+    from forge.store import rag
+    from forge.core.settings import load_settings
 
     rng = np.random.default_rng(seed)
     texts = sentences(size, rng)
@@ -203,7 +203,7 @@ def exact_copy(path: Path) -> None:
     as `path`.ids: the numpy brute force and the exact top 10 run over exactly what is stored."""
     import numpy as np
 
-    from forge import db
+    from forge.store import db
 
     conn = db.connect(path, readonly=True)
     with open(str(path) + ".f32", "wb") as f32, open(str(path) + ".ids", "wb") as fids:
@@ -222,8 +222,9 @@ def measure(path: Path, qvecs_file: Path) -> dict:
 
     import numpy as np
 
-    from forge import rag, recall_rank
-    from forge.settings import load_settings
+    from forge.store import rag
+    from forge.recall import recall_rank
+    from forge.core.settings import load_settings
 
     rng = np.random.default_rng(8)
     settings = load_settings({"FORGE_DATA_DIR": str(path.parent), "RAG_DB_FILE": str(path),

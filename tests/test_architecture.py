@@ -8,18 +8,18 @@ import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "forge"
 
-STORE_RING = {"forge.history", "forge.traces", "forge.rag", "forge.embedders", "forge.llm",
-              "forge.db", "forge.fileio", "forge.settings", "forge.errors", "forge.recall_batch",
-              "forge.recall_rank", "forge.recall_sparse", "forge.recall_words", "forge.refusal",
-              "forge.store", "forge.dotenv_edit", "forge.log",
-              "forge.timestamps", "forge.trace_read"}
-MEMORY_RING = {"forge.compaction", "forge.history_import", "forge.export_import", "forge.exports",
-               "forge.transcript", "forge.non_answer",
-               "forge.aggregate", "forge.resplit",
-               "forge.hot_memory", "forge.tokens", "forge.router.prompt", "forge.router.placeholders",
-               "forge.doctor", "forge.calibrate"}
-CHAT_RING = {"forge.chat", "forge.repl", "forge.router", "forge.tools", "forge.graphs",
-             "forge.outcome", "forge.turn"}
+STORE_RING = {"forge.store.history", "forge.store.traces", "forge.store.rag", "forge.embedders", "forge.core.llm",
+              "forge.store.db", "forge.core.fileio", "forge.core.settings", "forge.core.errors", "forge.recall.recall_batch",
+              "forge.recall.recall_rank", "forge.recall.recall_sparse", "forge.recall.recall_words", "forge.recall.refusal",
+              "forge.store", "forge.core.dotenv_edit", "forge.core.log",
+              "forge.core.timestamps", "forge.store.trace_read"}
+MEMORY_RING = {"forge.memory.compaction", "forge.memory.history_import", "forge.memory.export_import", "forge.memory.exports",
+               "forge.memory.transcript", "forge.memory.non_answer",
+               "forge.memory.aggregate", "forge.memory.resplit",
+               "forge.recall.hot_memory", "forge.core.tokens", "forge.memory.router_prompt", "forge.memory.placeholders",
+               "forge.memory.doctor", "forge.recall.calibrate"}
+CHAT_RING = {"forge.chat.run", "forge.chat.repl", "forge.chat.router", "forge.chat.tools", "forge.chat.graphs",
+             "forge.chat.outcome", "forge.chat.turn"}
 
 
 def module_name(path: Path) -> str:
@@ -58,8 +58,8 @@ SOURCES = sorted(p for p in PKG.rglob("*.py") if "__pycache__" not in p.parts)
 
 
 def test_the_import_parser_sees_imports():
-    assert "forge.fileio" in imports(PKG / "history.py")
-    assert "forge.rag" in imports(PKG / "compaction.py")  # a function-level import
+    assert "forge.core.fileio" in imports(PKG / "store" / "history.py")
+    assert "forge.store.rag" in imports(PKG / "memory" / "compaction.py")  # a function-level import
 
 
 @pytest.mark.parametrize("path", [p for p in SOURCES if ring_of(module_name(p), STORE_RING)],
@@ -78,10 +78,10 @@ def test_the_memory_ring_never_imports_the_chat_ring(path):
 
 @pytest.mark.parametrize("path", SOURCES, ids=module_name)
 def test_only_the_lazy_logger_imports_logging(path):
-    """Modules log through `forge.log.log`, which imports `logging` on the first message: a
+    """Modules log through `forge.core.log.log`, which imports `logging` on the first message: a
     command that logs nothing never loads it (issue 11). The CLI's handler setup imports it
-    inside the function that forge.log runs at that moment."""
-    if module_name(path) in ("forge.log", "forge.cli.main"):
+    inside the function that forge.core.log runs at that moment."""
+    if module_name(path) in ("forge.core.log", "forge.cli.main"):
         return
     tree = ast.parse(path.read_text(encoding="utf-8"))
     assert not [node.lineno for node in ast.walk(tree)
@@ -90,7 +90,7 @@ def test_only_the_lazy_logger_imports_logging(path):
 
 
 def test_rag_never_imports_the_chat_client():
-    assert not {m for m in imports(PKG / "rag.py") if ring_of(m, {"forge.llm"})}
+    assert not {m for m in imports(PKG / "store" / "rag.py") if ring_of(m, {"forge.core.llm"})}
 
 
 @pytest.mark.parametrize("path", [p for p in SOURCES if "cli" not in p.relative_to(PKG).parts
@@ -148,7 +148,7 @@ def test_only_the_store_package_knows_its_backends(path):
     picks one), and nothing outside forge/store (and db.py, the SQLite helper) runs SQL on the
     deliberate store: the CLI, the chat ring and the memory ring call rag, whatever the backend."""
     assert not {m for m in imports(path) if ring_of(m, BACKEND_MODULES)}
-    if module_name(path) != "forge.db":
+    if module_name(path) != "forge.store.db":
         text = path.read_text(encoding="utf-8")
         assert not [s for s in SQL_ON_THE_STORE if s in text]
 
@@ -158,7 +158,7 @@ def test_the_sqlite_backend_keeps_the_whole_protocol(tmp_path):
     same parameters, and every attribute is set by an open (a second backend gets the same test)."""
     import inspect
 
-    from forge.settings import load_settings
+    from forge.core.settings import load_settings
     from forge.store import backend, sqlite
 
     methods = {n: m for n, m in vars(backend.Backend).items()

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from forge.cli.main import cli
-from forge.settings import SPECS
+from forge.core.settings import SPECS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -82,7 +82,7 @@ def test_every_setting_is_in_the_env_example():
 
 def test_the_env_example_as_a_dotenv_gives_the_defaults(tmp_path, monkeypatch):
     """Uncommenting every line of deploy/.env.example must change nothing."""
-    from forge.settings import load_settings
+    from forge.core.settings import load_settings
 
     text = (ROOT / "deploy" / ".env.example").read_text(encoding="utf-8")
     lines = [line[2:] for line in text.splitlines() if line.startswith("# ") and "=" in line

@@ -11,13 +11,13 @@ import pytest
 from fakeserver import closed_url
 
 from conftest import invoke
-from forge import rag
+from forge.store import rag
 from forge.embedders import make_embedder, server_kind
 from forge.embedders.embedded import EmbeddedEmbedder
 from forge.embedders.llamacpp import LlamaCppEmbedder
 from forge.embedders.openai import OpenAIEmbedder
-from forge.errors import ServerError, SettingsError
-from forge.settings import DEFAULT_QUERY_INSTRUCT
+from forge.core.errors import ServerError, SettingsError
+from forge.core.settings import DEFAULT_QUERY_INSTRUCT
 
 
 def server_settings(settings, url: str, **extra):
@@ -143,7 +143,7 @@ def engine_sae():
 def test_a_file_that_is_no_model_is_a_clear_error(tmp_path):
     """e5_load of a file that is not a model returns NULL: one ForgeError naming the file."""
     from forge.embedders import e5_engine
-    from forge.errors import ForgeError
+    from forge.core.errors import ForgeError
 
     direct_engine_or_skip()
     library = e5_engine.engine_file(e5_engine.package())
@@ -169,7 +169,7 @@ class _FailingCalls:
 def test_an_engine_call_that_fails_is_a_clear_error_not_a_vector(settings, monkeypatch):
     from forge import embedders
     from forge.embedders import e5_engine, embedded
-    from forge.errors import ForgeError
+    from forge.core.errors import ForgeError
 
     engine = direct_engine_or_skip()
     monkeypatch.setattr(engine, "_lib", _FailingCalls(engine._lib))

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from forge import db, doctor, rag
+from forge.store import db, rag
+from forge.memory import doctor
 from forge.store import sqlite as sqlite_store
-from forge.errors import ForgeError, NotFoundError, StoreError
+from forge.core.errors import ForgeError, NotFoundError, StoreError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "memory_entries.json"
 

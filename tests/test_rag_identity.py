@@ -13,11 +13,12 @@ from dataclasses import replace
 
 import pytest
 
-from forge import doctor, rag
+from forge.memory import doctor
+from forge.store import rag
 from forge.store import sqlite as sqlite_store
 from forge.embedders.embedded import EmbeddedEmbedder
-from forge.errors import StoreError
-from forge.settings import Cutoff
+from forge.core.errors import StoreError
+from forge.core.settings import Cutoff
 
 ENTRIES = [
     ("fact", "Possède un Steam Deck"),

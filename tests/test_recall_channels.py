@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from forge import rag, recall_rank
-from forge.errors import DamagedStoreError
+from forge.store import rag
+from forge.recall import recall_rank
+from forge.core.errors import DamagedStoreError
 from scan_store import copy_answers, scan_settings, store  # noqa: F401  (fixtures)
 
 QUERIES = ["Quel est mon chat ?", "combien de RAM a le NiPoGi", "Steam Deck conteneurs",
@@ -95,7 +96,7 @@ def test_a_word_written_by_this_store_is_found_beside_the_scan(store, copy_answe
 
 def damage_word_index(path: Path) -> None:
     """Overwrite the FTS5 index's segment blocks with garbage, the rest of the file intact."""
-    from forge import db
+    from forge.store import db
 
     conn = db.connect(path)
     conn.execute("update memory_fts_data set block = randomblob(length(block)) where id > 10")

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from forge import rag, recall_rank
-from forge.settings import Cutoff
+from forge.store import rag
+from forge.recall import recall_rank
+from forge.core.settings import Cutoff
 
 
 def content_id(store: rag.Store, text: str) -> int:
@@ -78,7 +79,7 @@ def test_a_row_both_channels_found_is_one_row_with_both_scores(store):
     pooled_words = rag.search_lexical(store, result.admitted_words, k=recall_rank.pool(10))
     coverage = recall_rank.word_coverage(store, question, pooled_words)
     best = min(v for _, v in pooled_words)
-    from forge import recall_sparse
+    from forge.recall import recall_sparse
 
     latent = recall_sparse.search(store, question, k=recall_rank.pool(10))
     assert latent   # the third channel fires here

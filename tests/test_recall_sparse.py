@@ -52,14 +52,14 @@ def expected_terms(text: str) -> dict[int, float]:
 
 
 def fill(settings, texts=FACTS) -> list[int]:
-    from forge import rag
+    from forge.store import rag
 
     with rag.open_store(settings) as store:
         return [r.id for r in rag.remember_many(store, [rag.NewEntry("fact", t) for t in texts])]
 
 
 def test_the_index_follows_remember_edit_and_forget(settings):
-    from forge import rag
+    from forge.store import rag
 
     ids = fill(settings)
     index = postings(settings)
@@ -78,7 +78,8 @@ def test_the_index_follows_remember_edit_and_forget(settings):
 def test_recall_tags_a_row_only_the_latent_channel_found(settings):
     """A vector pool of one and no word channel: the other rows come from the latent terms
     alone, tagged `latent`, with their dot product; the right entry for the question is one."""
-    from forge import rag, recall_rank
+    from forge.store import rag
+    from forge.recall import recall_rank
 
     fill(settings)
     with rag.open_store(settings) as store:
@@ -101,8 +102,8 @@ def test_recall_json_carries_the_sparse_score_and_keeps_the_channels(runner, set
 
 
 def test_off_writes_no_index_and_reindex_builds_it(runner, settings, monkeypatch):
-    from forge import rag
-    from forge.settings import load_settings
+    from forge.store import rag
+    from forge.core.settings import load_settings
 
     monkeypatch.setenv("RECALL_SPARSE", "off")
     off = load_settings()

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import invoke
-from forge import rag
-from forge.settings import load_settings
+from forge.store import rag
+from forge.core.settings import load_settings
 from forge.store import transfer
 
 
@@ -154,7 +154,7 @@ def test_sqlite_to_postgres_to_sqlite_comes_back_equal_by_checksum(runner, sourc
     again = invoke(runner, "store", "migrate", "--to", postgres_url)
     assert again.exit_code == 1 and "is not empty (53 entries)" in again.stderr
     assert postgres_server.password not in again.stderr
-    from forge.history import utc_now
+    from forge.store.history import utc_now
     from forge.store import postgres
     from forge.store.common import NewEntry
 
@@ -185,7 +185,7 @@ def test_a_postgres_target_that_is_down_is_one_line_without_its_password(runner,
 def test_a_store_of_schema_1_gets_the_reason_column_and_its_links_say_fold(settings):
     """The migration: a SQLite store written before issue 21 (schema 1) opens, its fold links
     read `fold`, and a replacement can be written."""
-    from forge import db
+    from forge.store import db
     from forge.store import sqlite as sqlite_backend
 
     path = Path(settings.rag_db_file)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from forge import rag
+from forge.store import rag
 from forge.embedders.embedded import EmbeddedEmbedder
-from forge.errors import ForgeError, NotFoundError
-from forge.settings import load_settings
+from forge.core.errors import ForgeError, NotFoundError
+from forge.core.settings import load_settings
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
@@ -179,7 +179,7 @@ def test_a_snapshot_is_a_sqlite_file_holding_the_whole_store(store, backend, sha
 def test_replace_links_with_its_reason_leaves_hot_and_recall_and_undoes(store):
     """A9 on both backends: remember(replaces=...) in one transaction, the reason column,
     recall and the hot tier without the replaced entry, the undo, forget releasing it."""
-    from forge import conflicts
+    from forge.memory import conflicts
 
     old = rag.remember(store, "fact", "Le serveur a 8 Go de RAM", project="homelab")
     noted = conflicts.remember(store, "fact", "Le serveur a 64 Go de RAM", project="homelab")
@@ -207,7 +207,7 @@ def test_replace_links_with_its_reason_leaves_hot_and_recall_and_undoes(store):
 
 
 def test_recall_leaves_a_replaced_entry_out_unless_asked_and_keeps_a_folded_one(store):
-    from forge import recall_rank
+    from forge.recall import recall_rank
 
     old = rag.remember(store, "fact", "Le serveur a 8 Go de RAM", project="homelab")
     new = rag.remember(store, "fact", "Le serveur a 64 Go de RAM", project="homelab",

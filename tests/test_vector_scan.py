@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from forge import db, rag
+from forge.store import db, rag
 from forge.store import vector_scan
-from forge.settings import load_settings
+from forge.core.settings import load_settings
 from scan_store import copy_answers, scan_settings, store  # noqa: F401  (fixtures)
 
 QUERIES = ["Quel est mon chat ?", "combien de RAM a le NiPoGi", "Steam Deck conteneurs",
@@ -183,7 +183,7 @@ def test_a_copy_from_another_store_or_an_older_state_is_not_used(store, scan_set
 def test_remember_in_another_process_is_seen_by_an_open_store(store, scan_settings, copy_answers):
     qvec = store.checked_embedder().embed_query("le mot de passe du wifi de la cave")
     rag.search_vector(store, qvec, k=5)   # the copy exists and is in step
-    code = ("from forge import rag; from forge.settings import load_settings; "
+    code = ("from forge.store import rag; from forge.core.settings import load_settings; "
             "s = rag.open_store(load_settings()); "
             "print(rag.remember(s, 'fact', 'Le wifi de la cave a pour mot de passe cave-1234').id)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence, Union
 
-from ..errors import SettingsError
+from ..core.errors import SettingsError
 
 if TYPE_CHECKING:  # numpy stays out of `forge --help`
     import array
 
     import numpy as np
 
-    from ..settings import Settings
+    from ..core.settings import Settings
 
 # A search's query vector: float32 values, a numpy array, or an `array.array('f')` from a
 # backend that embeds without numpy (the embedded model's direct engine: `forge recall` then
@@ -94,7 +94,7 @@ def normalize(rows: Any, url: str | None) -> "np.ndarray":
     already of unit length (within UNIT_TOLERANCE) is returned as it came."""
     import numpy as np
 
-    from ..errors import ServerError
+    from ..core.errors import ServerError
 
     try:
         arr = np.asarray(rows, dtype=np.float32)

@@ -5,7 +5,7 @@
 - `identity.py` the embedding identity, its comparison, the fingerprint and the cutoff
 - `sqlite.py`   the SQLite backend (sqlite-vec + FTS5): every SQL statement on the store
 
-`forge/rag.py` is the public API above them; nothing outside this package imports a backend
+`forge/store/rag.py` is the public API above them; nothing outside this package imports a backend
 module or runs SQL on the deliberate store.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..settings import Settings
+    from ..core.settings import Settings
     from .backend import Backend
 
 

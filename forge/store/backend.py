@@ -1,6 +1,6 @@
 """The contract every deliberate-store backend keeps (SQLite today, PostgreSQL next).
 
-`forge/rag.py` holds the logic once (validation, dedup keys, embedding, the identity check,
+`forge/store/rag.py` holds the logic once (validation, dedup keys, embedding, the identity check,
 forget / edit / fold / unfold / reindex as sequences of steps, the hybrid search); a backend
 holds the SQL. A backend only stores, finds and counts: it never embeds, never validates user
 input and never words a message for a human beyond an error naming what failed.

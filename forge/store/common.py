@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ForgeError, StoreError
+from ..core.errors import ForgeError, StoreError
 
 if TYPE_CHECKING:
     from .results import Fold

@@ -1,7 +1,7 @@
 """The deliberate store on PostgreSQL + pgvector: one store for several machines.
 
 Selected by `FORGE_DATABASE_URL=postgresql://…` (forge/store/backend.py is the contract this
-module keeps; forge/rag.py holds the logic above it). Tables, mirroring the SQLite store:
+module keeps; forge/store/rag.py holds the logic above it). Tables, mirroring the SQLite store:
 
 - `memory_entries`: the rows, with `words` (a tsvector of the content's words, cut and folded
   in Python by forge/store/fold.py, SQLite's `unicode61 remove_diacritics 2`, so both backends
@@ -35,8 +35,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
-from ..errors import StoreError
-from ..log import log
+from ..core.errors import StoreError
+from ..core.log import log
 from . import fold
 from .common import DuplicateKey, Entry, NewEntry, entry_filters, like_pattern
 
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..embedders import QueryVector
-    from ..settings import Settings
+    from ..core.settings import Settings
 
 NAME = "postgres"
 # pg_advisory_xact_lock keys (one bigint each): every write transaction; a reindex's run.
@@ -63,7 +63,7 @@ MAX_LEXEME_BYTES = 2046   # a longer word cannot be a tsvector lexeme: it is lef
 def redact(url: str) -> str:
     """`url` without its password: the one redaction (settings.redact_url, and every database
     password this process loaded)."""
-    from ..settings import scrub
+    from ..core.settings import scrub
 
     return scrub(url)
 
@@ -648,7 +648,7 @@ class PostgresBackend:
 
     def log_event(self, event: str, entry_id: int | None, kind: str | None = None,
                   link: int | None = None, info: dict | None = None) -> None:
-        from ..timestamps import utc_now
+        from ..core.timestamps import utc_now
 
         self._writable()
         self.conn.execute("insert into memory_events(at, event, entry_id, kind, link, info) "

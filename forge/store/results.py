@@ -52,7 +52,7 @@ class SearchResult:
     cutoff: float | None   # the cutoff actually applied (None = off)
     fingerprint: str
     admitted_words: list[str] = field(default_factory=list)
-    coverage: dict[str, Any] | None = None   # RECALL_MIN_COVERAGE's verdict (forge/refusal.py)
+    coverage: dict[str, Any] | None = None   # RECALL_MIN_COVERAGE's verdict (forge/recall/refusal.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {"rows": [r.to_dict() for r in self.rows], "dropped_by_cutoff": self.dropped_by_cutoff,

@@ -25,10 +25,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
-from .. import db
-from ..errors import StoreError
-from ..log import log
-from ..timestamps import utc_now
+from . import db
+from ..core.errors import StoreError
+from ..core.log import log
+from ..core.timestamps import utc_now
 from .backend import OPEN_MODES
 from .common import (ARCHIVE_KIND, Entry, NewEntry, StoreReadOnly, entry_filters, like_pattern,
                      message_ids)
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..embedders import QueryVector
-    from ..settings import Settings
+    from ..core.settings import Settings
 
 TOKENIZER = "unicode61 remove_diacritics 2"
 _CHUNK = 500   # ids per `in (...)`, under SQLite's bound-variable limit

@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from ..errors import StoreError
-from ..settings import is_database_url, redact_url
+from ..core.errors import StoreError
+from ..core.settings import is_database_url, redact_url
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..settings import Settings
+    from ..core.settings import Settings
 
 META_KEYS = ("identity", "identity_check")  # a reindex under way ("reindex") is refused
 ENTRY_COLUMNS = ("id", "kind", "project", "content", "source", "refs", "created", "updated",
