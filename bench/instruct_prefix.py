@@ -42,7 +42,7 @@ class AsDocuments:
 
 
 def variants(settings):
-    from forge.embedders import make_embedder
+    from forge.embedders.factory import make_embedder
     from forge.core.settings import DEFAULT_QUERY_INSTRUCT
 
     if settings.embedding_url:

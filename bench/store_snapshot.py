@@ -78,14 +78,14 @@ def fresh_snapshot(source: Path | str | None = None, settings: Any = None, *,
 def _postgres_snapshot(url: str, settings: Any, folder: Path | str | None) -> Path:
     import dataclasses
 
-    from forge.store import postgres
+    from forge.store import postgres, transfer
 
     folder = Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="forge-bench-"))
     dest = refuse_live(folder / "snapshot.db", settings)
     pg = dataclasses.replace(settings, database_url=url)
     backend = postgres.open_backend(pg, mode="rows")
     try:
-        return backend.snapshot(dest)
+        return transfer.snapshot(pg, backend, dest)
     finally:
         backend.close()
 

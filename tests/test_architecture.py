@@ -60,6 +60,83 @@ SOURCES = sorted(p for p in PKG.rglob("*.py") if "__pycache__" not in p.parts)
 def test_the_import_parser_sees_imports():
     assert "forge.core.fileio" in imports(PKG / "store" / "history.py")
     assert "forge.store.rag" in imports(PKG / "memory" / "compaction.py")  # a function-level import
+    assert "forge.store.results" in imports(PKG / "store" / "rag.py")  # a TYPE_CHECKING import
+    assert "forge.embedders" in imports(PKG / "embedders" / "server.py")  # `from . import NAME`
+
+
+def test_forge_holds_only_its_faces_and_folders():
+    """Each module sits in the folder of its ring; every folder says in one line what it is for."""
+    assert sorted(p.name for p in PKG.glob("*.py")) == ["__init__.py", "__main__.py"]
+    folders = [p for p in PKG.iterdir() if p.is_dir() and p.name != "__pycache__"
+               and any(p.rglob("*.py"))]
+    assert {p.name for p in folders} == {"core", "embedders", "store", "recall", "memory", "chat",
+                                         "cli", "serve", "mcp"}
+    for init in PKG.rglob("__init__.py"):
+        if "__pycache__" in init.parts:
+            continue
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert doc and doc.strip(), init
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the forge modules it names in any import statement (at any depth,
+    TYPE_CHECKING included), each resolved to a file that exists."""
+    known = {module_name(p) for p in SOURCES}
+    return {module_name(p): {m for m in imports(p) if m in known} - {module_name(p)}
+            for p in SOURCES}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    """No import circle at any depth, function-level and TYPE_CHECKING imports included: those
+    are arrows too, and a circle is two modules that cannot be read (or moved) apart."""
+    assert cycles(import_graph()) == []
 
 
 @pytest.mark.parametrize("path", [p for p in SOURCES if ring_of(module_name(p), STORE_RING)],

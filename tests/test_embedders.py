@@ -12,7 +12,8 @@ from fakeserver import closed_url
 
 from conftest import invoke
 from forge.store import rag
-from forge.embedders import make_embedder, server_kind
+from forge.embedders import server_kind
+from forge.embedders.factory import make_embedder
 from forge.embedders.embedded import EmbeddedEmbedder
 from forge.embedders.llamacpp import LlamaCppEmbedder
 from forge.embedders.openai import OpenAIEmbedder
@@ -167,9 +168,8 @@ class _FailingCalls:
 
 
 def test_an_engine_call_that_fails_is_a_clear_error_not_a_vector(settings, monkeypatch):
-    from forge import embedders
-    from forge.embedders import e5_engine, embedded
     from forge.core.errors import ForgeError
+    from forge.embedders import e5_engine, embedded, factory
 
     engine = direct_engine_or_skip()
     monkeypatch.setattr(engine, "_lib", _FailingCalls(engine._lib))
@@ -178,7 +178,7 @@ def test_an_engine_call_that_fails_is_a_clear_error_not_a_vector(settings, monke
     with pytest.raises(ForgeError, match=r"failed to embed 2 text\(s\) \(code 7\)"):
         engine.embed(["un", "deux"], False)
     # through the embedder Forge uses: the query and the stored texts alike
-    embedder = embedders.make_embedder(settings)
+    embedder = factory.make_embedder(settings)
     monkeypatch.setitem(embedded._models, embedder.variant, engine)
     assert isinstance(embedded._model(embedder.variant), e5_engine.Engine)
     with pytest.raises(ForgeError, match="failed to embed"):

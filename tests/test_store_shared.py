@@ -164,9 +164,9 @@ def test_another_model_is_refused_until_reindex(store, shared_settings):
 def test_a_snapshot_is_a_sqlite_file_holding_the_whole_store(store, backend, shared_settings, tmp_path):
     """resplit's --backup and the harnesses' snapshots: on PostgreSQL through `forge store
     migrate --to sqlite:///PATH` (verified by counts and checksum), on SQLite its backup API."""
-    from forge.store import sqlite
+    from forge.store import sqlite, transfer
 
-    dest = store.backend.snapshot(tmp_path / "snap.db")
+    dest = transfer.snapshot(store.settings, store.backend, tmp_path / "snap.db")
     copy = sqlite.open_backend(shared_settings, mode="read", path=dest)
     try:
         assert [(e.id, e.kind, e.project, e.content) for e in copy.list_entries()] == \

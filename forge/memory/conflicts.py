@@ -41,6 +41,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from .notes import parse_note
+
 if TYPE_CHECKING:
     from ..store.rag import Entry, Store
 
@@ -218,8 +220,6 @@ class Side:
 
 
 def read_side(entry: Any) -> Side | None:
-    from .aggregate import parse_note
-
     note = parse_note(entry)
     if note is None:
         return None

@@ -199,7 +199,7 @@ def check_embedding(path: Path | str | None, settings: Settings, *,
     if recorded is None:
         return "info", "no vectors yet: the first write records the embedder"
     if embedder is None:
-        from ..embedders import make_embedder
+        from ..embedders.factory import make_embedder
 
         embedder = make_embedder(settings)
     try:

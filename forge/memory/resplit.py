@@ -138,7 +138,7 @@ def resplit(store: "Store", *, apply: bool = False, backup: Path | str | None = 
             planned: ResplitReport | None = None) -> ResplitReport:
     """Dry run by default; `apply` writes, and needs `backup` (R2). `planned`: this store's
     `plan`, when the caller already made it (to size a progress bar)."""
-    from ..store import rag
+    from ..store import rag, transfer
 
     report = planned if planned is not None else plan(store)
     if not apply:
@@ -148,7 +148,7 @@ def resplit(store: "Store", *, apply: bool = False, backup: Path | str | None = 
     backup = Path(backup)
     if backup.exists():
         raise ForgeError(f"--backup {backup} exists; choose a new path (a backup is never overwritten)")
-    store.backend.snapshot(backup)
+    transfer.snapshot(store.settings, store.backend, backup)
     report.applied, report.backup = True, str(backup)
     for block in report.blocks:
         entry = rag.get_entry(store, block.id)

@@ -104,10 +104,6 @@ class Backend(Protocol):
         reindex fails at once with one line (PostgreSQL: a session advisory lock) instead of
         racing the first. SQLite: a no-op (its swap re-checks under the write lock)."""
 
-    def snapshot(self, dest: Path) -> Path:
-        """A consistent copy of the whole store as a new SQLite file at `dest` (which must not
-        exist): resplit's --backup, harness snapshots. Returns `dest`."""
-
     # ------------------------------------------------------------------ meta
 
     def read_meta(self, key: str) -> Any | None:

@@ -28,7 +28,6 @@ over the whole store), negated as FTS5's bm25() is: lower is better.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import math
 import re
@@ -286,7 +285,6 @@ class PostgresBackend:
         self.readonly = False
         self.fts = True
         self._depth = 0
-        self._settings: "Settings | None" = None
         self._vector_ready = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -332,20 +330,6 @@ class PostgresBackend:
     def word_index(self) -> tuple[bool | None, bool]:
         """Full-text search is part of PostgreSQL: always there, always built."""
         return True, True
-
-    def snapshot(self, dest: Path) -> Path:
-        """A new SQLite file holding this whole store, verified: what `forge store migrate
-        --to sqlite:///DEST` does (resplit's --backup, harness snapshots)."""
-        from .transfer import Target, migrate
-
-        dest = Path(dest)
-        if dest.exists():
-            raise StoreError(f"{dest} exists; a snapshot never overwrites a file")
-        if self._settings is None:
-            raise StoreError(f"no settings to snapshot {self.location} with")
-        migrate(dataclasses.replace(self._settings, database_url=self.url),
-                Target("sqlite", dest, None))
-        return dest
 
     @contextlib.contextmanager
     def reindex_lock(self) -> Iterator[None]:
@@ -880,7 +864,6 @@ def open_backend(settings: "Settings", *, mode: str, path: Path | None = None,
     url = url or _settings_url(settings)
     conn = connect(url)
     backend = PostgresBackend(conn, url)
-    backend._settings = settings
     try:
         if mode == "write":
             with backend._errors():

@@ -25,7 +25,7 @@ from . import open_backend
 from .common import (ARCHIVE_KIND, ARCHIVE_SOURCES, FOLD, KINDS,  # noqa: F401
                            MAX_CONTENT_CHARS, MAX_NAME_CHARS, REPLACE, PROJECT_RE, SOURCES,
                            DuplicateKey, Entry, NewEntry, StoreReadOnly,
-                           beyond_cutoff, dedup_key, fold_conflict, is_informative,
+                           beyond_cutoff, dedup_key, is_informative,
                            normalize_kind, rare_by_document_frequency, validate_new)
 from .identity import (PROBE_MIN_COSINE, PROBE_TEXT, EmbeddingMismatch,  # noqa: F401
                              compare_identity, describe, encode_vec, family, identity_core,
@@ -118,7 +118,7 @@ class Store:
     @property
     def embedder(self) -> "Embedder":
         if self._embedder is None:
-            from ..embedders import make_embedder
+            from ..embedders.factory import make_embedder
 
             self._embedder = make_embedder(self.settings)
         return self._embedder
@@ -676,7 +676,7 @@ def apply_folds(store: Store, folds: Sequence[Fold]) -> list[FoldResult]:
         for fold in folds:
             found = backend.entries_by_id(list(fold.sources) +
                                           ([fold.into] if fold.into is not None else []))
-            why = fold_conflict(fold, found)
+            why = fold.conflict(found)
             if why:
                 results.append(FoldResult(None, why))
                 continue

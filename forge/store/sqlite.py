@@ -414,9 +414,6 @@ class SQLiteBackend:
         """Nothing to take: the swap re-checks under the write lock (BEGIN IMMEDIATE)."""
         yield
 
-    def snapshot(self, dest: Path) -> Path:
-        return db.snapshot(self.path, dest)
-
     def word_index(self) -> tuple[bool, bool]:
         """(this SQLite has FTS5, the word index is built)."""
         return db.has_fts5(self.conn), _table_exists(self.conn, "memory_fts")

@@ -362,6 +362,22 @@ def store_summary(side: _Side) -> tuple[dict[str, int], str, str]:
             vectors_digest(side.vectors()))
 
 
+def snapshot(settings: "Settings", backend: Any, dest: Path | str) -> Path:
+    """A consistent copy of the whole store `backend` holds as a new SQLite file at `dest`
+    (which must not exist): resplit's --backup, harness snapshots. SQLite: its backup API;
+    PostgreSQL: `forge store migrate --to sqlite:///DEST`, verified. Returns `dest`.
+    Here rather than a backend method: the PostgreSQL backend would import this module back."""
+    dest = Path(dest)
+    if backend.path is not None:
+        from . import db
+
+        return db.snapshot(backend.path, dest)
+    if dest.exists():
+        raise StoreError(f"{dest} exists; a snapshot never overwrites a file")
+    migrate(dataclasses.replace(settings, database_url=backend.url), Target("sqlite", dest, None))
+    return dest
+
+
 def migrate(settings: "Settings", to: str | Target, *, progress=None) -> Migrated:
     """Copy the configured store (FORGE_DATABASE_URL, else RAG_DB_FILE) to `to`, an empty store
     (created when missing), then verify the copy by its counts and checksums.

@@ -1,1 +1,1 @@
-"""The router: prompt rendering, JSON envelope parsing, placeholder detection (K1, K2, H2)."""
+"""The router's JSON envelope (K1, K2); its prompt and placeholder detection sit in forge/memory/."""
