@@ -114,6 +114,7 @@ def build(settings, folder: Path, turns: list[tuple[str, str]]):
 def measure(store, by_entry, questions, rule, common: set[str], rare_at_scale: set[str],
             max_df: float, acc: dict) -> None:
     from forge.store import rag
+    from forge.recall import channels
 
     entries = rag.count_entries(store)
     for q in questions:
@@ -127,7 +128,7 @@ def measure(store, by_entry, questions, rule, common: set[str], rare_at_scale: s
         acc["admitted"] += len(words)
         acc["common"] += sum(w in common for w in words)
         acc["refused_at_scale"] += sum(w not in rare_at_scale for w in words)
-        rows = rag.search_lexical(store, words, k=5)
+        rows = channels.search_lexical(store, words, k=5)
         acc["rows"] += len(rows)
         evidence = set(q["evidence"])
         good = sum(by_entry.get(entry_id) in evidence for entry_id, _ in rows)

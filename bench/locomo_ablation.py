@@ -83,9 +83,10 @@ def _rrf_many(channels: list[list[tuple[int, float]]], k: int = 60) -> list[tupl
 
 def seed_split(store, q, vec, budget, deeper=False):
     from forge.store import rag
+    from forge.recall import channels
 
     split = {5: (3, 2), 10: (5, 5)}[budget] if not deeper else {5: (3, 3), 10: (7, 7)}[budget]
-    return rag.search_hybrid(store, q, vector_k=split[0], lexical_k=split[1],
+    return channels.search_hybrid(store, q, vector_k=split[0], lexical_k=split[1],
                              query_vector=vec).rows[:budget]
 
 
@@ -119,10 +120,11 @@ def shipped_both(store, q, vec, budget):
 
 def norm(store, q, vec, budget, pool=POOL):
     from forge.store import rag
+    from forge.recall import channels
     from forge.recall import recall_rank
 
-    vector = rag.search_vector(store, vec, k=pool)
-    lexical = rag.search_lexical(store, rag.admitted_words(store, q), k=pool)
+    vector = channels.search_vector(store, vec, k=pool)
+    lexical = channels.search_lexical(store, channels.admitted_words(store, q), k=pool)
     scored: dict[int, float] = {}
     for pairs, better_low in ((vector, True), (lexical, True)):
         if not pairs:
@@ -140,20 +142,21 @@ def norm(store, q, vec, budget, pool=POOL):
 
 def prf(store, q, vec, budget):
     from forge.store import rag
+    from forge.recall import channels
     from forge.recall import recall_rank
 
-    vector = rag.search_vector(store, vec, k=POOL)
-    words = rag.admitted_words(store, q)
-    lexical = rag.search_lexical(store, words, k=POOL)
+    vector = channels.search_vector(store, vec, k=POOL)
+    words = channels.admitted_words(store, q)
+    lexical = channels.search_lexical(store, words, k=POOL)
     first = recall_rank.rrf(vector, lexical)[:3]
     entries = rag.entries_by_id(store, [c.entry_id for c, _ in first])
     counts: dict[str, int] = {}
     for c, _ in first:
         if c.entry_id in entries:
-            for w in set(rag.admitted_words(store, entries[c.entry_id].content)):
+            for w in set(channels.admitted_words(store, entries[c.entry_id].content)):
                 counts[w] = counts.get(w, 0) + 1
     extra = [w for w, n in counts.items() if n >= 2 and w not in words]
-    lexical = rag.search_lexical(store, words + extra, k=POOL)
+    lexical = channels.search_lexical(store, words + extra, k=POOL)
     return _rows(store, recall_rank.rrf(vector, lexical), budget)
 
 
@@ -194,11 +197,12 @@ def shipped_with(store, q, vec, budget, *, words=None, third=None):
     """`forge recall --limit` (normalised fusion, neighbours as shipped) with other admitted
     words and/or a third channel [(entry id, score, higher better)] normalised like the others."""
     from forge.store import rag
+    from forge.recall import channels
     from forge.recall import recall_rank
 
-    vector = rag.search_vector(store, vec, k=POOL)
-    words = rag.admitted_words(store, q) if words is None else words
-    lexical = rag.search_lexical(store, words, k=POOL)
+    vector = channels.search_vector(store, vec, k=POOL)
+    words = channels.admitted_words(store, q) if words is None else words
+    lexical = channels.search_lexical(store, words, k=POOL)
     ranked = recall_rank.normalised(vector, lexical)
     if third:
         scores = {c.entry_id: s for c, s in ranked}
@@ -250,12 +254,13 @@ def ctx_prev_index(store) -> dict:
 def ctx_prev(store, q, vec, budget, index=None):
     import numpy as np
     from forge.store import rag
+    from forge.recall import channels
     from forge.recall import recall_rank
 
     d = np.linalg.norm(index["vectors"] - vec[None, :], axis=1)
     order = np.argsort(d)[:POOL]
     vector = [(index["ids"][i], float(d[i])) for i in order]
-    lexical = rag.search_lexical(store, rag.admitted_words(store, q), k=POOL)
+    lexical = channels.search_lexical(store, channels.admitted_words(store, q), k=POOL)
     return _rows(store, recall_rank.rrf(vector, lexical), budget)
 
 
@@ -301,14 +306,15 @@ def _only_terms(qsparse, keep: set[int]):
 
 def sparse(store, q, vec, budget, index=None, qsparse=None):
     from forge.store import rag
+    from forge.recall import channels
 
     qmap = dict(zip(*qsparse))
     scores = [(sum(qmap.get(t, 0.0) * v for t, v in zip(*doc)), entry_id)
               for entry_id, doc in zip(index["ids"], index["docs"])]
     scores.sort(reverse=True)
     third = [(entry_id, s) for s, entry_id in scores[:POOL] if s > 0]
-    vector = rag.search_vector(store, vec, k=POOL)
-    lexical = rag.search_lexical(store, rag.admitted_words(store, q), k=POOL)
+    vector = channels.search_vector(store, vec, k=POOL)
+    lexical = channels.search_lexical(store, channels.admitted_words(store, q), k=POOL)
     return _rows(store, _rrf_many([vector, lexical, third]), budget)
 
 

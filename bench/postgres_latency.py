@@ -12,7 +12,7 @@ folder by tools/postgres_server.py (fsync on: a server as a user runs it) and st
 
 - remember: `rag.remember_many` in batches of 500 (validation, duplicate lookups, the row, its
   vector, its words, refs and the event log; one transaction per batch), per entry.
-- recall: `rag.search_hybrid` with a given query vector (vector KNN + admitted words + word
+- recall: `channels.search_hybrid` with a given query vector (vector KNN + admitted words + word
   search + merge), in a fresh process per store: the first query (cold) and the median of the
   next ones, unfiltered and with a project filter, and `recall_rank.search(limit=10)` (the
   fused budget `forge recall` runs). PostgreSQL twice: an exact scan (no vector index, what
@@ -107,6 +107,7 @@ def measure(store: str, folder: Path, queries: int, seed: int) -> dict:
     import numpy as np
 
     from forge.store import rag
+    from forge.recall import channels
     from forge.recall import recall_rank
 
     rng = np.random.default_rng(seed + 1)
@@ -123,7 +124,7 @@ def measure(store: str, folder: Path, queries: int, seed: int) -> dict:
                     times.append((time.perf_counter() - t) * 1000)
                     assert len(result.rows) == 10
                     continue
-                result = rag.search_hybrid(s, text, query_vector=vec, project=project)
+                result = channels.search_hybrid(s, text, query_vector=vec, project=project)
                 times.append((time.perf_counter() - t) * 1000)
                 assert len([r for r in result.rows if r.channel != "lexical"]) == 5, label
             out[label] = {"cold_ms": times[0], "median_ms": statistics.median(times[1:])}

@@ -18,13 +18,14 @@ def channels_keep_sources(store, report) -> dict:
     """Every folded source, asked for by its own text: does recall still return it?"""
     from forge.memory import aggregate
     from forge.store import rag
+    from forge.recall import channels
 
     sources = [i for s in report.subjects if s.outcome in (aggregate.WRITTEN, aggregate.ABSORBED)
                for i in s.sources]
     found = 0
     for entry_id in sources:
         entry = rag.get_entry(store, entry_id)
-        result = rag.search_hybrid(store, entry.content, vector_k=10, lexical_k=10,
+        result = channels.search_hybrid(store, entry.content, vector_k=10, lexical_k=10,
                                    project=entry.project)
         found += any(row.entry.id == entry_id for row in result.rows)
     return {"folded_sources": len(sources), "still_recalled": found}

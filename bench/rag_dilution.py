@@ -48,6 +48,7 @@ def measure(folder: Path, name: str, texts: list[str], owner: list[int], questio
 
     from forge.recall import calibrate, recall_batch
     from forge.store import rag
+    from forge.recall import channels
 
     path = folder / f"{name}.db"
     with rag.open_store(settings, path=path) as store:
@@ -61,7 +62,7 @@ def measure(folder: Path, name: str, texts: list[str], owner: list[int], questio
         for vector, index in zip(vectors, owner):
             target = ids[index]
             distance = float(np.linalg.norm(vector - stored[target]))
-            near = rag.search_vector(store, vector, k=len(ids))
+            near = channels.search_vector(store, vector, k=len(ids))
             rank = next(n for n, (i, _) in enumerate(near, 1) if i == target)
             out.append((distance, rank))
     return out, vectors

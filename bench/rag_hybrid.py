@@ -2,7 +2,7 @@
 
     python bench/rag_hybrid.py --hit Q --expect ID ... --miss Q ... [--db PATH] [--json]
 
-Each question goes through `rag.search_hybrid` (the code of `forge recall`, with the cutoff off
+Each question goes through `channels.search_hybrid` (the code of `forge recall`, with the cutoff off
 so the vector channel shows everything its budget returns). For a hit: whether the vector
 channel, the word channel, both or neither returned the entry it names, and at which rank in
 each; for every question: the words the document-frequency bound admitted and how many rows

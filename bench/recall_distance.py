@@ -30,6 +30,7 @@ def self_sample(store, sample: int, project: str | None) -> dict:
 
     from forge.recall import calibrate, recall_batch
     from forge.store import rag
+    from forge.recall import channels
 
     entries = [e for e in rag.list_entries(store, project=project) if e.content.strip()]
     step = max(1, len(entries) // max(1, sample))
@@ -38,7 +39,7 @@ def self_sample(store, sample: int, project: str | None) -> dict:
     vectors = recall_batch.embed_queries(store, questions)
     own, other, ranks = [], [], []
     for entry, vector in zip(chosen, vectors):
-        near = rag.search_vector(store, vector, k=2, project=project)
+        near = channels.search_vector(store, vector, k=2, project=project)
         stored = calibrate.entry_vectors(store, [entry.id]).get(entry.id)
         if stored is None:
             continue

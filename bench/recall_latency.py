@@ -15,7 +15,7 @@ words to refuse, mid-frequency words it must score (the expensive part) and rare
 - remember: `rag.remember_many` in batches of 500 with an embedder that returns precomputed
   vectors — validation, duplicate lookups, the insert into rows, vec0, FTS5 (triggers), refs
   and the event log, one transaction per batch. Reported per entry.
-- recall: `rag.search_hybrid` with a given query vector (vector KNN + admitted words + FTS5 +
+- recall: `channels.search_hybrid` with a given query vector (vector KNN + admitted words + FTS5 +
   merge), measured in a fresh process per size: the first query (cold) and the median of the
   next ones (warm), unfiltered and with a project filter; and `recall_rank.search(limit=10)`,
   the fused rows budget `forge recall` runs by default (pools of 30, normalised ranks, neighbours).
@@ -23,7 +23,7 @@ words to refuse, mid-frequency words it must score (the expensive part) and rare
   (`in turn`: the SQLite backend's `word_reader` switched off, the rows checked equal) and the
   word channel alone (`words`: document frequencies + the FTS5 query, pool of 30). From
   RECALL_SCAN_MIN_ENTRIES entries `forge recall` runs the word channel beside the vector scan.
-- the vector channel alone (`rag.search_vector`, k=10): through sqlite-vec's vec0 and through
+- the vector channel alone (`channels.search_vector`, k=10): through sqlite-vec's vec0 and through
   the memory-mapped copy (forge/vector_scan.py, used from RECALL_SCAN_MIN_ENTRIES entries), each
   with its recall@10 against the exact top 10 of a numpy brute force over the same vectors.
 
@@ -223,6 +223,7 @@ def measure(path: Path, qvecs_file: Path) -> dict:
     import numpy as np
 
     from forge.store import rag
+    from forge.recall import channels
     from forge.recall import recall_rank
     from forge.core.settings import load_settings
 
@@ -267,10 +268,10 @@ def measure(path: Path, qvecs_file: Path) -> dict:
                     assert [(r.entry.id, r.fused) for r in again.rows] == \
                         [(r.entry.id, r.fused) for r in result.rows]
                     t = time.perf_counter()
-                    rag.search_lexical(store, rag.admitted_words(store, text), k=30)
+                    channels.search_lexical(store, channels.admitted_words(store, text), k=30)
                     words.append((time.perf_counter() - t) * 1000)
                     continue
-                result = rag.search_hybrid(store, text, query_vector=vec, project=project)
+                result = channels.search_hybrid(store, text, query_vector=vec, project=project)
                 times.append((time.perf_counter() - t) * 1000)
                 assert len([r for r in result.rows if r.channel != "lexical"]) == 5
             out[label] = {"cold_ms": times[0], "median_ms": statistics.median(times[1:]),
@@ -283,7 +284,7 @@ def measure(path: Path, qvecs_file: Path) -> dict:
             times, hits = [], []
             for vec, want in zip(qvecs, exact):
                 t = time.perf_counter()
-                found = rag.search_vector(store, vec, k=10)
+                found = channels.search_vector(store, vec, k=10)
                 times.append((time.perf_counter() - t) * 1000)
                 hits.append(len({i for i, _ in found} & want) / 10)
             out[label] = {"median_ms": statistics.median(times[1:]),
@@ -387,7 +388,7 @@ def report(rows: list, described: str, args: argparse.Namespace) -> None:
     print("x numpy: each time / a numpy brute force over the same vectors in the same process "
           "(memory-mapped float32, top 5). in turn: the fused recall with its two channels one "
           "after the other (from RECALL_SCAN_MIN_ENTRIES entries the word channel runs beside "
-          "the vector scan); words: the word channel alone (pool of 30). KNN: rag.search_vector(k=10) alone, through vec0 and "
+          "the vector scan); words: the word channel alone (pool of 30). KNN: channels.search_vector(k=10) alone, through vec0 and "
           "through the copy (used from RECALL_SCAN_MIN_ENTRIES entries; copy MB 0 = none); "
           "recall@10: the copy's rows against the exact top 10. targets: recall <= 30 ms at "
           "10k, <= 50 ms and <= 3x numpy at 100k, <= 150 ms and recall@10 >= 0.95 at 1M; "

@@ -12,6 +12,7 @@ from fakeserver import closed_url
 
 from conftest import invoke
 from forge.store import rag
+from forge.recall import channels
 from forge.embedders import server_kind
 from forge.embedders.factory import make_embedder
 from forge.embedders.embedded import EmbeddedEmbedder
@@ -310,7 +311,7 @@ def test_input_too_long_for_the_server_is_cut_and_stored_whole(small_context_ser
     assert "refused an input" in caplog.text and "stored text is whole" in caplog.text
     caplog.clear()
     with rag.open_store(s) as store, caplog.at_level(logging.WARNING, logger="forge"):
-        assert rag.search_hybrid(store, long_text[:1900]).rows
+        assert channels.search_hybrid(store, long_text[:1900]).rows
     assert "refused a query" in caplog.text and "searched with its first" in caplog.text
     assert "stored" not in caplog.text
 

@@ -377,13 +377,13 @@ def test_batch_recall_errors_name_the_line_and_write_nothing(filled):
 
 
 def test_a_recall_query_over_the_cap_is_a_usage_error_saying_the_cap(runner):
-    from forge.store import rag
+    from forge.recall import channels
 
     result = invoke(runner, "recall", "-", input="x" * 1_000_000)
     assert result.exit_code == 2
-    assert f"at most {rag.MAX_QUERY_CHARS} characters" in result.stderr
+    assert f"at most {channels.MAX_QUERY_CHARS} characters" in result.stderr
     assert "1000000 characters" in result.stderr and "stored text" not in result.stderr
-    ok = invoke(runner, "recall", "mot " * (rag.MAX_QUERY_CHARS // 4))
+    ok = invoke(runner, "recall", "mot " * (channels.MAX_QUERY_CHARS // 4))
     assert ok.exit_code == 0, ok.stderr
 
 

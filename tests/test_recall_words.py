@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from forge.store import rag
+from forge.recall import channels
 from forge.recall import recall_rank, recall_words
 from forge.store.common import NewEntry
 
@@ -62,7 +63,7 @@ def test_a_function_word_never_admits_a_row_and_negations_still_count_for_aggreg
             assert result.admitted_words == [], word
             assert {r.channel for r in result.rows} == {"vector"}, word
         # the word channel's rule for rare content words is unchanged
-        assert rag.admitted_words(store, "Postfix") == ["postfix"]
+        assert channels.admitted_words(store, "Postfix") == ["postfix"]
         # aggregation (A2, A3) and conflict detection keep every word: `pas` and `sans` are
         # rare here and stay informative for them
         df = aggregate.document_frequency(store)
@@ -76,7 +77,7 @@ def test_the_kept_words_of_a_question_are_searched(french):
     assert "10" not in recall_words.function_words()   # numbers, spelled with digits
     folder, ids = french
     with rag.open_store(french_settings(folder)) as store:
-        assert "avant" in rag.admitted_words(store, "Que faut-il faire avant novembre ?")
+        assert "avant" in channels.admitted_words(store, "Que faut-il faire avant novembre ?")
 
 
 def unit(seed: int):

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import invoke
 from forge.store import rag
+from forge.recall import channels
 from forge.core.settings import load_settings
 from forge.store import transfer
 
@@ -64,8 +65,8 @@ def test_sqlite_to_sqlite_keeps_ids_links_refs_events_identity_and_vectors(runne
     copy_settings = replace(settings, rag_db_file=dest)
     question = "Combien de RAM a le NiPoGi ?"
     with rag.open_store(settings, mode="read") as a, rag.open_store(copy_settings, mode="read") as b:
-        rows_a = [(r.entry.id, r.channel) for r in rag.search_hybrid(a, question).rows]
-        rows_b = [(r.entry.id, r.channel) for r in rag.search_hybrid(b, question).rows]
+        rows_a = [(r.entry.id, r.channel) for r in channels.search_hybrid(a, question).rows]
+        rows_b = [(r.entry.id, r.channel) for r in channels.search_hybrid(b, question).rows]
     assert rows_a == rows_b and rows_a
     with rag.open_store(copy_settings) as b:
         assert rag.find_by_message_ids(b, [3, 4], history="h-laptop") == {3: 53, 4: 53}
@@ -134,10 +135,10 @@ def test_sqlite_to_postgres_to_sqlite_comes_back_equal_by_checksum(runner, sourc
     on_postgres = load_settings()
     question = "Combien de RAM a le NiPoGi ?"
     with rag.open_store(settings, mode="read") as a:
-        rows_sqlite = [(r.entry.id, r.channel) for r in rag.search_hybrid(a, question).rows]
+        rows_sqlite = [(r.entry.id, r.channel) for r in channels.search_hybrid(a, question).rows]
     with rag.open_store(on_postgres, mode="read") as b:
         assert b.backend.name == "postgres"
-        rows_postgres = [(r.entry.id, r.channel) for r in rag.search_hybrid(b, question).rows]
+        rows_postgres = [(r.entry.id, r.channel) for r in channels.search_hybrid(b, question).rows]
         assert rag.find_by_message_ids(b, [3, 4], history="h-laptop") == {3: 53, 4: 53}
     assert rows_postgres == rows_sqlite and rows_sqlite  # the copy answers as its source
     back = tmp_path / "back.db"

@@ -210,6 +210,7 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
     QUERY `-` reads stdin. `--queries FILE|-` answers many queries with one model load.
     """
     from ..store import rag
+    from ..recall import channels
     from ..recall import recall_rank
 
     if limit is not None and (vector_k is not None or lexical_k is not None):
@@ -230,9 +231,9 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
     query = _read_stdin_if_dash(query).strip()
     if not query:
         raise click.UsageError("QUERY is empty")
-    if len(query) > rag.MAX_QUERY_CHARS:
+    if len(query) > channels.MAX_QUERY_CHARS:
         raise click.BadParameter(
-            f"the query is {len(query)} characters; recall takes at most {rag.MAX_QUERY_CHARS} "
+            f"the query is {len(query)} characters; recall takes at most {channels.MAX_QUERY_CHARS} "
             "characters (a question, not a document): shorten it to the words that matter",
             param_hint="QUERY")
     with _open(mode="read") as store:

@@ -95,12 +95,13 @@ def memory_conflicts(settings: Any, project: str | None = None,
 def recall(settings: Any, query: str, limit: int | None = None, project: str | None = None,
            kind: str | None = None) -> dict[str, Any]:
     from ..store import rag
+    from ..recall import channels
     from ..recall import recall_rank
 
     query = check_text(query, "query").strip()
-    if len(query) > rag.MAX_QUERY_CHARS:
+    if len(query) > channels.MAX_QUERY_CHARS:
         raise _invalid("query", f"the query is {len(query)} characters; recall takes at most "
-                                f"{rag.MAX_QUERY_CHARS} characters (a question, not a document): "
+                                f"{channels.MAX_QUERY_CHARS} characters (a question, not a document): "
                                 "shorten it to the words that matter")
     limit = check_limit(limit) or recall_rank.DEFAULT_LIMIT
     kind = check_kind(kind, archive=True)

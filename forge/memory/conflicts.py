@@ -452,6 +452,7 @@ def against(store: "Store", entry: "Entry") -> list[Conflict]:
     word index: its REMEMBER_WORDS rarest words (by count; no admission rule, no stopword
     list) in one word query of REMEMBER_CANDIDATES rows."""
     from ..store import rag
+    from ..recall import channels
 
     side = read_side(entry)
     if side is None:
@@ -462,7 +463,7 @@ def against(store: "Store", entry: "Entry") -> list[Conflict]:
     # this entry only finds nothing): a short word query, whatever the store's size.
     counts = rag.word_counts(store, words)
     words = sorted((w for w in words if counts.get(w, 0) >= 2), key=lambda w: counts[w])
-    hits = rag.search_lexical(store, words[:REMEMBER_WORDS], k=REMEMBER_CANDIDATES,
+    hits = channels.search_lexical(store, words[:REMEMBER_WORDS], k=REMEMBER_CANDIDATES,
                               project=entry.project, kind=entry.kind)
     rows = rag.entries_by_id(store, [i for i, _ in hits if i != entry.id])
     out = []

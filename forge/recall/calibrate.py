@@ -2,7 +2,7 @@
 
 Cases are hit questions, each with the id of the entry that answers it, and miss questions
 (nothing in the store answers them). All questions are embedded in ONE call, then each runs
-through `rag.search_hybrid` (the code `forge recall` runs) on one read-only connection.
+through `channels.search_hybrid` (the code `forge recall` runs) on one read-only connection.
 
 - A hit's distance is the distance to the entry it names, even when that entry ranks outside
   every top k: its vector is read and compared directly, and its rank is counted over every
@@ -293,11 +293,10 @@ def _coverage(store: "Store", hits: list[Measured], misses: list[Measured], vect
               project: str | None) -> dict[str, Any]:
     """Each case's coverage by its 5 nearest entries, and the RECALL_MIN_COVERAGE that keeps
     at least 95% of the hit cases (refusal.propose); what it keeps and refuses on them."""
-    from ..store import rag
-    from . import refusal
+    from . import channels, refusal
 
     for measured, vector in zip(hits + misses, vectors):
-        nearest = [i for i, _ in rag.search_vector(store, vector, k=refusal.POOL, project=project)]
+        nearest = [i for i, _ in channels.search_vector(store, vector, k=refusal.POOL, project=project)]
         verdict = refusal.measure(store, measured.question, nearest)
         measured.coverage = verdict.value if verdict is not None else None
     hit_values = [h.coverage for h in hits if h.coverage is not None]

@@ -1,7 +1,7 @@
 """Many recalls in one process: `forge recall --queries FILE|-`, calibration and the benchmarks.
 
 Every query goes through the code `forge recall QUERY` runs — `recall_rank.search` (the fused
-rows budget, `limit`), or `rag.search_hybrid` when per-channel budgets are given — with its
+rows budget, `limit`), or `channels.search_hybrid` when per-channel budgets are given — with its
 vector embedded beforehand: one `embed_queries` call for the whole batch, so a script pays the
 model load (or the server round trip) once, not once per question.
 

@@ -1,7 +1,7 @@
 """The rows budget: ONE fused ranking of both channels fills `limit` rows (`forge recall --limit`).
 
 Wave 2's default ordering (SPEC V6, issue 12), used by `forge recall`, `recall --queries`
-(recall_batch), the chat recall graph (V8) and bench/locomo.py. `rag.search_hybrid` with its
+(recall_batch), the chat recall graph (V8) and bench/locomo.py. `channels.search_hybrid` with its
 per-channel budgets stays for calibration (`--vector-k/--lexical-k`).
 
 How a row earns its place (`fused`, printed with every row):
@@ -54,6 +54,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..store import rag
+from ..store.common import ARCHIVE_KIND, beyond_cutoff
+from . import channels
 
 if TYPE_CHECKING:
     import numpy as np
@@ -198,7 +200,7 @@ def recall(store: "Store", query: str, *, limit: int | None = None,
     the seed's union (V6) with 5 for the one left out (calibration). `replaced`: entries a
     newer one replaced (A9) are rows too (`recall --all`); by default they are not."""
     if limit is None and (vector_k is not None or lexical_k is not None):
-        return rag.search_hybrid(store, query, project=project, kind=kind,
+        return channels.search_hybrid(store, query, project=project, kind=kind,
                                  vector_k=5 if vector_k is None else vector_k,
                                  lexical_k=5 if lexical_k is None else lexical_k,
                                  query_vector=query_vector, replaced=replaced)
@@ -217,13 +219,13 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     `latent`: the latent-term channel when the store has its index (recall_sparse; False for
     the ablation's two-channel rows).
 
-    Raises ServerError when the embedder is down, like rag.search_hybrid.
+    Raises ServerError when the embedder is down, like channels.search_hybrid.
     """
     from . import recall_sparse
 
-    qvec, cutoff, fingerprint = rag.prepare_query(store, query, query_vector)
+    qvec, cutoff, fingerprint = channels.prepare_query(store, query, query_vector)
     depth = pool(limit)
-    vector, words, lexical = rag.search_channels(store, query, qvec, vector_k=vector_pool or depth,
+    vector, words, lexical = channels.search_channels(store, query, qvec, vector_k=vector_pool or depth,
                                                  lexical_k=lexical_pool or depth,
                                                  project=project, kind=kind)
     if fusion == "rrf":
@@ -271,7 +273,9 @@ def neighbours_after(rows: list, vector: list[tuple[int, float]], lexical: list[
 
 def neighbour_ids(store: "Store", entry: "rag.Entry") -> list[int]:
     """The archived exchanges just before and after `entry` in the same project."""
-    return rag.neighbour_ids(store, entry)
+    if entry.kind != ARCHIVE_KIND:
+        return []
+    return store.backend.adjacent_ids(entry.id, kind=ARCHIVE_KIND, project=entry.project)
 
 
 def with_neighbours(store: "Store", rows: list, *, limit: int, after: int = 1) -> list:
@@ -311,7 +315,7 @@ def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
         if candidate.channel == "latent" and cutoff is not None and farthest is not None \
                 and farthest > cutoff:
             continue   # not counted: `dropped_by_cutoff` counts vector rows (V4's note)
-        elif rag.beyond_cutoff(candidate.channel, candidate.distance, cutoff):
+        elif beyond_cutoff(candidate.channel, candidate.distance, cutoff):
             dropped.append(candidate.distance)
         else:
             passing.append((candidate, score))

@@ -455,11 +455,11 @@ async def search(request: Request) -> Response:
     query = (q.get("q") or "").strip()
     if not query:
         raise BadRequest("q is empty")
-    from ..store import rag
+    from ..recall import channels
 
-    if len(query) > rag.MAX_QUERY_CHARS:
+    if len(query) > channels.MAX_QUERY_CHARS:
         raise BadRequest(f"q is {len(query)} characters; recall takes at most "
-                         f"{rag.MAX_QUERY_CHARS} (a question, not a document)")
+                         f"{channels.MAX_QUERY_CHARS} (a question, not a document)")
     raw_v, raw_l, raw_limit = q.get("vector_k"), q.get("lexical_k"), q.get("limit")
     vector_k = int_value(raw_v, "vector_k", maximum=1000) if raw_v else None
     lexical_k = int_value(raw_l, "lexical_k", maximum=1000) if raw_l else None

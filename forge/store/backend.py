@@ -45,7 +45,7 @@ imports numpy only where it needs it), words are the already folded tokens of `q
 syntax, no vec0 blobs, no rowids other than the entry id cross it.
 
 Optional (not in the Protocol; rag asks with getattr): `word_reader() -> Backend | None`, a
-second handle on the same store on its own connection, which `rag.search_channels` reads the
+second handle on the same store on its own connection, which `recall.channels.search_channels` reads the
 word channel from in another thread while this one scans the vectors. It must give exactly
 what this handle would (the same data, no open transaction of this one's unseen), be safe to
 use from one other thread at a time, and be closed by `close()`. None, or no such method: the

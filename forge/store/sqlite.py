@@ -353,7 +353,7 @@ class SQLiteBackend:
 
     def word_reader(self) -> "SQLiteBackend | None":
         """A second handle on this store, on its own read-only connection (opened once, kept
-        until close), for rag.search_channels to run the word channel in another thread while
+        until close), for recall.channels.search_channels to run the word channel in another thread while
         this connection scans the vectors: the same statements on the same file, so the same
         rows. Only from RECALL_SCAN_MIN_ENTRIES entries (below, both channels take a few
         milliseconds and a thread would cost more than it saves) and outside a transaction
