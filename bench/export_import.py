@@ -35,7 +35,15 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import docs_figures  # noqa: E402
 
-from history_import import ANSWERS, QUESTIONS, SUBJECTS  # noqa: E402
+SUBJECTS = ["le NiPoGi", "the NAS", "le routeur OPNsense", "the Pi-hole", "Jellyfin", "restic",
+            "WireGuard", "the UPS", "Home Assistant", "Prometheus", "le switch 2.5 GbE", "Proxmox"]
+QUESTIONS = ["Comment je configure {s} pour la nuit ?", "What is the state of {s} after the update?",
+             "Est-ce que {s} consomme beaucoup ?", "Can {s} run in a rootless container?",
+             "Quel est le problème avec {s} depuis hier ?"]
+ANSWERS = ["Pour {s}, vérifie d'abord les journaux avec journalctl, puis la configuration réseau ; "
+           "note {n} dans ton carnet.", "{s} is fine: item {n} was the cause, and a restart fixed it.",
+           "Sur {s}, le réglage {n} suffit, inutile d'aller plus loin.",
+           "For {s}, set option {n} and keep the default retention."]
 
 
 def node(nid: str, role: str | None, parts: list | None, parent: str | None, t: float,
