@@ -22,13 +22,13 @@ from . import db  # noqa: F401  (tests patch rag.db.transaction)
 from ..core.errors import ForgeError, NotFoundError, StoreError
 from . import open_backend
 from .common import (ARCHIVE_KIND, ARCHIVE_SOURCES, FOLD, KINDS,  # noqa: F401
-                           MAX_CONTENT_CHARS, MAX_NAME_CHARS, REPLACE, PROJECT_RE, SOURCES,
-                           DuplicateKey, Entry, NewEntry, StoreReadOnly,
-                           beyond_cutoff, dedup_key, is_informative,
-                           normalize_kind, rare_by_document_frequency, validate_new)
+                     MAX_CONTENT_CHARS, MAX_NAME_CHARS, REPLACE, PROJECT_RE, SOURCES,
+                     DuplicateKey, Entry, NewEntry, StoreReadOnly,
+                     beyond_cutoff, dedup_key, is_informative,
+                     normalize_kind, rare_by_document_frequency, validate_new)
 from .identity import (PROBE_MIN_COSINE, PROBE_TEXT, EmbeddingMismatch,  # noqa: F401
-                             compare_identity, describe, encode_vec, family, identity_core,
-                             query_fingerprint, same_probe)
+                       compare_identity, describe, encode_vec, family, identity_core,
+                       query_fingerprint, same_probe)
 from ..core.timestamps import utc_now
 
 if TYPE_CHECKING:
