@@ -5,7 +5,7 @@ so it must stay under a second at 10,000 entries).
 Builds stores of N entries in a temporary folder: rows are inserted with SQL (the pass reads rows
 and words, never vectors, so none are embedded), from templates in French and English: notes
 with a label and details, some groups of overlapping notes (subjects), and archive exchanges.
-Times `forge.aggregate.run` as the dry run (the plan) and then with --apply (which embeds each
+Times `forge.memory.aggregate.run` as the dry run (the plan) and then with --apply (which embeds each
 written aggregate with the configured embedder, the embedded model by default).
 
     python bench/aggregate_pass.py                       # 10,000 entries, 20% deliberate
@@ -61,9 +61,9 @@ def rows(total: int, deliberate: float, seed: int = 7) -> list[tuple[str, str | 
 
 
 def build(path: Path, data: list[tuple[str, str | None, str]]) -> None:
-    from forge import db, rag
-    from forge.history import utc_now
-    from forge.settings import load_settings
+    from forge.store import db, rag
+    from forge.store.history import utc_now
+    from forge.core.settings import load_settings
 
     settings = load_settings({"FORGE_DATA_DIR": str(path.parent)}, cwd=path.parent)
     with rag.open_store(settings, path=path, check_identity=False) as store:
@@ -88,8 +88,9 @@ def main() -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from forge import aggregate, rag
-    from forge.settings import load_settings
+    from forge.memory import aggregate
+    from forge.store import rag
+    from forge.core.settings import load_settings
 
     folder = Path(tempfile.mkdtemp(prefix="forge-aggregate-pass-"))
     path = folder / "forge_rag.db"

@@ -4,7 +4,7 @@ saving of the hot block.
 
 Builds a store from tests/fixtures/aggregate_cases.json (79 labelled entries in 37 cases, French
 and English, plus archive exchanges and unrelated notes as context; embedded with the embedded
-model, nothing else needed), runs the real pass (`forge.aggregate.run`, dry run: the plan is
+model, nothing else needed), runs the real pass (`forge.memory.aggregate.run`, dry run: the plan is
 what --apply would write), and prints:
 
 - precision = folds that were right / folds made (must be 1.00: a wrong fold rewrites what a
@@ -46,9 +46,10 @@ def main() -> int:
 def _run(args: argparse.Namespace) -> int:
     from fixtures.aggregate_cases import CASES, build_store, score
 
-    from forge import aggregate, rag
-    from forge.hot_memory import render_hot_block
-    from forge.settings import load_settings
+    from forge.memory import aggregate
+    from forge.store import rag
+    from forge.recall.hot_memory import render_hot_block
+    from forge.core.settings import load_settings
 
     folder = args.keep or Path(tempfile.mkdtemp(prefix="forge-aggregate-"))
     folder.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ the questions are hits: an entry's first eight words, with the entry's vector pl
 the query vector, so some rank far outside the top 5 and are scored on their entry all the
 same; the other half are misses (random sentences, random vectors). The embedder hands out
 precomputed vectors, so the figures are the database side of `forge calibrate` (one read-only
-connection, one `embed_queries` call, `rag.search_hybrid` per question, one pass over the
+connection, one `embed_queries` call, `channels.search_hybrid` per question, one pass over the
 vectors for the hits outside the top k) and of `forge recall --queries` for the same 500.
 """
 from __future__ import annotations
@@ -42,8 +42,9 @@ def main() -> None:
     with docs_figures.tee("calibration_scale", args.write_docs):
         import numpy as np
 
-        from forge import calibrate, rag, recall_batch
-        from forge.settings import load_settings
+        from forge.recall import calibrate, recall_batch
+        from forge.store import rag
+        from forge.core.settings import load_settings
 
         folder = Path(tempfile.mkdtemp(prefix="forge-calscale-"))
         path = folder / "store.db"

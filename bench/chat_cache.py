@@ -3,7 +3,7 @@
     python bench/chat_cache.py [--turns 4] [--url URL]
 
 Without --url it starts the small chat server through tools/llama_server.py (one slot) and stops
-it at the end. Each turn runs `forge.chat.run_turn` in a scratch data folder and prints the
+it at the end. Each turn runs `forge.chat.run.run_turn` in a scratch data folder and prints the
 trace's prompt_n (tokens evaluated), cache_n (tokens reused from the slot), prompt_ms and the
 turn's total_ms. Turn 1 is cold; from turn 2 the system prompt, tool descriptions and history
 are a shared prefix.
@@ -23,9 +23,9 @@ QUESTIONS = ["Bonjour !", "What can you do?", "Say something short.", "Merci, au
 
 
 def run(url: str, turns: int) -> None:
-    from forge import traces
-    from forge.chat import run_turn
-    from forge.settings import load_settings
+    from forge.store import traces
+    from forge.chat.run import run_turn
+    from forge.core.settings import load_settings
 
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "FORGE_DATA_DIR": tmp, "LLAMA_CPP_URL": url, "LLAMA_CPP_ID_SLOT": "0",

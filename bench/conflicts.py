@@ -54,8 +54,9 @@ def _items(pairs: list[dict]) -> list[tuple[int, str, str, str]]:
 
 
 def labelled(folder: Path) -> None:
-    from forge import conflicts, rag
-    from forge.settings import load_settings
+    from forge.memory import conflicts
+    from forge.store import rag
+    from forge.core.settings import load_settings
 
     pairs = json.loads(CASES.read_text(encoding="utf-8"))["pairs"]
     items = _items(pairs)
@@ -115,7 +116,7 @@ def labelled(folder: Path) -> None:
 
 
 def timed(store_dir: Path, runs: int) -> None:
-    from forge import db
+    from forge.store import db
 
     work = Path(tempfile.mkdtemp(prefix="forge-conflicts-"))
     try:
@@ -142,8 +143,9 @@ def timed(store_dir: Path, runs: int) -> None:
         base = statistics.median(times['python -c "import click"'])
         ls = statistics.median(times["forge memory ls --nl"])
         sys.path.insert(0, str(ROOT))
-        from forge import conflicts, rag
-        from forge.settings import load_settings
+        from forge.memory import conflicts
+        from forge.store import rag
+        from forge.core.settings import load_settings
 
         with rag.open_store(load_settings({"FORGE_DATA_DIR": str(work)}, cwd=work),
                             mode="rows") as store:

@@ -35,7 +35,15 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import docs_figures  # noqa: E402
 
-from history_import import ANSWERS, QUESTIONS, SUBJECTS  # noqa: E402
+SUBJECTS = ["le NiPoGi", "the NAS", "le routeur OPNsense", "the Pi-hole", "Jellyfin", "restic",
+            "WireGuard", "the UPS", "Home Assistant", "Prometheus", "le switch 2.5 GbE", "Proxmox"]
+QUESTIONS = ["Comment je configure {s} pour la nuit ?", "What is the state of {s} after the update?",
+             "Est-ce que {s} consomme beaucoup ?", "Can {s} run in a rootless container?",
+             "Quel est le problème avec {s} depuis hier ?"]
+ANSWERS = ["Pour {s}, vérifie d'abord les journaux avec journalctl, puis la configuration réseau ; "
+           "note {n} dans ton carnet.", "{s} is fine: item {n} was the cause, and a restart fixed it.",
+           "Sur {s}, le réglage {n} suffit, inutile d'aller plus loin.",
+           "For {s}, set option {n} and keep the default retention."]
 
 
 def node(nid: str, role: str | None, parts: list | None, parent: str | None, t: float,
@@ -116,7 +124,7 @@ def build(folder: Path, conversations: int, exchanges: int,
 
 
 def fresh_settings(folder: Path):
-    from forge.settings import load_settings
+    from forge.core.settings import load_settings
 
     folder.mkdir()
     os.environ["FORGE_DATA_DIR"] = str(folder)
@@ -142,11 +150,11 @@ def main() -> None:
         os.chdir(tmp)
         import tracemalloc
 
-        from forge import history, rag
+        from forge.store import history, rag
         from forge.embedders import embedded
-        from forge.export_import import _validate, import_export
-        from forge.exports import sniff
-        from forge.history_import import import_history
+        from forge.memory.export_import import _validate, import_export
+        from forge.memory.exports import sniff
+        from forge.memory.history_import import import_history
 
         export, jsonl, size = build(tmp_path, args.conversations, args.exchanges, args.baseline)
         embedding = [0.0]
@@ -169,7 +177,7 @@ def main() -> None:
 
         settings = fresh_settings(tmp_path / "export")
         tracemalloc.start()
-        from forge.export_import import ExportReport
+        from forge.memory.export_import import ExportReport
 
         _validate(export, sniff(export) or "chatgpt", set(), ExportReport("x", "chatgpt"), False)
         parse_peak = tracemalloc.get_traced_memory()[1] / 2**20

@@ -44,7 +44,7 @@ def main() -> None:
                         help="conversations per export (10 kept exchanges each)")
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
-    from forge.export_import import ExportReport, _validate
+    from forge.memory.export_import import ExportReport, _validate
 
     with docs_figures.tee("export_stream", args.write_docs):
         print("conversations  messages  conversations.json  streamed peak  json.load peak  "

@@ -37,7 +37,7 @@ def parser(description: str, *, cases: bool = True) -> argparse.ArgumentParser:
 
 
 def cases(args: argparse.Namespace) -> Any:
-    from forge import calibrate
+    from forge.recall import calibrate
 
     found = calibrate.cases_from_options(args.hit, args.expect, args.miss)
     if args.cases:
@@ -48,7 +48,7 @@ def cases(args: argparse.Namespace) -> Any:
 def settings(**overrides: Any) -> Any:
     import dataclasses
 
-    from forge.settings import load_settings
+    from forge.core.settings import load_settings
 
     loaded = load_settings()
     return dataclasses.replace(loaded, **overrides) if overrides else loaded
@@ -97,7 +97,7 @@ def fail(message: str) -> int:
 
 def run(main: Any) -> None:
     """Call `main()`; a Forge error or a refused live store is one line and exit 1."""
-    from forge.errors import ForgeError
+    from forge.core.errors import ForgeError
 
     try:
         sys.exit(main())

@@ -42,8 +42,8 @@ class AsDocuments:
 
 
 def variants(settings):
-    from forge.embedders import make_embedder
-    from forge.settings import DEFAULT_QUERY_INSTRUCT
+    from forge.embedders.factory import make_embedder
+    from forge.core.settings import DEFAULT_QUERY_INSTRUCT
 
     if settings.embedding_url:
         instruction = settings.embedding_query_instruct.strip() or DEFAULT_QUERY_INSTRUCT
@@ -56,7 +56,7 @@ def variants(settings):
 
 def main() -> int:
     args = harness.parser(__doc__.split("\n")[0]).parse_args()
-    from forge import calibrate
+    from forge.recall import calibrate
 
     cases = harness.cases(args)
     settings = harness.settings()

@@ -139,7 +139,7 @@ def fill(conn: Any, sql: str, rows: Callable[[int, int], list], n: int, limit: f
 
 def build_float(folder: Path, vectors, limit: float) -> Built:
     """vec0 float[384] as a store's memory_vectors, with the tables `vector_scan` reads."""
-    from forge import db
+    from forge.store import db
 
     path = folder / "float.db"
     if (hit := Built.cached(path)) is not None:
@@ -162,7 +162,7 @@ def build_float(folder: Path, vectors, limit: float) -> Built:
 
 def build_copy(folder: Path, float_db: Built) -> Built:
     """The copy as a store writes it: vector_scan.rebuild from memory_vectors."""
-    from forge import db
+    from forge.store import db
 
     path = vector_scan.sidecar_path(float_db.path)
     meta = folder / "copy.vectors"
@@ -180,7 +180,7 @@ def build_copy(folder: Path, float_db: Built) -> Built:
 
 def build_bits(folder: Path, vectors, mean, limit: float) -> Built:
     """0.1.9: vec0 bit[384] of the centred signs, the float vector beside it for the rescore."""
-    from forge import db
+    from forge.store import db
 
     path = folder / "bits.db"
     if (hit := Built.cached(path)) is not None:
@@ -280,7 +280,7 @@ def measure_size(size: int, base, queries, args, alpha: AlphaWorker | None, skip
                  ) -> list[dict]:
     import numpy as np
 
-    from forge import db
+    from forge.store import db
 
     folder = args.cache / f"n{size}-r{len(base)}-s{args.noise}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -512,7 +512,7 @@ def main() -> None:
 
 
 def sqlite_vec_version() -> str:
-    from forge import db
+    from forge.store import db
 
     conn = db.connect(":memory:")
     try:

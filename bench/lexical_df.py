@@ -64,7 +64,7 @@ def seed_rule(df: int, entries: int, max_df: float) -> bool:
 
 
 def forge_rule(df: int, entries: int, max_df: float) -> bool:
-    from forge.rag import is_informative
+    from forge.store.rag import is_informative
 
     return is_informative(df, entries, max_df)
 
@@ -102,7 +102,7 @@ def load(path: Path) -> tuple[list[list[tuple[str, str]]], list[list[dict]]]:
 
 
 def build(settings, folder: Path, turns: list[tuple[str, str]]):
-    from forge import rag
+    from forge.store import rag
 
     store = rag.open_store(settings, embedder=Constant(), path=folder / f"s{len(turns)}.db")
     items = [rag.NewEntry("fact", text, None, "import", {"dia_id": dia}) for dia, text in turns]
@@ -113,7 +113,8 @@ def build(settings, folder: Path, turns: list[tuple[str, str]]):
 
 def measure(store, by_entry, questions, rule, common: set[str], rare_at_scale: set[str],
             max_df: float, acc: dict) -> None:
-    from forge import rag
+    from forge.store import rag
+    from forge.recall import channels
 
     entries = rag.count_entries(store)
     for q in questions:
@@ -127,7 +128,7 @@ def measure(store, by_entry, questions, rule, common: set[str], rare_at_scale: s
         acc["admitted"] += len(words)
         acc["common"] += sum(w in common for w in words)
         acc["refused_at_scale"] += sum(w not in rare_at_scale for w in words)
-        rows = rag.search_lexical(store, words, k=5)
+        rows = channels.search_lexical(store, words, k=5)
         acc["rows"] += len(rows)
         evidence = set(q["evidence"])
         good = sum(by_entry.get(entry_id) in evidence for entry_id, _ in rows)
@@ -157,8 +158,8 @@ def main() -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from forge import rag
-    from forge.settings import load_settings
+    from forge.store import rag
+    from forge.core.settings import load_settings
 
     conversations, questions = load(Path(args.data))
     everything = [t for conv in conversations for t in conv]

@@ -106,8 +106,10 @@ def questions(conversation: dict, known_refs: set[str], limit: int | None) -> li
 
 def run_conversation(conversation: dict, folder: Path, *, sessions: int | None,
                      limit: int | None, ablation: bool = False) -> dict:
-    from forge import compaction, history_import, rag, recall_batch
-    from forge.settings import load_settings
+    from forge.memory import compaction, history_import
+    from forge.store import rag
+    from forge.recall import recall_batch
+    from forge.core.settings import load_settings
 
     env = {"FORGE_DATA_DIR": str(folder), "COMPACTION_KEEP_RECENT": "0",
            "COMPACTION_THRESHOLD": "40", "MEMORY_MAX_HISTORY": "200",

@@ -59,7 +59,7 @@ POOL = 30
 
 
 def _rows(store: Any, ranked: list[tuple[Any, float]], budget: int) -> list:
-    from forge import recall_rank
+    from forge.recall import recall_rank
 
     return recall_rank.fill(store, ranked, limit=budget, cutoff=None, fingerprint="",
                             words=[]).rows
@@ -67,7 +67,7 @@ def _rows(store: Any, ranked: list[tuple[Any, float]], budget: int) -> list:
 
 def _rrf_many(channels: list[list[tuple[int, float]]], k: int = 60) -> list[tuple[Any, float]]:
     """RRF over any number of channels; the first two are vector and words (for tags)."""
-    from forge import recall_rank
+    from forge.recall import recall_rank
 
     base = dict((c.entry_id, (c, s)) for c, s in recall_rank.rrf(channels[0], channels[1], k=k))
     scores = {i: s for i, (c, s) in base.items()}
@@ -82,15 +82,16 @@ def _rrf_many(channels: list[list[tuple[int, float]]], k: int = 60) -> list[tupl
 
 
 def seed_split(store, q, vec, budget, deeper=False):
-    from forge import rag
+    from forge.store import rag
+    from forge.recall import channels
 
     split = {5: (3, 2), 10: (5, 5)}[budget] if not deeper else {5: (3, 3), 10: (7, 7)}[budget]
-    return rag.search_hybrid(store, q, vector_k=split[0], lexical_k=split[1],
+    return channels.search_hybrid(store, q, vector_k=split[0], lexical_k=split[1],
                              query_vector=vec).rows[:budget]
 
 
 def rrf(store, q, vec, budget, pool=None, k=60, w=1.0):
-    from forge import recall_rank
+    from forge.recall import recall_rank
 
     return recall_rank.search(store, q, limit=budget, query_vector=vec, vector_pool=pool,
                               lexical_pool=pool, rrf_k=k, lexical_weight=w,
@@ -98,30 +99,32 @@ def rrf(store, q, vec, budget, pool=None, k=60, w=1.0):
 
 
 def shipped(store, q, vec, budget):
-    from forge import recall_rank
+    from forge.recall import recall_rank
 
     return recall_rank.search(store, q, limit=budget, query_vector=vec).rows
 
 
 def shipped_agreed(store, q, vec, budget):
     """The ranking as shipped second: neighbours only when both channels put the top row first."""
-    from forge import recall_rank
+    from forge.recall import recall_rank
 
     return recall_rank.search(store, q, limit=budget, query_vector=vec, strong="agreed").rows
 
 
 def shipped_both(store, q, vec, budget):
     """The ranking as first shipped: neighbours whenever both channels found the top row."""
-    from forge import recall_rank
+    from forge.recall import recall_rank
 
     return recall_rank.search(store, q, limit=budget, query_vector=vec, strong="both").rows
 
 
 def norm(store, q, vec, budget, pool=POOL):
-    from forge import rag, recall_rank
+    from forge.store import rag
+    from forge.recall import channels
+    from forge.recall import recall_rank
 
-    vector = rag.search_vector(store, vec, k=pool)
-    lexical = rag.search_lexical(store, rag.admitted_words(store, q), k=pool)
+    vector = channels.search_vector(store, vec, k=pool)
+    lexical = channels.search_lexical(store, channels.admitted_words(store, q), k=pool)
     scored: dict[int, float] = {}
     for pairs, better_low in ((vector, True), (lexical, True)):
         if not pairs:
@@ -138,27 +141,29 @@ def norm(store, q, vec, budget, pool=POOL):
 
 
 def prf(store, q, vec, budget):
-    from forge import rag, recall_rank
+    from forge.store import rag
+    from forge.recall import channels
+    from forge.recall import recall_rank
 
-    vector = rag.search_vector(store, vec, k=POOL)
-    words = rag.admitted_words(store, q)
-    lexical = rag.search_lexical(store, words, k=POOL)
+    vector = channels.search_vector(store, vec, k=POOL)
+    words = channels.admitted_words(store, q)
+    lexical = channels.search_lexical(store, words, k=POOL)
     first = recall_rank.rrf(vector, lexical)[:3]
     entries = rag.entries_by_id(store, [c.entry_id for c, _ in first])
     counts: dict[str, int] = {}
     for c, _ in first:
         if c.entry_id in entries:
-            for w in set(rag.admitted_words(store, entries[c.entry_id].content)):
+            for w in set(channels.admitted_words(store, entries[c.entry_id].content)):
                 counts[w] = counts.get(w, 0) + 1
     extra = [w for w, n in counts.items() if n >= 2 and w not in words]
-    lexical = rag.search_lexical(store, words + extra, k=POOL)
+    lexical = channels.search_lexical(store, words + extra, k=POOL)
     return _rows(store, recall_rank.rrf(vector, lexical), budget)
 
 
 def neighbours(store, q, vec, budget, base=None, after=1, only_both=False):
     """The best row's neighbouring exchanges (ids -1 and +1) placed after the first `after`
     rows; `only_both`: only when the best row was found by both channels (a strong hit)."""
-    from forge import rag
+    from forge.store import rag
 
     rows = (base or rrf)(store, q, vec, budget)
     if not rows or (only_both and rows[0].channel != "both"):
@@ -176,7 +181,7 @@ def neighbours(store, q, vec, budget, base=None, after=1, only_both=False):
 def admit_smoothed(store, q: str, k: float, max_df: float = 0.2) -> list[str]:
     """The query's words in at most max(1, max_df x N x N/(N+k)) of the store's N entries: the
     seed's share once N >> k, a smaller one while a document frequency is counted on few entries."""
-    from forge import rag
+    from forge.store import rag
 
     total = rag.count_entries(store)
     bound = max(1.0, max_df * total * total / (total + k))
@@ -191,11 +196,13 @@ def admit_smoothed(store, q: str, k: float, max_df: float = 0.2) -> list[str]:
 def shipped_with(store, q, vec, budget, *, words=None, third=None):
     """`forge recall --limit` (normalised fusion, neighbours as shipped) with other admitted
     words and/or a third channel [(entry id, score, higher better)] normalised like the others."""
-    from forge import rag, recall_rank
+    from forge.store import rag
+    from forge.recall import channels
+    from forge.recall import recall_rank
 
-    vector = rag.search_vector(store, vec, k=POOL)
-    words = rag.admitted_words(store, q) if words is None else words
-    lexical = rag.search_lexical(store, words, k=POOL)
+    vector = channels.search_vector(store, vec, k=POOL)
+    words = channels.admitted_words(store, q) if words is None else words
+    lexical = channels.search_lexical(store, words, k=POOL)
     ranked = recall_rank.normalised(vector, lexical)
     if third:
         scores = {c.entry_id: s for c, s in ranked}
@@ -215,7 +222,7 @@ def shipped_with(store, q, vec, budget, *, words=None, third=None):
 # ------------------------------------------------------------------ cached extra indexes
 
 def _entries(store) -> list[tuple[int, str]]:
-    from forge import rag
+    from forge.store import rag
 
     return [tuple(r) for r in rag.texts(store)]
 
@@ -246,12 +253,14 @@ def ctx_prev_index(store) -> dict:
 
 def ctx_prev(store, q, vec, budget, index=None):
     import numpy as np
-    from forge import rag, recall_rank
+    from forge.store import rag
+    from forge.recall import channels
+    from forge.recall import recall_rank
 
     d = np.linalg.norm(index["vectors"] - vec[None, :], axis=1)
     order = np.argsort(d)[:POOL]
     vector = [(index["ids"][i], float(d[i])) for i in order]
-    lexical = rag.search_lexical(store, rag.admitted_words(store, q), k=POOL)
+    lexical = channels.search_lexical(store, channels.admitted_words(store, q), k=POOL)
     return _rows(store, recall_rank.rrf(vector, lexical), budget)
 
 
@@ -296,15 +305,16 @@ def _only_terms(qsparse, keep: set[int]):
 
 
 def sparse(store, q, vec, budget, index=None, qsparse=None):
-    from forge import rag
+    from forge.store import rag
+    from forge.recall import channels
 
     qmap = dict(zip(*qsparse))
     scores = [(sum(qmap.get(t, 0.0) * v for t, v in zip(*doc)), entry_id)
               for entry_id, doc in zip(index["ids"], index["docs"])]
     scores.sort(reverse=True)
     third = [(entry_id, s) for s, entry_id in scores[:POOL] if s > 0]
-    vector = rag.search_vector(store, vec, k=POOL)
-    lexical = rag.search_lexical(store, rag.admitted_words(store, q), k=POOL)
+    vector = channels.search_vector(store, vec, k=POOL)
+    lexical = channels.search_lexical(store, channels.admitted_words(store, q), k=POOL)
     return _rows(store, _rrf_many([vector, lexical, third]), budget)
 
 

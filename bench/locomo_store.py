@@ -83,9 +83,9 @@ def build_fast(folder: Path, items: list[str], real: int) -> float:
     text its vector was drawn around."""
     import numpy as np
 
-    from forge import rag
+    from forge.store import rag
     from forge.embedders.embedded import EmbeddedEmbedder
-    from forge.settings import load_settings
+    from forge.core.settings import load_settings
 
     rng = np.random.default_rng(11)
     sample = items[:: max(1, len(items) // real)][:real]
@@ -124,9 +124,9 @@ def intake_share(folder: Path, items: list[str]) -> tuple[float, float]:
     itself: (wall seconds, seconds inside the embedder). Robust to a busy machine: both sides
     of the ratio see the same moments."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from forge import rag
+    from forge.store import rag
     from forge.embedders.embedded import EmbeddedEmbedder
-    from forge.settings import load_settings
+    from forge.core.settings import load_settings
 
     inside = [0.0]
 

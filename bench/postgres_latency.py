@@ -12,7 +12,7 @@ folder by tools/postgres_server.py (fsync on: a server as a user runs it) and st
 
 - remember: `rag.remember_many` in batches of 500 (validation, duplicate lookups, the row, its
   vector, its words, refs and the event log; one transaction per batch), per entry.
-- recall: `rag.search_hybrid` with a given query vector (vector KNN + admitted words + word
+- recall: `channels.search_hybrid` with a given query vector (vector KNN + admitted words + word
   search + merge), in a fresh process per store: the first query (cold) and the median of the
   next ones, unfiltered and with a project filter, and `recall_rank.search(limit=10)` (the
   fused budget `forge recall` runs). PostgreSQL twice: an exact scan (no vector index, what
@@ -77,7 +77,7 @@ def server_and_folder(url: str | None, prefix: str) -> Iterator[tuple[str, Path]
 
 
 def settings_for(store: str, folder: Path):
-    from forge.settings import load_settings
+    from forge.core.settings import load_settings
 
     env = {"FORGE_DATA_DIR": str(folder)}
     if store.startswith("postgres"):
@@ -104,7 +104,7 @@ def build(store: str, folder: Path, size: int, seed: int) -> float:
     """Fill a store with `size` entries; returns the database-side seconds per entry."""
     import numpy as np
 
-    from forge import rag
+    from forge.store import rag
 
     rng = np.random.default_rng(seed)
     texts = rl.sentences(size, rng)
@@ -130,7 +130,9 @@ def measure(store: str, folder: Path, queries: int, seed: int) -> dict:
     """In a fresh process: recall's database time (no embedding)."""
     import numpy as np
 
-    from forge import rag, recall_rank
+    from forge.store import rag
+    from forge.recall import channels
+    from forge.recall import recall_rank
 
     rng = np.random.default_rng(seed + 1)
     qtexts = rl.sentences(queries + 1, rng)
@@ -146,7 +148,7 @@ def measure(store: str, folder: Path, queries: int, seed: int) -> dict:
                     times.append((time.perf_counter() - t) * 1000)
                     assert len(result.rows) == 10
                     continue
-                result = rag.search_hybrid(s, text, query_vector=vec, project=project)
+                result = channels.search_hybrid(s, text, query_vector=vec, project=project)
                 times.append((time.perf_counter() - t) * 1000)
                 assert len([r for r in result.rows if r.channel != "lexical"]) == 5, label
             out[label] = {"cold_ms": times[0], "median_ms": statistics.median(times[1:])}
@@ -158,7 +160,7 @@ def write_many(store: str, folder: Path, writer: int, count: int) -> dict:
     note written by every machine, stored once), in batches of 50."""
     import numpy as np
 
-    from forge import rag
+    from forge.store import rag
 
     rng = np.random.default_rng(1000 + writer)
     texts = [f"machine {writer} note {i}: " + t for i, t in enumerate(rl.sentences(count, rng))]
@@ -176,7 +178,7 @@ def write_many(store: str, folder: Path, writer: int, count: int) -> dict:
 def two_machines(store: str, folder: Path, writers: int, count: int) -> dict:
     import numpy as np
 
-    from forge import rag
+    from forge.store import rag
 
     first = rl.Precomputed(rl.unit_vectors(1, np.random.default_rng(0)))
     with rag.open_store(settings_for(store, folder), embedder=first) as s:

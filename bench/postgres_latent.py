@@ -90,7 +90,7 @@ def build_latent(store: str, folder: Path, size: int, seed: int) -> float:
     """bench's `build` with 64 latent terms an entry; the database-side seconds per entry."""
     import numpy as np
 
-    from forge import rag
+    from forge.store import rag
 
     rng = np.random.default_rng(seed)
     texts = rl.sentences(size, rng)
@@ -115,7 +115,8 @@ def measure_latent(store: str, folder: Path, queries: int, seed: int) -> dict:
     recall with the channel off and on (the query's terms handed out: no model)."""
     import numpy as np
 
-    from forge import rag, recall_rank, recall_sparse
+    from forge.store import rag
+    from forge.recall import recall_rank, recall_sparse
 
     rng = np.random.default_rng(seed + 1)
     qtexts = rl.sentences(queries + 1, rng)

@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from forge import db
+    from forge.store import db
 
     work = Path(tempfile.mkdtemp(prefix="forge-bench-"))
     try:

@@ -3,7 +3,7 @@
     python bench/rag_aggregate.py [--db PATH] [--project P] [--apply] [--json]
 
 It copies the store with the shared helper (`store_snapshot.fresh_snapshot`, SQLite's backup
-API) and runs `forge.aggregate.run` — the pass `forge aggregate` runs — on the copy, never on
+API) and runs `forge.memory.aggregate.run` — the pass `forge aggregate` runs — on the copy, never on
 the live store. Without `--apply` it is the dry run: each subject, its gate and the line it
 would fold into. With `--apply` the folds are written to the copy, then the copy is read back:
 how many entries the hot block holds before and after, and whether both retrieval channels
@@ -16,14 +16,16 @@ import harness
 
 def channels_keep_sources(store, report) -> dict:
     """Every folded source, asked for by its own text: does recall still return it?"""
-    from forge import aggregate, rag
+    from forge.memory import aggregate
+    from forge.store import rag
+    from forge.recall import channels
 
     sources = [i for s in report.subjects if s.outcome in (aggregate.WRITTEN, aggregate.ABSORBED)
                for i in s.sources]
     found = 0
     for entry_id in sources:
         entry = rag.get_entry(store, entry_id)
-        result = rag.search_hybrid(store, entry.content, vector_k=10, lexical_k=10,
+        result = channels.search_hybrid(store, entry.content, vector_k=10, lexical_k=10,
                                    project=entry.project)
         found += any(row.entry.id == entry_id for row in result.rows)
     return {"folded_sources": len(sources), "still_recalled": found}
@@ -33,7 +35,7 @@ def main() -> int:
     p = harness.parser(__doc__.split("\n")[0], cases=False)
     p.add_argument("--apply", action="store_true", help="write the folds into the snapshot")
     args = p.parse_args()
-    from forge import aggregate
+    from forge.memory import aggregate
 
     with harness.snapshot_store(args, readonly=False) as store:
         report = aggregate.run(store, project=args.project, apply=args.apply)

@@ -31,7 +31,7 @@ SAMPLE = store_snapshot.ROOT / "forge" / "samples" / "transcript.jsonl"
 
 
 def exchanges(path: Path) -> list:
-    from forge import history_import, transcript
+    from forge.memory import history_import, transcript
 
     messages, bad = history_import.parse_records(path.read_text(encoding="utf-8"))
     if bad:
@@ -46,7 +46,9 @@ def measure(folder: Path, name: str, texts: list[str], owner: list[int], questio
     """Distances and ranks of each question to the entry `owner[i]` (index into texts)."""
     import numpy as np
 
-    from forge import calibrate, rag, recall_batch
+    from forge.recall import calibrate, recall_batch
+    from forge.store import rag
+    from forge.recall import channels
 
     path = folder / f"{name}.db"
     with rag.open_store(settings, path=path) as store:
@@ -60,7 +62,7 @@ def measure(folder: Path, name: str, texts: list[str], owner: list[int], questio
         for vector, index in zip(vectors, owner):
             target = ids[index]
             distance = float(np.linalg.norm(vector - stored[target]))
-            near = rag.search_vector(store, vector, k=len(ids))
+            near = channels.search_vector(store, vector, k=len(ids))
             rank = next(n for n, (i, _) in enumerate(near, 1) if i == target)
             out.append((distance, rank))
     return out, vectors
@@ -75,7 +77,7 @@ def main() -> int:
     args = p.parse_args()
     import numpy as np
 
-    from forge import transcript
+    from forge.memory import transcript
 
     units = exchanges(args.transcript)
     if not units:

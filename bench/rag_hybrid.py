@@ -2,7 +2,7 @@
 
     python bench/rag_hybrid.py --hit Q --expect ID ... --miss Q ... [--db PATH] [--json]
 
-Each question goes through `rag.search_hybrid` (the code of `forge recall`, with the cutoff off
+Each question goes through `channels.search_hybrid` (the code of `forge recall`, with the cutoff off
 so the vector channel shows everything its budget returns). For a hit: whether the vector
 channel, the word channel, both or neither returned the entry it names, and at which rank in
 each; for every question: the words the document-frequency bound admitted and how many rows
@@ -15,7 +15,7 @@ import harness
 
 def main() -> int:
     args = harness.parser(__doc__.split("\n")[0]).parse_args()
-    from forge import recall_batch
+    from forge.recall import recall_batch
 
     cases = harness.cases(args)
     questions = [(h.question, h.expect) for h in cases.hits] + [(m, None) for m in cases.misses]

@@ -28,7 +28,9 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
 def self_sample(store, sample: int, project: str | None) -> dict:
     import numpy as np
 
-    from forge import calibrate, rag, recall_batch
+    from forge.recall import calibrate, recall_batch
+    from forge.store import rag
+    from forge.recall import channels
 
     entries = [e for e in rag.list_entries(store, project=project) if e.content.strip()]
     step = max(1, len(entries) // max(1, sample))
@@ -37,7 +39,7 @@ def self_sample(store, sample: int, project: str | None) -> dict:
     vectors = recall_batch.embed_queries(store, questions)
     own, other, ranks = [], [], []
     for entry, vector in zip(chosen, vectors):
-        near = rag.search_vector(store, vector, k=2, project=project)
+        near = channels.search_vector(store, vector, k=2, project=project)
         stored = calibrate.entry_vectors(store, [entry.id]).get(entry.id)
         if stored is None:
             continue
@@ -55,7 +57,7 @@ def main() -> int:
     p = harness.parser(__doc__.split("\n")[0])
     p.add_argument("--sample", type=int, default=50, help="entries asked about themselves")
     args = p.parse_args()
-    from forge import calibrate
+    from forge.recall import calibrate
 
     cases = harness.cases(args)
     with harness.snapshot_store(args) as store:
@@ -70,7 +72,7 @@ def main() -> int:
                             f"gap {result.gap}, fingerprint {result.fingerprint}"])
             return 0
         found = self_sample(store, args.sample, args.project)
-        from forge import rag
+        from forge.store import rag
 
         found["fingerprint"] = rag.query_fingerprint(store.settings, store.identity)
     rows = [{"distance to": "the entry itself (first 12 words asked)", **found["own"]},

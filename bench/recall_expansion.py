@@ -42,7 +42,7 @@ def rephrasings_from_file(path) -> dict[str, list[str]]:
 
 
 def rephrasings_from_llm(settings, questions: list[str], n: int) -> dict[str, list[str]]:
-    from forge.llm import ChatClient
+    from forge.core.llm import ChatClient
 
     out: dict[str, list[str]] = {}
     with ChatClient(settings) as client:
@@ -60,7 +60,7 @@ def main() -> int:
     p.add_argument("--llm", type=int, default=0, metavar="N",
                    help="ask the chat model for N rephrasings of each question")
     args = p.parse_args()
-    from forge import calibrate
+    from forge.recall import calibrate
 
     cases = harness.cases(args)
     settings = harness.settings()

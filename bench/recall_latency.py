@@ -15,7 +15,7 @@ words to refuse, mid-frequency words it must score (the expensive part) and rare
 - remember: `rag.remember_many` in batches of 500 with an embedder that returns precomputed
   vectors — validation, duplicate lookups, the insert into rows, vec0, FTS5 (triggers), refs
   and the event log, one transaction per batch. Reported per entry.
-- recall: `rag.search_hybrid` with a given query vector (vector KNN + admitted words + FTS5 +
+- recall: `channels.search_hybrid` with a given query vector (vector KNN + admitted words + FTS5 +
   merge), measured in a fresh process per size: the first query (cold) and the median of the
   next ones (warm), unfiltered and with a project filter; and `recall_rank.search(limit=10)`,
   the fused rows budget `forge recall` runs by default (pools of 30, normalised ranks, neighbours).
@@ -28,7 +28,7 @@ words to refuse, mid-frequency words it must score (the expensive part) and rare
   random with probability 0.1), and each query's are the sparse head's terms of its LoCoMo
   question, so the fused recall runs its three channels; `latent ms` is the channel alone
   (`recall_sparse.search`: the query terms' document frequencies, then the postings join).
-- the vector channel alone (`rag.search_vector`, k=10): through sqlite-vec's vec0 and through
+- the vector channel alone (`channels.search_vector`, k=10): through sqlite-vec's vec0 and through
   the memory-mapped copy (forge/vector_scan.py, used from RECALL_SCAN_MIN_ENTRIES entries), each
   with its recall@10 against the exact top 10 of a numpy brute force over the same vectors.
 
@@ -123,7 +123,7 @@ class Precomputed:
         return self.query_terms[text]
 
     def embed_documents(self, texts):
-        from forge.rag import PROBE_TEXT
+        from forge.store.rag import PROBE_TEXT
         import numpy as np
 
         if list(texts) == [PROBE_TEXT]:
@@ -183,7 +183,7 @@ def real_base(real: Path | None, real_texts: int, queries: int, folder: Path):
     questions = [q["question"] for conv in data for q in conv["qa"]][::7][:queries + 1]
     qv = np.asarray(model.query(questions), dtype=np.float32)
     if real is not None:
-        from forge import db
+        from forge.store import db
 
         conn = db.connect(real, readonly=True)
         docs = np.vstack([np.frombuffer(r[0], dtype=np.float32)
@@ -230,8 +230,8 @@ def build(path: Path, size: int, seed: int, base=None, base_terms=None) -> float
     to `path`.ids (-1: an exact duplicate text, not stored)."""
     import numpy as np
 
-    from forge import rag
-    from forge.settings import load_settings
+    from forge.store import rag
+    from forge.core.settings import load_settings
 
     rng = np.random.default_rng(seed)
     texts = sentences(size, rng)
@@ -271,7 +271,7 @@ def exact_copy(path: Path) -> None:
     as `path`.ids: the numpy brute force and the exact top 10 run over exactly what is stored."""
     import numpy as np
 
-    from forge import db
+    from forge.store import db
 
     conn = db.connect(path, readonly=True)
     with open(str(path) + ".f32", "wb") as f32, open(str(path) + ".ids", "wb") as fids:
@@ -290,8 +290,11 @@ def measure(path: Path, qvecs_file: Path) -> dict:
 
     import numpy as np
 
-    from forge import rag, recall_rank, recall_sparse
-    from forge.settings import load_settings
+    from forge.store import rag
+    from forge.recall import channels
+    from forge.recall import recall_rank
+    from forge.core.settings import load_settings
+    from forge.recall import recall_sparse
 
     rng = np.random.default_rng(8)
     settings = load_settings({"FORGE_DATA_DIR": str(path.parent), "RAG_DB_FILE": str(path),
@@ -341,13 +344,13 @@ def measure(path: Path, qvecs_file: Path) -> dict:
                     assert [(r.entry.id, r.fused) for r in again.rows] == \
                         [(r.entry.id, r.fused) for r in result.rows]
                     t = time.perf_counter()
-                    rag.search_lexical(store, rag.admitted_words(store, text), k=30)
+                    channels.search_lexical(store, channels.admitted_words(store, text), k=30)
                     words.append((time.perf_counter() - t) * 1000)
                     t = time.perf_counter()
                     recall_sparse.search(store, text, k=30)
                     latent.append((time.perf_counter() - t) * 1000)
                     continue
-                result = rag.search_hybrid(store, text, query_vector=vec, project=project)
+                result = channels.search_hybrid(store, text, query_vector=vec, project=project)
                 times.append((time.perf_counter() - t) * 1000)
                 assert len([r for r in result.rows if r.channel != "lexical"]) == 5
             out[label] = {"cold_ms": times[0], "median_ms": statistics.median(times[1:]),
@@ -361,7 +364,7 @@ def measure(path: Path, qvecs_file: Path) -> dict:
             times, hits = [], []
             for vec, want in zip(qvecs, exact):
                 t = time.perf_counter()
-                found = rag.search_vector(store, vec, k=10)
+                found = channels.search_vector(store, vec, k=10)
                 times.append((time.perf_counter() - t) * 1000)
                 hits.append(len({i for i, _ in found} & want) / 10)
             out[label] = {"median_ms": statistics.median(times[1:]),
@@ -472,7 +475,7 @@ def report(rows: list, described: str, args: argparse.Namespace) -> None:
     print("x numpy: each time / a numpy brute force over the same vectors in the same process "
           "(memory-mapped float32, top 5). in turn: the fused recall with its two channels one "
           "after the other (from RECALL_SCAN_MIN_ENTRIES entries the word channel runs beside "
-          "the vector scan); words: the word channel alone (pool of 30); latent: the latent-term channel alone (pool of 30; '-': no latent index, --random). KNN: rag.search_vector(k=10) alone, through vec0 and "
+          "the vector scan); words: the word channel alone (pool of 30); latent: the latent-term channel alone (pool of 30; '-': no latent index, --random). KNN: channels.search_vector(k=10) alone, through vec0 and "
           "through the copy (used from RECALL_SCAN_MIN_ENTRIES entries; copy MB 0 = none); "
           "recall@10: the copy's rows against the exact top 10. targets: recall <= 30 ms at "
           "10k, <= 50 ms and <= 3x numpy at 100k, <= 150 ms and recall@10 >= 0.95 at 1M; "

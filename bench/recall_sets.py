@@ -29,7 +29,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 
 
 def variants() -> dict[str, dict]:
-    from forge.recall_words import Policy
+    from forge.recall.recall_words import Policy
 
     none = Policy(function_words="none", stems="none")
     return {
@@ -66,7 +66,7 @@ def personal_store(folder: Path, fixture: Path) -> tuple[dict, dict[str, int]]:
 
 
 def open_settings(folder: Path, extra: dict | None = None):
-    from forge.settings import load_settings
+    from forge.core.settings import load_settings
 
     return load_settings({"FORGE_DATA_DIR": str(folder), "LLAMA_CPP_URL": "http://127.0.0.1:9",
                           **(extra or {})}, cwd=folder)
@@ -117,7 +117,8 @@ class Runner:
         self.ms: list[float] = []
 
     def __call__(self, variant: dict):
-        from forge import rag, recall_batch, recall_rank, recall_sparse, recall_words
+        from forge.store import rag
+        from forge.recall import recall_batch, recall_rank, recall_sparse, recall_words
 
         def run(folder: Path, questions: list[str]):
             key = (str(folder), len(questions))

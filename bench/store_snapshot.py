@@ -36,7 +36,7 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def live_path(settings: Any = None) -> Path:
     if settings is None:
-        from forge.settings import load_settings
+        from forge.core.settings import load_settings
 
         settings = load_settings()
     return Path(settings.rag_db_file)
@@ -55,11 +55,11 @@ def fresh_snapshot(source: Path | str | None = None, settings: Any = None, *,
                    folder: Path | str | None = None) -> Path:
     """A consistent copy of `source` (default: the configured store) in a new temporary folder,
     always a SQLite file."""
-    from forge import db
-    from forge.settings import is_database_url
+    from forge.store import db
+    from forge.core.settings import is_database_url
 
     if settings is None:
-        from forge.settings import load_settings
+        from forge.core.settings import load_settings
 
         settings = load_settings()
     url = str(source) if is_database_url(str(source or "")) else \
@@ -78,14 +78,14 @@ def fresh_snapshot(source: Path | str | None = None, settings: Any = None, *,
 def _postgres_snapshot(url: str, settings: Any, folder: Path | str | None) -> Path:
     import dataclasses
 
-    from forge.store import postgres
+    from forge.store import postgres, transfer
 
     folder = Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="forge-bench-"))
     dest = refuse_live(folder / "snapshot.db", settings)
     pg = dataclasses.replace(settings, database_url=url)
     backend = postgres.open_backend(pg, mode="rows")
     try:
-        return backend.snapshot(dest)
+        return transfer.snapshot(pg, backend, dest)
     finally:
         backend.close()
 
@@ -93,7 +93,8 @@ def _postgres_snapshot(url: str, settings: Any, folder: Path | str | None) -> Pa
 def open_snapshot(source: Path | str | None, settings: Any, *, embedder: Any = None,
                   readonly: bool = True) -> Any:
     """A Store on a fresh snapshot of `source` (the cutoff off when `readonly`, as calibrate)."""
-    from forge import calibrate, rag
+    from forge.recall import calibrate
+    from forge.store import rag
 
     copy = refuse_live(fresh_snapshot(source, settings), settings)
     if readonly:

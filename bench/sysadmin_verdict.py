@@ -8,7 +8,7 @@ bench/sysadmin_verdict.yaml, written by hand for this harness; none was collecte
 from this harness is a verdict on those fixtures, nothing more.
 
 For each case (a block, a question, and whether the block holds the answer) the model is shown
-the block and the question as the sysadmin tool shows them (forge.tools.sysadmin.answer_messages)
+the block and the question as the sysadmin tool shows them (forge.chat.tools.sysadmin.answer_messages)
 and asked for one word, YES (the block answers) or NO. The script prints each case and the
 verdict matrix: truth (answers / does not answer) against the model's YES / NO / unclear.
 This is a model's judgement, measured, not a phrase rule: nothing of it filters the store (H7).
@@ -45,7 +45,7 @@ def load_cases(path: Path) -> list[dict]:
 
 
 def verdict_messages(case: dict) -> list[dict[str, str]]:
-    from forge.tools.sysadmin import Collection, answer_messages
+    from forge.chat.tools.sysadmin import Collection, answer_messages
 
     collection = Collection(target="fixture", commands=["written"], block=case["block"], cut=False)
     messages = answer_messages(collection, case["question"])
@@ -62,7 +62,7 @@ def read_verdict(text: str) -> str:
 def run(url: str, cases: list[dict]) -> None:
     from types import SimpleNamespace
 
-    from forge.llm import ChatClient
+    from forge.core.llm import ChatClient
 
     print("inputs: WRITTEN fixtures (bench/sysadmin_verdict.yaml), not collected from any machine")
     client = ChatClient(SimpleNamespace(llama_cpp_url=url, llama_cpp_id_slot=None, llama_cpp_timeout=120))
@@ -101,7 +101,7 @@ def main() -> None:
     with docs_figures.tee("sysadmin_verdict", args.write_docs):
         cases = load_cases(args.cases)
         if not args.start:
-            from forge.settings import load_settings
+            from forge.core.settings import load_settings
 
             run(args.url or load_settings().llama_cpp_url, cases)
             return

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How far `forge.tokens.estimate_tokens` is from a real tokenizer, on French, English and code.
+"""How far `forge.core.tokens.estimate_tokens` is from a real tokenizer, on French, English and code.
 
 Starts a real llama-server (Gemma 3 270M, through tools/llama_server.py) unless `--url` names a
 running one, sends every sample to its `/tokenize`, and prints, per category and overall, the
@@ -51,7 +51,7 @@ def samples() -> dict[str, list[str]]:
         # The sample's French has accents and French function words; that is enough to sort it.
         french = any(w in f" {text.lower()} " for w in (" le ", " la ", " les ", " je ", " un ", " une ", " de ", " est ", "é"))
         out["fr" if french else "en"].append(text)
-    from forge.router import prompt
+    from forge.memory import router_prompt as prompt
 
     out["en"].append(prompt.system_text(("memory", "files", "git", "shell")))
     for path in sorted((ROOT / "forge").rglob("*.py")):
@@ -67,7 +67,7 @@ def samples() -> dict[str, list[str]]:
 def measure(url: str) -> None:
     import httpx
 
-    from forge.tokens import estimate_tokens
+    from forge.core.tokens import estimate_tokens
 
     client = httpx.Client(timeout=60, trust_env=False)
     rows = []

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from forge import traces
+from forge.store import traces
 import docs_figures
 
 

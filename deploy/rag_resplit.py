@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One-shot migration: re-slice archive entries written before per-exchange intake.
 
-A thin wrapper over `forge resplit` (the same code, forge/resplit.py):
+A thin wrapper over `forge resplit` (the same code, forge/memory/resplit.py):
 
     python deploy/rag_resplit.py                                   # dry run, the default
     python deploy/rag_resplit.py --apply --backup /tmp/forge_rag.db.bak

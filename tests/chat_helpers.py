@@ -19,19 +19,19 @@ def chat_fake(monkeypatch: pytest.MonkeyPatch):
 def load(**env: str):
     import os
 
-    from forge.settings import load_settings
+    from forge.core.settings import load_settings
 
     return load_settings({**os.environ, **env})
 
 
 def history_messages(settings) -> list:
-    from forge import history
+    from forge.store import history
 
     return history.read(settings.memory_file).messages
 
 
 def last_trace(settings) -> dict:
-    from forge import traces
+    from forge.store import traces
 
     return traces.tail(settings.trace_file, 1)[-1]
 

@@ -63,7 +63,7 @@ def built_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def settings(forge_env: Path):
-    from forge.settings import load_settings
+    from forge.core.settings import load_settings
 
     return load_settings()
 

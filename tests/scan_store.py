@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from forge import rag
-from forge.settings import load_settings
+from forge.store import rag
+from forge.core.settings import load_settings
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ import pytest
 from conftest import invoke
 from fixtures.aggregate_cases import build_store, score
 
-from forge import db, history
-from forge.history import NewMessage
+from forge.store import db, history
+from forge.store.history import NewMessage
 
 NIPOGI_LINE = ("Matériel : NiPoGi AM06PRO, processeur Ryzen 5500U, Le NiPoGi a 32 Go de RAM, "
                "SSD 256 Go, Arch, Ansible, services Podman")
@@ -223,7 +223,7 @@ def test_score_counts_a_fold_of_a_must_not_case_as_wrong(labelled):
 # -- COMPACTION_AGGREGATE (A6) ----------------------------------------------------------------
 
 def _fill_history(monkeypatch, **env) -> object:
-    from forge.settings import load_settings
+    from forge.core.settings import load_settings
 
     for name, value in {"COMPACTION_THRESHOLD": 6, "COMPACTION_KEEP_RECENT": 2, **env}.items():
         monkeypatch.setenv(name, str(value))
@@ -266,14 +266,15 @@ def test_a_failing_pass_is_a_warning_never_a_failed_compaction(runner, store, mo
 
 
 def test_one_tokenizer_folds_case_and_accents_and_splits_digits_from_letters():
-    from forge.aggregate import word_set, words
+    from forge.memory.notes import word_set, words
 
     assert words("Matériel : SSD 256Go, n'a pas") == ["materiel", "ssd", "256", "go", "n", "a", "pas"]
     assert word_set("SSD 256Go") == word_set("ssd 256 GO") and word_set("Élève") == word_set("eleve")
 
 
 def test_a_concurrent_forget_wins_and_that_subject_is_skipped(store, settings):
-    from forge import aggregate, rag
+    from forge.memory import aggregate
+    from forge.store import rag
 
     nipogi = store["nipogi"]
     with rag.open_store(settings) as mine, rag.open_store(settings) as other:
@@ -304,7 +305,8 @@ def test_nl_prints_one_subject_per_line(runner, store):
 def test_precision_is_1_on_the_labelled_set_whatever_the_rarity_rule(labelled, forge_env,
                                                                      settings, monkeypatch, rule):
     """The word channel's small-store rule may change (V5); a fold must stay right under it."""
-    from forge import aggregate, rag
+    from forge.memory import aggregate
+    from forge.store import rag
 
     path, cases = labelled
     original = rag.rare_by_document_frequency

@@ -8,18 +8,15 @@ import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "forge"
 
-STORE_RING = {"forge.history", "forge.traces", "forge.rag", "forge.embedders", "forge.llm",
-              "forge.db", "forge.fileio", "forge.settings", "forge.errors", "forge.recall_batch",
-              "forge.recall_rank", "forge.recall_sparse", "forge.recall_words", "forge.refusal",
-              "forge.store", "forge.dotenv_edit", "forge.log",
-              "forge.timestamps", "forge.trace_read"}
-MEMORY_RING = {"forge.compaction", "forge.history_import", "forge.export_import", "forge.exports",
-               "forge.transcript", "forge.non_answer",
-               "forge.aggregate", "forge.resplit",
-               "forge.hot_memory", "forge.tokens", "forge.router.prompt", "forge.router.placeholders",
-               "forge.doctor", "forge.calibrate"}
-CHAT_RING = {"forge.chat", "forge.repl", "forge.router", "forge.tools", "forge.graphs",
-             "forge.outcome", "forge.turn"}
+# The rings, innermost first: a folder imports its own modules and the folders listed for it,
+# never an outer one (ARCHITECTURE.md, "Rules by folder"). forge/__init__.py and __main__.py
+# are the package's faces ("" here).
+INNER_FIRST = ("core", "embedders", "store", "recall", "memory", "chat")
+ALLOWED = {folder: set(INNER_FIRST[:i + 1]) for i, folder in enumerate(INNER_FIRST)}
+ALLOWED["cli"] = set(INNER_FIRST) | {"cli", "serve", "mcp"}  # serve/mcp: one command each (below)
+ALLOWED["serve"] = set(INNER_FIRST) | {"serve"}
+ALLOWED["mcp"] = set(INNER_FIRST) | {"mcp", "serve"}        # serve.guard alone (below)
+ALLOWED[""] = {"cli"}
 
 
 def module_name(path: Path) -> str:
@@ -50,6 +47,12 @@ def imports(path: Path) -> set[str]:
     return found
 
 
+def folder_of(module: str) -> str:
+    """forge.store.rag -> "store"; forge and forge.__main__ -> "" (the package's faces)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and (PKG / parts[1]).is_dir() else ""
+
+
 def ring_of(module: str, ring: set[str]) -> bool:
     return any(module == m or module.startswith(m + ".") for m in ring)
 
@@ -58,30 +61,101 @@ SOURCES = sorted(p for p in PKG.rglob("*.py") if "__pycache__" not in p.parts)
 
 
 def test_the_import_parser_sees_imports():
-    assert "forge.fileio" in imports(PKG / "history.py")
-    assert "forge.rag" in imports(PKG / "compaction.py")  # a function-level import
+    assert "forge.core.fileio" in imports(PKG / "store" / "history.py")
+    assert "forge.store.rag" in imports(PKG / "memory" / "compaction.py")  # a function-level import
+    assert "forge.store.results" in imports(PKG / "store" / "rag.py")  # a TYPE_CHECKING import
+    assert "forge.embedders" in imports(PKG / "embedders" / "server.py")  # `from . import NAME`
 
 
-@pytest.mark.parametrize("path", [p for p in SOURCES if ring_of(module_name(p), STORE_RING)],
-                         ids=module_name)
-def test_the_store_ring_imports_nothing_outward(path):
-    outward = {m for m in imports(path) if ring_of(m, MEMORY_RING | CHAT_RING)}
+def test_forge_holds_only_its_faces_and_folders():
+    """Each module sits in the folder of its ring; every folder says in one line what it is for."""
+    assert sorted(p.name for p in PKG.glob("*.py")) == ["__init__.py", "__main__.py"]
+    folders = [p for p in PKG.iterdir() if p.is_dir() and p.name != "__pycache__"
+               and any(p.rglob("*.py"))]
+    assert {p.name for p in folders} == set(ALLOWED) - {""}
+    for init in PKG.rglob("__init__.py"):
+        if "__pycache__" in init.parts:
+            continue
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert doc and doc.strip(), init
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=module_name)
+def test_each_folder_imports_only_its_own_ring_and_the_inner_ones(path):
+    """Arrows point inward only, by folder: core <- embedders <- store <- recall <- memory <-
+    chat <- cli / serve / mcp. A recall's query goes down the rings and never climbs back."""
+    folder = folder_of(module_name(path))
+    outward = {m for m in imports(path) if folder_of(m) not in ALLOWED[folder]}
     assert not outward
 
 
-@pytest.mark.parametrize("path", [p for p in SOURCES if ring_of(module_name(p), MEMORY_RING)],
-                         ids=module_name)
-def test_the_memory_ring_never_imports_the_chat_ring(path):
-    outward = {m for m in imports(path) if ring_of(m, CHAT_RING) and not ring_of(m, MEMORY_RING)}
-    assert not outward
+def import_graph() -> dict[str, set[str]]:
+    """module -> the forge modules it names in any import statement (at any depth,
+    TYPE_CHECKING included), each resolved to a file that exists."""
+    known = {module_name(p) for p in SOURCES}
+    return {module_name(p): {m for m in imports(p) if m in known} - {module_name(p)}
+            for p in SOURCES}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    """No import circle at any depth, function-level and TYPE_CHECKING imports included: those
+    are arrows too, and a circle is two modules that cannot be read (or moved) apart."""
+    assert cycles(import_graph()) == []
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=module_name)
 def test_only_the_lazy_logger_imports_logging(path):
-    """Modules log through `forge.log.log`, which imports `logging` on the first message: a
+    """Modules log through `forge.core.log.log`, which imports `logging` on the first message: a
     command that logs nothing never loads it (issue 11). The CLI's handler setup imports it
-    inside the function that forge.log runs at that moment."""
-    if module_name(path) in ("forge.log", "forge.cli.main"):
+    inside the function that forge.core.log runs at that moment."""
+    if module_name(path) in ("forge.core.log", "forge.cli.main"):
         return
     tree = ast.parse(path.read_text(encoding="utf-8"))
     assert not [node.lineno for node in ast.walk(tree)
@@ -89,8 +163,11 @@ def test_only_the_lazy_logger_imports_logging(path):
                 or isinstance(node, ast.ImportFrom) and node.module == "logging"]
 
 
-def test_rag_never_imports_the_chat_client():
-    assert not {m for m in imports(PKG / "rag.py") if ring_of(m, {"forge.llm"})}
+def test_the_store_never_imports_the_chat_client():
+    """The store needs an embedder, never the chat server (forge.core.llm sits in core for
+    tokens and the server embedders, not for the store)."""
+    for path in (PKG / "store").rglob("*.py"):
+        assert not {m for m in imports(path) if ring_of(m, {"forge.core.llm"})}, path
 
 
 @pytest.mark.parametrize("path", [p for p in SOURCES if "cli" not in p.relative_to(PKG).parts
@@ -148,7 +225,7 @@ def test_only_the_store_package_knows_its_backends(path):
     picks one), and nothing outside forge/store (and db.py, the SQLite helper) runs SQL on the
     deliberate store: the CLI, the chat ring and the memory ring call rag, whatever the backend."""
     assert not {m for m in imports(path) if ring_of(m, BACKEND_MODULES)}
-    if module_name(path) != "forge.db":
+    if module_name(path) != "forge.store.db":
         text = path.read_text(encoding="utf-8")
         assert not [s for s in SQL_ON_THE_STORE if s in text]
 
@@ -158,7 +235,7 @@ def test_the_sqlite_backend_keeps_the_whole_protocol(tmp_path):
     same parameters, and every attribute is set by an open (a second backend gets the same test)."""
     import inspect
 
-    from forge.settings import load_settings
+    from forge.core.settings import load_settings
     from forge.store import backend, sqlite
 
     methods = {n: m for n, m in vars(backend.Backend).items()

@@ -22,7 +22,7 @@ def test_the_snapshot_helper_refuses_the_live_store(settings, forge_env):
 
     live = Path(settings.rag_db_file)
     live.parent.mkdir(parents=True, exist_ok=True)
-    from forge import db
+    from forge.store import db
 
     db.connect(live).close()
     for spelling in (live, Path(os.path.relpath(live)), live.parent / "." / live.name):
@@ -42,7 +42,7 @@ def test_the_snapshot_helper_refuses_the_live_store(settings, forge_env):
 def test_the_snapshot_includes_pages_still_in_the_wal(settings, tmp_path):
     import store_snapshot
 
-    from forge import db
+    from forge.store import db
 
     source = tmp_path / "busy.db"
     writer = db.connect(source, vec=False)

@@ -135,7 +135,7 @@ def test_unknown_expect_id_is_a_clear_error(filled):
 
 
 def test_cases_file_and_the_deploy_example(filled):
-    from forge.calibrate import load_cases
+    from forge.recall.calibrate import load_cases
 
     Path("cases.yaml").write_text(
         "hits:\n"
@@ -172,7 +172,7 @@ def test_doctor_reports_the_cutoff_tag(filled, monkeypatch, value, status, word)
 
 
 def test_the_proposal_reproduces_the_seed_and_stays_strictly_between():
-    from forge.calibrate import format_distance, propose
+    from forge.recall.calibrate import format_distance, propose
 
     # The seed's hits 0.7289 / 0.6640 / 0.6469 and misses 0.9495 / 1.0451 / 1.1578.
     assert propose(0.7289, 0.9495) == 0.88

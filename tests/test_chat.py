@@ -9,9 +9,10 @@ import pytest
 
 from chat_helpers import envelope, history_messages, last_trace, load
 from conftest import invoke
-from forge import non_answer, rag
-from forge.chat import run_turn
-from forge.errors import ServerError
+from forge.memory import non_answer
+from forge.store import rag
+from forge.chat.run import run_turn
+from forge.core.errors import ServerError
 
 
 def test_a_chat_reply_is_persisted_and_traced(chat_fake):
@@ -288,7 +289,7 @@ def test_turns_while_the_embedding_server_is_down_grow_past_the_cap_then_recover
     up = load(**limits)   # the embedded model: compaction can run again
     result = run_turn(up, "question 5")
     assert result.compaction is not None and result.compaction.did_something
-    from forge import history
+    from forge.store import history
 
     doc = history.read(up.memory_file)
     assert not doc.compaction_pending and len(doc.messages) <= 6
@@ -332,7 +333,7 @@ def test_a_turn_that_takes_the_history_over_the_cap_is_archived_before_the_cap_d
 def test_any_compaction_failure_after_persisting_is_a_warning(chat_fake, caplog, monkeypatch):
     """The turn is already persisted and traced when the check runs: whatever breaks in it
     (here an unexpected error, not a ForgeError) must not turn a kept answer into a crash."""
-    from forge import compaction
+    from forge.memory import compaction
 
     def broken(settings):
         raise OSError(28, "No space left on device")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from chat_helpers import envelope, history_messages, last_trace, load
-from forge.chat import run_turn
+from forge.chat.run import run_turn
 
 
 @pytest.mark.parametrize("raw", [

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from chat_helpers import history_messages, load
-from forge import history, rag, traces
-from forge.chat import run_turn
-from forge.outcome import NOT_PERSISTED
+from forge.store import history, rag, traces
+from forge.chat.run import run_turn
+from forge.chat.outcome import NOT_PERSISTED
 
 pytestmark = pytest.mark.llama
 
@@ -90,8 +90,8 @@ def test_system_and_options_keep_the_cached_prefix_on_a_real_server(llama_chat_s
 
 
 def test_a_message_larger_than_the_servers_context_is_named_in_tokens(llama_chat_server):
-    from forge.errors import ServerError
-    from forge.llm import ChatClient
+    from forge.core.errors import ServerError
+    from forge.core.llm import ChatClient
 
     with ChatClient(settings_for(llama_chat_server)) as client:
         with pytest.raises(ServerError) as e:

@@ -10,7 +10,7 @@ import subprocess
 from chat_helpers import envelope, history_messages, load
 from conftest import invoke
 from terminal import run_with_a_terminal
-from forge.router.prompt import system_text
+from forge.memory.router_prompt import system_text
 
 
 def chat_requests(server) -> list[dict]:

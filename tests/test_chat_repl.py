@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from chat_helpers import envelope, history_messages, last_trace, load
-from forge import rag
+from forge.store import rag
 from forge.cli.chat_cmds import _run_cli_command
-from forge.repl import Io, ReplUsage, repl, translate
+from forge.chat.repl import Io, ReplUsage, repl, translate
 
 
 class Script:

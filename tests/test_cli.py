@@ -68,9 +68,9 @@ def test_every_subcommand_help_imports_no_heavy_module(path):
 def _filled_stores(runner) -> None:
     """A store with entries and vectors, a history and a trace: the read commands have rows."""
     from conftest import invoke
-    from forge import history, traces
-    from forge.history import NewMessage
-    from forge.settings import load_settings
+    from forge.store import history, traces
+    from forge.store.history import NewMessage
+    from forge.core.settings import load_settings
 
     settings = load_settings()
     assert invoke(runner, "remember", "fact", "the NAS has 32 GB", "-p", "homelab").exit_code == 0
@@ -128,8 +128,8 @@ NOT_FOR_READS = {
     "forge.store.results",  # seven dataclasses of writes and searches (~2 ms)
     "shutil",               # ~2 ms with bz2 and lzma: the terminal's width, for a table only
 }
-NOT_FOR_STORE_READS = {"forge.history", "forge.fileio"}  # utc_now is in forge.timestamps
-NOT_FOR_TRACE_READS = {"forge.traces"}  # its record dataclasses: trace_read reads alone (~1.5 ms)
+NOT_FOR_STORE_READS = {"forge.store.history", "forge.core.fileio"}  # utc_now is in forge.core.timestamps
+NOT_FOR_TRACE_READS = {"forge.store.traces"}  # its record dataclasses: trace_read reads alone (~1.5 ms)
 
 
 def imported_module_names(*args: str) -> set[str]:
@@ -144,7 +144,7 @@ def imported_module_names(*args: str) -> set[str]:
 def test_read_commands_leave_out_what_only_writes_and_messages_need(runner, args):
     _filled_stores(runner)
     loaded = imported_module_names(*args)
-    assert "forge.settings" in loaded  # the probe sees forge's modules
+    assert "forge.core.settings" in loaded  # the probe sees forge's modules
     unwanted = NOT_FOR_READS | (NOT_FOR_STORE_READS if args[0] == "memory" else set()) | (
         NOT_FOR_TRACE_READS if args[0] == "trace" else set())
     assert not loaded & unwanted, f"forge {' '.join(args)} imports {sorted(loaded & unwanted)}"
@@ -264,9 +264,9 @@ def test_json_and_nl_are_exclusive_output_formats(script_runner):
 
 
 def test_data_on_stdout_notes_on_stderr(script_runner):
-    from forge import history
-    from forge.history import NewMessage
-    from forge.settings import load_settings
+    from forge.store import history
+    from forge.store.history import NewMessage
+    from forge.core.settings import load_settings
 
     history.append(load_settings().memory_file, [NewMessage("user", "bonjour")], max_history=10)
     result = script_runner.run(["forge", "history", "clear", "--yes", "--json"])
@@ -293,8 +293,8 @@ def test_doctor_reports_and_writes_nothing(script_runner, forge_env, tmp_path):
 
 
 def test_doctor_writes_nothing_next_to_existing_stores(script_runner, settings, tmp_path):
-    from forge import history, rag, traces
-    from forge.history import NewMessage
+    from forge.store import history, rag, traces
+    from forge.store.history import NewMessage
 
     history.append(settings.memory_file, [NewMessage("user", "bonjour")], max_history=10)
     traces.append(settings.trace_file, {"run_id": "r1", "ok": True, "not_answered": None})
@@ -340,8 +340,8 @@ def test_doctor_fails_on_an_unreachable_embedding_server_naming_it(script_runner
     ("/v1", "/v1/embeddings"),  # the OpenAI-style base URL the chat client accepts too
 ])
 def test_doctor_probes_the_server_root_the_clients_use(fake_server, chat_suffix, embedding_suffix):
-    from forge.doctor import check_servers
-    from forge.settings import load_settings
+    from forge.memory.doctor import check_servers
+    from forge.core.settings import load_settings
 
     settings = load_settings({**os.environ, "LLAMA_CPP_URL": fake_server.url + chat_suffix,
                               "EMBEDDING_URL": fake_server.url + embedding_suffix})
@@ -413,7 +413,7 @@ def test_deeply_nested_json_is_exit_1_naming_the_line(runner, tmp_path, settings
 
 def test_an_unplanned_exception_says_it_is_a_bug_and_how_to_report_it(runner, monkeypatch):
     from conftest import invoke
-    from forge import history
+    from forge.store import history
 
     def boom(*a, **k):
         raise ZeroDivisionError("division by zero")
@@ -429,8 +429,8 @@ def test_an_unplanned_exception_says_it_is_a_bug_and_how_to_report_it(runner, mo
 
 def test_doctor_accepts_a_server_that_answers_v1_models_without_health(fake_server):
     # Ollama and vLLM builds without /health: /v1/models answering is a working server.
-    from forge.doctor import check_servers
-    from forge.settings import load_settings
+    from forge.memory.doctor import check_servers
+    from forge.core.settings import load_settings
 
     fake_server.status("/health", 404, times=None)
     settings = load_settings({**os.environ, "LLAMA_CPP_URL": fake_server.url + "/v1",

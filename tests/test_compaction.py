@@ -8,10 +8,12 @@ import sys
 
 import pytest
 
-from forge import compaction, history, rag, tokens
-from forge.errors import ForgeError, ServerError
-from forge.history import NewMessage
-from forge.settings import load_settings
+from forge.memory import compaction
+from forge.store import history, rag
+from forge.core import tokens
+from forge.core.errors import ForgeError, ServerError
+from forge.store.history import NewMessage
+from forge.core.settings import load_settings
 
 
 def configure(monkeypatch, **values) -> object:
@@ -209,7 +211,7 @@ def test_a_message_appended_by_another_process_during_compaction_survives(monkey
     s = configure(monkeypatch, COMPACTION_THRESHOLD=4, COMPACTION_KEEP_RECENT=2)
     add_exchanges(s, 3)
     real = rag.remember_many
-    other = ("from forge import history; from forge.history import NewMessage; import sys;"
+    other = ("from forge.store import history; from forge.store.history import NewMessage; import sys;"
              "history.append(__import__('pathlib').Path(sys.argv[1]), "
              "[NewMessage('user', 'written while compaction embeds')], max_history=200)")
 
@@ -228,8 +230,8 @@ def test_a_message_appended_by_another_process_during_compaction_survives(monkey
 
 CRASH_SCRIPT = """
 import sys
-from forge.settings import load_settings
-from forge.compaction import compact
+from forge.core.settings import load_settings
+from forge.memory.compaction import compact
 compact(load_settings())
 """
 

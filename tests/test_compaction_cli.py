@@ -5,9 +5,9 @@ import json
 
 from conftest import invoke
 
-from forge import history
-from forge.history import NewMessage
-from forge.settings import load_settings
+from forge.store import history
+from forge.store.history import NewMessage
+from forge.core.settings import load_settings
 
 
 def fill(monkeypatch, n: int = 4, **env) -> object:

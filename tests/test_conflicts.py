@@ -210,8 +210,8 @@ def test_every_refusal_is_one_line_and_changes_nothing(runner, case, message):
     c = remember(runner, "Le serveur a 32 Go de RAM")                # 3
     p = remember(runner, "Le serveur a 64 Go de RAM", "--project", "x")   # 4
     d = remember(runner, "Le serveur a 128 Go de RAM", kind="decision")  # 5
-    from forge import rag
-    from forge.settings import load_settings
+    from forge.store import rag
+    from forge.core.settings import load_settings
 
     with rag.open_store(load_settings()) as store:
         arch = rag.remember_many(store, [rag.NewEntry(rag.ARCHIVE_KIND, "user: ok\nassistant: ok",
@@ -240,7 +240,8 @@ def test_every_refusal_is_one_line_and_changes_nothing(runner, case, message):
 
 
 def test_replacing_through_the_library_returns_what_mcp_needs(settings):
-    from forge import conflicts, rag
+    from forge.memory import conflicts
+    from forge.store import rag
 
     with rag.open_store(settings) as store:
         old = conflicts.remember(store, "fact", "Forge v3")
@@ -283,7 +284,7 @@ def test_a_kill_9_between_insert_and_link_leaves_neither(runner):
 
 def test_the_chat_tool_names_the_conflicting_ids(runner):
     from chat_helpers import load
-    from forge.tools import ToolContext, dispatch
+    from forge.chat.tools import ToolContext, dispatch
 
     old = remember(runner, "Le serveur a 8 Go de RAM")
     result = dispatch("memory", {"op": "remember", "content": "Le serveur a 64 Go de RAM"},
@@ -297,7 +298,7 @@ def test_the_chat_tool_names_the_conflicting_ids(runner):
 def test_the_repl_remember_prints_the_note(runner, capsys):
     from chat_helpers import load
     from forge.cli.chat_cmds import _run_cli_command
-    from forge.repl import Io, repl
+    from forge.chat.repl import Io, repl
 
     remember(runner, "Allergies : arachides")
     lines = ["!remember fact Allergies : aucune"]
@@ -314,7 +315,7 @@ def test_post_remember_returns_the_conflicts_and_the_supersede_route_mirrors_the
     from starlette.testclient import TestClient
 
     from forge.serve.app import create_app
-    from forge.settings import load_settings
+    from forge.core.settings import load_settings
 
     # forge serve answers loopback names only (issue 23): TestClient's default "testserver" is 421.
     client = TestClient(create_app(load_settings()), base_url="http://127.0.0.1:8765")

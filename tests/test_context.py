@@ -6,10 +6,11 @@ import json
 import pytest
 from conftest import invoke
 
-from forge import history, rag, tokens
-from forge.compaction import context, prompt_weight
-from forge.history import NewMessage
-from forge.router import prompt as router_prompt
+from forge.store import history, rag
+from forge.core import tokens
+from forge.memory.compaction import context, prompt_weight
+from forge.store.history import NewMessage
+from forge.memory import router_prompt
 
 
 def test_context_weighs_the_router_prompt_against_the_thresholds(settings, runner):
@@ -49,7 +50,7 @@ def test_context_table_and_the_hot_block(settings, runner):
 def test_context_says_when_compaction_would_fire(monkeypatch, runner):
     monkeypatch.setenv("COMPACTION_THRESHOLD", "4")
     monkeypatch.setenv("COMPACTION_KEEP_RECENT", "2")
-    from forge.settings import load_settings
+    from forge.core.settings import load_settings
 
     s = load_settings()
     history.append(s.memory_file, [NewMessage("user", f"m{i}") for i in range(4)], max_history=200)
@@ -75,8 +76,8 @@ def test_an_unreachable_chat_server_falls_back_to_the_estimate(settings):
 @pytest.mark.llama
 def test_real_tokenize_from_a_real_llama_server(llama_chat_server, monkeypatch, runner):
     monkeypatch.setenv("LLAMA_CPP_URL", llama_chat_server.url)
-    from forge.llm import ChatClient
-    from forge.settings import load_settings
+    from forge.core.llm import ChatClient
+    from forge.core.settings import load_settings
 
     s = load_settings()
     text = "Le NiPoGi AM06PRO a un Ryzen 5 5500U et 32 Go de RAM ; restic sauvegarde vers B2."

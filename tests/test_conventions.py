@@ -16,9 +16,9 @@ import click
 import pytest
 
 from conftest import command_paths, invoke
-from forge import history, rag
+from forge.store import history, rag
 from forge.cli.main import cli
-from forge.history import NewMessage
+from forge.store.history import NewMessage
 
 ENTRIES = [
     ("decision", "forge", "Use SQLite-vec instead of an external vector database"),
@@ -199,12 +199,12 @@ def test_memory_ls_kind_counts_that_kind_only(store):
 # ----------------------------------------------------------------------------- 18: export, edit
 
 def test_export_reads_back_into_another_store(store, runner, tmp_path, monkeypatch, settings):
-    from forge.compaction import compact
+    from forge.memory.compaction import compact
 
     add_history(settings, ("user", "Quel NAS ?"), ("assistant", "Un Synology"),
                 ("user", "Et le CPU ?"), ("assistant", "Un Ryzen"))
     monkeypatch.setenv("COMPACTION_KEEP_RECENT", "2")
-    from forge.settings import load_settings
+    from forge.core.settings import load_settings
 
     compact(load_settings())  # an archive entry: history, not exported
     exported = invoke(runner, "memory", "export")

@@ -8,8 +8,8 @@ import socket
 import pytest
 
 from conftest import invoke
-from forge.errors import SettingsError
-from forge.settings import load_settings, redact_url, scrub
+from forge.core.errors import SettingsError
+from forge.core.settings import load_settings, redact_url, scrub
 
 PASSWORD = "Tr0ub4dor-and-3"
 
@@ -77,7 +77,7 @@ def test_config_shows_the_url_without_its_password(runner, monkeypatch):
 def test_traces_and_log_lines_never_hold_the_password(monkeypatch, settings, tmp_path, caplog):
     import logging
 
-    from forge import traces
+    from forge.store import traces
     from forge.cli.main import _StderrFormatter
 
     url = f"postgresql://forge:{PASSWORD}@db.lan/forge"

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from forge import db
-from forge.errors import StoreError
+from forge.store import db
+from forge.core.errors import StoreError
 
 
 def test_connection_has_sqlite_vec_wal_and_fts5(tmp_path):
@@ -22,7 +22,7 @@ def test_a_binding_that_cannot_load_extensions_is_refused_clearly():
     """This machine's stdlib sqlite3 has no enable_load_extension: forcing it must say so."""
     import sqlite3
 
-    code = "from forge import db\ntry:\n    db.binding()\nexcept Exception as e:\n    print(e)\nelse:\n    print('ok', db.binding().name)"
+    code = "from forge.store import db\ntry:\n    db.binding()\nexcept Exception as e:\n    print(e)\nelse:\n    print('ok', db.binding().name)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={"FORGE_SQLITE_BINDING": "sqlite3", "PATH": ""}).stdout
     if hasattr(sqlite3.Connection, "enable_load_extension"):

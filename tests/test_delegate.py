@@ -15,10 +15,11 @@ import pytest
 import yaml
 
 from chat_helpers import envelope, history_messages, last_trace, load
-from forge import non_answer, traces
-from forge.chat import run_turn
-from forge.outcome import NOT_PERSISTED
-from forge.tools import ToolContext, delegate, dispatch, inventory, sysadmin
+from forge.memory import non_answer
+from forge.store import traces
+from forge.chat.run import run_turn
+from forge.chat.outcome import NOT_PERSISTED
+from forge.chat.tools import ToolContext, delegate, dispatch, inventory, sysadmin
 
 LOG = ("Nov 30 03:12:01 nas smartd[611]: Device: /dev/sda, 8 Currently unreadable (pending) sectors\n"
        "Nov 30 03:12:01 nas smartd[611]: Device: /dev/sda, SMART Failure: FAILURE PREDICTION THRESHOLD EXCEEDED\n")

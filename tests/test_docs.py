@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from forge.cli.main import cli
-from forge.settings import SPECS
+from forge.core.settings import SPECS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -82,7 +82,7 @@ def test_every_setting_is_in_the_env_example():
 
 def test_the_env_example_as_a_dotenv_gives_the_defaults(tmp_path, monkeypatch):
     """Uncommenting every line of deploy/.env.example must change nothing."""
-    from forge.settings import load_settings
+    from forge.core.settings import load_settings
 
     text = (ROOT / "deploy" / ".env.example").read_text(encoding="utf-8")
     lines = [line[2:] for line in text.splitlines() if line.startswith("# ") and "=" in line
@@ -215,6 +215,41 @@ def test_every_bench_file_starts_with_the_command_that_wrote_it():
 
 
 # --- pages and the README -------------------------------------------------------------------
+
+def uncited_benchmarks(bench: Path, pages: list[Path]) -> list[str]:
+    """The scripts of bench/ that nothing asks for: a script that runs (it has a __main__ block)
+    must be named as `bench/NAME.py` by a page of the docs; a helper (none) must be imported by
+    a script of bench/."""
+    cited = "\n".join(p.read_text(encoding="utf-8") for p in pages)
+    scripts = {p.stem: p.read_text(encoding="utf-8") for p in bench.glob("*.py")}
+    problems = []
+    for name, source in sorted(scripts.items()):
+        if "__main__" in source:
+            if f"bench/{name}.py" not in cited:
+                problems.append(f"bench/{name}.py runs but no page of the docs names it")
+        elif not any(re.search(rf"^\s*(?:import {name}\b|from {name} import)", other, re.M)
+                     for n, other in scripts.items() if n != name):
+            problems.append(f"bench/{name}.py is a helper no script imports")
+    return problems
+
+
+def test_bench_holds_what_is_used():
+    """Issue 26: each script of bench/ is a harness or benchmark the docs name, or a helper one
+    of them imports; a removed experiment leaves its conclusion and numbers in the docs."""
+    assert uncited_benchmarks(ROOT / "bench", pages()) == []
+
+
+def test_the_bench_check_catches_an_unnamed_script_and_an_unused_helper(tmp_path):
+    (tmp_path / "kept.py").write_text("import helper\nif __name__ == '__main__':\n    pass\n")
+    (tmp_path / "helper.py").write_text("X = 1\n")
+    (tmp_path / "orphan.py").write_text("Y = 2\n")
+    (tmp_path / "experiment.py").write_text("if __name__ == '__main__':\n    pass\n")
+    page = tmp_path / "page.md"
+    page.write_text("`bench/kept.py` measures it.\n", encoding="utf-8")
+    assert uncited_benchmarks(tmp_path, [page]) == [
+        "bench/experiment.py runs but no page of the docs names it",
+        "bench/orphan.py is a helper no script imports"]
+
 
 def test_every_page_says_what_it_covers_in_its_first_lines():
     for page in pages():

@@ -1,4 +1,4 @@
-"""`forge.dotenv_edit`: one key changes, every other byte of `.env` stays (calibrate --write)."""
+"""`forge.core.dotenv_edit`: one key changes, every other byte of `.env` stays (calibrate --write)."""
 from __future__ import annotations
 
 import os
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from forge.dotenv_edit import set_value
-from forge.errors import ForgeError
-from forge.settings import read_dotenv
+from forge.core.dotenv_edit import set_value
+from forge.core.errors import ForgeError
+from forge.core.settings import read_dotenv
 
 KEY = "RECALL_MAX_DISTANCE"
 
@@ -61,7 +61,7 @@ def test_a_missing_key_is_appended_and_a_missing_file_created(tmp_path):
 
 def test_a_multiline_double_quoted_value_before_it_is_not_mistaken_for_lines(tmp_path):
     # (the text edit alone: whether the settings reader accepts multi-line values is its own rule)
-    from forge.dotenv_edit import edit_text
+    from forge.core.dotenv_edit import edit_text
 
     before = 'NOTE="first\nRECALL_MAX_DISTANCE=0.1\nlast"\nRECALL_MAX_DISTANCE=0.9\n'
     text, line, previous = edit_text(before, KEY, "0.57@f1ed89")
@@ -70,11 +70,11 @@ def test_a_multiline_double_quoted_value_before_it_is_not_mistaken_for_lines(tmp
 
 
 def test_an_edit_the_settings_reader_does_not_see_is_undone(tmp_path, monkeypatch):
-    import forge.settings
+    import forge.core.settings
 
     env = tmp_path / ".env"
     env.write_text("A=1\nRECALL_MAX_DISTANCE=0.9\n")
-    monkeypatch.setattr(forge.settings, "read_dotenv", lambda path: {KEY: "0.9"})
+    monkeypatch.setattr(forge.core.settings, "read_dotenv", lambda path: {KEY: "0.9"})
     with pytest.raises(ForgeError, match="put back"):
         set_value(env, KEY, "0.57@f1ed89")
     assert env.read_text() == "A=1\nRECALL_MAX_DISTANCE=0.9\n"

@@ -11,13 +11,15 @@ import pytest
 from fakeserver import closed_url
 
 from conftest import invoke
-from forge import rag
-from forge.embedders import make_embedder, server_kind
+from forge.store import rag
+from forge.recall import channels
+from forge.embedders import server_kind
+from forge.embedders.factory import make_embedder
 from forge.embedders.embedded import EmbeddedEmbedder
 from forge.embedders.llamacpp import LlamaCppEmbedder
 from forge.embedders.openai import OpenAIEmbedder
-from forge.errors import ServerError, SettingsError
-from forge.settings import DEFAULT_QUERY_INSTRUCT
+from forge.core.errors import ServerError, SettingsError
+from forge.core.settings import DEFAULT_QUERY_INSTRUCT
 
 
 def server_settings(settings, url: str, **extra):
@@ -143,7 +145,7 @@ def engine_sae():
 def test_a_file_that_is_no_model_is_a_clear_error(tmp_path):
     """e5_load of a file that is not a model returns NULL: one ForgeError naming the file."""
     from forge.embedders import e5_engine
-    from forge.errors import ForgeError
+    from forge.core.errors import ForgeError
 
     direct_engine_or_skip()
     library = e5_engine.engine_file(e5_engine.package())
@@ -167,9 +169,8 @@ class _FailingCalls:
 
 
 def test_an_engine_call_that_fails_is_a_clear_error_not_a_vector(settings, monkeypatch):
-    from forge import embedders
-    from forge.embedders import e5_engine, embedded
-    from forge.errors import ForgeError
+    from forge.core.errors import ForgeError
+    from forge.embedders import e5_engine, embedded, factory
 
     engine = direct_engine_or_skip()
     monkeypatch.setattr(engine, "_lib", _FailingCalls(engine._lib))
@@ -178,7 +179,7 @@ def test_an_engine_call_that_fails_is_a_clear_error_not_a_vector(settings, monke
     with pytest.raises(ForgeError, match=r"failed to embed 2 text\(s\) \(code 7\)"):
         engine.embed(["un", "deux"], False)
     # through the embedder Forge uses: the query and the stored texts alike
-    embedder = embedders.make_embedder(settings)
+    embedder = factory.make_embedder(settings)
     monkeypatch.setitem(embedded._models, embedder.variant, engine)
     assert isinstance(embedded._model(embedder.variant), e5_engine.Engine)
     with pytest.raises(ForgeError, match="failed to embed"):
@@ -310,7 +311,7 @@ def test_input_too_long_for_the_server_is_cut_and_stored_whole(small_context_ser
     assert "refused an input" in caplog.text and "stored text is whole" in caplog.text
     caplog.clear()
     with rag.open_store(s) as store, caplog.at_level(logging.WARNING, logger="forge"):
-        assert rag.search_hybrid(store, long_text[:1900]).rows
+        assert channels.search_hybrid(store, long_text[:1900]).rows
     assert "refused a query" in caplog.text and "searched with its first" in caplog.text
     assert "stored" not in caplog.text
 

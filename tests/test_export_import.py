@@ -13,10 +13,11 @@ import pytest
 from conftest import invoke
 from terminal import run_with_a_terminal
 
-from forge import compaction, history, rag
-from forge.export_import import _read_ledger, ledger_path
-from forge.exports import Conversation, conversations, key_of, sniff
-from forge.settings import load_settings
+from forge.memory import compaction
+from forge.store import history, rag
+from forge.memory.export_import import _read_ledger, ledger_path
+from forge.memory.exports import Conversation, conversations, key_of, sniff
+from forge.core.settings import load_settings
 
 EXPORTS = Path(__file__).resolve().parent / "fixtures" / "exports"
 CHATGPT = EXPORTS / "chatgpt_conversations.json"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from conftest import invoke
-from forge import history
-from forge.errors import CorruptFileError
-from forge.history import NewMessage
+from forge.store import history
+from forge.core.errors import CorruptFileError
+from forge.store.history import NewMessage
 
 
 def add(path: Path, *pairs: tuple[str, str], cap: int = 200):
@@ -147,8 +147,8 @@ def test_the_seeds_bare_list_layout_is_read(path):
 WRITER = """
 import sys
 from pathlib import Path
-from forge import history
-from forge.history import NewMessage
+from forge.store import history
+from forge.store.history import NewMessage
 path, tag = Path(sys.argv[1]), sys.argv[2]
 for i in range(N):
     history.append(path, [NewMessage("user", f"{tag}-{i}")], max_history=10_000)
@@ -182,7 +182,7 @@ def test_a_writer_killed_mid_rewrite_leaves_no_temporary_file_after_the_next_wri
     script = (
         "import os, sys, time\n"
         "from pathlib import Path\n"
-        "from forge import history\n"
+        "from forge.store import history\n"
         "os.replace = lambda *a: (print('tmp', flush=True), time.sleep(60))\n"
         "history.append(Path(sys.argv[1]), [history.NewMessage('user', 'dies')], max_history=200)\n"
     )

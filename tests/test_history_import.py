@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from conftest import invoke
 
-from forge import history, rag
-from forge.history import NewMessage
-from forge.history_import import BadRecordsError, import_history, parse_records
-from forge.settings import load_settings
+from forge.store import history, rag
+from forge.store.history import NewMessage
+from forge.memory.history_import import BadRecordsError, import_history, parse_records
+from forge.core.settings import load_settings
 
 SAMPLE = Path(__file__).resolve().parents[1] / "forge" / "samples" / "transcript.jsonl"
 
@@ -168,8 +168,8 @@ def test_a_file_that_is_not_utf8_is_one_line_saying_so_and_a_bom_is_fine(setting
 def test_a_failure_midway_through_a_compacting_import_says_how_far_it_got(monkeypatch, runner, tmp_path):
     """What was imported stays (each chunk is whole and compacted in order); the one line says
     how many of the file's messages went in, so the rest can be imported without duplicates."""
-    from forge import compaction
-    from forge.errors import ServerError
+    from forge.memory import compaction
+    from forge.core.errors import ServerError
 
     for name, value in {"MEMORY_MAX_HISTORY": 6, "COMPACTION_THRESHOLD": 4, "COMPACTION_KEEP_RECENT": 2}.items():
         monkeypatch.setenv(name, str(value))

@@ -3,9 +3,9 @@ complete list of descriptions, byte-identical from one render to the next."""
 from __future__ import annotations
 
 from chat_helpers import load
-from forge import rag
-from forge.hot_memory import BEGIN, END, hot_block, render_hot_block
-from forge.tokens import estimate_tokens
+from forge.store import rag
+from forge.recall.hot_memory import BEGIN, END, hot_block, render_hot_block
+from forge.core.tokens import estimate_tokens
 
 
 def fill(store, items):

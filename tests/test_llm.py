@@ -1,12 +1,12 @@
-"""forge.llm against the fake server: wire format, llama.cpp extras, failures named with the URL."""
+"""forge.core.llm against the fake server: wire format, llama.cpp extras, failures named with the URL."""
 from __future__ import annotations
 
 import pytest
 
 from chat_helpers import load
 from fakeserver import closed_url
-from forge.errors import ServerError
-from forge.llm import ChatClient
+from forge.core.errors import ServerError
+from forge.core.llm import ChatClient
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hi"}]
 

@@ -191,7 +191,7 @@ def test_memory_ls_in_pages_with_a_filter(filled):
 
 
 def test_memory_ls_breakdown_and_superseded_rows(filled, settings):
-    from forge import rag
+    from forge.store import rag
 
     with rag.open_store(settings) as store:
         rag.supersede(store, [3], 1)
@@ -228,7 +228,7 @@ def test_show_and_forget(filled):
 
 
 def test_forgetting_an_entry_that_superseded_others_releases_them(filled, settings):
-    from forge import rag
+    from forge.store import rag
 
     with rag.open_store(settings) as store:
         rag.supersede(store, [3, 5], 1)
@@ -277,7 +277,7 @@ def test_two_processes_remembering_at_once_lose_nothing_and_store_duplicates_onc
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [err for _, err in outs]
-    from forge import rag
+    from forge.store import rag
 
     with rag.open_store(settings) as store:
         entries = rag.list_entries(store)
@@ -324,7 +324,7 @@ def test_batch_recall_on_the_default_path_gives_the_rows_of_single_recalls(fille
     """`recall --queries` is `forge recall` per query on the default path (--limit): the same
     rows, channels, scores and neighbours (issue 22: only the --vector-k path was compared, and
     a batch path that dropped the neighbours passed every test)."""
-    from forge import rag
+    from forge.store import rag
 
     with rag.open_store(settings) as store:
         rag.remember_many(store, [rag.NewEntry("fact", "Le chat s'appelle Pixel")] +
@@ -377,13 +377,13 @@ def test_batch_recall_errors_name_the_line_and_write_nothing(filled):
 
 
 def test_a_recall_query_over_the_cap_is_a_usage_error_saying_the_cap(runner):
-    from forge import rag
+    from forge.recall import channels
 
     result = invoke(runner, "recall", "-", input="x" * 1_000_000)
     assert result.exit_code == 2
-    assert f"at most {rag.MAX_QUERY_CHARS} characters" in result.stderr
+    assert f"at most {channels.MAX_QUERY_CHARS} characters" in result.stderr
     assert "1000000 characters" in result.stderr and "stored text" not in result.stderr
-    ok = invoke(runner, "recall", "mot " * (rag.MAX_QUERY_CHARS // 4))
+    ok = invoke(runner, "recall", "mot " * (channels.MAX_QUERY_CHARS // 4))
     assert ok.exit_code == 0, ok.stderr
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import invoke
-from forge import rag
-from forge.settings import load_settings
+from forge.store import rag
+from forge.core.settings import load_settings
 
 pytestmark = pytest.mark.postgres
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
@@ -65,7 +65,7 @@ def test_aggregate_db_on_the_snapshot_folds_there_and_leaves_postgresql_as_it_wa
 
 def test_calibration_on_the_snapshot_and_on_the_postgresql_store_agree(pg_settings, runner):
     import store_snapshot
-    from forge import calibrate
+    from forge.recall import calibrate
 
     cases = calibrate.cases_from_mapping(
         {"hits": [{"question": "Which OS does the NAS run?", "expect": 6}],

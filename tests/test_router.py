@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from forge.chat import StreamFilter
-from forge.router import envelope, placeholders, prompt
-from forge.turn import QUESTION_MAX_CHARS, is_question
+from forge.chat.run import StreamFilter
+from forge.chat.router import envelope
+from forge.memory import placeholders, router_prompt as prompt
+from forge.chat.turn import QUESTION_MAX_CHARS, is_question
 
 INSTRUCTIONS = [prompt.system_text(["memory", "files", "git"])]
 

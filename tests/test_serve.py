@@ -21,10 +21,11 @@ from starlette.testclient import TestClient
 from chat_helpers import envelope
 from conftest import invoke
 from fakeserver import closed_url
-from forge import history, non_answer, rag, traces
+from forge.store import history, rag, traces
+from forge.memory import non_answer
 from forge.serve import guard
 from forge.serve.app import create_app
-from forge.settings import load_settings
+from forge.core.settings import load_settings
 
 TOKEN = "s3cret-token"
 

@@ -305,8 +305,8 @@ def test_a_page_on_another_site_writes_nothing_and_reads_nothing(browser, tmp_pa
 
 
 def test_the_memory_list_loads_a_page_at_a_time_and_filters_by_text(browser, tmp_path):
-    from forge import rag
-    from forge.settings import load_settings
+    from forge.store import rag
+    from forge.core.settings import load_settings
 
     data = tmp_path / "data"
     base = {k: v for k, v in os.environ.items() if k not in FORGE_VARS}

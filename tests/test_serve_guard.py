@@ -14,10 +14,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from conftest import invoke
-from forge import rag
+from forge.store import rag
 from forge.serve import guard
 from forge.serve.app import create_app
-from forge.settings import load_settings
+from forge.core.settings import load_settings
 from test_serve import free_port, start_server
 
 TOKEN = "s3cret-token"

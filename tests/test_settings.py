@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from conftest import invoke
-from forge.errors import SettingsError
-from forge.settings import Cutoff, load_settings
+from forge.core.errors import SettingsError
+from forge.core.settings import Cutoff, load_settings
 
 
 def test_defaults_match_the_spec_table(settings):
@@ -173,7 +173,7 @@ def test_dotenv_parsing_matches_python_dotenv_on_every_rule(monkeypatch):
 
     from dotenv import dotenv_values
 
-    from forge.settings import read_dotenv
+    from forge.core.settings import read_dotenv
 
     monkeypatch.delenv("PLAIN", raising=False)
     monkeypatch.delenv("MISSING", raising=False)

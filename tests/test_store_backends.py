@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from forge.errors import StoreError
+from forge.core.errors import StoreError
 from forge.store.common import NewEntry
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -317,7 +317,7 @@ def test_both_backends_admit_the_same_words_for_the_same_question(postgres_url, 
     """V5 on both: the 52-entry FR/EN fixture in each store; for every question, the same
     folded words with the same document frequencies, so `is_informative` admits the same
     words, and the word channel ranks the same entries first (BM25 with FTS5's constants)."""
-    from forge import rag
+    from forge.store import rag
     from forge.store import postgres, sqlite
 
     entries = json.loads(FIXTURE.read_text(encoding="utf-8"))

@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from forge import compaction, history, rag
-from forge.history import NewMessage
-from forge.settings import load_settings
+from forge.memory import compaction
+from forge.store import history, rag
+from forge.store.history import NewMessage
+from forge.core.settings import load_settings
 
 pytestmark = pytest.mark.postgres
 
@@ -271,7 +272,7 @@ def test_a_dedup_key_race_with_a_writer_that_took_no_lock_is_already_stored(post
     import threading
 
     from forge.store.common import NewEntry, dedup_key, validate_new
-    from forge.timestamps import utc_now
+    from forge.core.timestamps import utc_now
 
     s, _, b = two_backends(postgres_url, tmp_path)
     note = NewEntry("fact", "Le NAS du salon tourne sous TrueNAS Scale", None, "remember", None)

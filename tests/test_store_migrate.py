@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from conftest import invoke
-from forge import rag
-from forge.settings import load_settings
+from forge.store import rag
+from forge.recall import channels
+from forge.core.settings import load_settings
 from forge.store import transfer
 
 
@@ -65,8 +66,8 @@ def test_sqlite_to_sqlite_keeps_ids_links_refs_events_identity_and_vectors(runne
     copy_settings = replace(settings, rag_db_file=dest)
     question = "Combien de RAM a le NiPoGi ?"
     with rag.open_store(settings, mode="read") as a, rag.open_store(copy_settings, mode="read") as b:
-        rows_a = [(r.entry.id, r.channel) for r in rag.search_hybrid(a, question).rows]
-        rows_b = [(r.entry.id, r.channel) for r in rag.search_hybrid(b, question).rows]
+        rows_a = [(r.entry.id, r.channel) for r in channels.search_hybrid(a, question).rows]
+        rows_b = [(r.entry.id, r.channel) for r in channels.search_hybrid(b, question).rows]
     assert rows_a == rows_b and rows_a
     with rag.open_store(copy_settings) as b:
         assert rag.find_by_message_ids(b, [3, 4], history="h-laptop") == {3: 53, 4: 53}
@@ -135,10 +136,10 @@ def test_sqlite_to_postgres_to_sqlite_comes_back_equal_by_checksum(runner, sourc
     on_postgres = load_settings()
     question = "Combien de RAM a le NiPoGi ?"
     with rag.open_store(settings, mode="read") as a:
-        rows_sqlite = [(r.entry.id, r.channel) for r in rag.search_hybrid(a, question).rows]
+        rows_sqlite = [(r.entry.id, r.channel) for r in channels.search_hybrid(a, question).rows]
     with rag.open_store(on_postgres, mode="read") as b:
         assert b.backend.name == "postgres"
-        rows_postgres = [(r.entry.id, r.channel) for r in rag.search_hybrid(b, question).rows]
+        rows_postgres = [(r.entry.id, r.channel) for r in channels.search_hybrid(b, question).rows]
         assert rag.find_by_message_ids(b, [3, 4], history="h-laptop") == {3: 53, 4: 53}
     assert rows_postgres == rows_sqlite and rows_sqlite  # the copy answers as its source
     back = tmp_path / "back.db"
@@ -155,7 +156,7 @@ def test_sqlite_to_postgres_to_sqlite_comes_back_equal_by_checksum(runner, sourc
     again = invoke(runner, "store", "migrate", "--to", postgres_url)
     assert again.exit_code == 1 and "is not empty (53 entries)" in again.stderr
     assert postgres_server.password not in again.stderr
-    from forge.history import utc_now
+    from forge.store.history import utc_now
     from forge.store import postgres
     from forge.store.common import NewEntry
 
@@ -186,7 +187,7 @@ def test_a_postgres_target_that_is_down_is_one_line_without_its_password(runner,
 def test_a_store_of_schema_1_gets_the_reason_column_and_its_links_say_fold(settings):
     """The migration: a SQLite store written before issue 21 (schema 1) opens, its fold links
     read `fold`, and a replacement can be written."""
-    from forge import db
+    from forge.store import db
     from forge.store import sqlite as sqlite_backend
 
     path = Path(settings.rag_db_file)

@@ -131,7 +131,7 @@ def test_a_read_only_store_that_needs_a_migration_says_how(runner, forge_env, mo
 
 def test_a_listing_loads_no_vector_extension_and_sweeps_nothing(runner, forge_env, settings):
     """Migrations and the orphan sweep wait for a write or a vector read (issue 11)."""
-    from forge import db, rag
+    from forge.store import db, rag
 
     assert invoke(runner, "remember", "fact", "one").exit_code == 0
     assert invoke(runner, "remember", "fact", "two").exit_code == 0

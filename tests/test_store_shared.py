@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from forge import rag
+from forge.store import rag
+from forge.recall import channels
 from forge.embedders.embedded import EmbeddedEmbedder
-from forge.errors import ForgeError, NotFoundError
-from forge.settings import load_settings
+from forge.core.errors import ForgeError, NotFoundError
+from forge.core.settings import load_settings
 
 ENTRIES = [
     ("fact", "Possède un Steam Deck", None),
@@ -72,21 +73,21 @@ def test_archive_entries_are_keyed_by_their_history_and_message_ids(store):
 
 
 def test_recall_finds_by_meaning_and_by_rare_words_inside_the_project(store):
-    result = rag.search_hybrid(store, "Combien de RAM a le NiPoGi ?")
+    result = channels.search_hybrid(store, "Combien de RAM a le NiPoGi ?")
     assert result.rows[0].entry.content == "Le NiPoGi a 32 Go de RAM"
     assert result.rows[0].channel == "both"
     assert "nipogi" in result.admitted_words
-    scoped = rag.search_hybrid(store, "certificat Caddy", project="homelab", vector_k=5, lexical_k=5)
+    scoped = channels.search_hybrid(store, "certificat Caddy", project="homelab", vector_k=5, lexical_k=5)
     assert {r.entry.project for r in scoped.rows} == {"homelab"}
     assert len([r for r in scoped.rows if r.channel != "lexical"]) == 2   # every homelab vector
-    assert rag.search_hybrid(store, "console portable").rows[0].entry.content == "Possède un Steam Deck"
+    assert channels.search_hybrid(store, "console portable").rows[0].entry.content == "Possède un Steam Deck"
 
 
 def test_common_words_are_not_admitted_on_either_backend(store):
     # 6 entries: a word must be in one entry at most; "le" is in two
-    assert rag.admitted_words(store, "le la les") == []
-    assert rag.admitted_words(store, "Le NiPoGi") == ["nipogi"]
-    assert rag.admitted_words(store, "Pixel, le chat") == ["pixel", "chat"]
+    assert channels.admitted_words(store, "le la les") == []
+    assert channels.admitted_words(store, "Le NiPoGi") == ["nipogi"]
+    assert channels.admitted_words(store, "Pixel, le chat") == ["pixel", "chat"]
 
 
 def test_forget_removes_the_entry_its_vector_and_its_words(store):
@@ -94,8 +95,8 @@ def test_forget_removes_the_entry_its_vector_and_its_words(store):
     rag.forget(store, pixel)
     with pytest.raises(NotFoundError):
         rag.get_entry(store, pixel)
-    assert rag.admitted_words(store, "Pixel") == []
-    assert pixel not in [r.entry.id for r in rag.search_hybrid(store, "Comment s'appelle mon chat ?",
+    assert channels.admitted_words(store, "Pixel") == []
+    assert pixel not in [r.entry.id for r in channels.search_hybrid(store, "Comment s'appelle mon chat ?",
                                                                vector_k=10).rows]
     assert store.backend.vectors_of([pixel]) == {}
     assert [e["event"] for e in rag.entry_events(store, pixel)] == ["remember", "forget"]
@@ -108,8 +109,8 @@ def test_edit_changes_text_vector_and_words_in_place(store):
     pixel = by_content(store, "Mon chat s'appelle Pixel")
     edited = rag.edit(store, pixel, content="Mon chat s'appelle Gribouille")
     assert edited.changed == ["content"] and edited.entry.id == pixel
-    assert rag.admitted_words(store, "Pixel Gribouille") == ["gribouille"]
-    assert rag.search_hybrid(store, "Gribouille").rows[0].entry.id == pixel
+    assert channels.admitted_words(store, "Pixel Gribouille") == ["gribouille"]
+    assert channels.search_hybrid(store, "Gribouille").rows[0].entry.id == pixel
     with pytest.raises(ForgeError, match="duplicate"):
         rag.edit(store, pixel, content="Possède un Steam Deck")
 
@@ -137,7 +138,7 @@ def test_another_model_is_refused_until_reindex(store, shared_settings):
     assert store.identity["dim"] == 384
     with rag.open_store(shared_settings, embedder=EmbeddedEmbedder("enpt")) as other:
         with pytest.raises(rag.EmbeddingMismatch, match="forge reindex"):
-            rag.search_hybrid(other, "console portable")
+            channels.search_hybrid(other, "console portable")
         with pytest.raises(rag.EmbeddingMismatch):
             rag.remember(other, "fact", "Nouveau fait")
         assert rag.count_entries(other) == len(ENTRIES)
@@ -146,7 +147,7 @@ def test_another_model_is_refused_until_reindex(store, shared_settings):
         done = rag.reindex(other)
         assert done.entries == len(ENTRIES) and "enpt" in done.identity["model"]
     with rag.open_store(shared_settings, embedder=EmbeddedEmbedder("enpt")) as other:
-        assert rag.search_hybrid(other, "console portable").rows
+        assert channels.search_hybrid(other, "console portable").rows
         assert [e["event"] for e in rag.entry_events(other, by_content(other, "Possède un Steam Deck"))] \
             == ["remember"]
 
@@ -155,9 +156,9 @@ def test_another_model_is_refused_until_reindex(store, shared_settings):
 def test_a_snapshot_is_a_sqlite_file_holding_the_whole_store(store, backend, shared_settings, tmp_path):
     """resplit's --backup and the harnesses' snapshots: on PostgreSQL through `forge store
     migrate --to sqlite:///PATH` (verified by counts and checksum), on SQLite its backup API."""
-    from forge.store import sqlite
+    from forge.store import sqlite, transfer
 
-    dest = store.backend.snapshot(tmp_path / "snap.db")
+    dest = transfer.snapshot(store.settings, store.backend, tmp_path / "snap.db")
     copy = sqlite.open_backend(shared_settings, mode="read", path=dest)
     try:
         assert [(e.id, e.kind, e.project, e.content) for e in copy.list_entries()] == \
@@ -170,7 +171,7 @@ def test_a_snapshot_is_a_sqlite_file_holding_the_whole_store(store, backend, sha
 def test_replace_links_with_its_reason_leaves_hot_and_recall_and_undoes(store):
     """A9 on both backends: remember(replaces=...) in one transaction, the reason column,
     recall and the hot tier without the replaced entry, the undo, forget releasing it."""
-    from forge import conflicts
+    from forge.memory import conflicts
 
     old = rag.remember(store, "fact", "Le serveur a 8 Go de RAM", project="homelab")
     noted = conflicts.remember(store, "fact", "Le serveur a 64 Go de RAM", project="homelab")
@@ -198,13 +199,13 @@ def test_replace_links_with_its_reason_leaves_hot_and_recall_and_undoes(store):
 
 
 def test_recall_leaves_a_replaced_entry_out_unless_asked_and_keeps_a_folded_one(store):
-    from forge import recall_rank
+    from forge.recall import recall_rank
 
     old = rag.remember(store, "fact", "Le serveur a 8 Go de RAM", project="homelab")
     new = rag.remember(store, "fact", "Le serveur a 64 Go de RAM", project="homelab",
                        replaces=[old.id])
     for search in (lambda **kw: recall_rank.recall(store, "RAM du serveur", project="homelab", **kw),
-                   lambda **kw: rag.search_hybrid(store, "RAM du serveur", project="homelab", **kw)):
+                   lambda **kw: channels.search_hybrid(store, "RAM du serveur", project="homelab", **kw)):
         ids = [r.entry.id for r in search().rows]
         assert old.id not in ids and new.id in ids
         assert old.id in [r.entry.id for r in search(replaced=True).rows]

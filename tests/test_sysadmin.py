@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from chat_helpers import envelope, history_messages, last_trace, load
-from forge import non_answer
-from forge.tools import ToolContext, dispatch, inventory, sysadmin
+from forge.memory import non_answer
+from forge.chat.tools import ToolContext, dispatch, inventory, sysadmin
 
 LOG_LINES = [f"2026-11-30T10:{i:02d}:00 nas nginx[812]: worker {i} ok" for i in range(50)]
 LOG_LINES[47] = "2026-11-30T10:47:00 nas kernel: Out of memory: Killed process 812 (nginx)"
@@ -136,8 +136,8 @@ def test_sysadmin_is_off_unless_named(local_inventory):
 def test_a_chat_turn_traces_names_never_the_block(local_inventory, chat_fake):
     """The router picks sysadmin, the block is collected for real, the model answers from it;
     the trace holds the target and command names, and none of the log's text."""
-    from forge import traces
-    from forge.chat import run_turn
+    from forge.store import traces
+    from forge.chat.run import run_turn
 
     chat_fake.chat_reply(envelope("sysadmin", payload={"target": "box", "command": "grep",
                                                        "args": {"word": "out of memory"}}))
@@ -156,8 +156,8 @@ def test_a_chat_turn_traces_names_never_the_block(local_inventory, chat_fake):
 
 
 def test_a_failed_collection_in_a_chat_turn_shows_as_nothing_answered(local_inventory, chat_fake):
-    from forge import traces
-    from forge.chat import run_turn
+    from forge.store import traces
+    from forge.chat.run import run_turn
 
     chat_fake.chat_reply(envelope("sysadmin", payload={"target": "router", "command": "dmesg"}))
     settings = load(ENABLED_TOOLS="sysadmin", SYSADMIN_INVENTORY=str(local_inventory))
@@ -284,7 +284,7 @@ def test_every_refusal_string_is_one_compaction_recognises(turn):
 
 def test_an_answer_that_echoes_the_answer_prompt_is_a_placeholder(local_inventory, chat_fake):
     """H2: the answering model parroting its own instructions is never kept as an answer."""
-    from forge.chat import run_turn
+    from forge.chat.run import run_turn
 
     chat_fake.chat_reply(envelope("sysadmin", payload={"target": "box", "command": "tail"}))
     # Its own sentences, not the ones it shares with the recall graph's preamble.
@@ -296,7 +296,7 @@ def test_an_answer_that_echoes_the_answer_prompt_is_a_placeholder(local_inventor
 
 
 def test_bad_settings_of_the_new_tools_name_the_variable():
-    from forge.errors import SettingsError
+    from forge.core.errors import SettingsError
 
     for name, value in (("WEB_FETCH_ALLOW_HOSTS", "https://example.org/"), ("DELEGATE_URL", "gpu-box"),
                         ("SYSADMIN_TIMEOUT", "-1"), ("WEB_FETCH_MAX_TOKENS", "ten"),

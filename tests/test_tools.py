@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from chat_helpers import load
-from forge import non_answer
-from forge.tools import ToolContext, dispatch
+from forge.memory import non_answer
+from forge.chat.tools import ToolContext, dispatch
 
 
 def ctx(turn: str = "do it", *, interactive: bool = False, confirm=None, client=None, **env: str):
@@ -154,7 +154,7 @@ def test_shell_asks_in_the_repl_and_honours_no(tmp_path):
 def test_shell_is_time_limited_and_stops_everything_it_started(monkeypatch, tmp_path, command):
     import time
 
-    from forge.tools import shell
+    from forge.chat.tools import shell
 
     monkeypatch.setattr(shell, "TIMEOUT_S", 0.3)
     marker = tmp_path / "still-running"
@@ -175,7 +175,7 @@ def test_unknown_tool_is_a_result_string():
 # -- memory (real store, real embedder)
 
 def entries():
-    from forge import rag
+    from forge.store import rag
 
     with rag.open_store(load(), check_identity=False) as store:
         return rag.list_entries(store)
@@ -229,7 +229,7 @@ def test_memory_without_an_op_or_content_is_a_tool_error():
 
 
 def test_a_symlink_swapped_in_after_the_check_is_not_followed(workspace, monkeypatch):
-    from forge.tools import files as files_tool
+    from forge.chat.tools import files as files_tool
 
     (workspace / "flip.txt").write_text("inside", encoding="utf-8")
     checked = files_tool.resolve
@@ -323,7 +323,7 @@ def test_git_in_a_workspace_inside_a_larger_repository_sees_only_the_workspace(n
 @pytest.mark.parametrize("error", [KeyError("op"), RuntimeError("lost"), RecursionError("deep"),
                                    UnicodeEncodeError("utf-8", "\udce9", 0, 1, "surrogates")])
 def test_any_exception_from_a_tool_is_a_tool_error_naming_its_type(workspace, monkeypatch, error):
-    from forge.tools import files as files_tool
+    from forge.chat.tools import files as files_tool
 
     def broken(ctx, payload):
         raise error

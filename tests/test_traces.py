@@ -9,8 +9,8 @@ import time
 import pytest
 
 from conftest import invoke
-from forge import traces
-from forge.traces import LLMUsage, Step
+from forge.store import traces
+from forge.store.traces import LLMUsage, Step
 
 
 def record(i: int, **over) -> dict:
@@ -102,7 +102,7 @@ def test_follow_yields_lines_appended_later(settings):
 APPENDER = """
 import sys
 from pathlib import Path
-from forge import traces
+from forge.store import traces
 path, tag = Path(sys.argv[1]), sys.argv[2]
 for i in range(500):
     traces.append(path, {"run_id": f"{tag}{i}", "pad": tag * 100_000})

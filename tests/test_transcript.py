@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from forge import non_answer, transcript
-from forge.history import Message
+from forge.memory import non_answer, transcript
+from forge.store.history import Message
 
 
 def msg(i: int, role: str, content: str, **kw) -> Message:

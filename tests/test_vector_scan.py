@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from forge import db, rag
+from forge.store import db, rag
+from forge.recall import channels
 from forge.store import vector_scan
-from forge.settings import load_settings
+from forge.core.settings import load_settings
 from scan_store import copy_answers, scan_settings, store  # noqa: F401  (fixtures)
 
 QUERIES = ["Quel est mon chat ?", "combien de RAM a le NiPoGi", "Steam Deck conteneurs",
@@ -45,7 +46,7 @@ def copy_path(store: rag.Store) -> Path:
 def test_the_scan_returns_the_rows_of_the_exact_knn(store, copy_answers):
     for query in QUERIES:
         qvec = store.checked_embedder().embed_query(query)
-        found = rag.search_vector(store, qvec, k=10)
+        found = channels.search_vector(store, qvec, k=10)
         assert_same(found, exact(store, qvec, 10))
     assert copy_answers == [True] * len(QUERIES)  # the copy answered, not vec0
 
@@ -57,7 +58,7 @@ def test_the_bit_pass_with_a_float_rescore_returns_the_exact_rows(store, monkeyp
     monkeypatch.setattr(vector_scan, "RESCORE_CANDIDATES", 30)
     for query in QUERIES:
         qvec = store.checked_embedder().embed_query(query)
-        assert_same(rag.search_vector(store, qvec, k=5), exact(store, qvec, 5))
+        assert_same(channels.search_vector(store, qvec, k=5), exact(store, qvec, 5))
     assert copy_answers and all(copy_answers)  # the copy answered, not vec0
 
 
@@ -67,7 +68,7 @@ def test_small_stores_keep_vec0_and_write_no_copy(built_store, settings):
     copy_store(built_store, settings.rag_db_file)   # RECALL_SCAN_MIN_ENTRIES at its default
     with rag.open_store(settings) as store:
         rag.remember(store, "fact", "Le NAS du salon a deux disques de 4 To")
-        result = rag.search_hybrid(store, "disques du NAS")
+        result = channels.search_hybrid(store, "disques du NAS")
         assert result.rows
     assert not vector_scan.sidecar_path(settings.rag_db_file).exists()
 
@@ -75,14 +76,14 @@ def test_small_stores_keep_vec0_and_write_no_copy(built_store, settings):
 def test_project_filter_returns_the_full_budget_on_the_scan(store, copy_answers):
     qvec = store.checked_embedder().embed_query("Quel est mon chat ?")
     assert {store.conn.execute("select project from memory_entries where id = ?", (i,))
-            .fetchone()[0] for i, _ in rag.search_vector(store, qvec, k=10)} != {"cuisine"}
-    in_cuisine = rag.search_vector(store, qvec, k=5, project="cuisine")
+            .fetchone()[0] for i, _ in channels.search_vector(store, qvec, k=10)} != {"cuisine"}
+    in_cuisine = channels.search_vector(store, qvec, k=5, project="cuisine")
     assert len(in_cuisine) == 3   # cuisine holds exactly three entries
     assert_same(in_cuisine, exact(store, qvec, 5, "cuisine"))
-    homelab = rag.search_vector(store, qvec, k=5, project="homelab")
+    homelab = channels.search_vector(store, qvec, k=5, project="homelab")
     assert len(homelab) == 5
     assert_same(homelab, exact(store, qvec, 5, "homelab"))
-    result = rag.search_hybrid(store, "Quel est mon chat ?", project="homelab", vector_k=5,
+    result = channels.search_hybrid(store, "Quel est mon chat ?", project="homelab", vector_k=5,
                                lexical_k=0)
     assert len(result.rows) == 5 and {r.entry.project for r in result.rows} == {"homelab"}
     assert copy_answers and all(copy_answers)  # the copy answered, not vec0
@@ -94,7 +95,7 @@ def test_forget_on_the_scan_path_removes_the_row_and_zeroes_its_bytes(store, cop
     vec = store.conn.execute("select embedding from memory_vectors where rowid = ?",
                              (entry_id,)).fetchone()[0]
     qvec = store.checked_embedder().embed_query("le code du coffre")
-    found = rag.search_vector(store, qvec, k=3)
+    found = channels.search_vector(store, qvec, k=3)
     assert entry_id in [i for i, _ in found]
     assert_same(found, exact(store, qvec, 3))
     assert vec in copy_path(store).read_bytes()
@@ -102,8 +103,8 @@ def test_forget_on_the_scan_path_removes_the_row_and_zeroes_its_bytes(store, cop
     data = copy_path(store).read_bytes()   # at once, before any recall reads the copy
     assert vec not in data    # the vector's bytes are overwritten, not only unlisted
     assert entry_id not in _ids_region(store)
-    assert entry_id not in [i for i, _ in rag.search_vector(store, qvec, k=60)]
-    assert_same(rag.search_vector(store, qvec, k=10), exact(store, qvec, 10))
+    assert entry_id not in [i for i, _ in channels.search_vector(store, qvec, k=60)]
+    assert_same(channels.search_vector(store, qvec, k=10), exact(store, qvec, 10))
     assert copy_answers and all(copy_answers)  # the copy answered, not vec0
 
 
@@ -119,16 +120,16 @@ def _ids_region(store: rag.Store) -> list[int]:
 def test_a_corrupt_copy_is_rebuilt_and_never_answers(store, copy_answers):
     qvec = store.checked_embedder().embed_query("combien de RAM a le NiPoGi")
     expected = exact(store, qvec, 10)
-    assert_same(rag.search_vector(store, qvec, k=10), expected)
+    assert_same(channels.search_vector(store, qvec, k=10), expected)
     path = copy_path(store)
     with open(path, "r+b") as fh:   # a torn header
         fh.write(b"garbage!" * 8)
     assert vector_scan.Sidecar.open(path) is None
-    assert_same(rag.search_vector(store, qvec, k=10), expected)
+    assert_same(channels.search_vector(store, qvec, k=10), expected)
     assert vector_scan.Sidecar.open(path) is not None   # rebuilt
     with open(path, "r+b") as fh:   # cut short
         fh.truncate(path.stat().st_size // 2)
-    assert_same(rag.search_vector(store, qvec, k=10), expected)
+    assert_same(channels.search_vector(store, qvec, k=10), expected)
     assert vector_scan.Sidecar.open(path) is not None
     assert copy_answers and all(copy_answers)  # the copy answered, not vec0
 
@@ -137,7 +138,7 @@ def test_writes_the_copy_did_not_see_are_caught_before_use(store, scan_settings,
     """Another writer that never touches the copy (an older Forge, a crash between commit and
     update, a plain sqlite3 DELETE): the triggers' log tells the next reader, who catches up."""
     qvec = store.checked_embedder().embed_query("combien de RAM a le NiPoGi")
-    first = rag.search_vector(store, qvec, k=10)
+    first = channels.search_vector(store, qvec, k=10)
     gone, kept = first[0][0], first[1][0]
     new_vec = store.conn.execute("select embedding from memory_vectors where rowid = ?",
                                  (kept,)).fetchone()[0]
@@ -151,7 +152,7 @@ def test_writes_the_copy_did_not_see_are_caught_before_use(store, scan_settings,
         other.execute("insert into memory_vectors(rowid, embedding, project) values (?, ?, '')",
                       (cur.lastrowid, new_vec))
     other.close()
-    found = rag.search_vector(store, qvec, k=10)
+    found = channels.search_vector(store, qvec, k=10)
     assert gone not in [i for i, _ in found]
     assert cur.lastrowid in [i for i, _ in found]
     assert_same(found, exact(store, qvec, 10))
@@ -162,19 +163,19 @@ def test_writes_the_copy_did_not_see_are_caught_before_use(store, scan_settings,
 def test_a_copy_from_another_store_or_an_older_state_is_not_used(store, scan_settings, tmp_path,
                                                                  copy_answers):
     qvec = store.checked_embedder().embed_query("Steam Deck conteneurs")
-    rag.search_vector(store, qvec, k=10)
+    channels.search_vector(store, qvec, k=10)
     path = copy_path(store)
     backup = tmp_path / "backup.db"
     db.snapshot(scan_settings.rag_db_file, backup)   # the store as it is now
     stale_copy = tmp_path / "copy.vectors"
-    target = rag.search_vector(store, qvec, k=1)[0][0]
+    target = channels.search_vector(store, qvec, k=1)[0][0]
     rag.forget(store, target)
     stale_copy.write_bytes(path.read_bytes())        # the copy after the forget
     store.close()
     db.snapshot(backup, scan_settings.rag_db_file)   # restore the backup: the entry is back
     os.replace(stale_copy, path)
     with rag.open_store(scan_settings) as restored:
-        found = rag.search_vector(restored, qvec, k=10)
+        found = channels.search_vector(restored, qvec, k=10)
         assert found[0][0] == target
         assert_same(found, exact(restored, qvec, 10))
     assert copy_answers and all(copy_answers)  # the copy answered, not vec0
@@ -182,14 +183,14 @@ def test_a_copy_from_another_store_or_an_older_state_is_not_used(store, scan_set
 
 def test_remember_in_another_process_is_seen_by_an_open_store(store, scan_settings, copy_answers):
     qvec = store.checked_embedder().embed_query("le mot de passe du wifi de la cave")
-    rag.search_vector(store, qvec, k=5)   # the copy exists and is in step
-    code = ("from forge import rag; from forge.settings import load_settings; "
+    channels.search_vector(store, qvec, k=5)   # the copy exists and is in step
+    code = ("from forge.store import rag; from forge.core.settings import load_settings; "
             "s = rag.open_store(load_settings()); "
             "print(rag.remember(s, 'fact', 'Le wifi de la cave a pour mot de passe cave-1234').id)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=os.environ.copy(), check=True)
     new_id = int(proc.stdout)
-    found = rag.search_vector(store, qvec, k=5)
+    found = channels.search_vector(store, qvec, k=5)
     assert found[0][0] == new_id
     assert_same(found, exact(store, qvec, 5))
     assert copy_answers and all(copy_answers)  # the copy answered, not vec0
@@ -197,11 +198,11 @@ def test_remember_in_another_process_is_seen_by_an_open_store(store, scan_settin
 
 def test_edit_and_reindex_keep_the_copy_in_step(store, copy_answers):
     qvec = store.checked_embedder().embed_query("quel fromage pour la raclette")
-    some = rag.search_vector(store, qvec, k=20)[-1][0]
+    some = channels.search_vector(store, qvec, k=20)[-1][0]
     rag.edit(store, some, content="Pour la raclette, toujours du fromage de Savoie au lait cru")
-    found = rag.search_vector(store, qvec, k=5)
+    found = channels.search_vector(store, qvec, k=5)
     assert found[0][0] == some
     assert_same(found, exact(store, qvec, 5))
     rag.reindex(store)
-    assert_same(rag.search_vector(store, qvec, k=10), exact(store, qvec, 10))
+    assert_same(channels.search_vector(store, qvec, k=10), exact(store, qvec, 10))
     assert copy_answers and all(copy_answers)  # the copy answered, not vec0

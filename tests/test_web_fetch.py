@@ -13,8 +13,8 @@ from typing import Iterator
 import pytest
 
 from chat_helpers import envelope, history_messages, last_trace, load
-from forge import non_answer
-from forge.tools import ToolContext, dispatch
+from forge.memory import non_answer
+from forge.chat.tools import ToolContext, dispatch
 
 PAGE = b"""<!doctype html><html><head><title>NAS notes</title>
 <style>body { color: red }</style><script>var secret = "script text";</script></head>
@@ -147,7 +147,7 @@ def test_a_redirect_to_a_private_address_is_refused_by_default(site, monkeypatch
     """No public server is reachable here, so 127.0.0.1 stands in for one (the classifier is
     told it is public) and redirects to a second real server on 127.0.0.2, which is loopback:
     the redirect hop is refused and that server never sees a request."""
-    from forge.tools import web_fetch
+    from forge.chat.tools import web_fetch
 
     class Inner(Handler):
         routes = {"/secret": (200, {"Content-Type": "text/plain"}, b"internal")}
@@ -216,8 +216,8 @@ def test_a_refused_fetch_in_a_chat_turn_is_not_answered(site, chat_fake):
     """The seed's record: the router invented a host, web_fetch failed, and the run was drawn
     with a green tick. Now the exchange is answered: false, the trace shows ∅, and compaction
     would leave it out."""
-    from forge import traces
-    from forge.chat import run_turn
+    from forge.store import traces
+    from forge.chat.run import run_turn
 
     chat_fake.chat_reply(envelope("web_fetch", payload={"url": "http://nas.invented.lan/status"}))
     settings = load(ENABLED_TOOLS="web_fetch")
@@ -298,14 +298,14 @@ PUBLIC = ["1.1.1.1", "93.184.215.14", "2606:4700::1111", "::ffff:1.1.1.1", "2002
 
 @pytest.mark.parametrize("address,label", NOT_PUBLIC)
 def test_every_address_that_is_not_global_is_refused(address, label):
-    from forge.tools import web_fetch
+    from forge.chat.tools import web_fetch
 
     assert label in (web_fetch.address_refusal(address) or "public")
 
 
 @pytest.mark.parametrize("address", PUBLIC)
 def test_public_addresses_and_their_wrapped_forms_pass(address):
-    from forge.tools import web_fetch
+    from forge.chat.tools import web_fetch
 
     assert web_fetch.address_refusal(address) is None
 
@@ -317,7 +317,7 @@ def test_a_host_resolving_to_a_wrapped_or_shared_address_is_refused_before_any_c
     test: the socket module's connect is replaced by one that records and raises)."""
     import socket
 
-    from forge.tools import web_fetch
+    from forge.chat.tools import web_fetch
 
     connected = []
     monkeypatch.setattr(socket, "getaddrinfo", lambda host, port, *a, **k: [
@@ -341,7 +341,7 @@ def test_the_pinned_connection_never_reaches_loopback_when_the_second_lookup_say
     must land on the checked address; the secret server must see no request."""
     import socket
 
-    from forge.tools import web_fetch
+    from forge.chat.tools import web_fetch
 
     class Secret(Handler):
         routes = {"/page": (200, {"Content-Type": "text/plain"}, b"the secret on loopback")}

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Print the settings table from forge/settings.py, the one source of truth.
+"""Print the settings table from forge/core/settings.py, the one source of truth.
 
     python tools/settings_table.py                  # the Markdown table
     python tools/settings_table.py --check FILE     # exit 1 when FILE's copy between the
@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from forge.settings import SPECS  # noqa: E402
+from forge.core.settings import SPECS  # noqa: E402
 
 START, END = "<!-- settings-table -->", "<!-- /settings-table -->"
 

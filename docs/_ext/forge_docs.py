@@ -1,7 +1,7 @@
 """Sphinx directives that generate the reference tables from the code, so they cannot drift.
 
     ```{forge-settings}
-    ```            the settings table, from forge.settings.SPECS (tools/settings_table.py)
+    ```            the settings table, from forge.core.settings.SPECS (tools/settings_table.py)
 
     ```{forge-routes}
     ```            the HTTP route table, from forge serve's Starlette routes (their OpenAPI

@@ -50,7 +50,7 @@ def aggregate(project: str | None, apply_: bool, undo_id: int | None, db_path: s
     entries and tokens before and after. `--apply` writes; sources are linked
     (`superseded_by`), never deleted; `--undo ID` unfolds one aggregate.
     """
-    from .. import aggregate as tier
+    from ..memory import aggregate as tier
 
     settings = get_settings()
     if undo_id is not None:
@@ -98,8 +98,8 @@ def resplit(apply_: bool, backup: str | None, db_path: str | None, fmt: str) -> 
     needs `--backup PATH`, inserts every piece before deleting its block, and can be re-run
     after an interruption: pieces already written are skipped.
     """
-    from .. import aggregate as tier
-    from .. import resplit as rs
+    from ..memory import aggregate as tier
+    from ..memory import resplit as rs
     from .output import progress
 
     if apply_ and not backup:

@@ -47,7 +47,7 @@ def calibrate(hits: tuple[str, ...], expects: tuple[int, ...], misses: tuple[str
     also proposes RECALL_MIN_COVERAGE, the opt-in rule refusing a whole recall whose question's
     latent terms its nearest entries do not hold (README, "A personal-facts set").
     """
-    from .. import calibrate as cal
+    from ..recall import calibrate as cal
 
     cases = cal.cases_from_options(hits, expects, misses)
     if cases_file is not None:

@@ -34,8 +34,8 @@ def _read_piped_line(prompt: str) -> str:
 def _repl(settings, *, terminal: bool, stream: bool, turn_options: dict) -> None:
     import functools
 
-    from ..chat import run_turn
-    from ..repl import Io, repl
+    from ..chat.run import run_turn
+    from ..chat.repl import Io, repl
 
     def write(text: str) -> None:
         sys.stdout.write(text)
@@ -114,7 +114,7 @@ def chat(message: str | None, system: str | None, option_pairs: tuple, no_stream
     except UnicodeEncodeError:  # undecodable bytes reach us as surrogates
         raise click.UsageError(f"the message{' on stdin' if from_stdin else ''} is not UTF-8 text; "
                                "convert it first, e.g. `iconv -f latin1 -t utf-8`") from None
-    from ..chat import run_turn
+    from ..chat.run import run_turn
 
     stream = fmt == "table" and sys.stdout.isatty() and not no_stream
 

@@ -54,7 +54,7 @@ def compact(strategy: str | None, if_needed: bool, dry_run: bool, fmt: str) -> N
     Exchanges that answered nothing are left out and listed. Waits for the history lock; never
     prompts.
     """
-    from ..compaction import compact as run
+    from ..memory.compaction import compact as run
 
     report = run(get_settings(), strategy=strategy, if_needed=if_needed, dry_run=dry_run)
     if not report.did_something:
@@ -92,7 +92,7 @@ def compact(strategy: str | None, if_needed: bool, dry_run: bool, fmt: str) -> N
 def context(fmt: str) -> None:
     """What the next router prompt weighs in tokens, against the compaction thresholds, and the
     hot block a recall's synthesis prompt would carry. No embedding call."""
-    from ..compaction import context as weigh
+    from ..memory.compaction import context as weigh
 
     c = weigh(get_settings())
     if fmt != "table":
@@ -138,7 +138,7 @@ def history_import(file: str, source_kind: str | None, skip_bad: bool, compact_:
     if file != "-" and (source_kind or _is_export(Path(file))):
         _import_export(Path(file), source_kind, skip_bad, compact_, fmt)
         return
-    from ..history_import import BadRecordsError, decode, import_history
+    from ..memory.history_import import BadRecordsError, decode, import_history
 
     name = "stdin" if file == "-" else file
     if file == "-":
@@ -174,13 +174,13 @@ def history_import(file: str, source_kind: str | None, skip_bad: bool, compact_:
 
 
 def _is_export(path: Path) -> bool:
-    from ..exports import sniff
+    from ..memory.exports import sniff
 
     return path.suffix.lower() == ".zip" or sniff(path) is not None
 
 
 def _import_export(path: Path, kind: str | None, skip_bad: bool, compact_: bool, fmt: str) -> None:
-    from ..export_import import import_export
+    from ..memory.export_import import import_export
     from .output import progress
 
     done = [0]

@@ -14,7 +14,7 @@ def doctor(fmt: str) -> None:
 
     Read-only: it creates no file and opens the database read-only. Exits 1 when a check fails.
     """
-    from ..doctor import run
+    from ..memory.doctor import run
 
     rows = run(get_settings())
     emit(rows, fmt, columns=("check", "status", "detail"), wide=("detail",))

@@ -43,7 +43,7 @@ def history(ctx: click.Context, last: int | None, pattern: str | None, fmt: str)
     """
     if ctx.invoked_subcommand is not None:
         return
-    from .. import history as store
+    from ..store import history as store
 
     messages = store.read(get_settings().memory_file).messages
     if pattern is not None:
@@ -65,7 +65,7 @@ def clear(everything: bool, dry_run: bool, yes: bool, fmt: str) -> None:
     Use it to throw away trial exchanges before compaction would archive them. Asks first on
     a terminal; needs --yes when stdin is not one.
     """
-    from .. import history as store
+    from ..store import history as store
 
     path = get_settings().memory_file
     doomed = store.clear_plan(store.read(path), everything=everything)
@@ -85,7 +85,7 @@ def clear(everything: bool, dry_run: bool, yes: bool, fmt: str) -> None:
 
 
 def _pin(message_id: int, pinned: bool, only: bool, fmt: str) -> None:
-    from .. import history as store
+    from ..store import history as store
 
     changed = store.set_pinned(get_settings().memory_file, message_id, pinned, only=only)
     verb = "pinned" if pinned else "unpinned"
@@ -121,7 +121,7 @@ def unpin(message_id: int, fmt: str) -> None:
 @output_options
 def drawer(fmt: str) -> None:
     """The drawer: every pinned message."""
-    from .. import history as store
+    from ..store import history as store
 
     _show(store.drawer(get_settings().memory_file), fmt, "the drawer is empty")
 

@@ -188,7 +188,7 @@ class ForgeGroup(click.Group):
         except Exception as e:
             if debug_enabled():
                 raise
-            from ..errors import ForgeError
+            from ..core.errors import ForgeError
 
             if isinstance(e, ForgeError):
                 message = str(e)
@@ -200,7 +200,7 @@ class ForgeGroup(click.Group):
                 message = (f"{type(e).__name__}: {e} -- this is a bug in Forge; please report it "
                            "with the traceback that `FORGE_DEBUG=1` prints when you run the same "
                            "command again")
-            from ..settings import scrub  # a database URL's password never reaches the screen
+            from ..core.settings import scrub  # a database URL's password never reaches the screen
 
             raise click.ClickException(scrub(message.splitlines()[0]) if message
                                        else type(e).__name__) from None
@@ -214,7 +214,7 @@ class _StderrFormatter:
         level = "warning" if record.levelno >= 30 else "info"   # logging.WARNING
         if record.levelno >= 40:                                  # logging.ERROR
             level = "error"
-        from ..settings import scrub
+        from ..core.settings import scrub
 
         return f"{level}: {scrub(record.getMessage())}"
 
@@ -235,9 +235,9 @@ def _attach_stderr_handler(logger: Any, verbose: bool) -> None:
 
 def setup_logging(verbose: bool) -> None:
     """Messages of the "forge" logger on stderr, one line each; at once when `logging` is
-    loaded, else before the first message (forge/log.py), so a command that logs nothing
+    loaded, else before the first message (forge/core/log.py), so a command that logs nothing
     never imports it."""
-    from ..log import when_loaded
+    from ..core.log import when_loaded
 
     when_loaded(lambda logger: _attach_stderr_handler(logger, verbose))
 
@@ -263,7 +263,7 @@ def get_settings(ctx: click.Context | None = None) -> Any:
     root = ctx.find_root()
     root.ensure_object(dict)
     if "settings" not in root.obj:
-        from ..settings import load_settings
+        from ..core.settings import load_settings
 
         root.obj["settings"] = load_settings()
     return root.obj["settings"]

@@ -31,7 +31,7 @@ def mcp(http: str | None) -> None:
     try:
         import mcp.server.mcpserver  # noqa: F401
     except ImportError:
-        from ..errors import ForgeError
+        from ..core.errors import ForgeError
 
         raise ForgeError("forge mcp needs the MCP SDK: pip install 'forge-memory[mcp]'") from None
     if http is None:

@@ -17,7 +17,7 @@ LS_COLUMNS = ["entry", "project", "created", "content"]
 
 def _open(**kwargs: Any) -> Any:
     """Open the store; a read (`mode="read"` or `"rows"`) never creates one and says so."""
-    from .. import rag
+    from ..store import rag
 
     store = rag.open_store(get_settings(), **kwargs)
     if store.missing:
@@ -27,7 +27,7 @@ def _open(**kwargs: Any) -> Any:
 
 def _note_unknown_project(store: Any, project: str | None) -> None:
     """A mistyped --project finds nothing: say so rather than look like an empty memory."""
-    from .. import rag
+    from ..store import rag
 
     if project is None:
         return
@@ -58,13 +58,13 @@ class Kind(click.ParamType):
         self.archive = archive
 
     def choices(self) -> tuple[str, ...]:
-        from ..rag import ARCHIVE_KIND, KINDS
+        from ..store.rag import ARCHIVE_KIND, KINDS
 
         return KINDS + ((ARCHIVE_KIND,) if self.archive else ())
 
     def convert(self, value: Any, param: Any, ctx: Any) -> str:
-        from ..errors import ForgeError
-        from ..rag import normalize_kind
+        from ..core.errors import ForgeError
+        from ..store.rag import normalize_kind
 
         try:
             return normalize_kind(str(value), archive=self.archive)
@@ -96,7 +96,8 @@ def remember(kind_or_content: str | None, content: str | None, project: str | No
     prints the existing id. An active entry the new one may contradict is named on stderr
     (`--json`: "conflicts"); it is written all the same.
     """
-    from .. import conflicts, rag
+    from ..memory import conflicts
+    from ..store import rag
 
     if batch is not None:
         if kind_or_content is not None:
@@ -130,7 +131,7 @@ def remember(kind_or_content: str | None, content: str | None, project: str | No
     from_stdin = text == "-"
     text = _read_stdin_if_dash(text)
     if from_stdin and not text.strip():
-        from ..errors import ForgeError
+        from ..core.errors import ForgeError
 
         raise ForgeError("stdin is empty: nothing to remember (CONTENT `-` reads it from stdin)")
     with _open() as store:
@@ -145,8 +146,8 @@ def remember(kind_or_content: str | None, content: str | None, project: str | No
 
 
 def _read_batch(stream: Any, project: str | None) -> list[Any]:
-    from .. import rag
-    from ..errors import ForgeError
+    from ..store import rag
+    from ..core.errors import ForgeError
 
     items = []
     for number, raw in enumerate(stream, 1):  # bytes, so a bad encoding names its line
@@ -208,7 +209,9 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
     orders the rows.
     QUERY `-` reads stdin. `--queries FILE|-` answers many queries with one model load.
     """
-    from .. import rag, recall_rank
+    from ..store import rag
+    from ..recall import channels
+    from ..recall import recall_rank
 
     if limit is not None and (vector_k is not None or lexical_k is not None):
         raise click.UsageError("give --limit (fused rows budget) or --vector-k/--lexical-k "
@@ -228,9 +231,9 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
     query = _read_stdin_if_dash(query).strip()
     if not query:
         raise click.UsageError("QUERY is empty")
-    if len(query) > rag.MAX_QUERY_CHARS:
+    if len(query) > channels.MAX_QUERY_CHARS:
         raise click.BadParameter(
-            f"the query is {len(query)} characters; recall takes at most {rag.MAX_QUERY_CHARS} "
+            f"the query is {len(query)} characters; recall takes at most {channels.MAX_QUERY_CHARS} "
             "characters (a question, not a document): shorten it to the words that matter",
             param_hint="QUERY")
     with _open(mode="read") as store:
@@ -248,7 +251,7 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
                    if result.nearest_dropped is not None else "")
         note(f"cutoff {result.cutoff} dropped {result.dropped_by_cutoff} vector row(s){nearest}")
     if result.coverage is not None:
-        from ..refusal import Coverage
+        from ..recall.refusal import Coverage
 
         note(Coverage(**result.coverage).explain())
     emit(rows, fmt, columns=RECALL_COLUMNS, document=result.to_dict(), empty="no results")
@@ -259,8 +262,8 @@ BATCH_COLUMNS = ["n", "id", "query", "entry", "channel", "distance", "fused", "c
 
 def _recall_many(stream: Any, project: str | None, vector_k: int | None, lexical_k: int | None,
                  kind: str | None, limit: int | None, neighbours: bool, fmt: str) -> None:
-    from .. import recall_batch
-    from ..errors import ForgeError
+    from ..recall import recall_batch
+    from ..core.errors import ForgeError
 
     name = getattr(stream, "name", "-")
     source = "--queries -" if name in ("-", "<stdin>") else f"--queries {name}"
@@ -322,7 +325,7 @@ def memory_ls(kind: str | None, project: str | None, query: str | None, limit: i
     """List entries, oldest first, and the count by kind (of KIND only, when given).
     Superseded entries show the entry that speaks for them: `#312 [fact] -> #341`.
     With --limit, one page: --json gives its next_cursor for --cursor."""
-    from .. import rag
+    from ..store import rag
 
     with _open(mode="rows") as store:
         page, by_kind = rag.listing(store, kind=kind, project=project, query=query,
@@ -354,7 +357,7 @@ def memory_conflicts(project: str | None, kind: str | None, fmt: str) -> None:
     things: a negation bearing on words the other states (`negation: never`), or two values
     for the same thing (`number: 8 / 64 Go`). Reads rows only: no embedding. Settle one with
     `forge memory supersede OLD --by NEW`."""
-    from .. import conflicts
+    from ..memory import conflicts
 
     with _open(mode="rows") as store:
         report = conflicts.find(store, project=project, kind=kind)
@@ -381,7 +384,7 @@ def memory_supersede(entry_ids: tuple[int, ...], by: int | None, undo: bool, fmt
     `replace`; a replaced entry leaves the hot block and recall's rows (`recall --all` shows
     it). `--undo` releases them. Refused: an entry replacing itself, a cycle, a --by entry
     that is itself superseded, archive entries, across kinds or projects."""
-    from .. import rag
+    from ..store import rag
 
     if undo == (by is not None):
         raise click.UsageError("give --by ID (the entry that replaces them), or --undo")
@@ -404,7 +407,7 @@ def memory_supersede(entry_ids: tuple[int, ...], by: int | None, undo: bool, fmt
 @output_options
 def memory_show(entry_id: int, fmt: str) -> None:
     """One entry: its content, refs and the events that touched it."""
-    from .. import rag
+    from ..store import rag
 
     with _open(mode="rows") as store:
         entry = rag.get_entry(store, entry_id)
@@ -435,7 +438,7 @@ def memory_forget(entry_ids: tuple[int, ...], kind: str | None, project: str | N
     and/or --project (which asks first; --yes when stdin is not a terminal). The event log
     keeps only that an id was forgotten; entries one superseded are released back into the
     hot tier. A missing ID forgets nothing."""
-    from .. import rag
+    from ..store import rag
 
     bulk = kind is not None or project is not None
     if entry_ids and bulk:
@@ -480,8 +483,8 @@ def memory_forget(entry_ids: tuple[int, ...], kind: str | None, project: str | N
 def _entries_or_none(store: Any, entry_ids: list[int]) -> list[Any]:
     """Every entry asked for, or a NotFoundError naming each missing id: one missing id
     forgets nothing."""
-    from .. import rag
-    from ..errors import NotFoundError
+    from ..store import rag
+    from ..core.errors import NotFoundError
 
     found, missing = [], []
     for entry_id in entry_ids:
@@ -515,7 +518,7 @@ def memory_edit(entry_id: int, content: str | None, kind: str | None, fmt: str) 
     An edit that would duplicate another entry is refused and names it; a folded source or
     an aggregate must have its fold undone first.
     """
-    from .. import rag
+    from ..store import rag
 
     if content is None and kind is None:
         raise click.UsageError("give the new CONTENT, or --kind, or both")
@@ -540,7 +543,7 @@ def memory_export(kind: str | None, project: str | None) -> None:
     `forge remember --batch` reads, so `forge memory export > m.jsonl` then
     `forge remember --batch m.jsonl` copies them into another store. Archive entries stay
     out: compaction wrote them from the history."""
-    from .. import rag
+    from ..store import rag
 
     with _open(mode="rows") as store:
         entries = rag.list_entries(store, kind=kind, project=project)
@@ -565,7 +568,7 @@ def reindex(batch_size: int, fmt: str) -> None:
     Needed after changing the embedding model. Resumable: an interrupted run continues
     where it stopped; the store keeps its old vectors until the last batch is written.
     """
-    from .. import rag
+    from ..store import rag
     from .output import progress
 
     with _open(check_identity=False) as store:
@@ -588,7 +591,7 @@ def reindex(batch_size: int, fmt: str) -> None:
 @output_options
 def memory_hot(project: str | None, fmt: str) -> None:
     """Print the hot block exactly as the recall synthesis prompt holds it (no embedding call)."""
-    from ..hot_memory import hot_block
+    from ..recall.hot_memory import hot_block
 
     block = hot_block(get_settings(), project=project)
     if fmt != "table" or block.text:

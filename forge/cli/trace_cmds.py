@@ -12,7 +12,7 @@ COLUMNS = ("state", "run_id", "timestamp", "total_ms", "steps", "not_answered", 
 
 
 def _row(record: dict[str, Any]) -> dict[str, Any]:
-    from ..trace_read import state
+    from ..store.trace_read import state
 
     steps = record.get("steps") or []
     return {
@@ -43,7 +43,7 @@ def tail(count: int, follow: bool, fmt: str) -> None:
 
     Reads only the end of the file; a torn last line is skipped with a warning.
     """
-    from .. import trace_read as traces  # the reader alone: not the record dataclasses
+    from ..store import trace_read as traces  # the reader alone: not the record dataclasses
 
     path = get_settings().trace_file
     start = traces.end_offset(path)  # tail stops and follow starts here: no run lost or shown twice

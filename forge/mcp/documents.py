@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ForgeError, NotFoundError
+from ..core.errors import ForgeError, NotFoundError
 
 MAX_LIMIT = 1000
 LIST_LIMIT = 100   # memory_list's page when no limit is given
@@ -48,7 +48,7 @@ def check_id(value: int, name: str = "id") -> int:
 
 
 def check_kind(value: str | None, *, archive: bool) -> str | None:
-    from ..rag import normalize_kind
+    from ..store.rag import normalize_kind
 
     if value is None or value == "":
         return None
@@ -70,7 +70,8 @@ def remember(settings: Any, content: str, kind: str | None = None, project: str 
              replaces: list[int] | None = None) -> dict[str, Any]:
     """`forge remember KIND CONTENT [--replaces ID]... --json` ({id, created, replaced,
     conflicts}): conflicts.remember, as the CLI calls it."""
-    from .. import conflicts, rag
+    from ..memory import conflicts
+    from ..store import rag
 
     kind = check_kind(kind, archive=False) or "fact"
     check_text(content, "content")
@@ -82,7 +83,8 @@ def remember(settings: Any, content: str, kind: str | None = None, project: str 
 def memory_conflicts(settings: Any, project: str | None = None,
                      kind: str | None = None) -> dict[str, Any]:
     """`forge memory conflicts [--project P] [--kind K] --json`: {"conflicts": [...]}."""
-    from .. import conflicts, rag
+    from ..memory import conflicts
+    from ..store import rag
 
     kind = check_kind(kind, archive=False)
     with rag.open_store(settings, mode="rows") as store:
@@ -92,12 +94,14 @@ def memory_conflicts(settings: Any, project: str | None = None,
 
 def recall(settings: Any, query: str, limit: int | None = None, project: str | None = None,
            kind: str | None = None) -> dict[str, Any]:
-    from .. import rag, recall_rank
+    from ..store import rag
+    from ..recall import channels
+    from ..recall import recall_rank
 
     query = check_text(query, "query").strip()
-    if len(query) > rag.MAX_QUERY_CHARS:
+    if len(query) > channels.MAX_QUERY_CHARS:
         raise _invalid("query", f"the query is {len(query)} characters; recall takes at most "
-                                f"{rag.MAX_QUERY_CHARS} characters (a question, not a document): "
+                                f"{channels.MAX_QUERY_CHARS} characters (a question, not a document): "
                                 "shorten it to the words that matter")
     limit = check_limit(limit) or recall_rank.DEFAULT_LIMIT
     kind = check_kind(kind, archive=True)
@@ -111,7 +115,7 @@ def memory_list(settings: Any, kind: str | None = None, project: str | None = No
     """`forge memory ls [KIND] --limit N [--cursor C] [--filter Q] --json`: one page
     ({entries, total, next_cursor, by_kind}); `limit` is 100 when not given (the CLI lists
     everything without --limit: a model should page)."""
-    from .. import rag
+    from ..store import rag
 
     kind = check_kind(kind, archive=True)
     limit = check_limit(limit) or LIST_LIMIT
@@ -122,7 +126,7 @@ def memory_list(settings: Any, kind: str | None = None, project: str | None = No
 
 
 def memory_show(settings: Any, entry_id: int) -> dict[str, Any]:
-    from .. import rag
+    from ..store import rag
 
     check_id(entry_id)
     with rag.open_store(settings, mode="rows") as store:
@@ -132,7 +136,7 @@ def memory_show(settings: Any, entry_id: int) -> dict[str, Any]:
 
 
 def forget(settings: Any, entry_id: int) -> dict[str, Any]:
-    from .. import rag
+    from ..store import rag
 
     check_id(entry_id)
     with rag.open_store(settings) as store:
@@ -146,6 +150,6 @@ def forget(settings: Any, entry_id: int) -> dict[str, Any]:
 
 
 def hot_block(settings: Any, project: str | None = None) -> dict[str, Any]:
-    from ..hot_memory import hot_block as block
+    from ..recall.hot_memory import hot_block as block
 
     return block(settings, project=project).to_dict()

@@ -19,8 +19,8 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from ..errors import ForgeError
-from ..log import log
+from ..core.errors import ForgeError
+from ..core.log import log
 from . import documents
 
 HOT_URI = "forge://hot"

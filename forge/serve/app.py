@@ -43,8 +43,8 @@ from starlette.routing import Mount, Route
 from starlette.schemas import SchemaGenerator
 from starlette.staticfiles import StaticFiles
 
-from ..errors import ForgeError, LockTimeout, NotFoundError, ServerError, StoreError
-from ..log import log
+from ..core.errors import ForgeError, LockTimeout, NotFoundError, ServerError, StoreError
+from ..core.log import log
 from . import guard
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -155,7 +155,7 @@ def bool_field(body: dict[str, Any], name: str) -> bool:
 def kind_value(raw: Any, name: str, *, archive: bool) -> str | None:
     """A kind as the CLI's Kind type takes it: trimmed, lower case, one of the known kinds
     (`archive` too where the CLI accepts it: search, listing)."""
-    from ..rag import normalize_kind
+    from ..store.rag import normalize_kind
 
     if raw is None or raw == "":
         return None
@@ -172,7 +172,7 @@ def settings_of(request: Request) -> Any:
 
 
 def _open(settings: Any) -> Any:
-    from .. import rag
+    from ..store import rag
 
     return rag.open_store(settings)
 
@@ -181,7 +181,7 @@ def _open(settings: Any) -> Any:
 
 def do_remember(settings: Any, kind: str | None, content: str, project: str | None,
                 replaces: list[int] | None = None) -> dict:
-    from .. import conflicts
+    from ..memory import conflicts
 
     with _open(settings) as store:
         return conflicts.remember(store, kind or "fact", content, project=project,
@@ -189,7 +189,8 @@ def do_remember(settings: Any, kind: str | None, content: str, project: str | No
 
 
 def do_conflicts(settings: Any, kind: str | None, project: str | None) -> dict:
-    from .. import conflicts, rag
+    from ..memory import conflicts
+    from ..store import rag
 
     with rag.open_store(settings, mode="rows") as store:
         return {"conflicts": [c.to_dict() for c in
@@ -197,7 +198,7 @@ def do_conflicts(settings: Any, kind: str | None, project: str | None) -> dict:
 
 
 def do_supersede(settings: Any, ids: list[int], by: int | None, undo: bool) -> dict:
-    from .. import rag
+    from ..store import rag
 
     with _open(settings) as store:
         if undo:
@@ -209,7 +210,8 @@ def do_supersede(settings: Any, ids: list[int], by: int | None, undo: bool) -> d
 def do_search(settings: Any, query: str, project: str | None, vector_k: int | None,
               lexical_k: int | None, kind: str | None = None, limit: int | None = None,
               neighbours: bool = True) -> dict:
-    from .. import rag, recall_rank
+    from ..store import rag
+    from ..recall import recall_rank
 
     with rag.open_store(settings, mode="read") as store:
         return recall_rank.recall(store, query, limit=limit, vector_k=vector_k,
@@ -219,7 +221,7 @@ def do_search(settings: Any, query: str, project: str | None, vector_k: int | No
 
 def do_memory_ls(settings: Any, kind: str | None, project: str | None, query: str | None = None,
                  cursor: str | None = None, limit: int | None = None) -> dict:
-    from .. import rag
+    from ..store import rag
 
     with rag.open_store(settings, mode="rows") as store:
         page, by_kind = rag.listing(store, kind=kind, project=project, query=query,
@@ -228,7 +230,7 @@ def do_memory_ls(settings: Any, kind: str | None, project: str | None, query: st
 
 
 def do_memory_show(settings: Any, entry_id: int) -> dict:
-    from .. import rag
+    from ..store import rag
 
     with rag.open_store(settings, mode="rows") as store:
         entry = rag.get_entry(store, entry_id)
@@ -237,7 +239,7 @@ def do_memory_show(settings: Any, entry_id: int) -> dict:
 
 
 def do_forget(settings: Any, entry_id: int) -> dict:
-    from .. import rag
+    from ..store import rag
 
     with _open(settings) as store:
         entry = rag.forget(store, entry_id)
@@ -246,7 +248,7 @@ def do_forget(settings: Any, entry_id: int) -> dict:
 
 
 def do_edit(settings: Any, entry_id: int, content: str | None, kind: str | None) -> dict:
-    from .. import rag
+    from ..store import rag
 
     with _open(settings) as store:
         return rag.edit(store, entry_id, content=content, kind=kind).to_dict()
@@ -254,7 +256,7 @@ def do_edit(settings: Any, entry_id: int, content: str | None, kind: str | None)
 
 def do_export(settings: Any, kind: str | None, project: str | None) -> list[dict]:
     """The lines of `forge memory export`: deliberate entries, oldest first, archives left out."""
-    from .. import rag
+    from ..store import rag
 
     with rag.open_store(settings, mode="rows") as store:
         entries = rag.list_entries(store, kind=kind, project=project)
@@ -263,7 +265,7 @@ def do_export(settings: Any, kind: str | None, project: str | None) -> list[dict
 
 
 def do_aggregate(settings: Any, project: str | None, apply: bool, undo_id: int | None) -> dict:
-    from .. import aggregate as tier
+    from ..memory import aggregate as tier
 
     with tier.open_db(settings, None) as store:
         if undo_id is not None:
@@ -274,7 +276,7 @@ def do_aggregate(settings: Any, project: str | None, apply: bool, undo_id: int |
 def do_calibrate(settings: Any, cases: Any, project: str | None, vector_k: int,
                  lexical_k: int) -> dict:
     """`forge calibrate --json` without `--write`: over HTTP nothing edits the .env file."""
-    from .. import calibrate as cal
+    from ..recall import calibrate as cal
 
     with cal.open_readonly(settings) as store:
         return cal.calibrate(store, cases, vector_k=vector_k, lexical_k=lexical_k,
@@ -282,7 +284,7 @@ def do_calibrate(settings: Any, cases: Any, project: str | None, vector_k: int,
 
 
 def do_history(settings: Any, last: int | None) -> list[dict]:
-    from .. import history
+    from ..store import history
 
     messages = history.read(settings.memory_file).messages
     if last:
@@ -291,38 +293,38 @@ def do_history(settings: Any, last: int | None) -> list[dict]:
 
 
 def do_drawer(settings: Any) -> list[dict]:
-    from .. import history
+    from ..store import history
 
     return [m.to_dict() for m in history.drawer(settings.memory_file)]
 
 
 def do_pin(settings: Any, message_id: int, pinned: bool, only: bool) -> list[dict]:
-    from .. import history
+    from ..store import history
 
     changed = history.set_pinned(settings.memory_file, message_id, pinned, only=only)
     return [{"id": i, "pinned": pinned} for i in changed]
 
 
 def do_traces(settings: Any, n: int) -> list[dict]:
-    from .. import traces
+    from ..store import traces
 
     return traces.tail(settings.trace_file, n)
 
 
 def do_compact(settings: Any, strategy: str | None, if_needed: bool, dry_run: bool) -> dict:
-    from ..compaction import compact
+    from ..memory.compaction import compact
 
     return compact(settings, strategy=strategy, if_needed=if_needed, dry_run=dry_run).to_dict()
 
 
 def do_context(settings: Any) -> dict:
-    from ..compaction import context
+    from ..memory.compaction import context
 
     return context(settings)
 
 
 def do_import(settings: Any, text: str, skip_bad: bool, compact: bool) -> dict:
-    from ..history_import import import_history
+    from ..memory.history_import import import_history
 
     return import_history(settings, text, source="request", skip_bad=skip_bad,
                           compact=compact).to_dict()
@@ -350,7 +352,7 @@ async def status(request: Request) -> Response:
     responses:
       200: {description: '{"status": "ok", "version", "auth": bool, "chat_server": {"up": bool}}'}
     """
-    from ..doctor import probe_health
+    from ..memory.doctor import probe_health
 
     up, _ = await call(probe_health, settings_of(request).llama_cpp_url, 1.0)
     from importlib.metadata import version
@@ -453,11 +455,11 @@ async def search(request: Request) -> Response:
     query = (q.get("q") or "").strip()
     if not query:
         raise BadRequest("q is empty")
-    from .. import rag
+    from ..recall import channels
 
-    if len(query) > rag.MAX_QUERY_CHARS:
+    if len(query) > channels.MAX_QUERY_CHARS:
         raise BadRequest(f"q is {len(query)} characters; recall takes at most "
-                         f"{rag.MAX_QUERY_CHARS} (a question, not a document)")
+                         f"{channels.MAX_QUERY_CHARS} (a question, not a document)")
     raw_v, raw_l, raw_limit = q.get("vector_k"), q.get("lexical_k"), q.get("limit")
     vector_k = int_value(raw_v, "vector_k", maximum=1000) if raw_v else None
     lexical_k = int_value(raw_l, "lexical_k", maximum=1000) if raw_l else None
@@ -612,7 +614,7 @@ async def calibrate(request: Request) -> Response:
       404: {description: an expected entry id that is not in the store}
       502: {description: the embedding server is down}
     """
-    from ..calibrate import cases_from_mapping
+    from ..recall.calibrate import cases_from_mapping
 
     body = await json_body(request)
     if body.get("write"):
@@ -775,7 +777,7 @@ async def chat(request: Request) -> Response:
       200: {description: '{"reply", "run_id", "answered", "ok", "not_answered", ...}; a refusal is answered false'}
       502: {description: the chat server is down; the turn is not persisted}
     """
-    from ..chat import run_turn
+    from ..chat.run import run_turn
 
     body = await json_body(request)
     message = text_field(body, "message")

@@ -1,12 +1,13 @@
-"""The deliberate store's backends, behind one seam.
+"""The three stores on disk: the history, the traces, the deliberate store (rag.py, its backends).
 
+- `rag.py`      the deliberate store's public API: primitives, writes, folds, reindex; no search logic
 - `backend.py`  the contract (the Backend protocol and its open modes)
 - `common.py`   what every backend shares: dataclasses, validation, dedup keys, V5's rule
 - `identity.py` the embedding identity, its comparison, the fingerprint and the cutoff
 - `sqlite.py`   the SQLite backend (sqlite-vec + FTS5): every SQL statement on the store
+- `postgres.py` the PostgreSQL + pgvector backend; `transfer.py` copies and snapshots between them
 
-`forge/rag.py` is the public API above them; nothing outside this package imports a backend
-module or runs SQL on the deliberate store.
+Nothing outside this package imports a backend module or runs SQL on the deliberate store.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..settings import Settings
+    from ..core.settings import Settings
     from .backend import Backend
 
 

@@ -1,6 +1,6 @@
 """The contract every deliberate-store backend keeps (SQLite today, PostgreSQL next).
 
-`forge/rag.py` holds the logic once (validation, dedup keys, embedding, the identity check,
+`forge/store/rag.py` holds the logic once (validation, dedup keys, embedding, the identity check,
 forget / edit / fold / unfold / reindex as sequences of steps, the hybrid search); a backend
 holds the SQL. A backend only stores, finds and counts: it never embeds, never validates user
 input and never words a message for a human beyond an error naming what failed.
@@ -45,7 +45,7 @@ imports numpy only where it needs it), words are the already folded tokens of `q
 syntax, no vec0 blobs, no rowids other than the entry id cross it.
 
 Optional (not in the Protocol; rag asks with getattr): `word_reader() -> Backend | None`, a
-second handle on the same store on its own connection, which `rag.search_channels` reads the
+second handle on the same store on its own connection, which `recall.channels.search_channels` reads the
 word channel from in another thread while this one scans the vectors. It must give exactly
 what this handle would (the same data, no open transaction of this one's unseen), be safe to
 use from one other thread at a time, and be closed by `close()`. None, or no such method: the
@@ -103,10 +103,6 @@ class Backend(Protocol):
         """Held for a whole `forge reindex`: on a store shared by several machines a second
         reindex fails at once with one line (PostgreSQL: a session advisory lock) instead of
         racing the first. SQLite: a no-op (its swap re-checks under the write lock)."""
-
-    def snapshot(self, dest: Path) -> Path:
-        """A consistent copy of the whole store as a new SQLite file at `dest` (which must not
-        exist): resplit's --backup, harness snapshots. Returns `dest`."""
 
     # ------------------------------------------------------------------ meta
 

@@ -1,6 +1,6 @@
 """What every deliberate-store backend shares, written once: the dataclasses that cross the
 seam (forge/store/backend.py: Entry, NewEntry) and the rules above the SQL: kinds and caps,
-validation, dedup keys (V11), the word channel's admission rule (V5), what a fold conflict is.
+validation, dedup keys (V11), the word channel's admission rule (V5).
 What rag's writes and searches return is in results.py (a listing does not import it)."""
 from __future__ import annotations
 
@@ -8,12 +8,9 @@ import copy
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..errors import ForgeError, StoreError
-
-if TYPE_CHECKING:
-    from .results import Fold
+from ..core.errors import ForgeError, StoreError
 
 KINDS = ("decision", "todo", "fact", "preference", "correction")   # user kinds
 ARCHIVE_KIND = "archive"
@@ -152,21 +149,6 @@ def dedup_key(item: NewEntry) -> str | None:
     digest = hashlib.sha256(json.dumps([item.kind, item.project, normalize_text(item.content)],
                                        ensure_ascii=False).encode()).hexdigest()
     return "c:" + digest
-
-
-def fold_conflict(fold: Fold, found: dict[int, Entry]) -> str | None:
-    """Why `fold` can no longer be written, given the entries it names as they stand now
-    (`found`: id -> entry, missing ids forgotten); None when it can."""
-    ids = list(fold.sources) + ([fold.into] if fold.into is not None else [])
-    for i in ids:
-        entry = found.get(i)
-        if entry is None:
-            return f"#{i} was forgotten meanwhile"
-        if entry.superseded_by is not None:
-            return f"#{i} was folded into #{entry.superseded_by} meanwhile"
-        if i in fold.expected and entry.content != fold.expected[i]:
-            return f"#{i} was edited meanwhile"
-    return None
 
 
 # Below this many entries a document frequency says little (in 10 entries, `is` and `my` sit in

@@ -20,7 +20,7 @@ _local = threading.local()
 def _conn() -> Any:
     conn = getattr(_local, "conn", None)
     if conn is None:
-        from .. import db
+        from . import db
 
         conn = db.connect(":memory:", vec=False)
         conn.execute(f"create virtual table fold_tokens using fts5(t, tokenize='{TOKENIZER}')")

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StoreError
+from ..core.errors import StoreError
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..settings import Settings
+    from ..core.settings import Settings
 
 PROBE_TEXT = ("Forge embedding identity probe: le NiPoGi a 32 Go de RAM, "
               "the Steam Deck runs Podman containers.")

@@ -1,7 +1,7 @@
 """The deliberate store on PostgreSQL + pgvector: one store for several machines.
 
 Selected by `FORGE_DATABASE_URL=postgresql://…` (forge/store/backend.py is the contract this
-module keeps; forge/rag.py holds the logic above it). Tables, mirroring the SQLite store:
+module keeps; forge/store/rag.py holds the logic above it). Tables, mirroring the SQLite store:
 
 - `memory_entries`: the rows, with `words` (a tsvector of the content's words, cut and folded
   in Python by forge/store/fold.py, SQLite's `unicode61 remove_diacritics 2`, so both backends
@@ -31,15 +31,14 @@ over the whole store), negated as FTS5's bm25() is: lower is better.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
-from ..errors import StoreError
-from ..log import log
+from ..core.errors import StoreError
+from ..core.log import log
 from . import fold
 from .common import DuplicateKey, Entry, NewEntry, entry_filters, like_pattern
 
@@ -47,7 +46,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..embedders import QueryVector
-    from ..settings import Settings
+    from ..core.settings import Settings
 
 NAME = "postgres"
 # pg_advisory_xact_lock keys (one bigint each): every write transaction; a reindex's run.
@@ -66,7 +65,7 @@ MAX_LEXEME_BYTES = 2046   # a longer word cannot be a tsvector lexeme: it is lef
 def redact(url: str) -> str:
     """`url` without its password: the one redaction (settings.redact_url, and every database
     password this process loaded)."""
-    from ..settings import scrub
+    from ..core.settings import scrub
 
     return scrub(url)
 
@@ -345,7 +344,6 @@ class PostgresBackend:
         self.readonly = False
         self.fts = True
         self._depth = 0
-        self._settings: "Settings | None" = None
         self._vector_ready = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -391,20 +389,6 @@ class PostgresBackend:
     def word_index(self) -> tuple[bool | None, bool]:
         """Full-text search is part of PostgreSQL: always there, always built."""
         return True, True
-
-    def snapshot(self, dest: Path) -> Path:
-        """A new SQLite file holding this whole store, verified: what `forge store migrate
-        --to sqlite:///DEST` does (resplit's --backup, harness snapshots)."""
-        from .transfer import Target, migrate
-
-        dest = Path(dest)
-        if dest.exists():
-            raise StoreError(f"{dest} exists; a snapshot never overwrites a file")
-        if self._settings is None:
-            raise StoreError(f"no settings to snapshot {self.location} with")
-        migrate(dataclasses.replace(self._settings, database_url=self.url),
-                Target("sqlite", dest, None))
-        return dest
 
     @contextlib.contextmanager
     def reindex_lock(self) -> Iterator[None]:
@@ -736,7 +720,7 @@ class PostgresBackend:
 
     def log_event(self, event: str, entry_id: int | None, kind: str | None = None,
                   link: int | None = None, info: dict | None = None) -> None:
-        from ..timestamps import utc_now
+        from ..core.timestamps import utc_now
 
         self._writable()
         self.conn.execute("insert into memory_events(at, event, entry_id, kind, link, info) "
@@ -968,7 +952,6 @@ def open_backend(settings: "Settings", *, mode: str, path: Path | None = None,
     url = url or _settings_url(settings)
     conn = connect(url)
     backend = PostgresBackend(conn, url)
-    backend._settings = settings
     try:
         if mode == "write":
             with backend._errors():

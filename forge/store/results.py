@@ -52,7 +52,7 @@ class SearchResult:
     cutoff: float | None   # the cutoff actually applied (None = off)
     fingerprint: str
     admitted_words: list[str] = field(default_factory=list)
-    coverage: dict[str, Any] | None = None   # RECALL_MIN_COVERAGE's verdict (forge/refusal.py)
+    coverage: dict[str, Any] | None = None   # RECALL_MIN_COVERAGE's verdict (forge/recall/refusal.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {"rows": [r.to_dict() for r in self.rows], "dropped_by_cutoff": self.dropped_by_cutoff,
@@ -80,6 +80,20 @@ class Fold:
     into: int | None = None
     aggregate: NewEntry | None = None
     vector: Any = None
+
+    def conflict(self, found: dict[int, Entry]) -> str | None:
+        """Why this fold can no longer be written, given the entries it names as they stand
+        now (`found`: id -> entry, missing ids forgotten); None when it can."""
+        ids = list(self.sources) + ([self.into] if self.into is not None else [])
+        for i in ids:
+            entry = found.get(i)
+            if entry is None:
+                return f"#{i} was forgotten meanwhile"
+            if entry.superseded_by is not None:
+                return f"#{i} was folded into #{entry.superseded_by} meanwhile"
+            if i in self.expected and entry.content != self.expected[i]:
+                return f"#{i} was edited meanwhile"
+        return None
 
 
 @dataclass

@@ -25,10 +25,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
-from .. import db
-from ..errors import StoreError
-from ..log import log
-from ..timestamps import utc_now
+from . import db
+from ..core.errors import StoreError
+from ..core.log import log
+from ..core.timestamps import utc_now
 from .backend import OPEN_MODES
 from .common import (ARCHIVE_KIND, Entry, NewEntry, StoreReadOnly, entry_filters, like_pattern,
                      message_ids)
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..embedders import QueryVector
-    from ..settings import Settings
+    from ..core.settings import Settings
 
 TOKENIZER = "unicode61 remove_diacritics 2"
 _CHUNK = 500   # ids per `in (...)`, under SQLite's bound-variable limit
@@ -372,7 +372,7 @@ class SQLiteBackend:
 
     def word_reader(self) -> "SQLiteBackend | None":
         """A second handle on this store, on its own read-only connection (opened once, kept
-        until close), for rag.search_channels to run the word channel in another thread while
+        until close), for recall.channels.search_channels to run the word channel in another thread while
         this connection scans the vectors: the same statements on the same file, so the same
         rows. Only from RECALL_SCAN_MIN_ENTRIES entries (below, both channels take a few
         milliseconds and a thread would cost more than it saves) and outside a transaction
@@ -441,9 +441,6 @@ class SQLiteBackend:
     def reindex_lock(self) -> Iterator[None]:
         """Nothing to take: the swap re-checks under the write lock (BEGIN IMMEDIATE)."""
         yield
-
-    def snapshot(self, dest: Path) -> Path:
-        return db.snapshot(self.path, dest)
 
     def word_index(self) -> tuple[bool, bool]:
         """(this SQLite has FTS5, the word index is built)."""

@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from ..errors import StoreError
-from ..settings import is_database_url, redact_url
+from ..core.errors import StoreError
+from ..core.settings import is_database_url, redact_url
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..settings import Settings
+    from ..core.settings import Settings
 
 META_KEYS = ("identity", "identity_check")  # a reindex under way ("reindex") is refused
 ENTRY_COLUMNS = ("id", "kind", "project", "content", "source", "refs", "created", "updated",
@@ -395,6 +395,22 @@ def store_summary(side: _Side) -> tuple[dict[str, int], str, str, str]:
     meta = side.meta()
     return (side.counts(), checksum(side.entries(), side.events(), meta.get("identity")),
             vectors_digest(side.vectors()), latent_digest(side.latent_terms()))
+
+
+def snapshot(settings: "Settings", backend: Any, dest: Path | str) -> Path:
+    """A consistent copy of the whole store `backend` holds as a new SQLite file at `dest`
+    (which must not exist): resplit's --backup, harness snapshots. SQLite: its backup API;
+    PostgreSQL: `forge store migrate --to sqlite:///DEST`, verified. Returns `dest`.
+    Here rather than a backend method: the PostgreSQL backend would import this module back."""
+    dest = Path(dest)
+    if backend.path is not None:
+        from . import db
+
+        return db.snapshot(backend.path, dest)
+    if dest.exists():
+        raise StoreError(f"{dest} exists; a snapshot never overwrites a file")
+    migrate(dataclasses.replace(settings, database_url=backend.url), Target("sqlite", dest, None))
+    return dest
 
 
 def migrate(settings: "Settings", to: str | Target, *, progress=None) -> Migrated:

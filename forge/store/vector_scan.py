@@ -49,10 +49,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import db
-from ..errors import LockTimeout, StoreError
-from ..fileio import locked
-from ..log import log
+from . import db
+from ..core.errors import LockTimeout, StoreError
+from ..core.fileio import locked
+from ..core.log import log
 
 if TYPE_CHECKING:
     import numpy as np

@@ -1,0 +1,72 @@
+"""A1: what a deliberate note is, read the same way by the aggregation tier and the conflict
+check: an optional label (a few words before a colon) and comma-separated details, cut into words
+by the tier's one tokenizer (case and accents folded, digit runs split from letter runs)."""
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+
+# A label is a few words before a colon: `Matériel : …`, `Hardware: …`.
+LABEL_MAX_WORDS = 3
+_WORD = re.compile(r"[^\W\d_]+|\d+", re.UNICODE)
+_LABEL = re.compile(r"^\s*([^:,\n]{1,40}?)\s*:\s+(?=\S)")
+_DETAIL_SPLIT = re.compile(r"(?<!\d),|,(?!\d)")
+
+# Combining marks left by NFKD (accents): removed, as FTS5's remove_diacritics does.
+_MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+
+
+def _fold(text: str) -> str:
+    return _MARKS.sub("", unicodedata.normalize("NFKD", text.casefold()))
+
+
+def words(text: str) -> list[str]:
+    """The tokenizer of the tier: case and accents folded, digit runs split from letter runs
+    (`256Go` -> `256`, `go`; `n'a` -> `n`, `a`), in order."""
+    return _WORD.findall(_fold(text))
+
+
+def word_set(text: str) -> frozenset[str]:
+    return frozenset(words(text))
+
+
+@dataclass
+class Note:
+    entry: Any                       # rag.Entry (or a planned aggregate in the hot-block preview)
+    label: str | None                # the label's surface with its colon, e.g. "Matériel : "
+    label_words: frozenset[str]
+    details: list[str]
+    detail_words: list[frozenset[str]]
+
+    @property
+    def head(self) -> frozenset[str]:
+        return self.detail_words[0]
+
+    @property
+    def all_words(self) -> frozenset[str]:
+        return self.label_words.union(*self.detail_words)
+
+
+def parse_note(entry: Any) -> Note | None:
+    """A note: optional label, then comma-separated details. None for text that is not a note
+    (several lines, or nothing but punctuation)."""
+    text = str(entry.content).strip()
+    if not text or "\n" in text:
+        return None
+    label = None
+    m = _LABEL.match(text)
+    if m and len(words(m.group(1))) <= LABEL_MAX_WORDS and words(m.group(1)):
+        label = text[:m.end()]
+        text = text[m.end():]
+    details, dwords = [], []
+    for raw in _DETAIL_SPLIT.split(text):
+        detail = raw.strip()
+        ws = word_set(detail)
+        if ws:
+            details.append(detail)
+            dwords.append(ws)
+    if not details:
+        return None
+    return Note(entry, label, word_set(label) if label else frozenset(), details, dwords)

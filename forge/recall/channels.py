@@ -1,0 +1,160 @@
+"""The channels of one recall, over the store's primitives (forge/store/rag.py): the query
+prepared (its vector, the cutoff in force, the fingerprint), the vector channel, the word
+channel's admitted words (recall_words) and its query, both channels side by side
+(search_channels), and the seed's union on entry id (search_hybrid: recall --vector-k/
+--lexical-k, calibrate, GET /search). recall_rank fuses the same channels into one ranking.
+A recall's query goes down from here to the store and never climbs back."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ..core.log import log
+from ..store import rag
+from ..store.common import beyond_cutoff
+from ..store.identity import query_fingerprint, resolve_cutoff
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..store.backend import Backend
+    from ..store.rag import Store
+    from ..store.results import SearchResult
+
+
+def prepare_query(store: "Store", query: str, query_vector: "np.ndarray | None" = None
+                  ) -> tuple["np.ndarray | None", float | None, str]:
+    """What every recall starts with: the query's vector (embedded unless given, and not at
+    all when the store has no vector yet), the cutoff in force and the fingerprint. A stale or
+    untagged cutoff is warned about once per store."""
+    qvec = query_vector
+    if qvec is None and rag.has_vectors(store):
+        qvec = store.checked_embedder().embed_query(query)
+    fingerprint = query_fingerprint(store.settings, store.identity)
+    cutoff, warning = resolve_cutoff(store.settings, fingerprint)
+    if warning and not store._cutoff_warned:
+        log.warning(warning)
+        store._cutoff_warned = True
+    return qvec, cutoff, fingerprint
+
+
+def search_vector(store: "Store", qvec: "np.ndarray | None", *, k: int,
+                  project: str | None = None, kind: str | None = None) -> list[tuple[int, float]]:
+    """(entry id, distance) of the k nearest, the project filter inside the KNN. With `kind`,
+    an exact scan of that kind's vectors."""
+    if k <= 0 or qvec is None:
+        return []
+    return store.backend.search_vector(qvec, k=k, project=project, kind=kind)
+
+
+def admitted_words(store: "Store", text: str) -> list[str]:
+    """V5: the query's words that `is_informative` admits in this store."""
+    return _admitted_words(store.backend, store.settings.recall_lexical_max_df, text)
+
+
+def _admitted_words(backend: "Backend", max_df: float, text: str) -> list[str]:
+    """V5 as wave 3 amends it (recall_words.py): no function word, rare in the store,
+    with the store's inflected forms of each word."""
+    from . import recall_words
+
+    return recall_words.admitted(backend, max_df, text)
+
+
+def search_lexical(store: "Store", words: Sequence[str], *, k: int,
+                   project: str | None = None, kind: str | None = None) -> list[tuple[int, float]]:
+    """(entry id, score) of the best k entries holding any admitted word, best first (lower
+    is better: SQLite's bm25)."""
+    return _search_lexical(store.backend, words, k=k, project=project, kind=kind)
+
+
+def _search_lexical(backend: "Backend", words: Sequence[str], *, k: int,
+                    project: str | None, kind: str | None) -> list[tuple[int, float]]:
+    if k <= 0 or not words or not backend.fts:
+        return []
+    return backend.search_words(words, k=k, project=project, kind=kind)
+
+
+def search_channels(store: "Store", query: str, qvec: "np.ndarray | None", *, vector_k: int,
+                    lexical_k: int, project: str | None = None, kind: str | None = None
+                    ) -> tuple[list[tuple[int, float]], list[str], list[tuple[int, float]]]:
+    """Both channels of one recall: (vector hits, admitted words, word hits), exactly as
+    `search_vector`, `admitted_words` and `search_lexical` called in turn give them.
+
+    On a large store the word channel (document frequencies, then the FTS5 query) costs as
+    much as the vector scan; a backend that offers `word_reader()` (SQLite from
+    RECALL_SCAN_MIN_ENTRIES entries: a second connection to the same file) runs it in a
+    second thread while this one scans the vectors — SQLite and numpy both let go of the GIL,
+    so the recall takes about the time of the slower channel. The same statements read the
+    same file: the same rows in the same order with the same scores. An error in the word
+    thread is raised here, as it would have been in turn; the thread is always waited for.
+    """
+    make_reader = getattr(store.backend, "word_reader", None)  # optional (forge/store/backend.py)
+    reader = make_reader() if make_reader is not None and lexical_k > 0 else None
+    if reader is None:
+        vector = search_vector(store, qvec, k=vector_k, project=project, kind=kind)
+        words = admitted_words(store, query)
+        return vector, words, search_lexical(store, words, k=lexical_k, project=project, kind=kind)
+    import threading
+
+    max_df = store.settings.recall_lexical_max_df
+    done: dict[str, Any] = {}
+
+    def word_channel() -> None:
+        try:
+            words = _admitted_words(reader, max_df, query)
+            done["result"] = words, _search_lexical(reader, words, k=lexical_k, project=project,
+                                                    kind=kind)
+        except BaseException as e:  # raised again in the caller's thread
+            done["error"] = e
+
+    thread = threading.Thread(target=word_channel, name="forge-word-channel", daemon=True)
+    thread.start()
+    try:
+        vector = search_vector(store, qvec, k=vector_k, project=project, kind=kind)
+    finally:
+        thread.join()
+    if "error" in done:
+        raise done["error"]
+    words, lexical = done["result"]
+    return vector, words, lexical
+
+
+# `forge recall`'s query is a question, not a document: past this it is refused (the embedded
+# model reads about 512 tokens, some 2,900 characters of prose, and would silently cut it).
+MAX_QUERY_CHARS = 2000
+
+
+def search_hybrid(store: "Store", query: str, *, project: str | None = None, vector_k: int = 5,
+                  lexical_k: int = 5, query_vector: "np.ndarray | None" = None,
+                  kind: str | None = None, replaced: bool = False) -> "SearchResult":
+    """V6: a union on entry id — vector rows by distance, then word-only rows by bm25; the
+    cutoff (V4) applies to vector-only rows. Raises ServerError when the embedder is down.
+
+    `query_vector`: an already embedded query (calibration, benchmarks) — no embedding call.
+    `kind`: that kind's entries only. `replaced`: keep entries a newer one replaced (A9).
+    """
+    from ..store.results import SearchResult, SearchRow
+
+    qvec, cutoff, fingerprint = prepare_query(store, query, query_vector)
+    vector, words, lexical = search_channels(store, query, qvec, vector_k=vector_k,
+                                             lexical_k=lexical_k, project=project, kind=kind)
+    entries = rag.entries_by_id(store, [i for i, _ in vector] + [i for i, _ in lexical])
+    if not replaced:
+        entries = {i: e for i, e in entries.items() if not rag.is_replaced(e)}
+    bm25 = dict(lexical)
+    rows: list[SearchRow] = []
+    dropped: list[float] = []
+    for entry_id, distance in vector:
+        entry = entries.get(entry_id)
+        if entry is None:  # an orphan vector not swept yet
+            continue
+        channel = "both" if entry_id in bm25 else "vector"
+        if beyond_cutoff(channel, distance, cutoff):
+            dropped.append(distance)
+            continue
+        rows.append(SearchRow(entry, channel, distance, bm25.get(entry_id)))
+    vector_ids = {i for i, _ in vector}
+    for entry_id, score in lexical:
+        if entry_id not in vector_ids and entry_id in entries:
+            rows.append(SearchRow(entries[entry_id], "lexical", None, score))
+    return SearchResult(rows, len(dropped), min(dropped) if dropped else None, cutoff,
+                        fingerprint, words)

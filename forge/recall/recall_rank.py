@@ -1,0 +1,346 @@
+"""The rows budget: ONE fused ranking of both channels fills `limit` rows (`forge recall --limit`).
+
+Wave 2's default ordering (SPEC V6, issue 12), used by `forge recall`, `recall --queries`
+(recall_batch), the chat recall graph (V8) and bench/locomo.py. `channels.search_hybrid` with its
+per-channel budgets stays for calibration (`--vector-k/--lexical-k`).
+
+How a row earns its place (`fused`, printed with every row):
+- Each channel searches a deeper pool than the budget: `pool(limit)` = max(30, limit)
+  candidates, the vector channel by distance, the word channel by bm25 over the admitted words
+  (V5 as wave 3 amends it: forge/recall/recall_words.py).
+- Normalised-score fusion (the default, `fusion="normalised"`): within the vector pool a
+  candidate's score is its place between the pool's best and the pool's last,
+  (last - x) / (last - best): 1 for the nearest, 0 for the pool's last, 1 when the pool holds
+  one value. Since issue 22 a word candidate's share is its bm25 over the pool's best (1 for
+  the best match, never 0) times `word_coverage`: the share of the question's content words
+  (idf-weighed; function words out, inflected forms counted as the word) the entry holds.
+  fused = vector share + word share (weights 1:1; a channel that did not find it adds 0), so
+  fused is in [0, 2], and an entry both channels found is ONE row (channel "both") with both
+  shares. Since issue 22 the latent-term channel (recall_sparse, RECALL_SPARSE) adds a third
+  share, min-max over its own pool, so fused is in [0, 3]: a row only it found is channel
+  "latent", and every row it found carries its dot product (`sparse`); the other tags keep
+  their meaning (the two word/vector channels). `fusion="rrf"` (measured, not the default): 1/(K + rank) per channel, K = 60.
+  A fused score is relative to this query's two pools: it orders, and NOTHING ever refuses on
+  it (a cutoff on it would mean something different for every query and every store size).
+- The V4 cutoff keeps its meaning: a distance, applied to vector-only candidates before the
+  budget is cut, so a slot it frees goes to the next candidate that passes. Word matches
+  (lexical or both) are never judged by a distance.
+- Ties (equal fused scores) break on distance, then bm25, then entry id: deterministic.
+- Neighbours of a hit (`neighbours=True`, the default): when the best row is an archived
+  exchange that BOTH channels found, the archived exchanges just before and after it (same
+  project, by id: the order compaction wrote them) join the rows, tagged channel "neighbour"
+  with `neighbour_of` = the hit's id, no distance, no bm25, no fused score (one the ranking
+  already holds moves up beside the hit and keeps its own tags); the budget stays `limit`
+  (they push the last rows out). Where they go depends on how strong the hit is:
+  * an agreed hit (both channels put it FIRST: the nearest vector and the best word match):
+    right after it;
+  * a weak hit (both channels found it, one of them ranked another entry first): after the
+    first WEAK_HIT_KEEPS (5) rows, so a weak hit never changes the first five rows, and brings
+    no neighbour at all into a budget of 5 or fewer.
+  A conversation's answer is often the turn next to the one that shares the question's words.
+  Deliberate entries have no neighbours. They are added after the cutoff, beside a word match,
+  so it never judges them.
+- RECALL_MIN_COVERAGE (opt-in, forge/recall/refusal.py): the whole recall is refused (no row) when
+  none of the vector channel's 5 nearest entries holds enough of the question's latent terms.
+
+Why these: measured on LoCoMo and on tests/fixtures/personal_facts.json (README, "Retrieval:
+what was tried"); normalised beat RRF on both sets, the neighbours of an agreed hit added 3
+points at 10 rows, those of a weak hit after the first five rows 2.4 more (and nothing lost at
+5 rows).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..store import rag
+from ..store.common import ARCHIVE_KIND, beyond_cutoff
+from . import channels
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..store.rag import SearchResult, Store
+
+
+DEFAULT_LIMIT = 10
+RRF_K = 60
+MIN_POOL = 30
+WEAK_HIT_KEEPS = 5   # the first rows a weak hit's neighbours never displace
+# The word share (issue 22, measured in docs/recall.md): a candidate's bm25 over the pool's best
+# ("ratio"; "minmax", issue 12's place in the pool, gave the pool's last 0 even when it was the
+# only other word match), times the share of the question's content words it holds ("coverage";
+# "flat": not weighed), so one weak word cannot lift a row above a clearly nearer vector.
+WORD_WEIGHT = "coverage"
+WORD_SHARE = "ratio"
+
+
+def pool(limit: int) -> int:
+    """Candidates each channel brings to the fusion for a budget of `limit` rows: 30 up to a
+    budget of 30, so the normalised scores (relative to the pools) and therefore the order of
+    the first rows do not change with `--limit`."""
+    return max(MIN_POOL, limit)
+
+
+@dataclass
+class Candidate:
+    entry_id: int
+    distance: float | None = None
+    bm25: float | None = None
+    vector_rank: int | None = None
+    lexical_rank: int | None = None
+    sparse: float | None = None   # the latent-term channel's dot product (recall_sparse)
+
+    @property
+    def channel(self) -> str:
+        """The two channels' tags as before issue 22; "latent": found by the latent-term
+        channel alone (its score is `sparse`, on any row it found)."""
+        if self.vector_rank is not None and self.lexical_rank is not None:
+            return "both"
+        if self.vector_rank is None and self.lexical_rank is None and self.sparse is not None:
+            return "latent"
+        return "vector" if self.vector_rank is not None else "lexical"
+
+
+def _candidates(vector: list[tuple[int, float]], lexical: list[tuple[int, float]]
+                ) -> dict[int, Candidate]:
+    """One candidate per entry id, with its distance, bm25 and rank in each channel."""
+    found: dict[int, Candidate] = {}
+    for rank, (entry_id, distance) in enumerate(vector, 1):
+        found.setdefault(entry_id, Candidate(entry_id))
+        found[entry_id].distance, found[entry_id].vector_rank = distance, rank
+    for rank, (entry_id, score) in enumerate(lexical, 1):
+        found.setdefault(entry_id, Candidate(entry_id))
+        found[entry_id].bm25, found[entry_id].lexical_rank = score, rank
+    return found
+
+
+def _best_first(scored: list[tuple[Candidate, float]]) -> list[tuple[Candidate, float]]:
+    """By fused score; ties on distance, then bm25, then id."""
+    scored.sort(key=lambda item: (-item[1], item[0].distance if item[0].distance is not None
+                                  else float("inf"), item[0].bm25 if item[0].bm25 is not None
+                                  else 0.0, item[0].entry_id))
+    return scored
+
+
+def rrf(vector: list[tuple[int, float]], lexical: list[tuple[int, float]], *,
+        k: int = RRF_K, lexical_weight: float = 1.0) -> list[tuple[Candidate, float]]:
+    """(candidate, fused score) best first: one candidate per entry id."""
+    def fused(c: Candidate) -> float:
+        return sum(w / (k + r) for r, w in ((c.vector_rank, 1.0), (c.lexical_rank, lexical_weight))
+                   if r is not None)
+
+    return _best_first([(c, round(fused(c), 6)) for c in _candidates(vector, lexical).values()])
+
+
+def normalised(vector: list[tuple[int, float]], lexical: list[tuple[int, float]],
+               word_weights: dict[int, float] | None = None, word_share: str = "minmax",
+               sparse: list[tuple[int, float]] | None = None) -> list[tuple[Candidate, float]]:
+    """The alternative measured in the ablation: each channel's score min-max normalised over
+    its own pool (nearest / best bm25 = 1, the pool's last = 0), summed with weights 1:1.
+    `word_share="ratio"`: a word candidate's share is its bm25 over the pool's best instead;
+    `word_weights` (entry id -> factor in [0, 1]) scales a candidate's word share.
+    `sparse` (entry id, dot product, higher better): the latent-term channel, a third share
+    min-max normalised over its pool (1 when it holds one value), as the ablation built it."""
+    base = _candidates(vector, lexical)
+    scored: dict[int, float] = {}
+    if sparse:
+        lo, hi = min(v for _, v in sparse), max(v for _, v in sparse)
+        for entry_id, v in sparse:
+            base.setdefault(entry_id, Candidate(entry_id)).sparse = v
+            scored[entry_id] = 1.0 if hi == lo else (v - lo) / (hi - lo)
+    for pairs, weights in ((vector, None), (lexical, word_weights)):   # lower is better for both
+        if not pairs:
+            continue
+        lo, hi = min(v for _, v in pairs), max(v for _, v in pairs)
+        ratio = word_share == "ratio" and pairs is lexical and lo < 0
+        for entry_id, v in pairs:
+            share = (v / lo if ratio else 1.0 if hi == lo else (hi - v) / (hi - lo))
+            if weights is not None:
+                share *= weights.get(entry_id, 1.0)
+            scored[entry_id] = scored.get(entry_id, 0.0) + share
+    return _best_first([(base[i], round(s, 6)) for i, s in scored.items()])
+
+
+def word_coverage(store: "Store", query: str, lexical: list[tuple[int, float]]
+                  ) -> dict[int, float]:
+    """entry id -> the share of the question's content words (function words out, each weighed
+    by its idf in the store, a word no entry holds weighing the most) that the entry holds, a
+    word's inflected forms counting as the word: a row found by one word of a question that asks
+    about three others weighs a quarter of one that holds them all."""
+    import math
+
+    from . import recall_words
+
+    if not lexical:
+        return {}
+    backend = store.backend
+    total = rag.count_entries(store)
+    groups = {w: set(recall_words.forms(backend, w, recall_words.POLICY.stems))
+              for w in recall_words.query_forms(backend, query)}
+    df = backend.document_frequency([f for forms in groups.values() for f in forms])
+    idf = {w: math.log(1 + (total - d + 0.5) / (d + 0.5))
+           for w, forms in groups.items() for d in [max((df.get(f, 0) for f in forms), default=0)]}
+    whole = sum(idf.values())
+    ids = [i for i, _ in lexical]
+    out = dict.fromkeys(ids, 0.0)
+    for word, forms in groups.items():
+        present = [f for f in forms if df.get(f)]
+        for entry_id in backend.holders(present, ids) if present and whole else ():
+            out[entry_id] += idf[word] / whole
+    return out if whole else dict.fromkeys(ids, 1.0)
+
+
+def recall(store: "Store", query: str, *, limit: int | None = None,
+           vector_k: int | None = None, lexical_k: int | None = None,
+           project: str | None = None, kind: str | None = None, neighbours: bool = True,
+           query_vector: "np.ndarray | None" = None, replaced: bool = False) -> "SearchResult":
+    """`forge recall`'s choice, for every front end (CLI, batch, HTTP): the fused rows budget
+    (`limit`, DEFAULT_LIMIT when nothing is given), or, when only per-channel budgets are given,
+    the seed's union (V6) with 5 for the one left out (calibration). `replaced`: entries a
+    newer one replaced (A9) are rows too (`recall --all`); by default they are not."""
+    if limit is None and (vector_k is not None or lexical_k is not None):
+        return channels.search_hybrid(store, query, project=project, kind=kind,
+                                 vector_k=5 if vector_k is None else vector_k,
+                                 lexical_k=5 if lexical_k is None else lexical_k,
+                                 query_vector=query_vector, replaced=replaced)
+    return search(store, query, limit=limit or DEFAULT_LIMIT, project=project, kind=kind,
+                  query_vector=query_vector, neighbours=neighbours, replaced=replaced)
+
+
+def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: str | None = None,
+           kind: str | None = None, query_vector: "np.ndarray | None" = None, vector_pool: int | None = None,
+           lexical_pool: int | None = None, rrf_k: int = RRF_K,
+           lexical_weight: float = 1.0, neighbours: bool = True,
+           fusion: str = "normalised", strong: str = "tiered",
+           word_weight: str | None = None, replaced: bool = False, latent: bool = True
+           ) -> "SearchResult":
+    """`limit` rows (fewer only when the store has fewer passing candidates), best fused first.
+    `latent`: the latent-term channel when the store has its index (recall_sparse; False for
+    the ablation's two-channel rows).
+
+    Raises ServerError when the embedder is down, like channels.search_hybrid.
+    """
+    from . import recall_sparse
+
+    # the latent pass runs beside the query's dense embedding (rrf is the two-channel ablation)
+    pending = recall_sparse.query_terms(store, query) if latent and fusion != "rrf" else None
+    qvec, cutoff, fingerprint = channels.prepare_query(store, query, query_vector)
+    depth = pool(limit)
+    vector, words, lexical = channels.search_channels(store, query, qvec, vector_k=vector_pool or depth,
+                                                 lexical_k=lexical_pool or depth,
+                                                 project=project, kind=kind)
+    if fusion == "rrf":
+        ranked = rrf(vector, lexical, k=rrf_k, lexical_weight=lexical_weight)
+    else:
+        weights = (word_coverage(store, query, lexical) if (word_weight or WORD_WEIGHT) == "coverage"
+                   else None)
+        ranked = normalised(vector, lexical, weights, WORD_SHARE,
+                            sparse=recall_sparse.search(store, query, k=depth, project=project,
+                                                        kind=kind, terms=pending)
+                            if latent else None)
+    result = fill(store, ranked, limit=limit, cutoff=cutoff, fingerprint=fingerprint, words=words,
+                  replaced=replaced,
+                  farthest=vector[-1][1] if len(vector) >= (vector_pool or depth) else None)
+    after = neighbours_after(result.rows, vector, lexical, strong) if neighbours else None
+    if after is not None:
+        result.rows = with_neighbours(store, result.rows, limit=limit, after=after)
+    if store.settings.recall_min_coverage is not None:   # opt-in: nothing imported when off
+        from . import refusal
+
+        result = refusal.apply(store, query, vector, result)
+    return result
+
+
+def neighbours_after(rows: list, vector: list[tuple[int, float]], lexical: list[tuple[int, float]],
+                     rule: str = "tiered") -> int | None:
+    """How many rows stay ahead of the best row's neighbours; None: it brings none.
+
+    "tiered" (the default): 1 for an agreed hit (the nearest vector AND the best word match),
+    WEAK_HIT_KEEPS for a weak one (both channels found it, one put another entry first): a
+    common-enough word can make a mediocre vector hit the top `both` row (the sample
+    transcript's power-cut question does), so its neighbours may take the later rows, never the
+    first five, where the real answer may stand. "agreed": agreed hits only (shipped before,
+    kept for the ablation). "both": any `both` top row, right after it (first shipped: its
+    neighbours pushed the power-cut question's answer out of the first five).
+    """
+    if not rows or rows[0].channel != "both":
+        return None
+    if rule == "both":
+        return 1
+    top = rows[0].entry.id
+    if vector and lexical and vector[0][0] == top and lexical[0][0] == top:
+        return 1
+    return WEAK_HIT_KEEPS if rule == "tiered" else None
+
+
+def neighbour_ids(store: "Store", entry: "rag.Entry") -> list[int]:
+    """The archived exchanges just before and after `entry` in the same project."""
+    if entry.kind != ARCHIVE_KIND:
+        return []
+    return store.backend.adjacent_ids(entry.id, kind=ARCHIVE_KIND, project=entry.project)
+
+
+def with_neighbours(store: "Store", rows: list, *, limit: int, after: int = 1) -> list:
+    """`rows` with the best row's neighbouring exchanges placed after the first `after` rows
+    (1: right after it), when it is an archived exchange found by both channels; still at most
+    `limit` rows. A neighbour already among the first `after` rows stays where it is."""
+    if not rows or rows[0].channel != "both" or limit <= after:
+        return rows
+    around = neighbour_ids(store, rows[0].entry)
+    present = {r.entry.id: r for r in rows}
+    new = rag.entries_by_id(store, [i for i in around if i not in present])
+    head = rows[:after]
+    kept = {r.entry.id for r in head}
+    beside = [present.get(i) or rag.SearchRow(new[i], "neighbour", None, None,
+                                              neighbour_of=rows[0].entry.id)
+              for i in sorted(around) if (i in present or i in new) and i not in kept]
+    moved = {r.entry.id for r in beside}
+    rest = [r for r in rows[after:] if r.entry.id not in moved]
+    return (head + beside + rest)[:limit]
+
+
+def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
+         cutoff: float | None, fingerprint: str, words: list[str],
+         replaced: bool = False, farthest: float | None = None) -> "SearchResult":
+    """Walk the fused ranking: vector-only candidates beyond the cutoff are dropped (and
+    counted), orphan vectors skipped, entries a newer one replaced skipped unless `replaced`
+    (A9; a fold's sources stay, A5), until `limit` rows are taken.
+
+    A latent-only row has no distance, but it was not among the vector channel's nearest, so it
+    is at least as far as that pool's last (`farthest`, None when the pool holds the whole
+    store): beyond the cutoff when that is. The cutoff keeps its meaning: the latent channel
+    never brings back a row farther than it."""
+    rows: list[rag.SearchRow] = []
+    dropped: list[float] = []
+    passing: list[tuple[Candidate, float]] = []
+    for candidate, score in ranked:
+        if candidate.channel == "latent" and cutoff is not None and farthest is not None \
+                and farthest > cutoff:
+            continue   # not counted: `dropped_by_cutoff` counts vector rows (V4's note)
+        elif beyond_cutoff(candidate.channel, candidate.distance, cutoff):
+            dropped.append(candidate.distance)
+        else:
+            passing.append((candidate, score))
+    start = 0
+    while len(rows) < limit and start < len(passing):   # read only the entries that are used
+        chunk = passing[start:start + limit - len(rows) + 2]
+        start += len(chunk)
+        entries = rag.entries_by_id(store, [c.entry_id for c, _ in chunk])
+        for candidate, score in chunk:
+            entry = entries.get(candidate.entry_id)
+            if entry is not None and len(rows) < limit and (replaced or not rag.is_replaced(entry)):
+                # None: an orphan vector not swept yet
+                rows.append(rag.SearchRow(entry, candidate.channel, candidate.distance,
+                                          candidate.bm25, fused=score, sparse=candidate.sparse))
+    return rag.SearchResult(rows, len(dropped), min(dropped) if dropped else None, cutoff,
+                            fingerprint, words)
+
+
+def describe() -> dict[str, Any]:
+    """The fusion's constants, for reports (`--json` documents, bench output)."""
+    return {"fusion": "normalised", "weights": "1:1", "pool": f"max({MIN_POOL}, limit)",
+            "word_share": f"{WORD_SHARE} x {WORD_WEIGHT}",
+            "latent_share": "min-max over the latent-term pool (RECALL_SPARSE; recall_sparse)",
+            "neighbours": "of a both-channel archived hit: right after an agreed hit, "
+                          f"after the first {WEAK_HIT_KEEPS} rows for a weak one"}

