@@ -347,3 +347,37 @@ def test_the_latent_pass_beside_the_dense_one_gives_the_rows_of_the_pass_in_turn
     assert [(r.entry.id, r.channel, r.fused, r.sparse) for r in beside.rows] == \
         [(r.entry.id, r.channel, r.fused, r.sparse) for r in in_turn.rows]
     assert any(r.sparse for r in beside.rows)
+
+
+def test_on_a_large_store_the_latent_channel_runs_beside_the_others_with_the_same_rows(
+        monkeypatch, tmp_path):
+    """From LATENT_READER_MIN_ENTRIES entries (lowered here to this store's size) the dot
+    product runs on a second connection in a second thread while the vector and word channels
+    run: the same rows and scores as in turn, and it really ran on that connection."""
+    import threading
+
+    from forge.core.settings import load_settings
+    from forge.recall import recall_rank
+    from forge.store import rag
+    from forge.store.sqlite import SQLiteBackend
+
+    local = load_settings({"FORGE_DATA_DIR": str(tmp_path)}, cwd=tmp_path)
+    fill(local)
+    question = "Quand arrivent les factures d'électricité ?"
+    ran_on: list[tuple[str, bool]] = []
+    real = SQLiteBackend.search_sparse
+
+    def spy(self, terms, **kw):
+        ran_on.append((threading.current_thread().name, self.readonly))
+        return real(self, terms, **kw)
+
+    monkeypatch.setattr(SQLiteBackend, "search_sparse", spy)
+    with rag.open_store(local) as store:
+        monkeypatch.setattr(SQLiteBackend, "LATENT_READER_MIN_ENTRIES", 1)
+        beside = recall_rank.search(store, question, limit=8)
+        monkeypatch.setattr(SQLiteBackend, "LATENT_READER_MIN_ENTRIES", 10**9)
+        in_turn = recall_rank.search(store, question, limit=8)
+    assert ran_on == [("forge-latent-channel", True), ("MainThread", False)]
+    assert [(r.entry.id, r.channel, r.fused, r.sparse) for r in beside.rows] == \
+        [(r.entry.id, r.channel, r.fused, r.sparse) for r in in_turn.rows]
+    assert any(r.sparse for r in beside.rows)

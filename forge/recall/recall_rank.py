@@ -227,6 +227,10 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     pending = recall_sparse.query_terms(store, query) if latent and fusion != "rrf" else None
     qvec, cutoff, fingerprint = channels.prepare_query(store, query, query_vector)
     depth = pool(limit)
+    # on a large store the latent channel's dot product runs beside the two others
+    latent_rows = (recall_sparse.search_beside(store, query, k=depth, project=project, kind=kind,
+                                               terms=pending)
+                   if latent and fusion != "rrf" else None)
     vector, words, lexical = channels.search_channels(store, query, qvec, vector_k=vector_pool or depth,
                                                  lexical_k=lexical_pool or depth,
                                                  project=project, kind=kind)
@@ -236,9 +240,7 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
         weights = (word_coverage(store, query, lexical) if (word_weight or WORD_WEIGHT) == "coverage"
                    else None)
         ranked = normalised(vector, lexical, weights, WORD_SHARE,
-                            sparse=recall_sparse.search(store, query, k=depth, project=project,
-                                                        kind=kind, terms=pending)
-                            if latent else None)
+                            sparse=latent_rows() if latent_rows is not None else None)
     result = fill(store, ranked, limit=limit, cutoff=cutoff, fingerprint=fingerprint, words=words,
                   replaced=replaced,
                   farthest=vector[-1][1] if len(vector) >= (vector_pool or depth) else None)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
+    from ..store.backend import Backend
     from ..store.rag import Store
 
 # How a query's latent term is admitted: "v5" (the word channel's rule, its small-store ramp
@@ -44,12 +45,13 @@ def enabled(store: "Store") -> bool:
     return sparse_head(store.embedder) == identity["sparse"]
 
 
-def admitted(store: "Store", terms: list[tuple[int, float]]) -> list[tuple[int, float]]:
+def admitted(store: "Store", terms: list[tuple[int, float]], backend: "Backend | None" = None
+             ) -> list[tuple[int, float]]:
     """The query's (term, weight) pairs V5's rule keeps (held by 1..max_df x N entries), within
     the postings budget."""
     from ..store.common import is_informative
 
-    backend = store.backend
+    backend = backend or store.backend
     total = backend.count_entries()
     if not terms or total == 0:
         return []
@@ -122,3 +124,40 @@ def search(store: "Store", query: str, *, k: int, project: str | None = None,
         return []
     pairs = terms() if terms is not None else store.embedder.sparse_query(query)  # type: ignore[attr-defined]
     return store.backend.search_sparse(admitted(store, pairs), k=k, project=project, kind=kind)
+
+
+def search_beside(store: "Store", query: str, *, k: int, project: str | None = None,
+                  kind: str | None = None,
+                  terms: "Callable[[], list[tuple[int, float]]] | None" = None
+                  ) -> "Callable[[], list[tuple[int, float]]]":
+    """`search`, started now in a second thread on the backend's `latent_reader()` (SQLite from
+    LATENT_READER_MIN_ENTRIES entries: a connection of its own) while the caller runs the
+    vector and word channels; the same statements on the same file, so the same rows. Returns
+    what to call for them (the thread's error is raised there). Without a reader, that call
+    runs `search` in turn."""
+    make_reader = getattr(store.backend, "latent_reader", None)   # optional (store/backend.py)
+    reader = make_reader() if make_reader is not None and k > 0 and enabled(store) else None
+    if reader is None:
+        return lambda: search(store, query, k=k, project=project, kind=kind, terms=terms)
+    import threading
+
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            pairs = terms() if terms is not None else store.embedder.sparse_query(query)  # type: ignore[attr-defined]
+            done["rows"] = reader.search_sparse(admitted(store, pairs, reader), k=k,
+                                                project=project, kind=kind)
+        except BaseException as e:  # raised again in the caller's thread
+            done["error"] = e
+
+    thread = threading.Thread(target=run, name="forge-latent-channel", daemon=True)
+    thread.start()
+
+    def result() -> list[tuple[int, float]]:
+        thread.join()
+        if "error" in done:
+            raise done["error"]
+        return done["rows"]
+
+    return result
