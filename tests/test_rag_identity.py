@@ -336,6 +336,17 @@ def test_fingerprint_is_six_hex_and_needs_no_network(settings):
     assert rag.query_fingerprint(settings, {**ident, "probe": "AAAA"}) == fp
 
 
+def test_a_fingerprint_is_hashlibs_sha256_whichever_module_computes_it(settings):
+    """identity._sha256 takes CPython's own SHA-256 module to spare a recall hashlib's OpenSSL
+    load: a tag written by calibrate before must still match, so the digest is hashlib's."""
+    import hashlib
+
+    from forge.store import identity
+
+    for data in (b"", "Qu'est-ce que l'\u00e9t\u00e9 ?".encode(), bytes(range(256)) * 40):
+        assert identity._sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()
+
+
 def test_fingerprint_follows_the_query_instruction(settings):
     server = replace(settings, embedding_url="http://127.0.0.1:9/embedding")
     ident = {"backend": "llamacpp", "model": "m.gguf", "dim": 1024, "document_prefix": ""}
