@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -151,12 +149,7 @@ def measure_latent(store: str, folder: Path, queries: int, seed: int) -> dict:
 
 
 def fresh(script_args: list[str]) -> dict:
-    """This script's `--measure` in a new process (nothing of the build left in memory)."""
-    proc = subprocess.run([sys.executable, __file__, *script_args], capture_output=True,
-                          text=True, env=os.environ.copy())
-    if proc.returncode != 0:
-        sys.exit(proc.stderr)
-    return json.loads(proc.stdout)
+    return pl.fresh(script_args, __file__)
 
 
 def latent_main(args: argparse.Namespace, url: str, folder: Path) -> None:

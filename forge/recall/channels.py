@@ -6,7 +6,7 @@ channel's admitted words (recall_words) and its query, both channels side by sid
 A recall's query goes down from here to the store and never climbs back."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..core.log import log
 from ..store import rag
@@ -93,28 +93,20 @@ def search_channels(store: "Store", query: str, qvec: "np.ndarray | None", *, ve
         vector = search_vector(store, qvec, k=vector_k, project=project, kind=kind)
         words = admitted_words(store, query)
         return vector, words, search_lexical(store, words, k=lexical_k, project=project, kind=kind)
-    import threading
+    from ..core.background import Job
 
     max_df = store.settings.recall_lexical_max_df
-    done: dict[str, Any] = {}
 
-    def word_channel() -> None:
-        try:
-            words = _admitted_words(reader, max_df, query)
-            done["result"] = words, _search_lexical(reader, words, k=lexical_k, project=project,
-                                                    kind=kind)
-        except BaseException as e:  # raised again in the caller's thread
-            done["error"] = e
+    def word_channel() -> tuple[list[str], list[tuple[int, float]]]:
+        words = _admitted_words(reader, max_df, query)
+        return words, _search_lexical(reader, words, k=lexical_k, project=project, kind=kind)
 
-    thread = threading.Thread(target=word_channel, name="forge-word-channel", daemon=True)
-    thread.start()
+    job = Job(word_channel, "forge-word-channel")
     try:
         vector = search_vector(store, qvec, k=vector_k, project=project, kind=kind)
     finally:
-        thread.join()
-    if "error" in done:
-        raise done["error"]
-    words, lexical = done["result"]
+        job.wait()
+    words, lexical = job.result()
     return vector, words, lexical
 
 

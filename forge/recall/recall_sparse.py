@@ -16,7 +16,7 @@ costs nothing.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from ..store.backend import Backend
@@ -91,26 +91,10 @@ def query_terms(store: "Store", query: str) -> "Callable[[], list[tuple[int, flo
     channel is off for this store."""
     if not enabled(store):
         return None
-    import threading
+    from ..core.background import Job
 
-    done: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            done["terms"] = store.embedder.sparse_query(query)  # type: ignore[attr-defined]
-        except BaseException as e:  # raised again in the caller's thread
-            done["error"] = e
-
-    thread = threading.Thread(target=run, name="forge-latent-query", daemon=True)
-    thread.start()
-
-    def result() -> list[tuple[int, float]]:
-        thread.join()
-        if "error" in done:
-            raise done["error"]
-        return done["terms"]
-
-    return result
+    return Job(lambda: store.embedder.sparse_query(query),  # type: ignore[attr-defined]
+               "forge-latent-query").result
 
 
 def search(store: "Store", query: str, *, k: int, project: str | None = None,
@@ -139,25 +123,11 @@ def search_beside(store: "Store", query: str, *, k: int, project: str | None = N
     reader = make_reader() if make_reader is not None and k > 0 and enabled(store) else None
     if reader is None:
         return lambda: search(store, query, k=k, project=project, kind=kind, terms=terms)
-    import threading
+    from ..core.background import Job
 
-    done: dict[str, Any] = {}
+    def run() -> list[tuple[int, float]]:
+        pairs = terms() if terms is not None else store.embedder.sparse_query(query)  # type: ignore[attr-defined]
+        return reader.search_sparse(admitted(store, pairs, reader), k=k, project=project,
+                                    kind=kind)
 
-    def run() -> None:
-        try:
-            pairs = terms() if terms is not None else store.embedder.sparse_query(query)  # type: ignore[attr-defined]
-            done["rows"] = reader.search_sparse(admitted(store, pairs, reader), k=k,
-                                                project=project, kind=kind)
-        except BaseException as e:  # raised again in the caller's thread
-            done["error"] = e
-
-    thread = threading.Thread(target=run, name="forge-latent-channel", daemon=True)
-    thread.start()
-
-    def result() -> list[tuple[int, float]]:
-        thread.join()
-        if "error" in done:
-            raise done["error"]
-        return done["rows"]
-
-    return result
+    return Job(run, "forge-latent-channel").result
