@@ -80,6 +80,22 @@ def backend(request, monkeypatch) -> str:
     return request.param
 
 
+def kill_when_paused(proc, point: str) -> None:
+    """A real process started with FORGE_TEST_PAUSE_AT=`point`: wait until it says it paused
+    there (inside its transaction), then kill -9 it; it must die of that signal."""
+    import signal
+
+    try:
+        line = proc.stderr.readline()
+        assert line.strip() == f"paused at {point}", line
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+
+
 @pytest.fixture
 def runner():
     from click.testing import CliRunner

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import invoke
+from conftest import invoke, kill_when_paused
 
 # The table, on a fresh store of 8 entries (a new user's first try).
 TABLE = [
@@ -263,15 +262,7 @@ def test_a_kill_9_between_insert_and_link_leaves_neither(runner):
     cmd = [str(forge), "remember", "fact", "Le serveur a 64 Go de RAM", "--replaces", str(old)]
     proc = subprocess.Popen(cmd, env={**os.environ, "FORGE_TEST_PAUSE_AT": "replace_link"},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stderr.readline()
-        assert line.strip() == "paused at replace_link", line
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == -signal.SIGKILL
+    kill_when_paused(proc, "replace_link")
     assert entries(runner) == before                       # neither
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

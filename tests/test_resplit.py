@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import invoke
+from conftest import invoke, kill_when_paused
 
 from forge.store import rag
 from forge.core.settings import load_settings
@@ -111,15 +110,7 @@ def test_a_kill_between_insert_and_delete_then_a_rerun_keeps_every_exchange_once
     forge = Path(sys.executable).parent / "forge"
     proc = subprocess.Popen([str(forge), "resplit", "--apply", "--backup", str(tmp_path / "b1.db")],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stderr.readline()
-        assert line.strip() == "paused at resplit_insert", line
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == -signal.SIGKILL
+    kill_when_paused(proc, "resplit_insert")
     # A visible duplicate, never a loss: block A and its pieces are both in.
     stored = exchanges_stored(runner)
     assert render(BLOCK_A) in stored and render([BLOCK_A[0]]) in stored
