@@ -59,31 +59,6 @@ def latent_terms(rng, count: int, zipf_part: int, perm) -> list[tuple[int, float
     return list(zip(chosen, weights))
 
 
-class Latent(rl.Precomputed):
-    """Precomputed vectors and synthetic latent terms: the embedded embedder's sparse methods,
-    no model in the timing."""
-
-    def __init__(self, vectors, documents=(), queries=None):
-        super().__init__(vectors)
-        self.documents = list(documents)
-        self.documents_cursor = 0
-        self.queries = queries or {}
-
-    def identity(self):
-        return {**super().identity(), "sparse": LATENT_HEAD}
-
-    def sparse_head(self):
-        return LATENT_HEAD
-
-    def sparse_documents(self, texts):
-        out = self.documents[self.documents_cursor:self.documents_cursor + len(texts)]
-        self.documents_cursor += len(texts)
-        return out
-
-    def sparse_query(self, text):
-        return self.queries[text]
-
-
 def build_latent(store: str, folder: Path, size: int, seed: int) -> float:
     """bench's `build` with 64 latent terms an entry; the database-side seconds per entry."""
     import numpy as np
@@ -97,7 +72,8 @@ def build_latent(store: str, folder: Path, size: int, seed: int) -> float:
     perm = common_order()
     documents = [latent_terms(terms_rng, 64, 64, perm) for _ in range(size)]
     spent = 0.0
-    with rag.open_store(pl.settings_for(store, folder), embedder=Latent(vectors, documents)) as s:
+    embedder = rl.Precomputed(vectors, documents, head=LATENT_HEAD)
+    with rag.open_store(pl.settings_for(store, folder), embedder=embedder) as s:
         for start in range(0, size, 500):
             items = [rag.NewEntry(rl.KINDS[(start + i) % 5], texts[start + i],
                                   rl.PROJECTS[(start + i) % len(rl.PROJECTS)])
@@ -123,7 +99,8 @@ def measure_latent(store: str, folder: Path, queries: int, seed: int) -> dict:
     qterms = {t: latent_terms(np.random.default_rng([seed, n]), 256, 32, perm)
               for n, t in enumerate(qtexts)}
     out: dict = {}
-    with rag.open_store(pl.settings_for(store, folder), embedder=Latent(qvecs, queries=qterms)) as s:
+    embedder = rl.Precomputed(qvecs, query_terms=qterms, head=LATENT_HEAD)
+    with rag.open_store(pl.settings_for(store, folder), embedder=embedder) as s:
         assert recall_sparse.enabled(s), "the store's identity lacks the bench's latent head"
         postings = []
         for text in qtexts:

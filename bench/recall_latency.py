@@ -100,19 +100,20 @@ class Precomputed:
     backend = "bench"
     url = None
 
-    def __init__(self, vectors, terms=None, query_terms=None):
+    def __init__(self, vectors, terms=None, query_terms=None, head=SPARSE_HEAD):
         self.vectors = vectors
         self.cursor = 0
         self.terms = terms
         self.term_cursor = 0
         self.query_terms = query_terms
+        self.head = head   # what the store's identity records as the latent-term index
 
     def identity(self):
         return {"backend": "bench", "model": "random-unit-384", "dim": DIM, "document_prefix": "",
                 "sparse": self.sparse_head()}
 
     def sparse_head(self):
-        return None if self.terms is None and self.query_terms is None else SPARSE_HEAD
+        return None if self.terms is None and self.query_terms is None else self.head
 
     def sparse_documents(self, texts):
         out = self.terms[self.term_cursor:self.term_cursor + len(texts)]
