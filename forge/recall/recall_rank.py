@@ -223,14 +223,14 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     """
     from . import recall_sparse
 
-    # the latent pass runs beside the query's dense embedding (rrf is the two-channel ablation)
-    pending = recall_sparse.query_terms(store, query) if latent and fusion != "rrf" else None
+    latent = latent and fusion != "rrf"   # rrf is the two-channel ablation
+    # the latent pass runs beside the query's dense embedding
+    pending = recall_sparse.query_terms(store, query) if latent else None
     qvec, cutoff, fingerprint = channels.prepare_query(store, query, query_vector)
     depth = pool(limit)
     # on a large store the latent channel's dot product runs beside the two others
     latent_rows = (recall_sparse.search_beside(store, query, k=depth, project=project, kind=kind,
-                                               terms=pending)
-                   if latent and fusion != "rrf" else None)
+                                               terms=pending) if latent else None)
     vector, words, lexical = channels.search_channels(store, query, qvec, vector_k=vector_pool or depth,
                                                  lexical_k=lexical_pool or depth,
                                                  project=project, kind=kind)

@@ -106,8 +106,16 @@ def search(store: "Store", query: str, *, k: int, project: str | None = None,
     `query_terms` returned for this query (else the pass runs here)."""
     if k <= 0 or not enabled(store):
         return []
+    return _search_on(store, store.backend, query, k, project, kind, terms)
+
+
+def _search_on(store: "Store", backend: "Backend", query: str, k: int, project: str | None,
+               kind: str | None, terms: "Callable[[], list[tuple[int, float]]] | None"
+               ) -> list[tuple[int, float]]:
+    """The query's terms (the pass `terms` started, else one here), admitted and searched on
+    `backend`: the store's own, or the second connection search_beside runs it on."""
     pairs = terms() if terms is not None else store.embedder.sparse_query(query)  # type: ignore[attr-defined]
-    return store.backend.search_sparse(admitted(store, pairs), k=k, project=project, kind=kind)
+    return backend.search_sparse(admitted(store, pairs, backend), k=k, project=project, kind=kind)
 
 
 def search_beside(store: "Store", query: str, *, k: int, project: str | None = None,
@@ -125,9 +133,5 @@ def search_beside(store: "Store", query: str, *, k: int, project: str | None = N
         return lambda: search(store, query, k=k, project=project, kind=kind, terms=terms)
     from ..core.background import Job
 
-    def run() -> list[tuple[int, float]]:
-        pairs = terms() if terms is not None else store.embedder.sparse_query(query)  # type: ignore[attr-defined]
-        return reader.search_sparse(admitted(store, pairs, reader), k=k, project=project,
-                                    kind=kind)
-
-    return Job(run, "forge-latent-channel").result
+    return Job(lambda: _search_on(store, reader, query, k, project, kind, terms),
+               "forge-latent-channel").result

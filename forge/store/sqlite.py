@@ -392,8 +392,9 @@ class SQLiteBackend:
         connection of its own, from LATENT_READER_MIN_ENTRIES entries; None: run it in turn."""
         if self.missing or self.conn.in_transaction:
             return None
-        largest = self.conn.execute("select coalesce(max(id), 0) from memory_entries").fetchone()[0]
-        return self._reader("latent") if largest >= self.LATENT_READER_MIN_ENTRIES else None
+        if self._largest_id() < self.LATENT_READER_MIN_ENTRIES:
+            return None
+        return self._reader("latent")
 
     def _reader(self, purpose: str) -> "SQLiteBackend | None":
         """The read-only second connection kept for `purpose` (opened once, kept until close);
@@ -415,10 +416,12 @@ class SQLiteBackend:
         vec0's and the word channel runs in turn, so neither vector_scan (~10 ms of imports
         for a fresh process) nor a second connection is needed. max(id): O(log n), an upper
         bound on the count, so a store that passed the threshold is never taken for a small one."""
-        if self.scan_min_entries is None:
-            return True
-        largest = self.conn.execute("select coalesce(max(id), 0) from memory_entries").fetchone()[0]
-        return largest < self.scan_min_entries
+        return self.scan_min_entries is None or self._largest_id() < self.scan_min_entries
+
+    def _largest_id(self) -> int:
+        """max(id): O(log n), an upper bound on the entry count (what the readers' and the
+        vector copy's thresholds compare)."""
+        return self.conn.execute("select coalesce(max(id), 0) from memory_entries").fetchone()[0]
 
     # ------------------------------------------------------------------ lifecycle
 
