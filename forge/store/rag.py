@@ -34,7 +34,7 @@ from ..core.timestamps import utc_now
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..embedders import Embedder
+    from ..embedders import Embedder, QueryVector
     from ..core.settings import Settings
     from .backend import Backend
     from .results import Edited, Fold, FoldResult, ReindexResult, Remembered
@@ -332,8 +332,8 @@ def remember_many(store: Store, items: list[NewEntry], *, batch_size: int = 32,
             if key is not None:
                 first_in_batch[key] = i
             todo.append(i)
-    vectors = _embed_batched(store, [cleaned[i].content for i in todo], batch_size, on_progress)
-    terms = sparse_documents(store, [cleaned[i].content for i in todo])
+    vectors, terms = _embed_new(store, [cleaned[i].content for i in todo], batch_size,
+                                on_progress)
     if todo:
         try:
             _write_new(store, cleaned, keys, todo, vectors, results, terms)
@@ -348,13 +348,13 @@ def remember_many(store: Store, items: list[NewEntry], *, batch_size: int = 32,
 
 
 def _write_new(store: Store, cleaned: list[NewEntry], keys: list[str | None], todo: list[int],
-               vectors: "np.ndarray", results: list[Remembered | None],
+               vectors: "Sequence[QueryVector]", results: list[Remembered | None],
                terms: list[list[tuple[int, float]]] | None = None) -> None:
     from .results import Remembered
 
     backend = store.backend
     with backend.transaction():
-        _prepare_vectors(store, vectors.shape[1])
+        _prepare_vectors(store, len(vectors[0]))
         now = utc_now()
         for n, (i, vec) in enumerate(zip(todo, vectors)):
             existing = backend.id_for_dedup_key(keys[i])  # a concurrent writer got there first
@@ -384,19 +384,46 @@ def _insert(backend: "Backend", item: NewEntry, key: str | None, vec: "np.ndarra
     return entry_id
 
 
-def _embed_batched(store: Store, texts: list[str], batch_size: int,
-                   on_progress: Callable[[int], None] | None) -> "np.ndarray":
-    import numpy as np
+def _embed_new(store: Store, texts: list[str], batch_size: int,
+               on_progress: Callable[[int], None] | None
+               ) -> tuple["Sequence[QueryVector]", list[list[tuple[int, float]]] | None]:
+    """The unit rows and the latent terms (None: no index) of the texts to write. One text
+    (`forge remember`) runs both model passes at once, each on its own core (a short text takes
+    one OpenMP thread a pass): measured on 2 cores, ~25 ms of a fresh `remember`."""
+    if len(texts) != 1:
+        return (_embed_batched(store, texts, batch_size, on_progress),
+                sparse_documents(store, texts))
+    store.checked_embedder()   # first: a store whose identity records another index refuses
+    if sparse_head(store.embedder) is None or not store.backend.sparse_index:
+        return _embed_batched(store, texts, batch_size, on_progress), None
+    from ..core.background import Job
 
+    terms = Job(lambda: sparse_documents(store, texts), "forge-latent-terms")
+    return _embed_batched(store, texts, batch_size, on_progress), terms.result()
+
+
+def _embed_batched(store: Store, texts: list[str], batch_size: int,
+                   on_progress: Callable[[int], None] | None) -> "Sequence[QueryVector]":
+    """One unit row per text, the identity's dimension checked batch by batch: a numpy
+    matrix, or for one text the embedder's `embed_document` row (the embedded model's direct
+    engine gives an `array.array('f')`: `forge remember` imports no numpy)."""
     if not texts:
-        return np.zeros((0, 0), dtype=np.float32)
+        return []
     embedder = store.checked_embedder()
     expected = _expected_dim(store)
+    if len(texts) == 1:
+        row = embedder.embed_document(texts[0])
+        check_batch_dim(len(row), expected, embedder)
+        if on_progress:
+            on_progress(1)
+        return [row]
+    import numpy as np
+
     parts = []
     for start in range(0, len(texts), batch_size):
         chunk = texts[start:start + batch_size]
         vectors = embedder.embed_documents(chunk)
-        expected = check_batch_dim(vectors, expected, embedder)
+        expected = check_batch_dim(int(vectors.shape[1]), expected, embedder)
         parts.append(vectors)
         if on_progress:
             on_progress(len(chunk))
@@ -412,10 +439,9 @@ def _expected_dim(store: Store) -> int | None:
     return store.backend.vector_dim()
 
 
-def check_batch_dim(vectors: "np.ndarray", expected: int | None, embedder: "Embedder") -> int:
-    """A batch whose dimension is not the identity's (a server swapped between the probe and
-    this batch) stops the write before anything reaches the store."""
-    dim = int(vectors.shape[1])
+def check_batch_dim(dim: int, expected: int | None, embedder: "Embedder") -> int:
+    """A batch whose dimension `dim` is not the identity's (a server swapped between the probe
+    and this batch) stops the write before anything reaches the store."""
     if expected is not None and dim != expected:
         raise StoreError(
             f"the embedder ({embedder.backend}{' at ' + embedder.url if embedder.url else ''}) "
@@ -888,7 +914,7 @@ def _reindex(store: Store, batch_size: int,
         batch = backend.unstaged(batch_size)
         if batch:
             vectors = embedder.embed_documents([c for _, c in batch])
-            check_batch_dim(vectors, int(current["dim"]), embedder)
+            check_batch_dim(int(vectors.shape[1]), int(current["dim"]), embedder)
             terms = (embedder.sparse_documents([c for _, c in batch])  # type: ignore[attr-defined]
                      if current.get("sparse") and backend.sparse_index else None)
             with backend.transaction():

@@ -445,13 +445,21 @@ class SQLiteBackend:
             if erase:
                 self.conn.execute("pragma secure_delete = off")
             changed, self._vectors_changed = self._vectors_changed, None
-        if changed and self.scan_min_entries is not None and not (self.missing or self.readonly):
+        if changed and self._copy_follows():
             from . import vector_scan  # here, not at the top: listings never load it
 
             vector_scan.after_write(self.conn, self.path, min_entries=self.scan_min_entries,
                                     forgot=changed == "erased")  # vector_scan: the copy follows
         if erase:  # best effort: a reader holding an older snapshot keeps the old frames
             self.conn.execute("pragma wal_checkpoint(truncate)")
+
+    def _copy_follows(self) -> bool:
+        """A write must bring the vector copy in step: there is one, or the store has reached
+        RECALL_SCAN_MIN_ENTRIES (vector_scan.after_write creates it). Otherwise vector_scan is
+        not imported (~10 ms of a fresh `forge remember`)."""
+        if self.scan_min_entries is None or self.missing or self.readonly:
+            return False
+        return db.sidecar_path(self.path).exists() or not self._below_scan()
 
     def schema_version(self) -> int:
         return db.schema_version(self.conn)

@@ -86,8 +86,7 @@ _TRIGGERS = {
 }
 
 
-def sidecar_path(store_path: Path | str) -> Path:
-    return Path(str(store_path) + ".vectors")
+sidecar_path = db.sidecar_path
 
 
 def project_hash(project: str | None) -> int:
