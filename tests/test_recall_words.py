@@ -145,8 +145,11 @@ def test_both_backends_admit_the_same_words(postgres_url, settings):
             assert ranked[0] == ranked[1], q
             # the fusion's coverage reads which candidates hold each word: the same on both
             for word in admitted[0]:
-                held = [b.holders([word], list(range(1, 32))) for b in stores]
+                held = [b.holders({word: [word]}, list(range(1, 32)))[word] for b in stores]
                 assert held[0] == held[1] and held[0], (q, word)
+            groups = {w: [w, w + "s"] for w in admitted[0]} | {"nowhere": ["zzzqx"]}
+            both = [b.holders(groups, list(range(1, 32))) for b in stores]
+            assert both[0] == both[1] and both[0]["nowhere"] == set(), q
     finally:
         for b in stores:
             b.close()

@@ -86,9 +86,10 @@ def debug_enabled() -> bool:
     return os.environ.get("FORGE_DEBUG", "").strip() not in ("", "0", "false")
 
 
-def _terminal_columns() -> int:
-    """`shutil.get_terminal_size().columns` by its rules (COLUMNS, then the terminal of stdout,
-    then 80), without importing shutil: with bz2 and lzma it is ~2 ms of `forge --help`."""
+def terminal_columns(fallback: int = 80) -> int:
+    """`shutil.get_terminal_size((fallback, 24)).columns` by its rules (COLUMNS, then the
+    terminal of stdout, then `fallback`), without importing shutil: with bz2 and lzma it is
+    ~2 ms of `forge --help` or of a `forge recall` table."""
     try:
         columns = int(os.environ["COLUMNS"])
     except (KeyError, ValueError):
@@ -99,16 +100,16 @@ def _terminal_columns() -> int:
             columns = os.get_terminal_size(stdout.fileno()).columns  # type: ignore[union-attr]
         except (AttributeError, ValueError, OSError):
             columns = 0
-    return columns or 80
+    return columns or fallback
 
 
 class _HelpFormatter(click.HelpFormatter):
-    """Click's help formatter, its width found by `_terminal_columns`."""
+    """Click's help formatter, its width found by `terminal_columns`."""
 
     def __init__(self, indent_increment: int = 2, width: int | None = None,
                  max_width: int | None = None) -> None:
         if width is None and click.formatting.FORCED_WIDTH is None:
-            width = max(min(_terminal_columns(), max_width or 80) - 2, 50)
+            width = max(min(terminal_columns(), max_width or 80) - 2, 50)
         super().__init__(indent_increment, width, max_width)
 
 

@@ -105,13 +105,13 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *,
           wide: Sequence[str] = ("content",), headers: bool = True) -> str:
     """A human table (tabulate's "simple" layout, "plain" without headers). Columns in `wide`
     wrap to the terminal width; nothing is cut."""
-    import shutil   # with bz2 and lzma, ~2 ms: only a table needs the terminal's width
-
     from tabulate import tabulate
+
+    from .main import terminal_columns
 
     if not rows:
         return ""
-    width = shutil.get_terminal_size((120, 24)).columns
+    width = terminal_columns(120)
     narrow_width = sum(
         max(len(str(c)), *(len(str(_cell(r.get(c)))) for r in rows)) + 2
         for c in columns if c not in wide

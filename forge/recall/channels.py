@@ -6,7 +6,7 @@ channel's admitted words (recall_words) and its query, both channels side by sid
 A recall's query goes down from here to the store and never climbs back."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..core.log import log
 from ..store import rag
@@ -16,9 +16,10 @@ from ..store.identity import query_fingerprint, resolve_cutoff
 if TYPE_CHECKING:
     import numpy as np
 
+    from ..embedders import QueryVector
     from ..store.backend import Backend
     from ..store.rag import Store
-    from ..store.results import SearchResult
+    from ..store.search_results import SearchResult
 
 
 def prepare_query(store: "Store", query: str, query_vector: "np.ndarray | None" = None
@@ -29,12 +30,31 @@ def prepare_query(store: "Store", query: str, query_vector: "np.ndarray | None" 
     qvec = query_vector
     if qvec is None and rag.has_vectors(store):
         qvec = store.checked_embedder().embed_query(query)
+    return (qvec, *query_cutoff(store))
+
+
+def query_cutoff(store: "Store") -> tuple[float | None, str]:
+    """The cutoff in force and the fingerprint (prepare_query's last two)."""
     fingerprint = query_fingerprint(store.settings, store.identity)
     cutoff, warning = resolve_cutoff(store.settings, fingerprint)
     if warning and not store._cutoff_warned:
         log.warning(warning)
         store._cutoff_warned = True
-    return qvec, cutoff, fingerprint
+    return cutoff, fingerprint
+
+
+def query_vector_later(store: "Store", query: str, query_vector: "QueryVector | None" = None
+                       ) -> "Callable[[], QueryVector | None]":
+    """prepare_query's vector, embedded in a second thread from now: what to call for it (the
+    embedder's error is raised there). The identity check reads the store, so it runs here,
+    first; the model load and pass touch no connection, so `forge recall` reads the word
+    channel meanwhile (a fresh process: ~15 ms of model load beside ~10-15 ms of SQL)."""
+    if query_vector is not None or not rag.has_vectors(store):
+        return lambda: query_vector
+    from ..core.background import Job
+
+    embedder = store.checked_embedder()
+    return Job(lambda: embedder.embed_query(query), "forge-query-vector").result
 
 
 def search_vector(store: "Store", qvec: "np.ndarray | None", *, k: int,
@@ -73,11 +93,14 @@ def _search_lexical(backend: "Backend", words: Sequence[str], *, k: int,
     return backend.search_words(words, k=k, project=project, kind=kind)
 
 
-def search_channels(store: "Store", query: str, qvec: "np.ndarray | None", *, vector_k: int,
-                    lexical_k: int, project: str | None = None, kind: str | None = None
+def search_channels(store: "Store", query: str,
+                    qvec: "QueryVector | None | Callable[[], QueryVector | None]", *,
+                    vector_k: int, lexical_k: int, project: str | None = None,
+                    kind: str | None = None
                     ) -> tuple[list[tuple[int, float]], list[str], list[tuple[int, float]]]:
     """Both channels of one recall: (vector hits, admitted words, word hits), exactly as
-    `search_vector`, `admitted_words` and `search_lexical` called in turn give them.
+    `search_vector`, `admitted_words` and `search_lexical` give them. `qvec` may be what to
+    call for the vector (`query_vector_later`): it is called once the word channel has run.
 
     On a large store the word channel (document frequencies, then the FTS5 query) costs as
     much as the vector scan; a backend that offers `word_reader()` (SQLite from
@@ -87,12 +110,13 @@ def search_channels(store: "Store", query: str, qvec: "np.ndarray | None", *, ve
     same file: the same rows in the same order with the same scores. An error in the word
     thread is raised here, as it would have been in turn; the thread is always waited for.
     """
+    vector_now = qvec if callable(qvec) else lambda: qvec
     make_reader = getattr(store.backend, "word_reader", None)  # optional (forge/store/backend.py)
     reader = make_reader() if make_reader is not None and lexical_k > 0 else None
     if reader is None:
-        vector = search_vector(store, qvec, k=vector_k, project=project, kind=kind)
         words = admitted_words(store, query)
-        return vector, words, search_lexical(store, words, k=lexical_k, project=project, kind=kind)
+        lexical = search_lexical(store, words, k=lexical_k, project=project, kind=kind)
+        return search_vector(store, vector_now(), k=vector_k, project=project, kind=kind), words, lexical
     from ..core.background import Job
 
     max_df = store.settings.recall_lexical_max_df
@@ -103,7 +127,7 @@ def search_channels(store: "Store", query: str, qvec: "np.ndarray | None", *, ve
 
     job = Job(word_channel, "forge-word-channel")
     try:
-        vector = search_vector(store, qvec, k=vector_k, project=project, kind=kind)
+        vector = search_vector(store, vector_now(), k=vector_k, project=project, kind=kind)
     finally:
         job.wait()
     words, lexical = job.result()
@@ -124,7 +148,7 @@ def search_hybrid(store: "Store", query: str, *, project: str | None = None, vec
     `query_vector`: an already embedded query (calibration, benchmarks) — no embedding call.
     `kind`: that kind's entries only. `replaced`: keep entries a newer one replaced (A9).
     """
-    from ..store.results import SearchResult, SearchRow
+    from ..store.search_results import SearchResult, SearchRow
 
     qvec, cutoff, fingerprint = prepare_query(store, query, query_vector)
     vector, words, lexical = search_channels(store, query, qvec, vector_k=vector_k,

@@ -184,9 +184,9 @@ def word_coverage(store: "Store", query: str, lexical: list[tuple[int, float]]
     whole = sum(idf.values())
     ids = [i for i, _ in lexical]
     out = dict.fromkeys(ids, 0.0)
-    for word, forms in groups.items():
-        present = [f for f in forms if df.get(f)]
-        for entry_id in backend.holders(present, ids) if present and whole else ():
+    present = {w: [f for f in forms if df.get(f)] for w, forms in groups.items()}
+    for word, held in (backend.holders(present, ids) if whole else {}).items():
+        for entry_id in held:
             out[entry_id] += idf[word] / whole
     return out if whole else dict.fromkeys(ids, 1.0)
 
@@ -224,9 +224,10 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     from . import recall_sparse
 
     latent = latent and fusion != "rrf"   # rrf is the two-channel ablation
-    # the latent pass runs beside the query's dense embedding
+    # the latent pass runs beside the query's dense embedding, and both beside the word channel
     pending = recall_sparse.query_terms(store, query) if latent else None
-    qvec, cutoff, fingerprint = channels.prepare_query(store, query, query_vector)
+    qvec = channels.query_vector_later(store, query, query_vector)
+    cutoff, fingerprint = channels.query_cutoff(store)
     depth = pool(limit)
     # on a large store the latent channel's dot product runs beside the two others
     latent_rows = (recall_sparse.search_beside(store, query, k=depth, project=project, kind=kind,

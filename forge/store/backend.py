@@ -55,7 +55,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Protocol, Sequence
 
 if TYPE_CHECKING:
     import numpy as np
@@ -284,9 +284,11 @@ class Backend(Protocol):
         """word -> the number of entries (archive and superseded included) holding it; words
         in no entry are absent. The caller admits words with `is_informative`."""
 
-    def holders(self, words: Sequence[str], ids: Sequence[int]) -> set[int]:
-        """The entries among `ids` whose text holds any of `words` (folded index words):
-        recall_rank's coverage of a question's words by the word channel's candidates."""
+    def holders(self, groups: Mapping[str, Sequence[str]], ids: Sequence[int]
+                ) -> dict[str, set[int]]:
+        """For each key of `groups`, the entries among `ids` whose text holds any of its words
+        (folded index words: a question's word and its inflected forms): recall_rank's
+        coverage of a question's words by the word channel's candidates."""
 
     def words_with_prefix(self, prefix: str, *, limit: int) -> list[str]:
         """Up to `limit` words of the store's word index (as `query_words` folds them) that

@@ -35,7 +35,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from ..core.errors import StoreError
 from ..core.log import log
@@ -812,7 +812,11 @@ class PostgresBackend:
     def query_words(self, text: str) -> list[str]:
         return fold.distinct_words(text)
 
-    def holders(self, words: Sequence[str], ids: Sequence[int]) -> set[int]:
+    def holders(self, groups: Mapping[str, Sequence[str]], ids: Sequence[int]
+                ) -> dict[str, set[int]]:
+        return {key: self._holders(words, ids) for key, words in groups.items()}
+
+    def _holders(self, words: Sequence[str], ids: Sequence[int]) -> set[int]:
         words = [w for w in dict.fromkeys(words) if len(w.encode()) <= MAX_LEXEME_BYTES]
         if not words or not ids or self.missing:
             return set()

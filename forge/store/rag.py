@@ -39,10 +39,11 @@ if TYPE_CHECKING:
     from .backend import Backend
     from .results import Edited, Fold, FoldResult, ReindexResult, Remembered
 
-# What writes, searches and reindex return: forge/store/results.py, imported by the functions
-# that build them (a listing builds none), and still reachable as rag.SearchRow and so on.
-RESULTS = ("Edited", "Fold", "FoldResult", "ReindexResult", "Remembered", "SearchResult",
-           "SearchRow")
+# What writes, searches and reindex return: forge/store/results.py and search_results.py,
+# imported by the functions that build them (a listing builds none), and still reachable as
+# rag.SearchRow and so on.
+RESULTS = ("Edited", "Fold", "FoldResult", "ReindexResult", "Remembered")
+SEARCH_RESULTS = ("SearchResult", "SearchRow")
 
 
 def __getattr__(name: str) -> Any:
@@ -50,6 +51,10 @@ def __getattr__(name: str) -> Any:
         from . import results
 
         return getattr(results, name)
+    if name in SEARCH_RESULTS:
+        from . import search_results
+
+        return getattr(search_results, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -23,7 +23,7 @@ import json
 import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from . import db
 from ..core.errors import StoreError
@@ -800,12 +800,7 @@ class SQLiteBackend:
 
     def query_words(self, text: str) -> list[str]:
         """The query's words as the FTS5 tokenizer itself cuts and folds them, in order."""
-        conn = self.conn
-        conn.execute(f"create virtual table if not exists temp.forge_query_tokens using "
-                     f"fts5(t, tokenize='{TOKENIZER}')")
-        conn.execute("create virtual table if not exists temp.forge_query_vocab using "
-                     "fts5vocab(temp, forge_query_tokens, instance)")
-        conn.execute("delete from temp.forge_query_tokens")
+        conn = self._scratch_index()
         conn.execute("insert into temp.forge_query_tokens(rowid, t) values (1, ?)", (text,))
         rows = conn.execute("select term, offset from temp.forge_query_vocab order by offset").fetchall()
         conn.execute("delete from temp.forge_query_tokens")
@@ -814,15 +809,39 @@ class SQLiteBackend:
             seen.setdefault(term, None)
         return list(seen)
 
-    def holders(self, words: Sequence[str], ids: Sequence[int]) -> set[int]:
-        """The entries of `ids` whose text holds any of `words`: one FTS5 lookup."""
-        if not words or not ids or not self.fts:
-            return set()
-        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
-        marks = ",".join("?" * len(ids))
-        rows = self.conn.execute(f"select rowid from memory_fts where memory_fts match ? "
-                                 f"and rowid in ({marks})", [match, *ids])
-        return {r[0] for r in rows}
+    def _scratch_index(self) -> Any:
+        """The connection, with an empty temporary FTS5 table cut by the index's own tokenizer
+        (and its `instance` vocabulary): what query_words and holders tokenize with."""
+        conn = self.conn
+        conn.execute(f"create virtual table if not exists temp.forge_query_tokens using "
+                     f"fts5(t, tokenize='{TOKENIZER}')")
+        conn.execute("create virtual table if not exists temp.forge_query_vocab using "
+                     "fts5vocab(temp, forge_query_tokens, instance)")
+        conn.execute("delete from temp.forge_query_tokens")
+        return conn
+
+    def holders(self, groups: Mapping[str, Sequence[str]], ids: Sequence[int]
+                ) -> dict[str, set[int]]:
+        """For each key of `groups`, the entries of `ids` whose text holds any of its words.
+        The candidates' texts are cut by the index's tokenizer in a temporary table: `match …
+        and rowid in (…)` would read a common word's whole posting list (at 10k LoCoMo entries,
+        4 words over 40 candidates: 16-20 ms that way, 2 ms this way)."""
+        out: dict[str, set[int]] = {key: set() for key in groups}
+        wanted = list({w for words in groups.values() for w in words})
+        if not wanted or not ids or not self.fts:
+            return out
+        conn = self._scratch_index()
+        conn.execute(f"insert into temp.forge_query_tokens(rowid, t) select id, content from "
+                     f"memory_entries where id in ({','.join('?' * len(ids))})", list(ids))
+        held: dict[str, set[int]] = {}
+        for term, doc in conn.execute(f"select distinct term, doc from temp.forge_query_vocab "
+                                      f"where term in ({','.join('?' * len(wanted))})", wanted):
+            held.setdefault(term, set()).add(doc)
+        conn.execute("delete from temp.forge_query_tokens")
+        for key, words in groups.items():
+            for w in words:
+                out[key] |= held.get(w, set())
+        return out
 
     def document_frequency(self, words: Sequence[str]) -> dict[str, int]:
         out = {}

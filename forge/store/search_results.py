@@ -1,0 +1,48 @@
+"""What a search returns: SearchRow and SearchResult (forge/store/results.py says why these
+live apart from common.py and from the write path's results)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .common import Entry
+
+
+@dataclass
+class SearchRow:
+    entry: Entry
+    channel: str            # "vector" | "lexical" | "both" | "latent" | "neighbour" (recall_rank)
+    distance: float | None  # L2 between unit vectors; None for word-only rows
+    bm25: float | None
+    fused: float | None = None  # recall_rank's fused score; None from search_hybrid
+    neighbour_of: int | None = None   # channel "neighbour": the strong hit it sits beside
+    sparse: float | None = None  # the latent-term channel's dot product, when it found the row
+
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.entry.to_dict()
+        out.update(channel=self.channel, distance=self.distance, bm25=self.bm25)
+        if self.fused is not None:
+            out["fused"] = self.fused
+        if self.neighbour_of is not None:
+            out["neighbour_of"] = self.neighbour_of
+        if self.sparse is not None:
+            out["sparse"] = self.sparse
+        return out
+
+
+@dataclass
+class SearchResult:
+    rows: list[SearchRow]
+    dropped_by_cutoff: int
+    nearest_dropped: float | None
+    cutoff: float | None   # the cutoff actually applied (None = off)
+    fingerprint: str
+    admitted_words: list[str] = field(default_factory=list)
+    coverage: dict[str, Any] | None = None   # RECALL_MIN_COVERAGE's verdict (forge/recall/refusal.py)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rows": [r.to_dict() for r in self.rows], "dropped_by_cutoff": self.dropped_by_cutoff,
+                "nearest_dropped": self.nearest_dropped, "cutoff": self.cutoff,
+                "fingerprint": self.fingerprint, "admitted_words": self.admitted_words,
+                "coverage": self.coverage}
