@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from ..embedders import QueryVector
     from .common import Entry, NewEntry
 
-OPEN_MODES = ("write", "read", "rows", "inspect", "readonly")
+from .common import BACKEND_MODES as OPEN_MODES  # noqa: E402,F401  (the modes described above)
 
 
 class Backend(Protocol):

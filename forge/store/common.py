@@ -16,6 +16,9 @@ KINDS = ("decision", "todo", "fact", "preference", "correction")   # user kinds
 ARCHIVE_KIND = "archive"
 SOURCES = ("remember", "compaction", "aggregate", "import")
 ARCHIVE_SOURCES = ("compaction", "import")
+# The modes a backend opens in (forge/store/backend.py says what each means); here, not there,
+# so that opening a store does not build the Backend protocol class (~2 ms of a fresh process).
+BACKEND_MODES = ("write", "read", "rows", "inspect", "readonly")
 # Why an entry is superseded (the `superseded_reason` column, the supersede event's info).
 FOLD, REPLACE = "fold", "replace"
 

@@ -949,7 +949,7 @@ def open_backend(settings: "Settings", *, mode: str, path: Path | None = None,
     schema; "read"/"rows" never create it (a database with no schema opens as an empty
     stand-in, `missing`) but migrate an older one; "inspect" and "readonly" look without
     changing anything (every write of a "readonly" store raises)."""
-    from .backend import OPEN_MODES
+    from .common import BACKEND_MODES as OPEN_MODES
 
     if mode not in {*OPEN_MODES, "readonly"}:
         raise ValueError(f"mode must be one of {OPEN_MODES}, not {mode!r}")

@@ -29,9 +29,8 @@ from . import db
 from ..core.errors import StoreError
 from ..core.log import log
 from ..core.timestamps import utc_now
-from .backend import OPEN_MODES
-from .common import (ARCHIVE_KIND, Entry, NewEntry, StoreReadOnly, entry_filters, like_pattern,
-                     message_ids)
+from .common import (ARCHIVE_KIND, BACKEND_MODES, Entry, NewEntry, StoreReadOnly, entry_filters,
+                     like_pattern, message_ids)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -250,15 +249,15 @@ def _blob(vec: "QueryVector") -> bytes:
 
 def open_backend(settings: "Settings", *, mode: str = "write",
                  path: Path | str | None = None) -> "SQLiteBackend":
-    """Open `RAG_DB_FILE` (or `path`) in one of backend.OPEN_MODES (see there)."""
+    """Open `RAG_DB_FILE` (or `path`) in one of backend.OPEN_MODES (common.BACKEND_MODES)."""
     backend = _open_backend(settings, mode=mode, path=path)
     backend.scan_min_entries = settings.recall_scan_min_entries  # vector_scan
     return backend
 
 
 def _open_backend(settings: "Settings", *, mode: str, path: Path | str | None) -> "SQLiteBackend":
-    if mode not in OPEN_MODES:
-        raise ValueError(f"mode must be one of {OPEN_MODES}, not {mode!r}")
+    if mode not in BACKEND_MODES:
+        raise ValueError(f"mode must be one of {BACKEND_MODES}, not {mode!r}")
     path = Path(path) if path is not None else Path(settings.rag_db_file)
     if mode == "inspect":
         return _open_inspect(path)
