@@ -76,6 +76,7 @@ def main() -> None:
     try:
         db.snapshot(args.store / "forge_rag.db", work / "forge_rag.db")
         _trace_file(work / "traces.jsonl", args.trace_mb)
+        os.sync()   # the copy and the trace file written back now, not during the timed runs
         # The children run in `work`: `python -m` puts its working directory first on sys.path,
         # so from the repo root every run (--compare's old ones too) imported the repo's forge.
         repo = str(Path(__file__).resolve().parents[1])

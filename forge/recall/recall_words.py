@@ -23,9 +23,8 @@ another `Policy` (function words from `stopwordsiso`, none, raw prefixes without
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
 if TYPE_CHECKING:
     from ..store.backend import Backend
@@ -56,8 +55,10 @@ nuit semaine mois annee debut fin fois moins plus nouveau nouveaux nom personne 
 """.split())
 
 
-@dataclass(frozen=True)
-class Policy:
+class Policy(NamedTuple):
+    """How the word channel admits a query's words (a NamedTuple, not a frozen dataclass: ~0.3
+    against ~2 ms to create in every fresh `forge recall`)."""
+
     function_words: str = "stop-words"   # "stop-words" | "stopwordsiso" | "none"
     keep: bool = True                     # take KEEP out of the list
     stems: str = "stem"                   # "stem" | "prefix" (every term with the stem) | "none"
