@@ -96,11 +96,14 @@ def _search_lexical(backend: "Backend", words: Sequence[str], *, k: int,
 def search_channels(store: "Store", query: str,
                     qvec: "QueryVector | None | Callable[[], QueryVector | None]", *,
                     vector_k: int, lexical_k: int, project: str | None = None,
-                    kind: str | None = None
+                    kind: str | None = None,
+                    on_words: "Callable[[list[tuple[int, float]]], None] | None" = None
                     ) -> tuple[list[tuple[int, float]], list[str], list[tuple[int, float]]]:
     """Both channels of one recall: (vector hits, admitted words, word hits), exactly as
     `search_vector`, `admitted_words` and `search_lexical` give them. `qvec` may be what to
     call for the vector (`query_vector_later`): it is called once the word channel has run.
+    `on_words`: called with the word hits as soon as they are in, in this thread (recall_rank's
+    word coverage, which then runs while the query's model pass does, before the vector wait).
 
     On a large store the word channel (document frequencies, then the FTS5 query) costs as
     much as the vector scan; a backend that offers `word_reader()` (SQLite from
@@ -116,6 +119,8 @@ def search_channels(store: "Store", query: str,
     if reader is None:
         words = admitted_words(store, query)
         lexical = search_lexical(store, words, k=lexical_k, project=project, kind=kind)
+        if on_words is not None:
+            on_words(lexical)
         return search_vector(store, vector_now(), k=vector_k, project=project, kind=kind), words, lexical
     from ..core.background import Job
 
@@ -131,6 +136,8 @@ def search_channels(store: "Store", query: str,
     finally:
         job.wait()
     words, lexical = job.result()
+    if on_words is not None:
+        on_words(lexical)
     return vector, words, lexical
 
 

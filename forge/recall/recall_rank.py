@@ -232,15 +232,16 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     # on a large store the latent channel's dot product runs beside the two others
     latent_rows = (recall_sparse.search_beside(store, query, k=depth, project=project, kind=kind,
                                                terms=pending) if latent else None)
-    vector, words, lexical = channels.search_channels(store, query, qvec, vector_k=vector_pool or depth,
-                                                 lexical_k=lexical_pool or depth,
-                                                 project=project, kind=kind)
+    weights: dict[int, float] = {}
+    covered = fusion != "rrf" and (word_weight or WORD_WEIGHT) == "coverage"
+    vector, words, lexical = channels.search_channels(
+        store, query, qvec, vector_k=vector_pool or depth, lexical_k=lexical_pool or depth,
+        project=project, kind=kind,
+        on_words=(lambda hits: weights.update(word_coverage(store, query, hits))) if covered else None)
     if fusion == "rrf":
         ranked = rrf(vector, lexical, k=rrf_k, lexical_weight=lexical_weight)
     else:
-        weights = (word_coverage(store, query, lexical) if (word_weight or WORD_WEIGHT) == "coverage"
-                   else None)
-        ranked = normalised(vector, lexical, weights, WORD_SHARE,
+        ranked = normalised(vector, lexical, weights if covered else None, WORD_SHARE,
                             sparse=latent_rows() if latent_rows is not None else None)
     result = fill(store, ranked, limit=limit, cutoff=cutoff, fingerprint=fingerprint, words=words,
                   replaced=replaced,
