@@ -1,3 +1,3 @@
-from forge.cli.main import cli
+from forge.cli.main import run
 
-cli(prog_name="forge")
+run()

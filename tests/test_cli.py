@@ -498,3 +498,56 @@ def test_the_command_list_is_what_clicks_definition_list_writes(width):
         write_short_dl(ours, rows)
         clicks.write_dl(rows)
         assert ours.getvalue() == clicks.getvalue()
+
+
+END_PROBE = """
+import atexit, sys, threading, time
+from forge.cli.main import run
+
+class Torn:
+    def __del__(self):
+        sys.stderr.write("torn down\\n")
+
+kept = Torn()
+atexit.register(lambda: sys.stderr.write("atexit ran\\n"))
+if "--with-thread" in sys.argv:
+    sys.argv.remove("--with-thread")
+    threading.Thread(target=lambda: (time.sleep(0.3), sys.stderr.write("thread done\\n"))).start()
+sys.argv = ["forge"] + sys.argv[1:]
+run()
+"""
+
+
+def _end_probe(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", END_PROBE, *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_the_forge_script_ends_without_pythons_teardown_keeping_output_status_and_atexit(forge_env):
+    """`forge` (cli.main.run) ends with os._exit once its streams are flushed and the atexit
+    handlers ran: no object is torn down (~15-20 ms of a recall), and what a user or a script
+    sees is the same: the output, the exit status (0, 1, 2), the atexit handlers' work."""
+    ok = _end_probe("config", "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)  # all of it, flushed
+    assert "atexit ran" in ok.stderr and "torn down" not in ok.stderr
+    failed = _end_probe("memory", "show", "999")
+    assert failed.returncode == 1 and "no memory entry #999" in failed.stderr
+    assert "atexit ran" in failed.stderr and "torn down" not in failed.stderr
+    usage = _end_probe("recall")
+    assert usage.returncode == 2 and "Usage:" in usage.stderr
+    written = _end_probe("remember", "fact", "le routeur est au grenier", "--json")
+    assert written.returncode == 0, written.stderr
+    from forge.core.settings import load_settings
+    from forge.store import rag
+
+    with rag.open_store(load_settings(), mode="read") as store:   # committed, whole
+        assert [e.content for e in rag.list_entries(store)] == ["le routeur est au grenier"]
+
+
+def test_the_forge_script_waits_for_a_thread_that_is_not_a_daemon(forge_env):
+    """A non-daemon thread still running when the command returns: the ordinary exit, which
+    waits for it (and tears down as Python does)."""
+    proc = _end_probe("--with-thread", "config", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "thread done" in proc.stderr and "torn down" in proc.stderr
