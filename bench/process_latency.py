@@ -153,9 +153,10 @@ def report(args: argparse.Namespace, commands: dict, times: dict[str, list[float
                           f"(new / old {new_ms / old_ms:.2f})")
         print(f"\n{args.runs} runs each, interleaved; store {args.store} copied; "
               f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs")
-        if _editable_finders():
+        editable = _editable_finders()
+        if editable:
             print("warning: this interpreter's site-packages hold an editable install "
-                  f"({', '.join(_editable_finders())}): its finder's imports are charged to "
+                  f"({', '.join(editable)}): its finder's imports are charged to "
                   "`import click` too and flatter every ratio; run from a non-editable install")
 
 

@@ -57,13 +57,13 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Protocol, Sequence
 
+from .common import BACKEND_MODES as OPEN_MODES  # noqa: F401  (the modes described above)
+
 if TYPE_CHECKING:
     import numpy as np
 
     from ..embedders import QueryVector
     from .common import Entry, NewEntry
-
-from .common import BACKEND_MODES as OPEN_MODES  # noqa: E402,F401  (the modes described above)
 
 
 class Backend(Protocol):

@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 from ..core.errors import StoreError
 from ..core.log import log
 from . import fold
-from .common import DuplicateKey, Entry, NewEntry, entry_filters, like_pattern
+from .common import (BACKEND_MODES, DuplicateKey, Entry, NewEntry, entry_filters,
+                     like_pattern)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -949,10 +950,8 @@ def open_backend(settings: "Settings", *, mode: str, path: Path | None = None,
     schema; "read"/"rows" never create it (a database with no schema opens as an empty
     stand-in, `missing`) but migrate an older one; "inspect" and "readonly" look without
     changing anything (every write of a "readonly" store raises)."""
-    from .common import BACKEND_MODES as OPEN_MODES
-
-    if mode not in {*OPEN_MODES, "readonly"}:
-        raise ValueError(f"mode must be one of {OPEN_MODES}, not {mode!r}")
+    if mode not in BACKEND_MODES:
+        raise ValueError(f"mode must be one of {BACKEND_MODES}, not {mode!r}")
     url = url or _settings_url(settings)
     conn = connect(url)
     backend = PostgresBackend(conn, url)

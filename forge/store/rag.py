@@ -374,10 +374,14 @@ def sparse_documents(store: Store, texts: list[str]) -> list[list[tuple[int, flo
     """Each text's latent terms for the index (issue 22), None when the store's embedder writes
     no index (RECALL_SPARSE off, an embedding server, a backend without one). After `checked_embedder`,
     so a store whose identity records another index has already refused."""
-    embedder = store.embedder
-    if not texts or sparse_head(embedder) is None or not store.backend.sparse_index:
+    if not texts or not _writes_terms(store):
         return None
-    return embedder.sparse_documents(texts)  # type: ignore[attr-defined]
+    return store.embedder.sparse_documents(texts)  # type: ignore[attr-defined]
+
+
+def _writes_terms(store: Store) -> bool:
+    """The store's embedder writes a latent-term index and its backend keeps one."""
+    return sparse_head(store.embedder) is not None and store.backend.sparse_index
 
 
 def _insert(backend: "Backend", item: NewEntry, key: str | None, vec: "np.ndarray", now: str,
@@ -399,7 +403,7 @@ def _embed_new(store: Store, texts: list[str], batch_size: int,
         return (_embed_batched(store, texts, batch_size, on_progress),
                 sparse_documents(store, texts))
     store.checked_embedder()   # first: a store whose identity records another index refuses
-    if sparse_head(store.embedder) is None or not store.backend.sparse_index:
+    if not _writes_terms(store):
         return _embed_batched(store, texts, batch_size, on_progress), None
     from ..core.background import Job
 
