@@ -1,0 +1,138 @@
+"""Time in a recall, beside the channels: what the JSON says of the window, `--as-of` (the
+store as it stood then), and the newer of two facts first.
+
+The window itself is read by forge/core/when.py (from the question, or --since/--until) and
+goes into every channel's query (recall_rank.recall, channels, recall_sparse, the backends);
+nothing here cuts rows afterwards.
+
+The newer of two facts (with no window): two rows state a changed fact about the same thing
+when they are deliberate entries of one kind and project and
+
+- they differ only by the value they give: each holds one or two content words the other
+  lacks, and they share at least twice as many (`mon forfait mobile est chez Bouygues` /
+  `mon forfait mobile est maintenant chez Sosh`; `Le serveur a 8 Go de RAM` / `Le serveur a
+  maintenant 24 Go de RAM`); the words that say a change (now, currently, maintenant,
+  désormais...) do not count; or
+- the conflicts detector (forge/memory/conflicts.py: a negation, two values for one thing)
+  says they conflict, asked only of rows sharing at least two content words.
+
+The one created later (then the larger id) is the newer: it moves up to just before the older
+one, which carries `newer` (its id). The conflicts module is imported only for a pair that
+passed the shared-words check, so a recall whose rows say nothing alike imports nothing more.
+"""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..core.when import Window
+    from ..store.common import Entry
+    from ..store.rag import Store
+    from ..store.search_results import SearchRow
+
+# Words that say a value changed; not content for the comparison.
+CHANGE_WORDS = frozenset({
+    "now", "currently", "nowadays", "anymore", "today", "since", "maintenant", "désormais",
+    "desormais", "actuellement", "dorénavant", "dorenavant", "aujourd", "hui", "depuis"})
+MAX_DIFFERENT = 2      # content words one row holds and the other lacks, at most
+MIN_SHARED = 2         # content words both hold, at least (and twice the difference)
+
+
+def until_as_of(window: "Window | None", as_of: str) -> "Window":
+    """`window` cut at `as_of` (a stored time: entries created before it)."""
+    from ..core.when import Window
+
+    if window is None:
+        return Window(None, as_of, None)
+    until = as_of if window.until is None else min(window.until, as_of)
+    return Window(window.since, until, window.from_query)
+
+
+def describe(window: "Window", as_of: str | None) -> dict[str, Any]:
+    """The JSON's "time": since, until, from_query (the question's words, None for options),
+    as_of, excluded (set when the window held no row: how many it left out)."""
+    return {**window.to_dict(), "as_of": as_of, "excluded": None}
+
+
+def as_they_stood(store: "Store", entries: dict[int, "Entry"], as_of: str) -> dict[int, "Entry"]:
+    """`entries` as they stood at `as_of`: one replaced by an entry created after then was
+    not replaced yet (its link is left out of the row)."""
+    from dataclasses import replace
+
+    from ..store import rag
+
+    replaced = [e for e in entries.values() if rag.is_replaced(e)]
+    if not replaced:
+        return entries
+    by = rag.entries_by_id(store, {e.superseded_by for e in replaced})
+    out = dict(entries)
+    for e in replaced:
+        newer = by.get(e.superseded_by)   # type: ignore[arg-type]
+        if newer is None or newer.created >= as_of:
+            out[e.id] = replace(e, superseded_by=None, superseded_reason=None)
+    return out
+
+
+# --------------------------------------------------------------------------- the newer fact
+
+_WORD = re.compile(r"[^\W_]+")
+
+
+def content_words(text: str) -> frozenset[str]:
+    """A row's content words: letter runs of three or more and numbers, case folded, the
+    change words left out."""
+    return frozenset(w for w in _WORD.findall(text.casefold())
+                     if (w[0].isdigit() or len(w) >= 3) and w not in CHANGE_WORDS)
+
+
+def changed_value(a: frozenset[str], b: frozenset[str]) -> bool:
+    """Two rows' content words differ only by the value they give."""
+    shared = len(a & b)
+    only_a, only_b = len(a - b), len(b - a)
+    return (1 <= only_a <= MAX_DIFFERENT and 1 <= only_b <= MAX_DIFFERENT
+            and shared >= max(MIN_SHARED, 2 * max(only_a, only_b)))
+
+
+def changed_fact(a: "Entry", b: "Entry", words: dict[int, frozenset[str]]) -> bool:
+    """`a` and `b` state a changed fact about the same thing (see the module docstring)."""
+    wa, wb = words[a.id], words[b.id]
+    if len(wa & wb) < MIN_SHARED:
+        return False
+    if changed_value(wa, wb):
+        return True
+    from ..memory import conflicts
+
+    sa, sb = conflicts.read_side(a), conflicts.read_side(b)
+    return sa is not None and sb is not None and conflicts.conflict(sa, sb) is not None
+
+
+def newer_first(rows: list["SearchRow"]) -> list["SearchRow"]:
+    """In place: for each pair of rows stating a changed fact, the newer moves up to just
+    before the older, which is marked `newer`. Returns `rows`."""
+    from ..store.common import ARCHIVE_KIND
+
+    notes = [r for r in rows if r.entry.kind != ARCHIVE_KIND and r.entry.superseded_by is None]
+    if len(notes) < 2:
+        return rows
+    words = {r.entry.id: content_words(r.entry.content) for r in notes}
+    pairs = []
+    for i, x in enumerate(notes):
+        for y in notes[i + 1:]:
+            a, b = x.entry, y.entry
+            if a.kind == b.kind and a.project == b.project and changed_fact(a, b, words):
+                old, new = sorted((x, y), key=lambda r: (r.entry.created, r.entry.id))
+                pairs.append((old, new))
+    for old, new in pairs:
+        current = old.newer
+        if current is None or _later(new.entry, next(r.entry for r in rows
+                                                     if r.entry.id == current)):
+            old.newer = new.entry.id
+        at_old, at_new = rows.index(old), rows.index(new)
+        if at_new > at_old:
+            rows.insert(at_old, rows.pop(at_new))
+    return rows
+
+
+def _later(a: "Entry", b: "Entry") -> bool:
+    return (a.created, a.id) > (b.created, b.id)
