@@ -295,20 +295,12 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
 
 
 def _recall_time(since: str | None, until: str | None, as_of: str | None) -> dict[str, Any]:
-    """recall's --since/--until/--as-of as recall_rank.recall's arguments (each WHEN read by
-    forge/core/when.py: one line naming the option when it cannot be)."""
+    """--since/--until/--as-of as recall_rank.recall's arguments (recall_time.arguments)."""
     if since is None and until is None and as_of is None:
         return {}
-    from ..core import when
+    from ..recall import recall_time
 
-    now = get_settings().now
-    out: dict[str, Any] = {}
-    window = when.options(since, until, now=now)
-    if window is not None:
-        out["window"] = window
-    if as_of is not None:
-        out["as_of"] = when.as_of(as_of, now=now)
-    return out
+    return recall_time.arguments(get_settings(), since, until, as_of)
 
 
 def _date(created: str) -> str:

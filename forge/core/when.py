@@ -392,6 +392,10 @@ def find(question: str, *, now: datetime | str | None = None,
     return Found(_window(bounds, tz, m.group(0)), m.group(0), rest)
 
 
+_EXAMPLES = ("(2024-03-05, 2024, March 2024, last week, il y a deux ans, depuis juin: "
+             "docs/time.md lists them)")
+
+
 def period(text: str, *, now: datetime | str | None = None, tz: tzinfo | None = None,
            what: str = "WHEN") -> Window:
     """The whole period `text` names (an ISO date, month, year or datetime, or one natural
@@ -409,40 +413,41 @@ def period(text: str, *, now: datetime | str | None = None, tz: tzinfo | None = 
         # a month or a year alone is a date here: nothing else stands around it
         bare = re.fullmatch(rf"(?:{_EN_BARE})|(?:{_FR_BARE})", raw, re.IGNORECASE)
         if bare is None:
-            raise ForgeError(f"{what} {raw[:60]!r} is not a date or a time expression Forge "
-                             "reads (2024-03-05, 2024, March 2024, last week, il y a deux "
-                             "ans, depuis juin: docs/time.md lists them)")
+            raise ForgeError(f"{what} {raw[:60]!r} is not a date or a time expression "
+                             f"Forge reads {_EXAMPLES}")
         lang = "fr" if re.fullmatch(_FR_BARE, raw, re.IGNORECASE) and not \
             re.fullmatch(_EN_BARE, raw, re.IGNORECASE) else "en"
         found = ("point", lang, re.fullmatch(rf"(?P<a>{re.escape(raw)})", raw))  # type: ignore[assignment]
     name, lang, m = found  # type: ignore[misc]
     bounds = _read_match(name, lang, m, local_now(now, tz), tz)
     if bounds is None:
-        raise ForgeError(f"{what} {raw[:60]!r} names no date Forge can read")
+        raise ForgeError(f"{what} {raw[:60]!r} is not a date Forge can read {_EXAMPLES}")
     return _window(bounds, tz, None)
 
 
 def options(since: str | None = None, until: str | None = None, *,
-            now: datetime | str | None = None, tz: tzinfo | None = None) -> Window | None:
+            now: datetime | str | None = None, tz: tzinfo | None = None,
+            names: tuple[str, str] = ("--since", "--until")) -> Window | None:
     """`--since WHEN --until WHEN` (either may be None) as one window: from the start of
     since's period to the end of until's; None when neither is given. ForgeError (one line)
     for a WHEN that cannot be read or a window that ends before it starts."""
     if since is None and until is None:
         return None
-    start = period(since, now=now, tz=tz, what="--since").since if since is not None else None
-    end = period(until, now=now, tz=tz, what="--until").until if until is not None else None
+    start = period(since, now=now, tz=tz, what=names[0]).since if since is not None else None
+    end = period(until, now=now, tz=tz, what=names[1]).until if until is not None else None
     if start is not None and end is not None and end <= start:
-        raise ForgeError(f"--until {until!r} ends before --since {since!r} starts: the window "
-                         "is empty")
+        raise ForgeError(f"{names[1]} {until!r} ends before {names[0]} {since!r} starts: the "
+                         "window is empty")
     return Window(start, end, None)
 
 
-def as_of(text: str, *, now: datetime | str | None = None, tz: tzinfo | None = None) -> str:
+def as_of(text: str, *, now: datetime | str | None = None, tz: tzinfo | None = None,
+          name: str = "--as-of") -> str:
     """`--as-of WHEN`: the end of WHEN's period (as the store stood then: entries created
     before it)."""
-    window = period(text, now=now, tz=tz, what="--as-of")
+    window = period(text, now=now, tz=tz, what=name)
     if window.until is None:
-        raise ForgeError(f"--as-of {text!r} names no end (give a date or a period)")
+        raise ForgeError(f"{name} {text!r} names no end (give a date or a period)")
     return window.until
 
 

@@ -39,6 +39,28 @@ MAX_DIFFERENT = 2      # content words one row holds and the other lacks, at mos
 MIN_SHARED = 2         # content words both hold, at least (and twice the difference)
 
 
+def arguments(settings: Any, since: str | None = None, until: str | None = None,
+              as_of: str | None = None, *, prefix: str = "--") -> dict[str, Any]:
+    """`since`/`until`/`as_of` as typed (recall --since/--until/--as-of, GET /search, the MCP
+    tools; each WHEN an ISO date or datetime or an expression) as recall_rank.recall's
+    `window` and `as_of` ({} when none is given), read against FORGE_NOW or the clock. The one
+    check of these arguments at every door: ForgeError, one line naming the argument (its
+    name after `prefix`: "--since" for the CLI, "since" for HTTP and MCP)."""
+    if since is None and until is None and as_of is None:
+        return {}
+    from ..core import when
+
+    out: dict[str, Any] = {}
+    window = when.options(since, until, now=settings.now,
+                          names=(f"{prefix}since", f"{prefix}until"))
+    if window is not None:
+        out["window"] = window
+    if as_of is not None:
+        out["as_of"] = when.as_of(as_of, now=settings.now,
+                                  name=f"{prefix}{'as-of' if prefix == '--' else 'as_of'}")
+    return out
+
+
 def until_as_of(window: "Window | None", as_of: str) -> "Window":
     """`window` cut at `as_of` (a stored time: entries created before it)."""
     from ..core.when import Window
