@@ -263,3 +263,203 @@ def test_the_vector_copy_of_a_large_store_filters_inside_its_scan_too(settings, 
         assert [i for i, _ in b.search_vector(query, k=10, **march)] == [i for i, _ in scanned]
     finally:
         b.close()
+
+
+# --------------------------------------------------------------------------- when it happened
+
+def _remember(runner, *args: str) -> int:
+    result = invoke(runner, "remember", *args, "--json")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)["id"]
+
+
+def _entry(runner, entry_id: int) -> dict:
+    return json.loads(invoke(runner, "memory", "show", str(entry_id), "--json").stdout)
+
+
+def test_remember_at_dates_the_entry_and_keeps_the_real_write_time(runner, tz_paris):
+    entry_id = _remember(runner, "fact", "J'ai acheté un NAS Synology", "--at", "2024-03-05")
+    entry = _entry(runner, entry_id)
+    assert entry["created"] == z("2024-03-05T11:00")          # noon, Paris time
+    assert entry["updated"] > "2026" and entry["events"][0]["at"] > "2026"   # written now
+    assert "created 2024-03-05T11:00:00.000000Z" in invoke(runner, "memory", "show",
+                                                            str(entry_id)).stdout
+    later = _remember(runner, "fact", "Le NAS est branché", "--at", "2024-03-05T23:30+00:00")
+    assert _entry(runner, later)["created"] == z("2024-03-05T23:30")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--at", "yesterdayish"], "--at 'yesterdayish' is not an ISO 8601 date or datetime"),
+    (["--at", "2024-02-30"], "--at '2024-02-30' is not an ISO 8601 date or datetime"),
+])
+def test_a_bad_at_is_one_line_and_writes_nothing(runner, args, message):
+    result = invoke(runner, "remember", "fact", "rien", *args)
+    assert result.exit_code == 1 and message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert invoke(runner, "memory", "ls", "--nl").stdout == ""
+
+
+def test_export_then_remember_batch_keeps_each_entrys_date(runner, tmp_path, monkeypatch):
+    _remember(runner, "decision", "Garder le vieux routeur", "-p", "homelab", "--at",
+              "2023-06-01T08:00:00Z")
+    _remember(runner, "todo", "Changer le disque 2", "--at", "2024-01-15T09:30:00Z")
+    exported = invoke(runner, "memory", "export").stdout
+    assert '"created": "2023-06-01T08:00:00.000000Z"' in exported
+    monkeypatch.setenv("FORGE_DATA_DIR", str(tmp_path / "other"))
+    path = tmp_path / "m.jsonl"
+    path.write_text(exported, encoding="utf-8")
+    assert invoke(runner, "remember", "--batch", str(path)).exit_code == 0
+    copied = json.loads(invoke(runner, "memory", "ls", "--json").stdout)["entries"]
+    assert [(e["kind"], e["project"], e["content"], e["created"]) for e in copied] == [
+        ("decision", "homelab", "Garder le vieux routeur", z("2023-06-01T08:00")),
+        ("todo", None, "Changer le disque 2", z("2024-01-15T09:30"))]
+    bad = invoke(runner, "remember", "--batch", "-",
+                 input='{"content": "ok"}\n{"content": "x", "created": "mardi"}\n')
+    assert bad.exit_code == 1 and "--batch line 2" in bad.stderr and '"created"' in bad.stderr
+    assert len(json.loads(invoke(runner, "memory", "ls", "--json").stdout)["entries"]) == 2
+
+
+def test_an_imported_2024_conversation_says_2024_in_show_recall_and_the_chats_lines(
+        runner, tmp_path, tz_paris):
+    """Done-when row: the archive entry of an imported exchange is dated by its first
+    message, not by the day `--compact` ran."""
+    from forge.chat.graphs.recall import synthesis_messages
+    from forge.core.settings import load_settings
+    from forge.recall import recall_rank
+    from forge.recall.hot_memory import HotBlock
+    from forge.store import rag
+
+    records = [{"role": "user", "content": "J'ai acheté un NAS Synology DS224+ aujourd'hui.",
+                "ts": "2024-05-12T18:02:00Z"},
+               {"role": "assistant", "content": "Noté : un DS224+.", "ts": "2024-05-12T18:03:00Z"}]
+    records += [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}",
+                 "ts": f"2024-06-{1 + i // 2:02d}T10:00:00Z"} for i in range(44)]
+    path = tmp_path / "h.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records), encoding="utf-8")
+    assert invoke(runner, "history", "import", str(path), "--compact").exit_code == 0
+    rows = json.loads(invoke(runner, "recall", "NAS Synology", "--json").stdout)["rows"]
+    nas = next(r for r in rows if "DS224" in r["content"])
+    assert nas["kind"] == "archive" and nas["created"] == z("2024-05-12T18:02")
+    assert "created 2024-05-12T18:02:00.000000Z" in invoke(runner, "memory", "show",
+                                                            str(nas["id"])).stdout
+    table = invoke(runner, "recall", "NAS Synology").stdout
+    assert any(line.startswith(f"{nas['id']} ") and "2024-05-12" in line
+               for line in table.splitlines()), table
+    with rag.open_store(load_settings(), mode="read") as store:
+        found = recall_rank.recall(store, "NAS Synology", limit=3)
+    prompt = synthesis_messages(HotBlock(""), "Quel NAS ?", found.rows, today="2026-03-18")
+    assert f"[archive, 2024-05-12] user: J'ai acheté un NAS" in prompt[1]["content"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_store_migrate_keeps_every_date(runner, tmp_path, backend, request):
+    _remember(runner, "fact", "Le serveur a 8 Go de RAM", "--at", "2024-05-02T10:00:00Z")
+    _remember(runner, "fact", "Le serveur a 24 Go de RAM")
+    to = (request.getfixturevalue("postgres_url") if backend == "postgres"
+          else f"sqlite:///{tmp_path / 'copy.db'}")
+    assert invoke(runner, "store", "migrate", "--to", to).exit_code == 0
+    before = json.loads(invoke(runner, "memory", "ls", "--json").stdout)["entries"]
+    env = ({"FORGE_DATABASE_URL": to} if backend == "postgres"
+           else {"RAG_DB_FILE": str(tmp_path / "copy.db")})
+    after = json.loads(invoke(runner, "memory", "ls", "--json", env=env).stdout)["entries"]
+    assert [(e["id"], e["created"], e["updated"]) for e in after] == \
+        [(e["id"], e["created"], e["updated"]) for e in before]
+    assert after[0]["created"] == z("2024-05-02T10:00")
+
+
+# --------------------------------------------------------------------------- time in a recall
+
+@pytest.fixture
+def dated(runner, monkeypatch, tz_paris):
+    """A store written the way people fill one: facts from several years, ids not in date
+    order, two facts that changed; "now" is NOW (FORGE_NOW) in Paris."""
+    monkeypatch.setenv("FORGE_NOW", NOW)
+    ids = {}
+    for key, kind, text, at in [
+        ("ram_new", "fact", "Le serveur a maintenant 24 Go de RAM", "2025-02-10"),
+        ("garden", "decision", "Planter les tomates au fond du jardin", "2026-03-11"),
+        ("ram_old", "fact", "Le serveur a 8 Go de RAM", "2024-05-02"),
+        ("plan_new", "fact", "mon forfait mobile est maintenant chez Sosh", "2025-09-01"),
+        ("mower", "decision", "Garden: buy a robot mower for the lawn", "2025-06-20"),
+        ("plan_old", "fact", "mon forfait mobile est chez Bouygues", "2023-01-05"),
+        ("order", "fact", "J'ai commandé un onduleur Eaton pour le NAS", "2023-05-14"),
+        ("shed", "decision", "Repaint the garden shed green", "2024-09-03"),
+    ]:
+        ids[key] = _remember(runner, kind, text, "--at", at)
+    return ids
+
+
+def _recall(runner, *args: str) -> dict:
+    result = invoke(runner, "recall", *args, "--json")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_a_time_in_the_question_sets_the_window_and_leaves_the_word_channel(runner, dated):
+    doc = _recall(runner, "what did I decide last week about the garden?")
+    assert doc["time"]["from_query"] == "last week"
+    assert (doc["time"]["since"], doc["time"]["until"]) == (z("2026-03-08T23:00"),
+                                                            z("2026-03-15T23:00"))
+    assert [r["id"] for r in doc["rows"]] == [dated["garden"]]
+    assert "week" not in doc["admitted_words"] and "last" not in doc["admitted_words"]
+    french = _recall(runner, "Qu'ai-je commandé en mai 2023 ?")
+    assert [r["id"] for r in french["rows"]] == [dated["order"]]
+    assert french["time"]["from_query"] == "en mai 2023"
+
+
+def test_no_time_reads_the_words_as_words(runner, dated):
+    doc = _recall(runner, "what did I decide last week about the garden?", "--no-time")
+    assert doc["time"] is None and len(doc["rows"]) == 8
+
+
+def test_an_empty_window_answers_no_row_and_says_how_many_it_left_out(runner, dated):
+    result = invoke(runner, "recall", "Qu'ai-je fait hier au jardin ?")
+    assert result.exit_code == 0 and result.stdout == ""
+    assert 'time window "hier": 2026-03-17 to 2026-03-18' in result.stderr
+    assert "no entry in this window; 8 row(s) outside it match" in result.stderr
+    doc = _recall(runner, "Qu'ai-je fait hier au jardin ?")
+    assert doc["rows"] == [] and doc["time"]["excluded"] == 8
+
+
+def test_since_and_until_options_and_memory_ls(runner, dated):
+    doc = _recall(runner, "serveur RAM", "--since", "2024", "--until", "2024")
+    assert [r["id"] for r in doc["rows"]][:1] == [dated["ram_old"]]
+    assert {r["created"][:4] for r in doc["rows"]} == {"2024"}
+    assert doc["time"]["from_query"] is None
+    listed = json.loads(invoke(runner, "memory", "ls", "--since", "last year", "--json").stdout)
+    assert {e["id"] for e in listed["entries"]} == {dated["ram_new"], dated["plan_new"],
+                                                    dated["mower"], dated["garden"]}
+    assert listed["total"] == 4 and listed["by_kind"] == {"decision": 2, "fact": 2}
+    bad = invoke(runner, "recall", "x", "--since", "someday")
+    assert bad.exit_code == 1 and "--since 'someday' is not a date" in bad.stderr
+
+
+def test_the_newer_of_two_facts_comes_first_and_the_older_says_so(runner, dated):
+    for question, new, old in [("combien de RAM a le serveur ?", "ram_new", "ram_old"),
+                               ("chez quel opérateur est mon forfait mobile ?", "plan_new",
+                                "plan_old")]:
+        doc = _recall(runner, question)
+        ids = [r["id"] for r in doc["rows"]]
+        assert ids.index(dated[new]) < ids.index(dated[old]), ids
+        older = next(r for r in doc["rows"] if r["id"] == dated[old])
+        assert older["newer"] == dated[new] and doc["time"] is None
+        assert "newer" not in next(r for r in doc["rows"] if r["id"] == dated[new])
+        table = invoke(runner, "recall", question).stdout
+        assert f"(older: #{dated[new]} is newer)" in table
+    # the hot block and the chat's lines carry each entry's date
+    hot = invoke(runner, "memory", "hot").stdout
+    assert "- [fact, 2024-05-02] Le serveur a 8 Go de RAM" in hot
+
+
+def test_as_of_answers_as_the_store_stood_then(runner, dated):
+    doc = _recall(runner, "combien de RAM a le serveur ?", "--as-of", "2024-12")
+    ids = [r["id"] for r in doc["rows"]]
+    assert dated["ram_old"] in ids and dated["ram_new"] not in ids
+    assert all(r["created"] < z("2024-11-30T23:00") for r in doc["rows"])
+    assert doc["time"]["as_of"] == z("2024-12-31T23:00")
+    # a replacement made later does not hide the entry as it stood then
+    invoke(runner, "memory", "supersede", str(dated["ram_old"]), "--by", str(dated["ram_new"]))
+    now_ids = [r["id"] for r in _recall(runner, "combien de RAM a le serveur ?")["rows"]]
+    assert dated["ram_old"] not in now_ids
+    then = _recall(runner, "combien de RAM a le serveur ?", "--as-of", "2024")["rows"]
+    assert dated["ram_old"] in [r["id"] for r in then]
