@@ -6,19 +6,25 @@ goes into every channel's query (recall_rank.recall, channels, recall_sparse, th
 nothing here cuts rows afterwards.
 
 The newer of two facts (with no window): two rows state a changed fact about the same thing
-when they are deliberate entries of one kind and project and
+when they are deliberate entries of one kind and project, share a content word (function
+words out: the word channel's lists) and
 
 - they differ only by the value they give: each holds one or two content words the other
   lacks, and they share at least twice as many (`mon forfait mobile est chez Bouygues` /
   `mon forfait mobile est maintenant chez Sosh`; `Le serveur a 8 Go de RAM` / `Le serveur a
   maintenant 24 Go de RAM`); the words that say a change (now, currently, maintenant,
   désormais...) do not count; or
+- one of them says the change, and counting every word, each lacks at most three of the
+  other's and they share more than that (`Ma voiture est une Renault Clio 4` / `Ma voiture est
+  maintenant une Peugeot 208`); or
 - the conflicts detector (forge/memory/conflicts.py: a negation, two values for one thing)
-  says they conflict, asked only of rows sharing at least two content words.
+  says they conflict (`I drink coffee every morning` / `I no longer drink coffee every
+  morning`).
 
 The one created later (then the larger id) is the newer: it moves up to just before the older
 one, which carries `newer` (its id). The conflicts module is imported only for a pair that
-passed the shared-words check, so a recall whose rows say nothing alike imports nothing more.
+shares a content word and is not told apart by the rules above, so a recall whose rows say
+nothing alike imports nothing more.
 """
 from __future__ import annotations
 
@@ -37,6 +43,7 @@ CHANGE_WORDS = frozenset({
     "desormais", "actuellement", "dorénavant", "dorenavant", "aujourd", "hui", "depuis"})
 MAX_DIFFERENT = 2      # content words one row holds and the other lacks, at most
 MIN_SHARED = 2         # content words both hold, at least (and twice the difference)
+MAX_DIFFERENT_SAID = 3  # words of all, when one row says the change
 
 
 def arguments(settings: Any, since: str | None = None, until: str | None = None,
@@ -99,27 +106,51 @@ def as_they_stood(store: "Store", entries: dict[int, "Entry"], as_of: str) -> di
 # --------------------------------------------------------------------------- the newer fact
 
 _WORD = re.compile(r"[^\W_]+")
+_MARKS = re.compile("[\u0300-\u036f]")
 
 
-def content_words(text: str) -> frozenset[str]:
-    """A row's content words: letter runs of three or more and numbers, case folded, the
-    change words left out."""
-    return frozenset(w for w in _WORD.findall(text.casefold())
-                     if (w[0].isdigit() or len(w) >= 3) and w not in CHANGE_WORDS)
+class Words:
+    """A row's words for the comparison: all of them (case and accents folded, the change words
+    out), its content words (letter runs of three or more and numbers, the word channel's
+    function words out: recall_words), and whether it says a change."""
+
+    __slots__ = ("all", "content", "says_change")
+
+    def __init__(self, text: str, function_words: frozenset[str]):
+        folded = text.casefold()
+        if not folded.isascii():
+            import unicodedata
+
+            folded = _MARKS.sub("", unicodedata.normalize("NFKD", folded))
+        words = set(_WORD.findall(folded))
+        self.says_change = not words.isdisjoint(CHANGE_WORDS)
+        self.all = frozenset(words - CHANGE_WORDS)
+        self.content = frozenset(w for w in self.all if (w[0].isdigit() or len(w) >= 3)
+                                 and w not in function_words)
 
 
-def changed_value(a: frozenset[str], b: frozenset[str]) -> bool:
-    """Two rows' content words differ only by the value they give."""
-    shared = len(a & b)
-    only_a, only_b = len(a - b), len(b - a)
-    return (1 <= only_a <= MAX_DIFFERENT and 1 <= only_b <= MAX_DIFFERENT
-            and shared >= max(MIN_SHARED, 2 * max(only_a, only_b)))
+def changed_value(a: "Words", b: "Words") -> bool:
+    """Two rows differ only by the value they give: one or two content words each that the
+    other lacks, and at least twice as many shared (MIN_SHARED at least); or, when one of them
+    says a change (`now`, `maintenant`...), up to MAX_DIFFERENT_SAID words of all each that the
+    other lacks, more words shared than either lacks, and a content word in common."""
+    shared = len(a.content & b.content)
+    only_a, only_b = len(a.content - b.content), len(b.content - a.content)
+    if (1 <= only_a <= MAX_DIFFERENT and 1 <= only_b <= MAX_DIFFERENT
+            and shared >= max(MIN_SHARED, 2 * max(only_a, only_b))):
+        return True
+    if not (a.says_change or b.says_change) or not shared:
+        return False
+    shared_all = len(a.all & b.all)
+    diff_a, diff_b = len(a.all - b.all), len(b.all - a.all)
+    return (1 <= diff_a <= MAX_DIFFERENT_SAID and 1 <= diff_b <= MAX_DIFFERENT_SAID
+            and shared_all > max(diff_a, diff_b))
 
 
-def changed_fact(a: "Entry", b: "Entry", words: dict[int, frozenset[str]]) -> bool:
+def changed_fact(a: "Entry", b: "Entry", words: dict[int, "Words"]) -> bool:
     """`a` and `b` state a changed fact about the same thing (see the module docstring)."""
     wa, wb = words[a.id], words[b.id]
-    if len(wa & wb) < MIN_SHARED:
+    if not wa.content & wb.content:
         return False
     if changed_value(wa, wb):
         return True
@@ -137,7 +168,10 @@ def newer_first(rows: list["SearchRow"]) -> list["SearchRow"]:
     notes = [r for r in rows if r.entry.kind != ARCHIVE_KIND and r.entry.superseded_by is None]
     if len(notes) < 2:
         return rows
-    words = {r.entry.id: content_words(r.entry.content) for r in notes}
+    from .recall_words import function_words
+
+    skip = function_words()
+    words = {r.entry.id: Words(r.entry.content, skip) for r in notes}
     pairs = []
     for i, x in enumerate(notes):
         for y in notes[i + 1:]:
