@@ -463,3 +463,78 @@ def test_as_of_answers_as_the_store_stood_then(runner, dated):
     assert dated["ram_old"] not in now_ids
     then = _recall(runner, "combien de RAM a le serveur ?", "--as-of", "2024")["rows"]
     assert dated["ram_old"] in [r["id"] for r in then]
+
+
+@pytest.mark.parametrize("older, newer, changed", [
+    ("mon forfait mobile est chez Bouygues", "mon forfait mobile est maintenant chez Sosh", True),
+    ("Le serveur a 8 Go de RAM", "Le serveur a maintenant 24 Go de RAM", True),
+    ("Ma voiture est une Renault Clio 4", "Ma voiture est maintenant une Peugeot 208", True),
+    ("I drink coffee every morning", "I no longer drink coffee every morning", True),
+    ("My gym membership is at Basic-Fit", "My gym membership is now at Fitness Park", True),
+    # not the same thing, or not a change
+    ("The NAS is in the garage", "The car is in the garage", False),
+    ("I like coffee", "I like tea", False),
+    ("Decided to repaint the garden shed green", "Planted the tomatoes near the shed", False),
+    ("Le NAS a 32 Go de RAM", "Le NAS a 32 Go de RAM et un SSD", False),
+])
+def test_which_two_rows_state_a_changed_fact(older, newer, changed):
+    from forge.recall import recall_time
+    from forge.recall.recall_words import function_words
+    from forge.store.common import Entry
+
+    a = Entry(1, "fact", None, older, "remember", {}, z("2024-01-01T10:00"), "", None)
+    b = Entry(2, "fact", None, newer, "remember", {}, z("2025-01-01T10:00"), "", None)
+    words = {e.id: recall_time.Words(e.content, function_words()) for e in (a, b)}
+    assert recall_time.changed_fact(a, b, words) is changed
+
+
+def test_the_chats_lines_say_which_row_is_newer_and_an_empty_window_is_said():
+    from forge.chat.graphs.recall import synthesis_messages
+    from forge.recall.hot_memory import HotBlock
+    from forge.store.common import Entry
+    from forge.store.search_results import SearchRow
+
+    old = Entry(3, "fact", None, "Le serveur a 8 Go de RAM", "remember", {},
+                z("2024-05-02T10:00"), "", None)
+    row = SearchRow(old, "vector", 0.4, None, newer=7)
+    user = synthesis_messages(HotBlock(""), "RAM ?", [row], today="2026-03-18")[1]["content"]
+    assert "- [fact, 2024-05-02] Le serveur a 8 Go de RAM (#3; older: #7 is newer)" in user
+    empty = synthesis_messages(HotBlock(""), "hier ?", [], today="2026-03-18",
+                               time={"since": z("2026-03-16T23:00"),
+                                     "until": z("2026-03-17T23:00")})[1]["content"]
+    assert "No entry dated from" in empty and "do not answer from entries of other dates" in empty
+
+
+def test_get_search_and_memory_take_since_until_and_answer_the_window(runner, dated):
+    from test_serve import client_for
+
+    client = client_for()
+    doc = client.get("/search", params={"q": "serveur RAM", "since": "2024",
+                                        "until": "2024"}).json()
+    assert {r["created"][:4] for r in doc["rows"]} == {"2024"} and doc["time"]["since"]
+    asked = client.get("/search", params={"q": "Qu'ai-je commandé en mai 2023 ?"}).json()
+    assert asked["time"]["from_query"] == "en mai 2023"
+    assert [r["id"] for r in asked["rows"]] == [dated["order"]]
+    words = client.get("/search", params={"q": "Qu'ai-je commandé en mai 2023 ?",
+                                          "time": "false"}).json()
+    assert words["time"] is None and len(words["rows"]) == 8
+    bad = client.get("/search", params={"q": "x", "since": "someday"})
+    assert bad.status_code == 400 and "since 'someday' is not a date" in bad.json()["error"]
+    listed = client.get("/memory", params={"since": "2025-06", "until": "2025"}).json()
+    assert {e["id"] for e in listed["entries"]} == {dated["plan_new"], dated["mower"]}
+
+
+def test_the_mcp_tools_take_since_until(runner, dated):
+    from forge.core.settings import load_settings
+    from forge.mcp import documents
+
+    settings = load_settings()
+    doc = documents.recall(settings, "operateur forfait mobile", since="2025", until="2025")
+    assert doc["rows"][0]["id"] == dated["plan_new"]
+    assert doc["rows"][0]["created"] == "2025-09-01T10:00:00.000000Z"
+    assert {r["created"][:4] for r in doc["rows"]} == {"2025"} and len(doc["rows"]) == 3
+    listed = documents.memory_list(settings, since="l'année dernière")   # 2025 on
+    assert {e["id"] for e in listed["entries"]} == {dated["ram_new"], dated["plan_new"],
+                                                    dated["mower"], dated["garden"]}
+    with pytest.raises(ForgeError, match="since 'bientôt' is not a date"):
+        documents.recall(settings, "x", since="bientôt")

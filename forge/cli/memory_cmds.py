@@ -311,10 +311,15 @@ def _date(created: str) -> str:
 
 def _note_window(time: dict[str, Any]) -> None:
     """The window on stderr: what was read, and what an empty one left out."""
-    span = f"{_date(time['since']) if time['since'] else '…'} to " \
-           f"{_date(time['until']) if time['until'] else 'now'} (until excluded)"
-    said = f'"{time["from_query"]}": ' if time.get("from_query") else ""
-    note(f"time window {said}{span}" + (f", as of {time['as_of']}" if time.get("as_of") else ""))
+    if time["since"] is not None or time["until"] != time.get("as_of"):
+        span = (f"{_date(time['since']) if time['since'] else '…'} to "
+                f"{_date(time['until']) if time['until'] else 'now'} (until excluded)")
+        said = f'"{time["from_query"]}": ' if time.get("from_query") else ""
+        note(f"time window {said}{span}")
+    if time.get("as_of"):
+        from ..core.when import local_date
+
+        note(f"as the store stood before {local_date(time['as_of'])} (--as-of)")
     if time.get("excluded") is not None:
         note(f"no entry in this window; {time['excluded']} row(s) outside it match "
              "(--no-time, or another window, to see them)")

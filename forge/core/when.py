@@ -395,6 +395,23 @@ def find(question: str, *, now: datetime | str | None = None,
 _EXAMPLES = ("(2024-03-05, 2024, March 2024, last week, il y a deux ans, depuis juin: "
              "docs/time.md lists them)")
 
+# The expressions docs/time.md shows with their windows (its table is generated from `period`
+# over these at DOCS_NOW in DOCS_ZONE: docs/_ext/forge_docs.py), English then French.
+DOCS_NOW, DOCS_ZONE = "2026-03-18T15:00", "Europe/Paris"
+DOCS_EXAMPLES = (
+    ("yesterday", "hier"), ("today", "aujourd'hui"), ("3 days ago", "il y a 3 jours"),
+    ("this week", "cette semaine"), ("last week", "la semaine dernière"),
+    ("2 weeks ago", "il y a deux semaines"), ("this month", "ce mois-ci"),
+    ("last month", "le mois dernier"), ("last year", "l'année dernière"),
+    ("two years ago", "il y a deux ans"), ("in March 2024", "en mars 2024"),
+    ("March 5, 2024", "le 5 mars 2024"), ("in June", "en juin"), ("2024", "en 2024"),
+    ("since June", "depuis juin"), ("before 2024", "avant 2024"),
+    ("after March 2024", "après mars 2024"),
+    ("between March and May 2024", "entre mars et mai 2024"),
+    ("from 2023 to 2024", "de 2023 à 2024"), ("from 3 to 5 March 2024", "du 3 au 5 mars 2024"),
+    ("2024-03-05", None), ("2024-03", None), ("2024-03-05T14:30", None),
+)   # None: ISO 8601, the same in every language
+
 
 def period(text: str, *, now: datetime | str | None = None, tz: tzinfo | None = None,
            what: str = "WHEN") -> Window:

@@ -17,14 +17,14 @@ words out: the word channel's lists) and
 - one of them says the change, and counting every word, each lacks at most three of the
   other's and they share more than that (`Ma voiture est une Renault Clio 4` / `Ma voiture est
   maintenant une Peugeot 208`); or
-- the conflicts detector (forge/memory/conflicts.py: a negation, two values for one thing)
-  says they conflict (`I drink coffee every morning` / `I no longer drink coffee every
-  morning`).
+- one says what the other says, negated: the same content words once the negation words are
+  out, and negation words in one only (`I drink coffee every morning` / `I no longer drink
+  coffee every morning`).
 
-The one created later (then the larger id) is the newer: it moves up to just before the older
-one, which carries `newer` (its id). The conflicts module is imported only for a pair that
-shares a content word and is not told apart by the rules above, so a recall whose rows say
-nothing alike imports nothing more.
+These are the two shapes of the conflicts detector (forge/memory/conflicts.py, `forge memory
+conflicts`: two values for one thing, a negation), read here on a recall's rows alone: the
+recall ring does not import the memory ring above it. The one created later (then the larger
+id) is the newer: it moves up to just before the older one, which carries `newer` (its id).
 """
 from __future__ import annotations
 
@@ -39,11 +39,14 @@ if TYPE_CHECKING:
 
 # Words that say a value changed; not content for the comparison.
 CHANGE_WORDS = frozenset({
-    "now", "currently", "nowadays", "anymore", "today", "since", "maintenant", "désormais",
+    "now", "currently", "nowadays", "today", "since", "maintenant", "désormais",
     "desormais", "actuellement", "dorénavant", "dorenavant", "aujourd", "hui", "depuis"})
 MAX_DIFFERENT = 2      # content words one row holds and the other lacks, at most
 MIN_SHARED = 2         # content words both hold, at least (and twice the difference)
 MAX_DIFFERENT_SAID = 3  # words of all, when one row says the change
+# Negation words (English and French; `longer` of `no longer`, `plus` of `ne ... plus`).
+NEGATIONS = frozenset({"not", "no", "never", "longer", "anymore", "without", "nor", "pas",
+                       "plus", "jamais", "sans", "aucun", "aucune", "non", "ni"})
 
 
 def arguments(settings: Any, since: str | None = None, until: str | None = None,
@@ -147,17 +150,19 @@ def changed_value(a: "Words", b: "Words") -> bool:
             and shared_all > max(diff_a, diff_b))
 
 
+def negated(a: "Words", b: "Words") -> bool:
+    """One row says what the other says, negated: the same content words once the negation
+    words are out, and negation words in one of them only."""
+    neg_a, neg_b = a.all & NEGATIONS, b.all & NEGATIONS
+    return bool(neg_a) != bool(neg_b) and a.content - NEGATIONS == b.content - NEGATIONS
+
+
 def changed_fact(a: "Entry", b: "Entry", words: dict[int, "Words"]) -> bool:
     """`a` and `b` state a changed fact about the same thing (see the module docstring)."""
     wa, wb = words[a.id], words[b.id]
     if not wa.content & wb.content:
         return False
-    if changed_value(wa, wb):
-        return True
-    from ..memory import conflicts
-
-    sa, sb = conflicts.read_side(a), conflicts.read_side(b)
-    return sa is not None and sb is not None and conflicts.conflict(sa, sb) is not None
+    return changed_value(wa, wb) or negated(wa, wb)
 
 
 def newer_first(rows: list["SearchRow"]) -> list["SearchRow"]:
