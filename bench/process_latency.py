@@ -52,6 +52,23 @@ def _trace_file(path: Path, megabytes: int) -> None:
             fh.write(block)
 
 
+def _before_created_index(path: Path) -> None:
+    """The old package's copy as a store of schema 4: migration 5 only added the `created`
+    index (time windows), so dropping it gives exactly what a package of 4 migrations wrote;
+    without it that package refuses the store ("newer than this forge")."""
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    try:
+        if conn.execute("pragma user_version").fetchone()[0] == 5:
+            conn.execute("drop index if exists memory_entries_created")
+            conn.execute("update meta set value = '4' where key = 'schema_version'")
+            conn.execute("pragma user_version = 4")
+            conn.commit()
+    finally:
+        conn.close()
+
+
 def _editable_finders() -> list[str]:
     """The `__editable__*.pth` files of this interpreter's site-packages."""
     import site
@@ -109,7 +126,14 @@ def main() -> None:
         }
         envs = {name: env for name in commands}
         if args.compare:
-            old_env = {**env, "PYTHONPATH": str(args.compare)}
+            # the old package gets a copy of its own: this one's migrations (a newer schema)
+            # would make it refuse the store
+            old_work = work / "old"
+            old_work.mkdir()
+            db.snapshot(args.store / "forge_rag.db", old_work / "forge_rag.db")
+            _before_created_index(old_work / "forge_rag.db")
+            shutil.copy(work / "traces.jsonl", old_work / "traces.jsonl")
+            old_env = {**env, "PYTHONPATH": str(args.compare), "FORGE_DATA_DIR": str(old_work)}
             for name, (cmd, target) in list(commands.items()):
                 if name.startswith("forge"):
                     commands[f"{name} [old]"] = (cmd, target)
