@@ -13,10 +13,11 @@ or of last year while June is still ahead) on; `between March and May 2024`/`ent
 
 What is whose: the grammar below finds an expression and its shape (point, since, range...);
 dateparser (a kept library) reads each date in it as a moment and its granularity (day,
-week, month, year); this module turns that into the calendar period. dateparser costs
-~45 ms to import and ~30-90 ms for its first reading (its language data), so it is imported
-only when the grammar found an expression: `forge --help` and a question naming no time never
-load it, and an ISO date is read by the standard library alone.
+week, month, year); this module turns that into the calendar period. dateparser costs ~60 ms
+of CPU to import and 40-90 ms for its first reading (its language data, and its time-zone
+patterns compiled on first use), so it is imported only when the grammar found an expression:
+`forge --help` and a question naming no time never load it, and an ISO date is read by the
+standard library alone.
 
 Stored times are UTC, `%Y-%m-%dT%H:%M:%S.%fZ` (core/timestamps.py): a window's bounds are
 written the same way, so a store compares them as text.
@@ -180,7 +181,7 @@ _EN_BARE = rf"(?:{_EN_MONTHS})|{_YEAR}"
 _FR_BARE = rf"(?:{_FR_MONTHS})|{_YEAR}"
 _EN_ANY = rf"(?:{_EN_POINT}|{_EN_BARE})"
 _FR_ANY = rf"(?:{_FR_POINT}|{_FR_BARE})"
-_EN_IN = r"(?:in|during|on|in\s+the\s+(?:month|year)\s+of|for)\s+"
+_EN_IN = r"(?:in|during|in\s+the\s+(?:month|year)\s+of)\s+"   # not `on`, `for`: "for May"
 _FR_IN = (rf"(?:en|pendant|durant|au\s+cours\s+de|au\s+mois\s+d{_AP}|au\s+mois\s+de|dans|pour"
           rf"|l{_AP}ann[ée]e|en\s+l{_AP}an|le)\s+")
 
@@ -267,18 +268,20 @@ class _Period:
         self.start, self.end = start, end
 
 
-_parsers: dict[tuple[str, datetime], Any] = {}
+_parsers: dict[str, tuple[datetime, Any]] = {}   # language -> (its base, its parser)
 
 
 def _dateparser(lang: str, base: datetime) -> Any:
-    key = (lang, base)
-    if key not in _parsers:
-        from dateparser.date import DateDataParser   # ~45 ms: only for a found expression
+    """dateparser's parser of `lang` reading against `base` (the last one of each language is
+    kept: a long-running `forge serve` reads every question against a new now)."""
+    kept = _parsers.get(lang)
+    if kept is None or kept[0] != base:
+        from dateparser.date import DateDataParser   # only for a found expression
 
-        _parsers[key] = DateDataParser(languages=[lang], settings={
+        kept = _parsers[lang] = (base, DateDataParser(languages=[lang], settings={
             "RELATIVE_BASE": base, "PREFER_DATES_FROM": "past",
-            "RETURN_TIME_AS_PERIOD": True})
-    return _parsers[key]
+            "RETURN_TIME_AS_PERIOD": True}))
+    return kept[1]
 
 
 def _period(moment: datetime, granularity: str) -> _Period:
