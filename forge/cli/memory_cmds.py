@@ -614,7 +614,7 @@ def memory_edit(entry_id: int, content: str | None, kind: str | None, fmt: str) 
 @click.option("--kind", "-k", type=Kind(), help="Only this kind.")
 @click.option("--project", "-p", help="Only this project.")
 def memory_export(kind: str | None, project: str | None) -> None:
-    """Write the deliberate entries as JSON Lines on stdout, oldest first: the format
+    """Write the deliberate entries as JSON Lines on stdout, by id: the format
     `forge remember --batch` reads, so `forge memory export > m.jsonl` then
     `forge remember --batch m.jsonl` copies them into another store. Archive entries stay
     out: compaction wrote them from the history."""
