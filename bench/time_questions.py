@@ -19,6 +19,11 @@ Each question is scored top-1 (its expected entry is the first row of `forge rec
 - "after": recall_rank.recall, what `forge recall` runs now;
 - "after, vector reads the rest": the same with recall_rank.VECTOR_READS = "rest" (the vector
   channel embeds the question without its time expression too), the alternative measured.
+
+`--locomo DIR` (the stores `bench/locomo.py --keep DIR` built, whose archives are dated by
+their sessions): LoCoMo's category 1-4 questions any@5 / any@10 with and without reading time
+(`forge recall --no-time`), each conversation's questions read at its last session, and the
+questions whose answer changed.
 """
 from __future__ import annotations
 
@@ -101,12 +106,54 @@ def score(folder: Path, data: dict, ids: dict[str, int], mode: str) -> list[dict
     return out
 
 
+def locomo(base: Path) -> None:
+    """LoCoMo with and without reading time in its questions (see the module docstring)."""
+    import recall_sets
+    from forge.store import rag
+    from forge.recall import recall_batch
+
+    total = {False: [0, 0], True: [0, 0]}
+    changed, timed, n = [], 0, 0
+    for folder, asked, ended in recall_sets.locomo_sets(base):
+        questions = [q["q"] for q in asked]
+        with rag.open_store(recall_sets.open_settings(folder, {"FORGE_NOW": ended})) as store:
+            vectors = recall_batch.embed_queries(store, questions)
+            answers = {read: recall_batch.search_many(store, questions, vectors=vectors, limit=10,
+                                                      read_time=read).answers
+                       for read in (False, True)}
+        for i, q in enumerate(asked):
+            wanted = set(q["evidence"])
+            got = {}
+            for read in (False, True):
+                rows = answers[read][i].result.rows
+                found = [bool(wanted & set((r.entry.refs or {}).get("external") or []))
+                         for r in rows]
+                got[read] = (any(found[:5]), any(found[:10]))
+                total[read][0] += got[read][0]
+                total[read][1] += got[read][1]
+            time = answers[True][i].result.time
+            timed += time is not None
+            if got[False] != got[True]:
+                changed.append((q["q"], time and time["from_query"], got[False][1], got[True][1]))
+        n += len(asked)
+    print(f"\nLoCoMo: {n} questions, {timed} read with a time window (each conversation's "
+          "questions read at its last session)")
+    for read, label in ((False, "--no-time (main)"), (True, "reading time (forge recall)")):
+        print(f"  {label:30} any@5 {total[read][0] / n:.3f}  any@10 {total[read][1] / n:.3f}")
+    for q, said, before, after in changed:
+        print(f"  {'+' if after and not before else '-' if before and not after else '~'} "
+              f"{q} [{said}]")
+
+
 def main(argv: list[str] | None = None) -> int:
     import docs_figures
     from tabulate import tabulate
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--keep", type=Path, help="build the store under DIR and reuse it")
+    parser.add_argument("--locomo", type=Path, metavar="DIR",
+                        help="also LoCoMo's stores (bench/locomo.py --keep DIR) with and "
+                             "without reading time")
     parser.add_argument("--misses", action="store_true", help="print the questions missed at top-1")
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args(argv)
@@ -144,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\n{name}: {len(missed)} missed at top-1")
                 for q, rank in missed:
                     print(f"  rank {rank}: {q}")
+        if args.locomo:
+            locomo(args.locomo)
     return 0
 
 

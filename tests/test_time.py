@@ -121,6 +121,7 @@ def test_a_question_s_time_expression_is_found_read_and_taken_out(question, said
     "which phone plan do I have now?", "Combien de RAM a le NiPoGi AM06PRO ?",
     "May I ask what the plan is?", "la mission sur Mars", "Quel GPU, la RTX 2080 ?",
     "What port does the server use, 8080?", "What present did I buy for May?",
+    "What is planned in December 2026?",   # a period that has not begun: a plan, not a window
 ])
 def test_questions_without_a_time_expression_have_no_window(question):
     assert when.find(question, now=NOW, tz=PARIS) is None

@@ -380,16 +380,23 @@ def _window(bounds: tuple[datetime | None, datetime | None], tz: tzinfo | None,
 
 def find(question: str, *, now: datetime | str | None = None,
          tz: tzinfo | None = None) -> Found | None:
-    """The first time expression in `question`, read; None when it holds none (or none that
-    can be read). A question that passes no `may_hold_time` check costs a regex search."""
+    """The first time expression in `question`, read; None when it holds none, none that can
+    be read, or one whose period starts after now (nothing was written then: the question is
+    about a plan, and its words stay words). A question that fails `may_hold_time` costs a
+    set lookup per word."""
     if not may_hold_time(question):
         return None
     found = _match(question, whole=False)
     if found is None:
         return None
     name, lang, m = found
-    bounds = _read_match(name, lang, m, local_now(now, tz), tz)
+    moment = local_now(now, tz)
+    bounds = _read_match(name, lang, m, moment, tz)
     if bounds is None:
+        return None
+    if bounds[0] is not None and bounds[0] > moment:
+        # a period that has not begun holds nothing written yet: the question is about what
+        # is planned for it ("what is planned for December 2027?"), its words stay words
         return None
     rest = " ".join((question[:m.start()] + " " + question[m.end():]).split())
     return Found(_window(bounds, tz, m.group(0)), m.group(0), rest)
