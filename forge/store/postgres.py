@@ -218,7 +218,8 @@ def _m5_created(cur: Any) -> None:
     """A time window is part of each channel's query: the entries of a window are found by
     `created` (a stored UTC time, compared bytewise as text: `collate "C"`, whatever the
     database's collation) through this index."""
-    cur.execute('create index memory_entries_created on memory_entries((created collate "C"))')
+    cur.execute('create index if not exists memory_entries_created on memory_entries('
+                '(created collate "C"))')
 
 
 MIGRATIONS = (_m1_tables, _m2_word_counts, _m3_superseded_reason, _m4_sparse, _m5_created)

@@ -140,7 +140,7 @@ def _m5_created(conn: Any) -> None:
     """A time window (`recall --since/--until`, time in a question) is part of each channel's
     query: the entries of a window are found by `created` (a stored UTC time, compared as
     text) through this index."""
-    conn.execute("create index memory_entries_created on memory_entries(created)")
+    conn.execute("create index if not exists memory_entries_created on memory_entries(created)")
 
 
 MIGRATIONS: tuple[Callable[[Any], None], ...] = (_m1_entries, _m2_superseded_reason,
