@@ -28,6 +28,7 @@ questions whose answer changed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -82,28 +83,61 @@ def build(folder: Path, data: dict) -> dict[str, int]:
     return ids
 
 
-def score(folder: Path, data: dict, ids: dict[str, int], mode: str) -> list[dict]:
+# column -> (main's search or forge recall, what a question's period searches, what the vector
+# channel embeds): how a question's time is read, forge recall's way and the alternatives
+READINGS = {
+    "before (main: no time reading)": ("before", None, "question"),
+    "the period as the window": ("after", "period", "question"),
+    "said in it or after": ("after", 0, "question"),
+    "after (forge recall)": ("after", None, "question"),
+    "after, vector reads the rest": ("after", None, "rest"),
+}
+
+
+@contextlib.contextmanager
+def reading(told: str | int | None, vector: str):
+    """forge recall with a question's period searched as `told` says ("period": the period
+    alone; N: from N days before it on; None: recall_time.told as shipped) and the vector
+    channel embedding `vector` (recall_rank.VECTOR_READS)."""
+    from datetime import timedelta
+
+    from forge.recall import recall_rank, recall_time
+
+    saved = recall_rank.VECTOR_READS, recall_time.told, recall_time.ANNOUNCED
+    recall_rank.VECTOR_READS = vector
+    if told == "period":
+        recall_time.told = lambda period: period
+    elif told is not None:
+        recall_time.ANNOUNCED = timedelta(days=told)
+    try:
+        yield
+    finally:
+        recall_rank.VECTOR_READS, recall_time.told, recall_time.ANNOUNCED = saved
+
+
+def score(folder: Path, data: dict, ids: dict[str, int], column: str) -> list[dict]:
     from forge.store import rag
     from forge.recall import recall_rank
 
     out = []
-    old = recall_rank.VECTOR_READS
-    recall_rank.VECTOR_READS = "rest" if mode == "rest" else "question"
-    try:
-        with rag.open_store(settings_for(folder, data), mode="read") as store:
-            for q in data["questions"]:
-                if mode == "before":
-                    result = recall_rank.search(store, q["q"], limit=10)
-                else:
-                    result = recall_rank.recall(store, q["q"], limit=10)
-                rows = [r.entry.id for r in result.rows]
-                want = ids[q["expect"]]
-                out.append({**q, "top1": bool(rows) and rows[0] == want,
-                            "rank": rows.index(want) + 1 if want in rows else None,
-                            "window": result.time})
-    finally:
-        recall_rank.VECTOR_READS = old
+    mode, told, vector = READINGS[column]
+    with reading(told, vector), rag.open_store(settings_for(folder, data), mode="read") as store:
+        for q in data["questions"]:
+            if mode == "before":
+                result = recall_rank.search(store, q["q"], limit=10)
+            else:
+                result = recall_rank.recall(store, q["q"], limit=10)
+            rows = [r.entry.id for r in result.rows]
+            want = ids[q["expect"]]
+            out.append({**q, "top1": bool(rows) and rows[0] == want,
+                        "rank": rows.index(want) + 1 if want in rows else None,
+                        "window": result.time})
     return out
+
+
+# LoCoMo's columns: --no-time (main's rows), then the readings of a question's time as above
+LOCOMO_READINGS = ["--no-time (main)", "the period as the window", "said in it or after",
+                   "after (forge recall)"]
 
 
 def locomo(base: Path) -> None:
@@ -112,34 +146,41 @@ def locomo(base: Path) -> None:
     from forge.store import rag
     from forge.recall import recall_batch
 
-    total = {False: [0, 0], True: [0, 0]}
+    total = {label: [0, 0] for label in LOCOMO_READINGS}
     changed, timed, n = [], 0, 0
+    main, shipped = LOCOMO_READINGS[0], LOCOMO_READINGS[-1]
     for folder, asked, ended in recall_sets.locomo_sets(base):
         questions = [q["q"] for q in asked]
+        answers = {}
         with rag.open_store(recall_sets.open_settings(folder, {"FORGE_NOW": ended})) as store:
             vectors = recall_batch.embed_queries(store, questions)
-            answers = {read: recall_batch.search_many(store, questions, vectors=vectors, limit=10,
-                                                      read_time=read).answers
-                       for read in (False, True)}
+            for label in LOCOMO_READINGS:
+                _, told, vector = READINGS.get(label, ("after", None, "question"))
+                with reading(told, vector):
+                    answers[label] = recall_batch.search_many(
+                        store, questions, vectors=vectors, limit=10,
+                        read_time=label != main).answers
         for i, q in enumerate(asked):
             wanted = set(q["evidence"])
             got = {}
-            for read in (False, True):
-                rows = answers[read][i].result.rows
+            for label in LOCOMO_READINGS:
+                rows = answers[label][i].result.rows
                 found = [bool(wanted & set((r.entry.refs or {}).get("external") or []))
                          for r in rows]
-                got[read] = (any(found[:5]), any(found[:10]))
-                total[read][0] += got[read][0]
-                total[read][1] += got[read][1]
-            time = answers[True][i].result.time
+                got[label] = (any(found[:5]), any(found[:10]))
+                total[label][0] += got[label][0]
+                total[label][1] += got[label][1]
+            time = answers[shipped][i].result.time
             timed += time is not None
-            if got[False] != got[True]:
-                changed.append((q["q"], time and time["from_query"], got[False][1], got[True][1]))
+            if got[main] != got[shipped]:
+                changed.append((q["q"], time and time["from_query"], got[main][1],
+                                got[shipped][1]))
         n += len(asked)
     print(f"\nLoCoMo: {n} questions, {timed} read with a time window (each conversation's "
           "questions read at its last session)")
-    for read, label in ((False, "--no-time (main)"), (True, "reading time (forge recall)")):
-        print(f"  {label:30} any@5 {total[read][0] / n:.3f}  any@10 {total[read][1] / n:.3f}")
+    for label in LOCOMO_READINGS:
+        print(f"  {label:30} any@5 {total[label][0] / n:.3f}  any@10 {total[label][1] / n:.3f}")
+    print("  forge recall against --no-time (- lost at 10 rows, + gained, ~ changed at 5):")
     for q, said, before, after in changed:
         print(f"  {'+' if after and not before else '-' if before and not after else '~'} "
               f"{q} [{said}]")
@@ -162,10 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     time.tzset()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="forge-time-"))
     ids = build(folder / "store", data)
-    runs = {name: score(folder / "store", data, ids, mode)
-            for name, mode in (("before (main: no time reading)", "before"),
-                               ("after (forge recall)", "after"),
-                               ("after, vector reads the rest", "rest"))}
+    runs = {name: score(folder / "store", data, ids, name) for name in READINGS}
     groups = {"time in the question": lambda q: q["type"] != "newer",
               "  absolute": lambda q: q["type"] == "absolute",
               "  relative": lambda q: q["type"] == "relative",

@@ -404,8 +404,30 @@ def test_a_time_in_the_question_sets_the_window_and_leaves_the_word_channel(runn
     assert [r["id"] for r in doc["rows"]] == [dated["garden"]]
     assert "week" not in doc["admitted_words"] and "last" not in doc["admitted_words"]
     french = _recall(runner, "Qu'ai-je commandé en mai 2023 ?")
-    assert [r["id"] for r in french["rows"]] == [dated["order"]]
     assert french["time"]["from_query"] == "en mai 2023"
+    # what may tell of May 2023: said in it first, then what was said after it or in the
+    # fortnight before it; nothing said long before (January's phone plan)
+    assert french["time"]["searched"] == {"since": z("2023-04-16T22:00"), "until": None}
+    ids = [r["id"] for r in french["rows"]]
+    assert ids[0] == dated["order"] and dated["plan_old"] not in ids
+    assert set(ids) == set(dated.values()) - {dated["plan_old"]}
+
+
+def test_a_question_period_searches_what_tells_of_it_said_in_it_first(runner, dated):
+    """An event is told during its period or later (and announced shortly before it): a
+    question's period does not hide a later note that tells of it, and what was said in the
+    period still comes first."""
+    told = _remember(runner, "fact", "Ce que j'ai commandé pour le NAS est arrivé", "--at",
+                     "2023-06-20")
+    question = "Qu'est-ce que j'ai commandé pour le NAS en mai 2023 ?"
+    doc = _recall(runner, question)
+    ids = [r["id"] for r in doc["rows"]]
+    assert ids[:2] == [dated["order"], told], ids
+    assert _recall(runner, question, "--no-time")["rows"][0]["id"] == told
+    assert all(r["created"] >= doc["time"]["searched"]["since"] for r in doc["rows"])
+    # "before August 3" bounds nothing it searches; the rows said before the date come first
+    doc = _recall(runner, "what did I decide before 2024-10-01 about the shed?")
+    assert doc["time"]["searched"] is None and doc["rows"][0]["id"] == dated["shed"]
 
 
 def test_no_time_reads_the_words_as_words(runner, dated):
@@ -414,12 +436,18 @@ def test_no_time_reads_the_words_as_words(runner, dated):
 
 
 def test_an_empty_window_answers_no_row_and_says_how_many_it_left_out(runner, dated):
-    result = invoke(runner, "recall", "Qu'ai-je fait hier au jardin ?")
+    later = {"FORGE_NOW": "2026-06-18T15:00:00"}   # three months after the last entry
+    result = invoke(runner, "recall", "Qu'ai-je fait hier au jardin ?", env=later)
     assert result.exit_code == 0 and result.stdout == ""
-    assert 'time window "hier": 2026-03-17 to 2026-03-18' in result.stderr
+    assert ('time "hier": 2026-06-17 to 2026-06-18 (until excluded); rows said in it first, '
+            'then others said from 2026-06-03 on') in result.stderr
     assert "no entry in this window; 8 row(s) outside it match" in result.stderr
-    doc = _recall(runner, "Qu'ai-je fait hier au jardin ?")
+    doc = json.loads(invoke(runner, "recall", "Qu'ai-je fait hier au jardin ?", "--json",
+                            env=later).stdout)
     assert doc["rows"] == [] and doc["time"]["excluded"] == 8
+    strict = invoke(runner, "recall", "jardin", "--since", "hier")
+    assert strict.stdout == "" and 'time window 2026-03-17 to now' in strict.stderr
+    assert "no entry in this window; 8 row(s) outside it match" in strict.stderr
 
 
 def test_since_and_until_options_and_memory_ls(runner, dated):
@@ -515,7 +543,8 @@ def test_get_search_and_memory_take_since_until_and_answer_the_window(runner, da
     assert {r["created"][:4] for r in doc["rows"]} == {"2024"} and doc["time"]["since"]
     asked = client.get("/search", params={"q": "Qu'ai-je commandé en mai 2023 ?"}).json()
     assert asked["time"]["from_query"] == "en mai 2023"
-    assert [r["id"] for r in asked["rows"]] == [dated["order"]]
+    ids = [r["id"] for r in asked["rows"]]
+    assert ids[0] == dated["order"] and dated["plan_old"] not in ids
     words = client.get("/search", params={"q": "Qu'ai-je commandé en mai 2023 ?",
                                           "time": "false"}).json()
     assert words["time"] is None and len(words["rows"]) == 8

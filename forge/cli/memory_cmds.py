@@ -233,9 +233,10 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
 
     Each row says which channel found it (vector, lexical or both), its date, its distance
     and word score when it has them, and its fused score (both channels' normalised ranks),
-    which orders the rows. A time expression in QUERY ("last week", "en mars 2024") or
-    --since/--until narrows every channel to that window; with none, the newer of two rows
-    that state a changed fact comes first (the older says which).
+    which orders the rows. --since/--until narrow every channel to that window. A time
+    expression in QUERY ("last week", "en mars 2024") names a period: every channel searches
+    what was said from 14 days before it on, and the rows said in it come first. With no
+    time, the newer of two rows that state a changed fact comes first (the older says which).
     QUERY `-` reads stdin. `--queries FILE|-` answers many queries with one model load.
     """
     from ..store import rag
@@ -315,7 +316,13 @@ def _note_window(time: dict[str, Any]) -> None:
         span = (f"{_date(time['since']) if time['since'] else '…'} to "
                 f"{_date(time['until']) if time['until'] else 'now'} (until excluded)")
         said = f'"{time["from_query"]}": ' if time.get("from_query") else ""
-        note(f"time window {said}{span}")
+        searched = time.get("searched") or {}
+        if time.get("from_query"):
+            told = (f"from {_date(searched['since'])} on" if searched.get("since")
+                    else "at any time")
+            note(f"time {said}{span}; rows said in it first, then others said {told}")
+        else:
+            note(f"time window {said}{span}")
     if time.get("as_of"):
         from ..core.when import local_date
 

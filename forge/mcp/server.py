@@ -112,9 +112,10 @@ def create_server(settings: Any) -> MCPServer:
         from), `id` (for memory_show and forget), `channel` (vector = found by meaning, lexical = by words,
         both, or neighbour = the exchange beside a strong hit), `distance` (lower is closer),
         and `fused`, the score rows are ordered by; `created` says when it happened (UTC), and
-        `newer`, on an older statement of a fact that changed, the id of the newer one. A time
-        in the query ("last week", "en mars 2024") or `since`/`until` limits the rows to that
-        window (`time` says which). No row means nothing relevant is stored: say so rather
+        `newer`, on an older statement of a fact that changed, the id of the newer one.
+        `since`/`until` limit the rows to that window. A time in the query ("last week", "en
+        mars 2024") names a period: rows said in it come first, then what was said after it
+        (or just before) that may tell of it (`time` says which). No row means nothing relevant is stored: say so rather
         than guess. Answers `forge recall QUERY --json`; 10 rows by default."""
         return await answer(lambda: documents.recall(settings, query, limit, project, kind,
                                                      since, until), "recall")

@@ -209,18 +209,23 @@ def recall(store: "Store", query: str, *, limit: int | None = None,
     they are not.
 
     Time (forge/recall/recall_time.py): `window` (recall --since/--until) narrows every
-    channel's query; without one, a time expression in the question does (`read_time`, the
-    default; recall --no-time turns it off) and leaves the words the channels search. `as_of`
+    channel's query to what was said in it; without one, a time expression in the question
+    (`read_time`, the default; recall --no-time turns it off) names a period, and every channel
+    searches what may tell of it (recall_time.told: said in it, after it, or in the fortnight
+    before it), what was said in the period first; its words leave the word channels. `as_of`
     (a stored time): the store as it stood then. With no window, the newer of two rows that
     state a changed fact comes first (recall_time.newer_first)."""
-    words_query = None
+    words_query = period = None
     if window is None and read_time:
         from ..core import when   # ~0.2 ms; dateparser only when the question names a time
 
         found = when.find(query, now=store.settings.now) if when.may_hold_time(query) else None
         if found is not None:
-            window, words_query = found.window, found.rest or None
-    asked = window
+            from . import recall_time
+
+            period, words_query = found.window, found.rest or None
+            window = recall_time.told(period)
+    asked = window if period is None else period
     if as_of is not None:
         from . import recall_time
 
@@ -238,12 +243,14 @@ def recall(store: "Store", query: str, *, limit: int | None = None,
                       window=within, words_query=words_query, as_of=as_of)
 
     result = run(window)
-    if window is not None:
+    if asked is not None or window is not None:
         from . import recall_time
 
-        result.time = recall_time.describe(window, as_of)
-        if not result.rows:   # say what the window left out; never widen it silently
+        result.time = recall_time.describe(period or window, as_of, searched=window)
+        if not result.rows and window is not None:   # say what it left out; never widen it
             result.time["excluded"] = len(run(None).rows)
+        if period is not None:
+            recall_time.period_first(result.rows, period)
     if asked is None and len(result.rows) > 1:
         from . import recall_time
 

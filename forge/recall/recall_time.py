@@ -1,5 +1,6 @@
-"""Time in a recall, beside the channels: what the JSON says of the window, `--as-of` (the
-store as it stood then), and the newer of two facts first.
+"""Time in a recall, beside the channels: what a question's period searches (`told`: what may
+tell of it) and which rows come first (`period_first`), what the JSON says of the window,
+`--as-of` (the store as it stood then), and the newer of two facts first.
 
 The window itself is read by forge/core/when.py (from the question, or --since/--until) and
 goes into every channel's query (recall_rank.recall, channels, recall_sparse, the backends);
@@ -29,6 +30,7 @@ id) is the newer: it moves up to just before the older one, which carries `newer
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
     from ..store.rag import Store
     from ..store.search_results import SearchRow
 
+# How long before a period a question names an entry may announce it (told).
+ANNOUNCED = timedelta(days=14)
 # Words that say a value changed; not content for the comparison.
 CHANGE_WORDS = frozenset({
     "now", "currently", "nowadays", "today", "since", "maintenant", "désormais",
@@ -81,10 +85,40 @@ def until_as_of(window: "Window | None", as_of: str) -> "Window":
     return Window(window.since, until, window.from_query)
 
 
-def describe(window: "Window", as_of: str | None) -> dict[str, Any]:
-    """The JSON's "time": since, until, from_query (the question's words, None for options),
-    as_of, excluded (set when the window held no row: how many it left out)."""
-    return {**window.to_dict(), "as_of": as_of, "excluded": None}
+def told(period: "Window") -> "Window | None":
+    """The window every channel searches for a period a question names: what may tell of it.
+    A question names when something happened, and a store holds when it was said: an event is
+    told during its period or after it ("the NAS I ordered in May has arrived"), or announced
+    shortly before it ("I start the new job on the 3rd"), never long before. So: from
+    ANNOUNCED before the period's start, with no end (None when the period has no start:
+    "before August 3" bounds nothing). Measured on bench/time_questions.py and LoCoMo
+    (docs/time.md): the period alone as a window lost LoCoMo questions whose answer was told in
+    a later session, or a few days before the date the question names."""
+    from ..core.when import STAMP, Window
+
+    if period.since is None:
+        return None
+    from datetime import datetime
+
+    start = datetime.strptime(period.since, STAMP) - ANNOUNCED
+    return Window(start.strftime(STAMP), None, period.from_query)
+
+
+def period_first(rows: list["SearchRow"], period: "Window") -> list["SearchRow"]:
+    """In place, stable: the rows said during `period` before the others (said before or after
+    it). Returns `rows`."""
+    rows.sort(key=lambda r: not period.holds(r.entry.created))
+    return rows
+
+
+def describe(window: "Window", as_of: str | None, *,
+             searched: "Window | None" = None) -> dict[str, Any]:
+    """The JSON's "time": since, until (the window of --since/--until, or the period a question
+    names), from_query (the question's words, None for options), searched (the window every
+    channel searched: {since, until}, None when nothing bounded them), as_of, excluded (set when
+    the searched window held no row: how many it left out)."""
+    return {**window.to_dict(), "searched": None if searched is None else searched.bounds(),
+            "as_of": as_of, "excluded": None}
 
 
 def as_they_stood(store: "Store", entries: dict[int, "Entry"], as_of: str) -> dict[int, "Entry"]:

@@ -44,8 +44,9 @@ def synthesis_messages(hot: HotBlock, question: str, rows: list, *,
         retrieved = "\n".join(retrieved_line(r) for r in rows)
         tail = f"Entries retrieved for this question, closest first:\n{retrieved}"
     elif time is not None:
-        since = local_date(time["since"]) if time.get("since") else "the beginning"
-        until = local_date(time["until"]) if time.get("until") else "today"
+        searched = time.get("searched") or time
+        since = local_date(searched["since"]) if searched.get("since") else "the beginning"
+        until = local_date(searched["until"]) if searched.get("until") else "today"
         tail = (f"No entry dated from {since} to {until} (excluded) was found for this "
                 "question; say so, and do not answer from entries of other dates.")
     else:
