@@ -111,11 +111,13 @@ def run_conversation(conversation: dict, folder: Path, *, sessions: int | None,
     from forge.recall import recall_batch
     from forge.core.settings import load_settings
 
+    recs = records(conversation, sessions)
     env = {"FORGE_DATA_DIR": str(folder), "COMPACTION_KEEP_RECENT": "0",
            "COMPACTION_THRESHOLD": "40", "MEMORY_MAX_HISTORY": "200",
-           "LLAMA_CPP_URL": "http://127.0.0.1:9"}  # no chat server: the token estimate
+           "LLAMA_CPP_URL": "http://127.0.0.1:9",   # no chat server: the token estimate
+           # its questions were written when the conversation ended: read at its last session
+           "FORGE_NOW": max((r["ts"] for r in recs if r.get("ts")), default="")}
     settings = load_settings(env, cwd=folder)
-    recs = records(conversation, sessions)
     started = time.perf_counter()
     built = folder / "locomo-built.json"
     if built.exists():   # --keep DIR: the store of an earlier run, same data and sessions

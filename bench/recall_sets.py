@@ -8,6 +8,9 @@
   of the issue's held-out set built from its two failure shapes): top-1 as a count, any@5;
 - LoCoMo: the stores `bench/locomo.py --keep DIR` built (give that DIR as --locomo), every
   category 1-4 question, any@5 / any@10 per conversation and over all of them (as locomo.py).
+  Its questions were written when the conversation ended, so they are read at that moment
+  (FORGE_NOW = the last session's time): "last year" in one of them is the year before its
+  last session, and "in June" the last June before it.
 
 Each variant is a `recall_words.Policy` (which words the word channel searches), a fusion
 (recall_rank.search's `word_weight`) and the latent-term channel (issue 22 item 3: off, or on
@@ -84,7 +87,8 @@ def score_personal(folder: Path, data: dict, ids: dict[str, int], run) -> dict:
             "misses": [q for q, r in zip(questions, ranks) if r != 0]}
 
 
-def locomo_sets(base: Path) -> list[tuple[Path, list[dict]]]:
+def locomo_sets(base: Path) -> list[tuple[Path, list[dict], str | None]]:
+    """(store folder, questions, the moment they are read at: the last session's time)."""
     import locomo
 
     data = json.loads(locomo.DEFAULT_DATA.read_text(encoding="utf-8"))
@@ -93,13 +97,15 @@ def locomo_sets(base: Path) -> list[tuple[Path, list[dict]]]:
         folder = base / f"conversation-{number}"
         if not (folder / "locomo-built.json").exists():
             continue
-        refs = {r["ref"] for r in locomo.records(conversation)}
-        out.append((folder, locomo.questions(conversation, refs, None)))
+        records = locomo.records(conversation)
+        refs = {r["ref"] for r in records}
+        ended = max((r["ts"] for r in records if r.get("ts")), default=None)
+        out.append((folder, locomo.questions(conversation, refs, None), ended))
     return out
 
 
-def score_locomo(folder: Path, asked: list[dict], run) -> dict:
-    answers = run(folder, [q["q"] for q in asked])
+def score_locomo(folder: Path, asked: list[dict], run, now: str | None = None) -> dict:
+    answers = run(folder, [q["q"] for q in asked], now)
     hit5 = hit10 = 0
     for q, a in zip(asked, answers):
         wanted = set(q["evidence"])
@@ -120,9 +126,9 @@ class Runner:
         from forge.store import rag
         from forge.recall import recall_batch, recall_rank, recall_sparse, recall_words
 
-        def run(folder: Path, questions: list[str]):
+        def run(folder: Path, questions: list[str], now: str | None = None):
             key = (str(folder), len(questions))
-            with rag.open_store(open_settings(folder)) as store:
+            with rag.open_store(open_settings(folder, {"FORGE_NOW": now} if now else None)) as store:
                 if key not in self.vectors:
                     self.vectors[key] = recall_batch.embed_queries(store, questions)
                 old = (recall_words.POLICY, recall_rank.WORD_WEIGHT, recall_rank.WORD_SHARE,
@@ -172,8 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                f"{f['top1']}/{f['n']}", f"{f['any5']}/{f['n']}"]
         total = {"n": 0, "any5": 0, "any10": 0}
         per = []
-        for folder, asked in convs:
-            c = score_locomo(folder, asked, run)
+        for folder, asked, ended in convs:
+            c = score_locomo(folder, asked, run, ended)
             per.append(f"{c['any5'] / c['n']:.3f}/{c['any10'] / c['n']:.3f}")
             for k in total:
                 total[k] += c[k]
@@ -187,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     with docs_figures.tee("recall_sets", args.write_docs):
         print(f"personal: {len(personal['entries'])} entries, {len(personal['hits'])} questions; "
               f"french: {len(french['entries'])} entries, {len(french['hits'])} questions; "
-              f"LoCoMo: {len(convs)} conversations, {sum(len(a) for _, a in convs)} questions "
+              f"LoCoMo: {len(convs)} conversations, {sum(len(a) for _, a, _ in convs)} questions "
               "(forge recall --limit 10's code)")
         print(tabulate(table, headers=headers, tablefmt="github"))
         if args.misses:

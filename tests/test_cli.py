@@ -113,7 +113,7 @@ def test_recall_prints_its_table_through_tabulate(runner):
     proc = subprocess.run([sys.executable, "-m", "forge", "recall", "NAS"], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.splitlines()[0].split() == ["id", "kind", "project", "channel",
+    assert proc.stdout.splitlines()[0].split() == ["id", "date", "kind", "project", "channel",
                                                    "distance", "bm25", "fused", "content"]
     assert "tabulate" in imported_modules("recall", "NAS")
     assert "tabulate" not in imported_modules("recall", "NAS", "--nl")

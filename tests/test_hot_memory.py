@@ -6,6 +6,7 @@ from chat_helpers import load
 from forge.store import rag
 from forge.recall.hot_memory import BEGIN, END, hot_block, render_hot_block
 from forge.core.tokens import estimate_tokens
+from forge.core.when import local_date
 
 
 def fill(store, items):
@@ -21,18 +22,22 @@ def test_block_lists_every_deliberate_entry_oldest_first_and_skips_archive_and_s
         rag.remember_many(store, [rag.NewEntry("archive", "user: hi\nassistant: hello",
                                                source="compaction", refs={"messages": [1, 2]})])
         rag.supersede(store, [a], by=c)
+        day = {i: local_date(rag.get_entry(store, i).created) for i in (b, c)}
     block = hot_block(settings)
     assert block.entry_ids == [b, c] and block.left_out == 0
-    assert block.text.splitlines()[2:4] == ["- [decision/chat] Ne pas épingler les messages avec des emojis",
-                                            "- [fact] Possède un Steam Deck sous SteamOS"]
+    assert block.text.splitlines()[2:4] == [   # each line carries its entry's (stable) date
+        f"- [decision/chat, {day[b]}] Ne pas épingler les messages avec des emojis",
+        f"- [fact, {day[c]}] Possède un Steam Deck sous SteamOS"]
     assert "complete list" in block.text and "not instructions" in block.text
     assert "user: hi" not in block.text
     assert hot_block(settings).text == block.text  # byte-identical
 
 
 class E:
-    def __init__(self, id: int, content: str, kind: str = "fact", project: str | None = None):
+    def __init__(self, id: int, content: str, kind: str = "fact", project: str | None = None,
+                 created: str = "2024-05-02T10:00:00.000000Z"):
         self.id, self.content, self.kind, self.project = id, content, kind, project
+        self.created = created
 
 
 def test_empty_store_renders_nothing():
@@ -64,7 +69,7 @@ def test_a_budget_nothing_fits_in_means_no_block():
 
 def test_multi_line_entries_stay_whole():
     block = render_hot_block([E(1, "line one\nline two")], max_tokens=1000)
-    assert "- [fact] line one\n  line two" in block.text
+    assert "- [fact, 2024-05-02] line one\n  line two" in block.text
 
 
 def test_forge_memory_hot_prints_the_block(runner):
@@ -74,7 +79,7 @@ def test_forge_memory_hot_prints_the_block(runner):
         fill(store, [("todo", "Renouveler le certificat TLS", None)])
     result = invoke(runner, "memory", "hot")
     assert result.exit_code == 0, result.output
-    assert "- [todo] Renouveler le certificat TLS" in result.stdout
+    assert "- [todo, " in result.stdout and "] Renouveler le certificat TLS" in result.stdout
     assert result.stdout.strip() == hot_block(load()).text
 
 

@@ -116,7 +116,8 @@ def test_recall_table_json_and_nl(filled):
     table = invoke(filled, "recall", "Quel processeur a mon NiPoGi ?")
     assert table.exit_code == 0, table.stderr
     header = table.stdout.splitlines()[0].split()
-    assert header == ["id", "kind", "project", "channel", "distance", "bm25", "fused", "content"]
+    assert header == ["id", "date", "kind", "project", "channel", "distance", "bm25", "fused",
+                      "content"]
     assert "NiPoGi AM06PRO" in table.stdout and "both" in table.stdout
     doc = json.loads(invoke(filled, "recall", "Quel processeur a mon NiPoGi ?", "--json").stdout)
     assert len(doc["fingerprint"]) == 6 and doc["cutoff"] is None

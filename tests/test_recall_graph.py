@@ -33,7 +33,7 @@ def synthesis_requests(server):
 def test_synthesis_prompt_is_preamble_hot_block_question_then_entries(chat_fake):
     remember(("fact", "Possède un NiPoGi AM06PRO"), ("fact", "Possède un Steam Deck"))
     chat_fake.chat_reply("Un NiPoGi AM06PRO et un Steam Deck.")
-    settings = load()
+    settings = load(FORGE_NOW="2031-07-14T12:00")
     usage = LLMUsage()
     with ChatClient(settings) as client:
         result = graph.run(settings, "Quel matériel ai-je ?", client=client, usage=usage)
@@ -41,8 +41,11 @@ def test_synthesis_prompt_is_preamble_hot_block_question_then_entries(chat_fake)
     [body] = synthesis_requests(chat_fake)
     system, user = body["messages"]
     assert system["content"] == graph.PREAMBLE + "\n\n" + hot_block(settings).text
-    assert user["content"].startswith("Question: Quel matériel ai-je ?\n\nEntries retrieved")
-    assert "- [fact] Possède un NiPoGi AM06PRO (#1)" in user["content"]
+    # today's date comes with the question, after the cached prefix; each line has its date
+    assert "2031-07-14" not in system["content"]
+    assert user["content"].startswith("Today is 2031-07-14.\nQuestion: Quel matériel ai-je ?\n\n"
+                                      "Entries retrieved")
+    assert "- [fact, " in user["content"] and "] Possède un NiPoGi AM06PRO (#1)" in user["content"]
     assert usage.calls == 1
 
 

@@ -259,7 +259,8 @@ def test_openapi_document_lists_every_route_with_its_methods_and_the_bearer_sche
     assert doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     assert doc["paths"]["/health"]["get"]["security"] == []
     search = {p["name"] for p in doc["paths"]["/search"]["get"]["parameters"]}
-    assert search == {"q", "project", "vector_k", "lexical_k", "kind", "limit", "neighbours"}
+    assert search == {"q", "project", "vector_k", "lexical_k", "kind", "limit", "neighbours",
+                      "since", "until", "time", "as_of"}
     assert "never written to .env" in doc["paths"]["/calibrate"]["post"]["description"]
 
 

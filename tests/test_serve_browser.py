@@ -12,6 +12,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Iterator
@@ -324,3 +325,32 @@ def test_the_memory_list_loads_a_page_at_a_time_and_filters_by_text(browser, tmp
         wait(browser, lambda d: len(by_css(d, "#memory-list .entry")) == 6)
         assert all("NAS" in t for t in texts(browser, "#memory-list .entry .content"))
         assert "showing 6 of 6" in one(browser, "#memory-shown").text
+
+
+def test_the_page_shows_each_entrys_date_the_newer_fact_first_and_the_window(browser, tmp_path):
+    """Dates where people read (issue "Forge knows when"): the memory list and recall's rows
+    show each entry's date, the older of two changed facts says which row is newer, and a
+    time in the question is said under the table."""
+    data = tmp_path / "dated" / "data"
+    env = {**{k: v for k, v in os.environ.items() if k not in FORGE_VARS},
+           "FORGE_DATA_DIR": str(data)}
+    for text, at in (("Le serveur a 8 Go de RAM", "2024-05-02"),
+                     ("Le serveur a maintenant 24 Go de RAM", "2025-02-10")):
+        subprocess.run([sys.executable, "-m", "forge", "remember", "fact", text, "--at", at],
+                       env=env, check=True, capture_output=True, timeout=120)
+    with forge_server(data, LLAMA_CPP_URL=closed_url()) as url:
+        open_page(browser, url)
+        wait(browser, lambda d: "2024-05-02" in texts(d, "#memory-list .entry .date"))
+        assert "2025-02-10" in texts(browser, "#memory-list .entry .date")
+        query = one(browser, "#recall-query")
+        query.send_keys("Combien de RAM a le serveur ?")
+        one(browser, "#recall-form button").click()
+        wait(browser, lambda d: len(texts(d, "#recall-results tbody tr")) == 2)
+        rows = texts(browser, "#recall-results tbody tr")
+        assert "2025-02-10" in rows[0] and "24 Go" in rows[0]
+        assert "2024-05-02" in rows[1] and "(older: #2 is newer)" in rows[1]
+        query.clear()
+        query.send_keys("Qu'avais-je noté en mai 2024 ?")
+        one(browser, "#recall-form button").click()
+        wait(browser, lambda d: "en mai 2024" in one(d, "#recall-note").text)
+        assert "2024-05-01 to 2024-06-01" in one(browser, "#recall-note").text

@@ -13,9 +13,10 @@ ones of the same file wrote:
 `FORGE_DATA_DIR=data`, the chat server at a closed port, COLUMNS=100, the embedded model.
 `SETUP` below creates the files a block reads and runs commands it needs first (not shown).
 
-`--check` compares after normalising what changes from run to run: timestamps, run ids,
-decimals (durations, distances), every number on a line that holds a timestamp, and runs of
-spaces (column widths follow the values). tests/test_docs.py runs it.
+`--check` compares after normalising what changes from run to run: timestamps and dates (an
+entry's date is the day it was written unless `--at` says otherwise), run ids, decimals
+(durations, distances), every number on a line that holds a timestamp, and runs of spaces
+(column widths follow the values). tests/test_docs.py runs it.
 """
 from __future__ import annotations
 
@@ -150,6 +151,7 @@ def render(block: Block, outputs: list[str], fence: str) -> list[str]:
 
 
 _TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)")
+_DATE = re.compile(r"\b\d{4}-\d\d-\d\d\b")
 _RUN_ID = re.compile(r"\b[0-9a-f]{12}\b")
 _DECIMAL = re.compile(r"\b\d+\.\d+\b")
 
@@ -159,6 +161,7 @@ def normalise(text: str) -> str:
     for line in text.split("\n"):
         stamped = bool(_TS.search(line))
         line = _TS.sub("<time>", line)
+        line = _DATE.sub("<date>", line)
         line = _RUN_ID.sub("<id>", line)
         line = _DECIMAL.sub("<n>", line)
         # a duration in JSON: 130.0 prints as 130, with no decimals for the rule above

@@ -7,6 +7,9 @@
     ```            the HTTP route table, from forge serve's Starlette routes (their OpenAPI
                    document: the same one GET /openapi.json serves)
 
+    ```{forge-time-expressions}
+    ```            the time expressions and the windows forge/core/when.py reads them as
+
 Each renders Markdown that MyST then parses as if it were written in the page.
 """
 from __future__ import annotations
@@ -71,6 +74,33 @@ def route_table() -> str:
     return "\n".join(lines)
 
 
+def time_table() -> str:
+    """Each expression of when.DOCS_EXAMPLES, read by when.period at DOCS_NOW in DOCS_ZONE, its
+    window in local time (the until excluded)."""
+    from zoneinfo import ZoneInfo
+
+    from forge.core import when
+
+    zone = ZoneInfo(when.DOCS_ZONE)
+
+    def shown(stamp: str | None, open_side: str) -> str:
+        if stamp is None:
+            return open_side
+        moment = when.datetime.fromisoformat(stamp).astimezone(zone)
+        return moment.strftime("%Y-%m-%d %H:%M")
+
+    lines = ["| English | French | since | until (excluded) |", "|---|---|---|---|"]
+    for en, fr in when.DOCS_EXAMPLES:
+        a = when.period(en, now=when.DOCS_NOW, tz=zone)
+        if fr is not None:   # the French reads as the English: the test below says so
+            b = when.period(fr, now=when.DOCS_NOW, tz=zone)
+            if (a.since, a.until) != (b.since, b.until):
+                raise ValueError(f"{en!r} and {fr!r} name different windows")
+        lines.append(f"| `{en}` | {f'`{fr}`' if fr else '(the same)'} | "
+                     f"{shown(a.since, '(open)')} | {shown(a.until, '(open)')} |")
+    return "\n".join(lines)
+
+
 class _Generated(SphinxDirective):
     has_content = False
 
@@ -94,7 +124,13 @@ class RouteTable(_Generated):
         return route_table()
 
 
+class TimeTable(_Generated):
+    def markdown(self) -> str:
+        return time_table()
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.add_directive("forge-settings", SettingsTable)
     app.add_directive("forge-routes", RouteTable)
+    app.add_directive("forge-time-expressions", TimeTable)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}

@@ -11,7 +11,8 @@ import click
 from .main import ENTRY_ID, get_settings
 from .output import confirm_destructive, dumps, emit, emit_one, note, output_options
 
-RECALL_COLUMNS = ["id", "kind", "project", "channel", "distance", "bm25", "fused", "content"]
+RECALL_COLUMNS = ["id", "date", "kind", "project", "channel", "distance", "bm25", "fused",
+                  "content"]
 LS_COLUMNS = ["entry", "project", "created", "content"]
 
 
@@ -82,26 +83,40 @@ class Kind(click.ParamType):
 @click.argument("content", required=False)
 @click.option("--project", "-p", help="Project namespace of the entry.")
 @click.option("--batch", "batch", type=click.File("rb"), metavar="FILE|-",
-              help='Newline-delimited JSON: {"kind", "content", "project"} per line.')
+              help='Newline-delimited JSON: {"kind", "content", "project", "created"} per line '
+                   '(what `forge memory export` writes).')
 @click.option("--replaces", "replaces", type=ENTRY_ID, multiple=True, metavar="ID",
               help="This entry replaces entry ID (repeatable): linked in the same transaction; "
                    "`forge memory supersede --undo ID` releases it.")
+@click.option("--at", "at", metavar="WHEN",
+              help="When it happened, for a note written after the fact: an ISO date or "
+                   "datetime (2024-03-05, 2024-03-05T14:30; local time unless it has an "
+                   "offset) [default: now].")
 @output_options
 def remember(kind_or_content: str | None, content: str | None, project: str | None,
-             batch: Any, replaces: tuple[int, ...], fmt: str) -> None:
+             batch: Any, replaces: tuple[int, ...], at: str | None, fmt: str) -> None:
     """Write one deliberate memory: KIND (decision, todo, fact, preference, correction;
     fact when left out) and CONTENT (`-` reads it from stdin).
 
     An exact duplicate (same kind, project and text up to whitespace) writes nothing and
     prints the existing id. An active entry the new one may contradict is named on stderr
-    (`--json`: "conflicts"); it is written all the same.
+    (`--json`: "conflicts"); it is written all the same. Its date is now, or --at's (a
+    --batch line's "created").
     """
     from ..memory import conflicts
     from ..store import rag
 
+    created = None
+    if at is not None:
+        from ..core.when import to_stored
+
+        created = to_stored(at, what="--at")
     if batch is not None:
         if kind_or_content is not None:
             raise click.UsageError("--batch reads every entry from the file; give no KIND or CONTENT")
+        if at is not None:
+            raise click.UsageError('--at dates one entry; a --batch line carries its own '
+                                   '"created"')
         from .output import progress
 
         if replaces:
@@ -135,7 +150,8 @@ def remember(kind_or_content: str | None, content: str | None, project: str | No
 
         raise ForgeError("stdin is empty: nothing to remember (CONTENT `-` reads it from stdin)")
     with _open() as store:
-        result = conflicts.remember(store, kind, text, project=project, replaces=replaces)
+        result = conflicts.remember(store, kind, text, project=project, replaces=replaces,
+                                    created=created)
     message = (f"remembered #{result.id}" if result.created
                else f"already stored as #{result.id} (exact duplicate, nothing written)")
     if result.replaced:
@@ -167,7 +183,7 @@ def _read_batch(stream: Any, project: str | None) -> list[Any]:
         if not isinstance(obj, dict) or not isinstance(obj.get("content"), str):
             raise ForgeError(f'--batch line {number} needs an object with a "content" string')
         item = rag.NewEntry(kind=obj.get("kind") or "fact", content=obj["content"],
-                            project=obj.get("project", project))
+                            project=obj.get("project", project), created=obj.get("created"))
         try:
             items.append(rag.validate_new(item))
         except ForgeError as e:
@@ -198,15 +214,29 @@ def _read_batch(stream: Any, project: str | None) -> list[Any]:
 @click.option("--all", "all_", is_flag=True,
               help="Also entries a newer one replaced (`remember --replaces`, `memory "
                    "supersede`), tagged with what replaced them.")
+@click.option("--since", metavar="WHEN",
+              help="Only entries from the start of WHEN on: an ISO date or datetime, or an "
+                   "expression (last week, 2024, en mars 2024, il y a deux ans).")
+@click.option("--until", metavar="WHEN",
+              help="Only entries up to the end of WHEN (as --since).")
+@click.option("--no-time", "no_time", is_flag=True,
+              help="Do not read a time expression in QUERY (its words stay words).")
+@click.option("--as-of", "as_of", metavar="WHEN",
+              help="As the store stood at the end of WHEN: entries created by then, and not "
+                   "replaced by an entry created by then.")
 @output_options
 def recall(query: str | None, queries_file: Any, project: str | None, limit: int | None,
            vector_k: int | None, lexical_k: int | None, neighbours: bool, kind: str | None,
-           all_: bool, fmt: str) -> None:
+           all_: bool, since: str | None, until: str | None, no_time: bool, as_of: str | None,
+           fmt: str) -> None:
     """Hybrid search of the deliberate memory: both channels fused into one ranking.
 
-    Each row says which channel found it (vector, lexical or both), its distance and word
-    score when it has them, and its fused score (both channels' normalised ranks), which
-    orders the rows.
+    Each row says which channel found it (vector, lexical or both), its date, its distance
+    and word score when it has them, and its fused score (both channels' normalised ranks),
+    which orders the rows. --since/--until narrow every channel to that window. A time
+    expression in QUERY ("last week", "en mars 2024") names a period: every channel searches
+    what was said from 14 days before it on, and the rows said in it come first. With no
+    time, the newer of two rows that state a changed fact comes first (the older says which).
     QUERY `-` reads stdin. `--queries FILE|-` answers many queries with one model load.
     """
     from ..store import rag
@@ -218,13 +248,15 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
                                "(per-channel budgets), not both")
     if limit is None and vector_k is None and lexical_k is None:
         limit = recall_rank.DEFAULT_LIMIT
+    timing = _recall_time(since, until, as_of)
     if queries_file is not None:
         if query is not None:
             raise click.UsageError("give QUERY or --queries FILE, not both")
         if all_:
             raise click.UsageError("--all shows replaced entries for one QUERY; --queries "
                                    "answers with active entries only")
-        _recall_many(queries_file, project, vector_k, lexical_k, kind, limit, neighbours, fmt)
+        _recall_many(queries_file, project, vector_k, lexical_k, kind, limit, neighbours, fmt,
+                     read_time=not no_time, **timing)
         return
     if query is None:
         raise click.UsageError("give a QUERY (`-` reads stdin), or --queries FILE")
@@ -239,13 +271,19 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
     with _open(mode="read") as store:
         result = recall_rank.recall(store, query, limit=limit, vector_k=vector_k,
                                     lexical_k=lexical_k, project=project, kind=kind,
-                                    neighbours=neighbours, replaced=all_)
+                                    neighbours=neighbours, replaced=all_,
+                                    read_time=not no_time, **timing)
         if not result.rows:
             _note_unknown_project(store, project)
     rows = [row.to_dict() for row in result.rows]
     for row, r in zip(rows, result.rows):
+        row["date"] = _date(r.entry.created)
         if rag.is_replaced(r.entry):
             row["content"] = f"(replaced by #{r.entry.superseded_by}) {row['content']}"
+        if r.newer is not None:
+            row["content"] = f"(older: #{r.newer} is newer) {row['content']}"
+    if result.time is not None:
+        _note_window(result.time)
     if result.cutoff is not None:
         nearest = (f", the nearest at {result.nearest_dropped:.4f}"
                    if result.nearest_dropped is not None else "")
@@ -257,11 +295,49 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
     emit(rows, fmt, columns=RECALL_COLUMNS, document=result.to_dict(), empty="no results")
 
 
+def _recall_time(since: str | None, until: str | None, as_of: str | None) -> dict[str, Any]:
+    """--since/--until/--as-of as recall_rank.recall's arguments (recall_time.arguments)."""
+    if since is None and until is None and as_of is None:
+        return {}
+    from ..recall import recall_time
+
+    return recall_time.arguments(get_settings(), since, until, as_of)
+
+
+def _date(created: str) -> str:
+    from ..core.when import local_date
+
+    return local_date(created)
+
+
+def _note_window(time: dict[str, Any]) -> None:
+    """The window on stderr: what was read, and what an empty one left out."""
+    if time["since"] is not None or time["until"] != time.get("as_of"):
+        span = (f"{_date(time['since']) if time['since'] else '…'} to "
+                f"{_date(time['until']) if time['until'] else 'now'} (until excluded)")
+        said = f'"{time["from_query"]}": ' if time.get("from_query") else ""
+        searched = time.get("searched") or {}
+        if time.get("from_query"):
+            told = (f"from {_date(searched['since'])} on" if searched.get("since")
+                    else "at any time")
+            note(f"time {said}{span}; rows said in it first, then others said {told}")
+        else:
+            note(f"time window {said}{span}")
+    if time.get("as_of"):
+        from ..core.when import local_date
+
+        note(f"as the store stood before {local_date(time['as_of'])} (--as-of)")
+    if time.get("excluded") is not None:
+        note(f"no entry in this window; {time['excluded']} row(s) outside it match "
+             "(--no-time, or another window, to see them)")
+
+
 BATCH_COLUMNS = ["n", "id", "query", "entry", "channel", "distance", "fused", "content"]
 
 
 def _recall_many(stream: Any, project: str | None, vector_k: int | None, lexical_k: int | None,
-                 kind: str | None, limit: int | None, neighbours: bool, fmt: str) -> None:
+                 kind: str | None, limit: int | None, neighbours: bool, fmt: str,
+                 **timing: Any) -> None:
     from ..recall import recall_batch
     from ..core.errors import ForgeError
 
@@ -277,7 +353,8 @@ def _recall_many(stream: Any, project: str | None, vector_k: int | None, lexical
     with _open(mode="read") as store:
         batch = recall_batch.search_many(store, queries, project=project,
                                          vector_k=vector_k, lexical_k=lexical_k,
-                                         kind=kind, limit=limit, neighbours=neighbours)
+                                         kind=kind, limit=limit, neighbours=neighbours,
+                                         **timing)
     answers = [a.to_dict() for a in batch.answers]
     if fmt == "nl":
         emit(answers, fmt, columns=[])
@@ -319,17 +396,22 @@ def _entry_label(entry: Any) -> str:
 @click.option("--filter", "query", help="Only entries whose text holds this (case-insensitive).")
 @click.option("--limit", type=click.IntRange(1), help="At most N entries (a page); default all.")
 @click.option("--cursor", help="Start after the page that gave this next_cursor.")
+@click.option("--since", metavar="WHEN",
+              help="Only entries created from the start of WHEN on (as `recall --since`).")
+@click.option("--until", metavar="WHEN", help="Only entries created up to the end of WHEN.")
 @output_options
 def memory_ls(kind: str | None, project: str | None, query: str | None, limit: int | None,
-              cursor: str | None, fmt: str) -> None:
-    """List entries, oldest first, and the count by kind (of KIND only, when given).
+              cursor: str | None, since: str | None, until: str | None, fmt: str) -> None:
+    """List entries by id, and the count by kind (of KIND only, when given).
     Superseded entries show the entry that speaks for them: `#312 [fact] -> #341`.
-    With --limit, one page: --json gives its next_cursor for --cursor."""
+    With --limit, one page: --json gives its next_cursor for --cursor. --since/--until:
+    entries created in that window (the count by kind too)."""
     from ..store import rag
 
+    window = _recall_time(since, until, None).get("window")
     with _open(mode="rows") as store:
         page, by_kind = rag.listing(store, kind=kind, project=project, query=query,
-                                    cursor=cursor, limit=limit)
+                                    cursor=cursor, limit=limit, window=window)
         entries = page.entries
         if not entries:
             _note_unknown_project(store, project)
@@ -539,7 +621,7 @@ def memory_edit(entry_id: int, content: str | None, kind: str | None, fmt: str) 
 @click.option("--kind", "-k", type=Kind(), help="Only this kind.")
 @click.option("--project", "-p", help="Only this project.")
 def memory_export(kind: str | None, project: str | None) -> None:
-    """Write the deliberate entries as JSON Lines on stdout, oldest first: the format
+    """Write the deliberate entries as JSON Lines on stdout, by id: the format
     `forge remember --batch` reads, so `forge memory export > m.jsonl` then
     `forge remember --batch m.jsonl` copies them into another store. Archive entries stay
     out: compaction wrote them from the history."""

@@ -180,6 +180,21 @@ def _origins(name: str, raw: str) -> tuple[str, ...] | None:
     return origins or None
 
 
+def _moment(name: str, raw: str) -> str | None:
+    """An ISO 8601 date or datetime (checked here, read by forge/core/when.py)."""
+    from datetime import datetime
+
+    text = raw.strip()
+    if not text:
+        return None
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        raise SettingsError(name, f"expected an ISO 8601 date or datetime like 2024-06-10 or "
+                                  f"2024-06-10T09:00, got {text!r}") from None
+    return text
+
+
 def _strategy(name: str, raw: str) -> str:
     text = raw.strip()
     if text not in STRATEGIES:
@@ -264,6 +279,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("SERVE_ALLOWED_HOSTS", "serve_allowed_hosts", "", _hosts, "Host header names `forge serve` answers besides its bind address and loopback (the LAN name, the proxy's public name); required with a wildcard bind"),
     Spec("SERVE_TRUSTED_PROXIES", "serve_trusted_proxies", "", _networks, "addresses of the reverse proxies whose X-Forwarded-For/-Proto/-Host `forge serve` believes (and keys its rate limit on); unset = none"),
     Spec("SERVE_CORS_ORIGINS", "serve_cors_origins", None, _origins, "origins allowed to call `forge serve` from another page (comma-separated); unset = CORS off"),
+    Spec("FORGE_NOW", "now", None, _moment, "the moment time expressions (`last week`, `hier`) are read against, an ISO date or datetime (replaying old questions, benchmarks, examples); unset = the clock"),
 )
 SPEC_BY_NAME = {s.name: s for s in SPECS}
 SECRET = {"API_TOKEN"}
@@ -327,6 +343,7 @@ class Settings:
     serve_allowed_hosts: tuple[str, ...]
     serve_trusted_proxies: tuple[str, ...]
     serve_cors_origins: tuple[str, ...] | None
+    now: str | None
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     raw: Mapping[str, str | None] = field(default_factory=dict, compare=False, repr=False)
 

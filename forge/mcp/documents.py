@@ -93,10 +93,11 @@ def memory_conflicts(settings: Any, project: str | None = None,
 
 
 def recall(settings: Any, query: str, limit: int | None = None, project: str | None = None,
-           kind: str | None = None) -> dict[str, Any]:
+           kind: str | None = None, since: str | None = None,
+           until: str | None = None) -> dict[str, Any]:
     from ..store import rag
     from ..recall import channels
-    from ..recall import recall_rank
+    from ..recall import recall_rank, recall_time
 
     query = check_text(query, "query").strip()
     if len(query) > channels.MAX_QUERY_CHARS:
@@ -105,13 +106,21 @@ def recall(settings: Any, query: str, limit: int | None = None, project: str | N
                                 "shorten it to the words that matter")
     limit = check_limit(limit) or recall_rank.DEFAULT_LIMIT
     kind = check_kind(kind, archive=True)
+    timing = recall_time.arguments(settings, _text_or_none(since, "since"),
+                                   _text_or_none(until, "until"), prefix="")
     with rag.open_store(settings, mode="read") as store:
-        return recall_rank.recall(store, query, limit=limit, project=project, kind=kind).to_dict()
+        return recall_rank.recall(store, query, limit=limit, project=project, kind=kind,
+                                  **timing).to_dict()
+
+
+def _text_or_none(value: Any, name: str) -> str | None:
+    return None if value is None else check_text(value, name)
 
 
 def memory_list(settings: Any, kind: str | None = None, project: str | None = None,
                 limit: int | None = None, cursor: str | None = None,
-                query: str | None = None) -> dict[str, Any]:
+                query: str | None = None, since: str | None = None,
+                until: str | None = None) -> dict[str, Any]:
     """`forge memory ls [KIND] --limit N [--cursor C] [--filter Q] --json`: one page
     ({entries, total, next_cursor, by_kind}); `limit` is 100 when not given (the CLI lists
     everything without --limit: a model should page)."""
@@ -119,9 +128,15 @@ def memory_list(settings: Any, kind: str | None = None, project: str | None = No
 
     kind = check_kind(kind, archive=True)
     limit = check_limit(limit) or LIST_LIMIT
+    window = None
+    if since is not None or until is not None:
+        from ..recall import recall_time
+
+        window = recall_time.arguments(settings, _text_or_none(since, "since"),
+                                       _text_or_none(until, "until"), prefix="").get("window")
     with rag.open_store(settings, mode="rows") as store:
         page, by_kind = rag.listing(store, kind=kind, project=project, query=query,
-                                    cursor=cursor, limit=limit)
+                                    cursor=cursor, limit=limit, window=window)
     return {**page.to_dict(), "by_kind": by_kind}
 
 

@@ -41,6 +41,9 @@ Project = Annotated[str | None, Field(description="project namespace (letters, d
                                                   "spaces and _ . - /); none = every project")]
 EntryId = Annotated[int, Field(description="an entry id, as recall and memory_list show it",
                                json_schema_extra={"minimum": 1})]
+When = Annotated[str | None, Field(
+    description="a date or time: an ISO date or datetime (2024-03-05), or an expression in "
+                "English or French (last week, 2024, en mars 2024, il y a deux ans)")]
 Limit = Annotated[int | None, Field(description="rows to return, 1 to 1000",
                                     json_schema_extra={"minimum": 1, "maximum": 1000})]
 
@@ -100,17 +103,22 @@ def create_server(settings: Any) -> MCPServer:
     async def recall(query: Annotated[str, Field(description="a question or the words that "
                                                              "matter, at most 2000 characters")],
                      limit: Limit = None, project: Project = None,
-                     kind: SearchKind = None) -> CallToolResult:
+                     kind: SearchKind = None, since: When = None,
+                     until: When = None) -> CallToolResult:
         """Search the user's memory by meaning and by words: deliberate memories and archived
         past conversations. Call it before answering anything about the user's setup, projects,
         past decisions or earlier conversations. Each row is one entry: its `content`, `kind`
         (archive = a past exchange; `refs.external` names the imported conversation it came
         from), `id` (for memory_show and forget), `channel` (vector = found by meaning, lexical = by words,
         both, or neighbour = the exchange beside a strong hit), `distance` (lower is closer),
-        and `fused`, the score rows are ordered by. No row means nothing relevant is stored:
-        say so rather than guess. Answers `forge recall QUERY --json`; 10 rows by default."""
-        return await answer(lambda: documents.recall(settings, query, limit, project, kind),
-                            "recall")
+        and `fused`, the score rows are ordered by; `created` says when it happened (UTC), and
+        `newer`, on an older statement of a fact that changed, the id of the newer one.
+        `since`/`until` limit the rows to that window. A time in the query ("last week", "en
+        mars 2024") names a period: rows said in it come first, then what was said after it
+        (or just before) that may tell of it (`time` says which). No row means nothing relevant is stored: say so rather
+        than guess. Answers `forge recall QUERY --json`; 10 rows by default."""
+        return await answer(lambda: documents.recall(settings, query, limit, project, kind,
+                                                     since, until), "recall")
 
     @server.tool(annotations=ToolAnnotations(title="List memories", read_only_hint=True,
                                              open_world_hint=False))
@@ -119,14 +127,16 @@ def create_server(settings: Any) -> MCPServer:
                               description="next_cursor of the previous page")] = None,
                           filter: Annotated[str | None, Field(  # noqa: A002  (the CLI's word)
                               description="only entries whose text holds this "
-                                          "(case-insensitive)")] = None) -> CallToolResult:
-        """List stored memories, oldest first, with the count of each kind: to review what is
+                                          "(case-insensitive)")] = None,
+                          since: When = None, until: When = None) -> CallToolResult:
+        """List stored memories, in the order they were written, with the count of each kind: to review what is
         remembered, or to find an id to show or forget. One page of at most `limit` entries
         (100 by default); `total` counts every match; when `next_cursor` is not null, call
-        again with it as `cursor` for the next page. Answers `forge memory ls --limit N
-        --json`: {"entries", "total", "next_cursor", "by_kind"}."""
+        again with it as `cursor` for the next page. `since`/`until`: entries created in that
+        window; each entry's `created` says when it happened (UTC). Answers `forge memory ls
+        --limit N --json`: {"entries", "total", "next_cursor", "by_kind"}."""
         return await answer(lambda: documents.memory_list(settings, kind, project, limit, cursor,
-                                                          filter), "memory_list")
+                                                          filter, since, until), "memory_list")
 
     @server.tool(annotations=ToolAnnotations(title="Show a memory", read_only_hint=True,
                                              open_world_hint=False))

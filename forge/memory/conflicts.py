@@ -512,13 +512,14 @@ class Noted:
 
 def remember(store: "Store", kind: str | None, content: str, *, project: str | None = None,
              source: str = "remember", refs: dict | None = None,
-             replaces: Sequence[int] = ()) -> Noted:
-    """`rag.remember` (with `replaces`: insert and link in one transaction), then the active
-    entries the new one may contradict. The entry is written either way."""
+             replaces: Sequence[int] = (), created: str | None = None) -> Noted:
+    """`rag.remember` (with `replaces`: insert and link in one transaction; `created`: when
+    it happened), then the active entries the new one may contradict. The entry is written
+    either way."""
     from ..store import rag
 
     result = rag.remember(store, kind, content, project=project, source=source, refs=refs,
-                          replaces=replaces)
+                          replaces=replaces, created=created)
     return _noted(store, result)
 
 

@@ -102,7 +102,8 @@ def plan(store: "Store") -> ResplitReport:
 
 
 def pieces(entry: "Entry", block: BlockPlan) -> list[Any]:
-    """The new archive entries of one block, carrying its project, source and refs."""
+    """The new archive entries of one block, carrying its project, source, refs and date
+    (`created`: when the exchanges happened)."""
     from ..store import rag
 
     units = transcript.split(entry.content)
@@ -129,7 +130,7 @@ def pieces(entry: "Entry", block: BlockPlan) -> list[Any]:
         if refs.get("history"):  # whose message ids these are (a shared store)
             piece_refs["history"] = refs["history"]
         out.append(rag.NewEntry(kind=rag.ARCHIVE_KIND, content=unit.text(), project=entry.project,
-                                source=source, refs=piece_refs))
+                                source=source, refs=piece_refs, created=entry.created))
     return out
 
 

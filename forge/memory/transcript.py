@@ -39,6 +39,7 @@ class Part:
     id: int | None = None
     ref: str | None = None
     answered: bool = True
+    ts: str = ""            # when it was said (the history message's ts; "" when unknown)
 
 
 @dataclass
@@ -58,6 +59,21 @@ class Unit:
             if p.ref and p.ref not in refs:
                 refs.append(p.ref)
         return refs
+
+    @property
+    def first_ts(self) -> str | None:
+        """When the exchange happened: its first message's time that can be read, as a stored
+        time (None when no message says when)."""
+        from ..core.errors import ForgeError
+        from ..core.when import to_stored
+
+        for p in self.parts:
+            if p.ts:
+                try:
+                    return to_stored(p.ts)
+                except ForgeError:
+                    continue
+        return None
 
     @property
     def question(self) -> str:
@@ -119,7 +135,8 @@ def units(messages: Sequence[Any]) -> list[Unit]:
         if is_pointer(m):
             continue
         part = Part(role=m.role, content=unwrap_envelope(m.content), id=m.id,
-                    ref=getattr(m, "ref", None), answered=bool(getattr(m, "answered", True)))
+                    ref=getattr(m, "ref", None), answered=bool(getattr(m, "answered", True)),
+                    ts=str(getattr(m, "ts", "") or ""))
         if part.role == "user" or not out:
             out.append(Unit([part]))
         else:

@@ -16,6 +16,7 @@ from ..store.identity import query_fingerprint, resolve_cutoff
 if TYPE_CHECKING:
     import numpy as np
 
+    from ..core.when import Window
     from ..embedders import QueryVector
     from ..store.backend import Backend
     from ..store.rag import Store
@@ -57,13 +58,19 @@ def query_vector_later(store: "Store", query: str, query_vector: "QueryVector | 
     return Job(lambda: embedder.embed_query(query), "forge-query-vector").result
 
 
+def span(window: "Window | None") -> dict[str, str | None]:
+    """A time window as the backend's filter arguments ({} without one)."""
+    return {} if window is None else window.bounds()
+
+
 def search_vector(store: "Store", qvec: "np.ndarray | None", *, k: int,
-                  project: str | None = None, kind: str | None = None) -> list[tuple[int, float]]:
-    """(entry id, distance) of the k nearest, the project filter inside the KNN. With `kind`,
-    an exact scan of that kind's vectors."""
+                  project: str | None = None, kind: str | None = None,
+                  window: "Window | None" = None) -> list[tuple[int, float]]:
+    """(entry id, distance) of the k nearest, the project filter and the time window inside
+    the KNN. With `kind`, an exact scan of that kind's vectors."""
     if k <= 0 or qvec is None:
         return []
-    return store.backend.search_vector(qvec, k=k, project=project, kind=kind)
+    return store.backend.search_vector(qvec, k=k, project=project, kind=kind, **span(window))
 
 
 def admitted_words(store: "Store", text: str) -> list[str]:
@@ -80,27 +87,31 @@ def _admitted_words(backend: "Backend", max_df: float, text: str) -> list[str]:
 
 
 def search_lexical(store: "Store", words: Sequence[str], *, k: int,
-                   project: str | None = None, kind: str | None = None) -> list[tuple[int, float]]:
+                   project: str | None = None, kind: str | None = None,
+                   window: "Window | None" = None) -> list[tuple[int, float]]:
     """(entry id, score) of the best k entries holding any admitted word, best first (lower
     is better: SQLite's bm25)."""
-    return _search_lexical(store.backend, words, k=k, project=project, kind=kind)
+    return _search_lexical(store.backend, words, k=k, project=project, kind=kind, window=window)
 
 
 def _search_lexical(backend: "Backend", words: Sequence[str], *, k: int,
-                    project: str | None, kind: str | None) -> list[tuple[int, float]]:
+                    project: str | None, kind: str | None,
+                    window: "Window | None" = None) -> list[tuple[int, float]]:
     if k <= 0 or not words or not backend.fts:
         return []
-    return backend.search_words(words, k=k, project=project, kind=kind)
+    return backend.search_words(words, k=k, project=project, kind=kind, **span(window))
 
 
 def search_channels(store: "Store", query: str,
                     qvec: "QueryVector | None | Callable[[], QueryVector | None]", *,
                     vector_k: int, lexical_k: int, project: str | None = None,
                     kind: str | None = None,
-                    on_words: "Callable[[list[tuple[int, float]]], None] | None" = None
+                    on_words: "Callable[[list[tuple[int, float]]], None] | None" = None,
+                    window: "Window | None" = None
                     ) -> tuple[list[tuple[int, float]], list[str], list[tuple[int, float]]]:
     """Both channels of one recall: (vector hits, admitted words, word hits), exactly as
-    `search_vector`, `admitted_words` and `search_lexical` give them. `qvec` may be what to
+    `search_vector`, `admitted_words` and `search_lexical` give them; `window` (a time window)
+    inside each channel's query. `qvec` may be what to
     call for the vector (`query_vector_later`): it is called once the word channel has run.
     `on_words`: called with the word hits as soon as they are in, in this thread (recall_rank's
     word coverage, which then runs while the query's model pass does, before the vector wait).
@@ -118,21 +129,25 @@ def search_channels(store: "Store", query: str,
     reader = make_reader() if make_reader is not None and lexical_k > 0 else None
     if reader is None:
         words = admitted_words(store, query)
-        lexical = search_lexical(store, words, k=lexical_k, project=project, kind=kind)
+        lexical = search_lexical(store, words, k=lexical_k, project=project, kind=kind,
+                                 window=window)
         if on_words is not None:
             on_words(lexical)
-        return search_vector(store, vector_now(), k=vector_k, project=project, kind=kind), words, lexical
+        return (search_vector(store, vector_now(), k=vector_k, project=project, kind=kind,
+                              window=window), words, lexical)
     from ..core.background import Job
 
     max_df = store.settings.recall_lexical_max_df
 
     def word_channel() -> tuple[list[str], list[tuple[int, float]]]:
         words = _admitted_words(reader, max_df, query)
-        return words, _search_lexical(reader, words, k=lexical_k, project=project, kind=kind)
+        return words, _search_lexical(reader, words, k=lexical_k, project=project, kind=kind,
+                                      window=window)
 
     job = Job(word_channel, "forge-word-channel")
     try:
-        vector = search_vector(store, vector_now(), k=vector_k, project=project, kind=kind)
+        vector = search_vector(store, vector_now(), k=vector_k, project=project, kind=kind,
+                               window=window)
     finally:
         job.wait()
     words, lexical = job.result()
@@ -148,19 +163,29 @@ MAX_QUERY_CHARS = 2000
 
 def search_hybrid(store: "Store", query: str, *, project: str | None = None, vector_k: int = 5,
                   lexical_k: int = 5, query_vector: "np.ndarray | None" = None,
-                  kind: str | None = None, replaced: bool = False) -> "SearchResult":
+                  kind: str | None = None, replaced: bool = False,
+                  window: "Window | None" = None, words_query: str | None = None,
+                  as_of: str | None = None) -> "SearchResult":
     """V6: a union on entry id — vector rows by distance, then word-only rows by bm25; the
     cutoff (V4) applies to vector-only rows. Raises ServerError when the embedder is down.
 
     `query_vector`: an already embedded query (calibration, benchmarks) — no embedding call.
     `kind`: that kind's entries only. `replaced`: keep entries a newer one replaced (A9).
+    `window`: a time window inside each channel's query; `words_query`: what the word channel
+    reads instead of `query` (the question without its time expression); `as_of`: an entry
+    replaced by one created after it is a row again.
     """
     from ..store.search_results import SearchResult, SearchRow
 
     qvec, cutoff, fingerprint = prepare_query(store, query, query_vector)
-    vector, words, lexical = search_channels(store, query, qvec, vector_k=vector_k,
-                                             lexical_k=lexical_k, project=project, kind=kind)
+    vector, words, lexical = search_channels(store, words_query or query, qvec,
+                                             vector_k=vector_k, lexical_k=lexical_k,
+                                             project=project, kind=kind, window=window)
     entries = rag.entries_by_id(store, [i for i, _ in vector] + [i for i, _ in lexical])
+    if as_of is not None and not replaced:
+        from .recall_time import as_they_stood
+
+        entries = as_they_stood(store, entries, as_of)
     if not replaced:
         entries = {i: e for i, e in entries.items() if not rag.is_replaced(e)}
     bm25 = dict(lexical)

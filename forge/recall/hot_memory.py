@@ -8,8 +8,12 @@ set), so for a store small enough to fit, recall also looks at everything. The b
   itself, because a silently short inventory reads complete and is wrong;
 - framed as a complete list (or the model hedges a complete answer) and as description, not
   instruction (the store holds imperative notes about Forge's own behaviour);
-- byte-identical from one recall to the next (no distances, times or per-turn text), so it can
-  sit above the question and stay in the server's prompt cache.
+- byte-identical from one recall to the next (no distances or per-turn text; each line's date
+  is its entry's, which does not change), so it can sit above the question and stay in the
+  server's prompt cache.
+
+Each line says the entry's kind, project and date (the local date of `created`: when what it
+holds happened), so a model can tell the newer of two facts.
 """
 from __future__ import annotations
 
@@ -45,9 +49,12 @@ class HotBlock:
 
 
 def entry_line(entry: Any) -> str:
+    """`- [kind/project, YYYY-MM-DD] content` (continuation lines indented)."""
+    from ..core.when import local_date
+
     label = f"{entry.kind}/{entry.project}" if getattr(entry, "project", None) else entry.kind
     body = "\n  ".join(line for line in str(entry.content).strip().splitlines() if line.strip())
-    return f"- [{label}] {body}"
+    return f"- [{label}, {local_date(entry.created)}] {body}"
 
 
 def _cut_note(left_out: int, max_tokens: int) -> str:

@@ -87,11 +87,14 @@ def search_many(store: "Store", queries: Iterable[Query | str], *, project: str 
                 vector_k: int | None = 5, lexical_k: int | None = 5, kind: str | None = None,
                 vectors: "np.ndarray | None" = None,
                 on_progress: Callable[[int], None] | None = None,
-                limit: int | None = None, neighbours: bool = True) -> BatchRecall:
+                limit: int | None = None, neighbours: bool = True, read_time: bool = True,
+                window: Any = None, as_of: str | None = None) -> BatchRecall:
     """Run `recall_rank.recall` (what `forge recall` runs) for every query, in input order, on
     one connection: the fused budget when `limit` is given, else the per-channel budgets.
 
     `vectors`: the queries' vectors when the caller already has them (no embedding call).
+    `read_time`, `window`, `as_of`: as recall_rank.recall's (recall --no-time, --since/
+    --until, --as-of).
     """
     from . import recall_rank
 
@@ -104,7 +107,8 @@ def search_many(store: "Store", queries: Iterable[Query | str], *, project: str 
     for index, (query, vector) in enumerate(zip(items, vectors)):
         result = recall_rank.recall(store, query.q, limit=limit, vector_k=vector_k,
                                     lexical_k=lexical_k, project=project, kind=kind,
-                                    neighbours=neighbours, query_vector=vector)
+                                    neighbours=neighbours, query_vector=vector,
+                                    read_time=read_time, window=window, as_of=as_of)
         answers.append(BatchAnswer(query, result))
         if on_progress:
             on_progress(index + 1)

@@ -60,10 +60,15 @@ from . import channels
 if TYPE_CHECKING:
     import numpy as np
 
+    from ..core.when import Window
     from ..store.rag import SearchResult, Store
 
 
 DEFAULT_LIMIT = 10
+# What the vector channel embeds when the question names a time: "question" (all of it) or
+# "rest" (without the time expression, as the word and latent channels read it). Measured on
+# bench/time_questions.py (docs/time.md).
+VECTOR_READS = "question"
 RRF_K = 60
 MIN_POOL = 30
 WEAK_HIT_KEEPS = 5   # the first rows a weak hit's neighbours never displace
@@ -194,18 +199,63 @@ def word_coverage(store: "Store", query: str, lexical: list[tuple[int, float]]
 def recall(store: "Store", query: str, *, limit: int | None = None,
            vector_k: int | None = None, lexical_k: int | None = None,
            project: str | None = None, kind: str | None = None, neighbours: bool = True,
-           query_vector: "np.ndarray | None" = None, replaced: bool = False) -> "SearchResult":
-    """`forge recall`'s choice, for every front end (CLI, batch, HTTP): the fused rows budget
-    (`limit`, DEFAULT_LIMIT when nothing is given), or, when only per-channel budgets are given,
-    the seed's union (V6) with 5 for the one left out (calibration). `replaced`: entries a
-    newer one replaced (A9) are rows too (`recall --all`); by default they are not."""
-    if limit is None and (vector_k is not None or lexical_k is not None):
-        return channels.search_hybrid(store, query, project=project, kind=kind,
-                                 vector_k=5 if vector_k is None else vector_k,
-                                 lexical_k=5 if lexical_k is None else lexical_k,
-                                 query_vector=query_vector, replaced=replaced)
-    return search(store, query, limit=limit or DEFAULT_LIMIT, project=project, kind=kind,
-                  query_vector=query_vector, neighbours=neighbours, replaced=replaced)
+           query_vector: "np.ndarray | None" = None, replaced: bool = False,
+           window: "Window | None" = None, read_time: bool = True,
+           as_of: str | None = None) -> "SearchResult":
+    """`forge recall`'s choice, for every front end (CLI, batch, HTTP, the chat): the fused
+    rows budget (`limit`, DEFAULT_LIMIT when nothing is given), or, when only per-channel
+    budgets are given, the seed's union (V6) with 5 for the one left out (calibration).
+    `replaced`: entries a newer one replaced (A9) are rows too (`recall --all`); by default
+    they are not.
+
+    Time (forge/recall/recall_time.py): `window` (recall --since/--until) narrows every
+    channel's query to what was said in it; without one, a time expression in the question
+    (`read_time`, the default; recall --no-time turns it off) names a period, and every channel
+    searches what may tell of it (recall_time.told: said in it, after it, or in the fortnight
+    before it), what was said in the period first; its words leave the word channels. `as_of`
+    (a stored time): the store as it stood then. With no window, the newer of two rows that
+    state a changed fact comes first (recall_time.newer_first)."""
+    words_query = period = None
+    if window is None and read_time:
+        from ..core import when   # ~0.2 ms; dateparser only when the question names a time
+
+        found = when.find(query, now=store.settings.now) if when.may_hold_time(query) else None
+        if found is not None:
+            from . import recall_time
+
+            period, words_query = found.window, found.rest or None
+            window = recall_time.told(period)
+    asked = window if period is None else period
+    if as_of is not None:
+        from . import recall_time
+
+        window = recall_time.until_as_of(window, as_of)
+
+    def run(within: "Window | None") -> "SearchResult":
+        if limit is None and (vector_k is not None or lexical_k is not None):
+            return channels.search_hybrid(store, query, project=project, kind=kind,
+                                          vector_k=5 if vector_k is None else vector_k,
+                                          lexical_k=5 if lexical_k is None else lexical_k,
+                                          query_vector=query_vector, replaced=replaced,
+                                          window=within, words_query=words_query, as_of=as_of)
+        return search(store, query, limit=limit or DEFAULT_LIMIT, project=project, kind=kind,
+                      query_vector=query_vector, neighbours=neighbours, replaced=replaced,
+                      window=within, words_query=words_query, as_of=as_of)
+
+    result = run(window)
+    if asked is not None or window is not None:
+        from . import recall_time
+
+        result.time = recall_time.describe(period or window, as_of, searched=window)
+        if not result.rows and window is not None:   # say what it left out; never widen it
+            result.time["excluded"] = len(run(None).rows)
+        if period is not None:
+            recall_time.period_first(result.rows, period)
+    if asked is None and len(result.rows) > 1:
+        from . import recall_time
+
+        recall_time.newer_first(result.rows)
+    return result
 
 
 def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: str | None = None,
@@ -213,42 +263,50 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
            lexical_pool: int | None = None, rrf_k: int = RRF_K,
            lexical_weight: float = 1.0, neighbours: bool = True,
            fusion: str = "normalised", strong: str = "tiered",
-           word_weight: str | None = None, replaced: bool = False, latent: bool = True
-           ) -> "SearchResult":
+           word_weight: str | None = None, replaced: bool = False, latent: bool = True,
+           window: "Window | None" = None, words_query: str | None = None,
+           as_of: str | None = None) -> "SearchResult":
     """`limit` rows (fewer only when the store has fewer passing candidates), best fused first.
     `latent`: the latent-term channel when the store has its index (recall_sparse; False for
-    the ablation's two-channel rows).
+    the ablation's two-channel rows). `window`: a time window inside every channel's query;
+    `words_query`: what the word and latent-term channels read instead of `query` (the question
+    without its time expression; the vector channel reads VECTOR_READS); `as_of`: an entry
+    replaced by one created after it is a row again.
 
     Raises ServerError when the embedder is down, like channels.search_hybrid.
     """
     from . import recall_sparse
 
+    words_text = words_query or query
+    vector_text = words_text if VECTOR_READS == "rest" else query
     latent = latent and fusion != "rrf"   # rrf is the two-channel ablation
     # the latent pass runs beside the query's dense embedding, and both beside the word channel
-    pending = recall_sparse.query_terms(store, query) if latent else None
-    qvec = channels.query_vector_later(store, query, query_vector)
+    pending = recall_sparse.query_terms(store, words_text) if latent else None
+    qvec = channels.query_vector_later(store, vector_text, query_vector)
     cutoff, fingerprint = channels.query_cutoff(store)
     depth = pool(limit)
     # on a large store the latent channel's dot product runs beside the two others
-    latent_rows = (recall_sparse.search_beside(store, query, k=depth, project=project, kind=kind,
-                                               terms=pending) if latent else None)
+    latent_rows = (recall_sparse.search_beside(store, words_text, k=depth, project=project,
+                                               kind=kind, terms=pending, window=window)
+                   if latent else None)
     weights: dict[int, float] = {}
     covered = fusion != "rrf" and (word_weight or WORD_WEIGHT) == "coverage"
     vector, words, lexical = channels.search_channels(
-        store, query, qvec, vector_k=vector_pool or depth, lexical_k=lexical_pool or depth,
-        project=project, kind=kind,
-        on_words=(lambda hits: weights.update(word_coverage(store, query, hits))) if covered else None)
+        store, words_text, qvec, vector_k=vector_pool or depth, lexical_k=lexical_pool or depth,
+        project=project, kind=kind, window=window,
+        on_words=(lambda hits: weights.update(word_coverage(store, words_text, hits)))
+        if covered else None)
     if fusion == "rrf":
         ranked = rrf(vector, lexical, k=rrf_k, lexical_weight=lexical_weight)
     else:
         ranked = normalised(vector, lexical, weights if covered else None, WORD_SHARE,
                             sparse=latent_rows() if latent_rows is not None else None)
     result = fill(store, ranked, limit=limit, cutoff=cutoff, fingerprint=fingerprint, words=words,
-                  replaced=replaced,
+                  replaced=replaced, as_of=as_of,
                   farthest=vector[-1][1] if len(vector) >= (vector_pool or depth) else None)
     after = neighbours_after(result.rows, vector, lexical, strong) if neighbours else None
     if after is not None:
-        result.rows = with_neighbours(store, result.rows, limit=limit, after=after)
+        result.rows = with_neighbours(store, result.rows, limit=limit, after=after, window=window)
     if store.settings.recall_min_coverage is not None:   # opt-in: nothing imported when off
         from . import refusal
 
@@ -285,15 +343,19 @@ def neighbour_ids(store: "Store", entry: "rag.Entry") -> list[int]:
     return store.backend.adjacent_ids(entry.id, kind=ARCHIVE_KIND, project=entry.project)
 
 
-def with_neighbours(store: "Store", rows: list, *, limit: int, after: int = 1) -> list:
+def with_neighbours(store: "Store", rows: list, *, limit: int, after: int = 1,
+                    window: "Window | None" = None) -> list:
     """`rows` with the best row's neighbouring exchanges placed after the first `after` rows
     (1: right after it), when it is an archived exchange found by both channels; still at most
-    `limit` rows. A neighbour already among the first `after` rows stays where it is."""
+    `limit` rows. A neighbour already among the first `after` rows stays where it is; one
+    outside `window` (a time window) is not added."""
     if not rows or rows[0].channel != "both" or limit <= after:
         return rows
     around = neighbour_ids(store, rows[0].entry)
     present = {r.entry.id: r for r in rows}
     new = rag.entries_by_id(store, [i for i in around if i not in present])
+    if window is not None:
+        new = {i: e for i, e in new.items() if window.holds(e.created)}
     head = rows[:after]
     kept = {r.entry.id for r in head}
     beside = [present.get(i) or rag.SearchRow(new[i], "neighbour", None, None,
@@ -306,10 +368,12 @@ def with_neighbours(store: "Store", rows: list, *, limit: int, after: int = 1) -
 
 def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
          cutoff: float | None, fingerprint: str, words: list[str],
-         replaced: bool = False, farthest: float | None = None) -> "SearchResult":
+         replaced: bool = False, farthest: float | None = None,
+         as_of: str | None = None) -> "SearchResult":
     """Walk the fused ranking: vector-only candidates beyond the cutoff are dropped (and
     counted), orphan vectors skipped, entries a newer one replaced skipped unless `replaced`
-    (A9; a fold's sources stay, A5), until `limit` rows are taken.
+    (A9; a fold's sources stay, A5) or, with `as_of`, replaced only by an entry created after
+    it, until `limit` rows are taken.
 
     A latent-only row has no distance, but it was not among the vector channel's nearest, so it
     is at least as far as that pool's last (`farthest`, None when the pool holds the whole
@@ -331,6 +395,10 @@ def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
         chunk = passing[start:start + limit - len(rows) + 2]
         start += len(chunk)
         entries = rag.entries_by_id(store, [c.entry_id for c, _ in chunk])
+        if as_of is not None and not replaced:
+            from . import recall_time
+
+            entries = recall_time.as_they_stood(store, entries, as_of)
         for candidate, score in chunk:
             entry = entries.get(candidate.entry_id)
             if entry is not None and len(rows) < limit and (replaced or not rag.is_replaced(entry)):

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
+    from ..core.when import Window
     from ..store.backend import Backend
     from ..store.rag import Store
 
@@ -99,28 +100,33 @@ def query_terms(store: "Store", query: str) -> "Callable[[], list[tuple[int, flo
 
 def search(store: "Store", query: str, *, k: int, project: str | None = None,
            kind: str | None = None,
-           terms: "Callable[[], list[tuple[int, float]]] | None" = None
-           ) -> list[tuple[int, float]]:
+           terms: "Callable[[], list[tuple[int, float]]] | None" = None,
+           window: "Window | None" = None) -> list[tuple[int, float]]:
     """(entry id, dot product) of the `k` best entries over the query's admitted latent terms,
     best first (higher is better); [] when the channel is off for this store. `terms`: what
-    `query_terms` returned for this query (else the pass runs here)."""
+    `query_terms` returned for this query (else the pass runs here). `window`: a time window,
+    inside the query."""
     if k <= 0 or not enabled(store):
         return []
-    return _search_on(store, store.backend, query, k, project, kind, terms)
+    return _search_on(store, store.backend, query, k, project, kind, terms, window)
 
 
 def _search_on(store: "Store", backend: "Backend", query: str, k: int, project: str | None,
-               kind: str | None, terms: "Callable[[], list[tuple[int, float]]] | None"
-               ) -> list[tuple[int, float]]:
+               kind: str | None, terms: "Callable[[], list[tuple[int, float]]] | None",
+               window: "Window | None" = None) -> list[tuple[int, float]]:
     """The query's terms (the pass `terms` started, else one here), admitted and searched on
     `backend`: the store's own, or the second connection search_beside runs it on."""
+    from .channels import span
+
     pairs = terms() if terms is not None else store.embedder.sparse_query(query)  # type: ignore[attr-defined]
-    return backend.search_sparse(admitted(store, pairs, backend), k=k, project=project, kind=kind)
+    return backend.search_sparse(admitted(store, pairs, backend), k=k, project=project, kind=kind,
+                                 **span(window))
 
 
 def search_beside(store: "Store", query: str, *, k: int, project: str | None = None,
                   kind: str | None = None,
-                  terms: "Callable[[], list[tuple[int, float]]] | None" = None
+                  terms: "Callable[[], list[tuple[int, float]]] | None" = None,
+                  window: "Window | None" = None
                   ) -> "Callable[[], list[tuple[int, float]]]":
     """`search`, started now in a second thread on the backend's `latent_reader()` (SQLite from
     LATENT_READER_MIN_ENTRIES entries: a connection of its own) while the caller runs the
@@ -130,8 +136,9 @@ def search_beside(store: "Store", query: str, *, k: int, project: str | None = N
     make_reader = getattr(store.backend, "latent_reader", None)   # optional (store/backend.py)
     reader = make_reader() if make_reader is not None and k > 0 and enabled(store) else None
     if reader is None:
-        return lambda: search(store, query, k=k, project=project, kind=kind, terms=terms)
+        return lambda: search(store, query, k=k, project=project, kind=kind, terms=terms,
+                              window=window)
     from ..core.background import Job
 
-    return Job(lambda: _search_on(store, reader, query, k, project, kind, terms),
+    return Job(lambda: _search_on(store, reader, query, k, project, kind, terms, window),
                "forge-latent-channel").result

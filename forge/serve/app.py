@@ -209,23 +209,32 @@ def do_supersede(settings: Any, ids: list[int], by: int | None, undo: bool) -> d
 
 def do_search(settings: Any, query: str, project: str | None, vector_k: int | None,
               lexical_k: int | None, kind: str | None = None, limit: int | None = None,
-              neighbours: bool = True) -> dict:
+              neighbours: bool = True, since: str | None = None, until: str | None = None,
+              read_time: bool = True, as_of: str | None = None) -> dict:
     from ..store import rag
-    from ..recall import recall_rank
+    from ..recall import recall_rank, recall_time
 
+    timing = recall_time.arguments(settings, since, until, as_of, prefix="")
     with rag.open_store(settings, mode="read") as store:
         return recall_rank.recall(store, query, limit=limit, vector_k=vector_k,
                                   lexical_k=lexical_k, project=project, kind=kind,
-                                  neighbours=neighbours).to_dict()
+                                  neighbours=neighbours, read_time=read_time,
+                                  **timing).to_dict()
 
 
 def do_memory_ls(settings: Any, kind: str | None, project: str | None, query: str | None = None,
-                 cursor: str | None = None, limit: int | None = None) -> dict:
+                 cursor: str | None = None, limit: int | None = None,
+                 since: str | None = None, until: str | None = None) -> dict:
     from ..store import rag
 
+    window = None
+    if since is not None or until is not None:
+        from ..recall import recall_time
+
+        window = recall_time.arguments(settings, since, until, prefix="").get("window")
     with rag.open_store(settings, mode="rows") as store:
         page, by_kind = rag.listing(store, kind=kind, project=project, query=query,
-                                    cursor=cursor, limit=limit)
+                                    cursor=cursor, limit=limit, window=window)
     return {**page.to_dict(), "by_kind": by_kind}
 
 
@@ -446,9 +455,13 @@ async def search(request: Request) -> Response:
       - {name: neighbours, in: query, schema: {type: boolean, default: true}, description: 'recall --neighbours/--no-neighbours'}
       - {name: kind, in: query, schema: {type: string}, description: 'entries of this kind only (recall --kind)'}
       - {name: limit, in: query, schema: {type: integer, minimum: 1}, description: 'rows budget filled from one fused ranking, default 10 (recall --limit)'}
+      - {name: since, in: query, schema: {type: string}, description: 'only entries from the start of this on: an ISO date or datetime, or an expression (last week, en mars 2024) (recall --since)'}
+      - {name: until, in: query, schema: {type: string}, description: 'only entries up to the end of this (recall --until)'}
+      - {name: time, in: query, schema: {type: boolean, default: true}, description: 'read a time expression in q (false: recall --no-time)'}
+      - {name: as_of, in: query, schema: {type: string}, description: 'as the store stood at the end of this (recall --as-of)'}
     responses:
-      200: {description: '{"rows": [...], "dropped_by_cutoff", ...}; no rows is not an error'}
-      400: {description: 'q empty, an unknown kind, a bad number'}
+      200: {description: '{"rows": [...], "dropped_by_cutoff", ..., "time": {"since", "until", "from_query", "as_of", "excluded"} or null}; no rows is not an error'}
+      400: {description: 'q empty, an unknown kind, a bad number, a time that cannot be read'}
       502: {description: the embedding server is down}
     """
     q = request.query_params
@@ -469,8 +482,10 @@ async def search(request: Request) -> Response:
         raise BadRequest("give limit (fused rows budget) or vector_k/lexical_k (per-channel "
                          "budgets), not both")
     neighbours = (q.get("neighbours") or "true").lower() not in ("0", "false", "no")
+    read_time = (q.get("time") or "true").lower() not in ("0", "false", "no")
     return JSONResponse(await call(do_search, settings_of(request), query, q.get("project"),
-                                   vector_k, lexical_k, kind, limit, neighbours))
+                                   vector_k, lexical_k, kind, limit, neighbours,
+                                   q.get("since"), q.get("until"), read_time, q.get("as_of")))
 
 
 @api
@@ -483,16 +498,19 @@ async def memory_ls(request: Request) -> Response:
       - {name: q, in: query, schema: {type: string}, description: 'entries whose text holds this (case-insensitive; ls --filter)'}
       - {name: limit, in: query, schema: {type: integer, default: 100, minimum: 1, maximum: 1000}}
       - {name: cursor, in: query, schema: {type: string}, description: 'the next_cursor of the previous page'}
+      - {name: since, in: query, schema: {type: string}, description: 'only entries created from the start of this on (ls --since)'}
+      - {name: until, in: query, schema: {type: string}, description: 'only entries created up to the end of this (ls --until)'}
     responses:
       200: {description: '{"entries": [...], "total": N, "next_cursor": "..." or null, "by_kind": {...}}'}
-      400: {description: 'an unknown kind, a bad limit or cursor'}
+      400: {description: 'an unknown kind, a bad limit or cursor, a time that cannot be read'}
     """
     q = request.query_params
     kind = kind_value(q.get("kind"), "kind", archive=True)
     raw_limit = q.get("limit")
     limit = int_value(raw_limit, "limit", minimum=1, maximum=1000) if raw_limit else 100
     return JSONResponse(await call(do_memory_ls, settings_of(request), kind, q.get("project"),
-                                   q.get("q"), q.get("cursor"), limit))
+                                   q.get("q"), q.get("cursor"), limit, q.get("since"),
+                                   q.get("until")))
 
 
 def _entry_id(request: Request) -> int:

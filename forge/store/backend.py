@@ -131,11 +131,13 @@ class Backend(Protocol):
         """Every entry (filtered by exact kind and/or project when given), by id."""
 
     def list_page(self, *, kind: str | None = None, project: str | None = None,
-                  contains: str | None = None, after_id: int = 0,
-                  limit: int = 100) -> tuple[list["Entry"], int]:
+                  contains: str | None = None, after_id: int = 0, limit: int = 100,
+                  since: str | None = None, until: str | None = None
+                  ) -> tuple[list["Entry"], int]:
         """One page of list_entries: the first `limit` entries with an id above `after_id`, by
-        id, whose content holds `contains` (case-insensitive substring, `%` and `_` literal);
-        and how many entries match the filters in all (every page)."""
+        id, whose content holds `contains` (case-insensitive substring, `%` and `_` literal),
+        created in [since, until) when given (stored times, compared bytewise); and how many
+        entries match the filters in all (every page)."""
 
     def hot_entries(self, *, project: str | None = None) -> list["Entry"]:
         """V7's hot tier: every entry whose kind is not `archive` and that is not superseded,
@@ -147,8 +149,10 @@ class Backend(Protocol):
     def count_entries(self) -> int:
         """Every entry, archive and superseded included."""
 
-    def counts_by_kind(self, *, project: str | None = None) -> dict[str, int]:
-        """kind -> count, ordered by kind (filtered by project when given)."""
+    def counts_by_kind(self, *, project: str | None = None, since: str | None = None,
+                       until: str | None = None) -> dict[str, int]:
+        """kind -> count, ordered by kind (filtered by project, and created in [since, until),
+        when given)."""
 
     def count_superseded(self) -> int:
         """Entries whose `superseded_by` is set."""
@@ -188,7 +192,8 @@ class Backend(Protocol):
 
     def insert_entry(self, item: "NewEntry", dedup_key: str | None, vector: "np.ndarray",
                      now: str) -> int:
-        """Insert one validated entry: its row (created = updated = now, refs as JSON), its
+        """Insert one validated entry: its row (created = `item.created` or now, updated = now,
+        refs as JSON), its
         vector (kept with the entry's project so the KNN filters inside), its words in the word
         index, and one message ref per `refs["messages"]` id. Returns the new id (ids grow and
         are never reused). No event: the caller logs it."""
@@ -222,10 +227,12 @@ class Backend(Protocol):
         ...
 
     def search_sparse(self, terms: Sequence[tuple[int, float]], *, k: int,
-                      project: str | None = None, kind: str | None = None
+                      project: str | None = None, kind: str | None = None,
+                      since: str | None = None, until: str | None = None
                       ) -> list[tuple[int, float]]:
         """(entry id, dot product over `terms`) of the `k` best entries (filtered by exact
-        project and/or kind when given), best first, ties by id; rows scoring 0 left out.
+        project and/or kind, and by a time window, when given: inside the query, as every
+        channel's), best first, ties by id; rows scoring 0 left out.
         [] without an index, for k <= 0 or no terms."""
         ...
 
@@ -258,12 +265,13 @@ class Backend(Protocol):
         """Stored vectors (0 without a vector storage)."""
 
     def search_vector(self, qvec: "QueryVector", *, k: int, project: str | None = None,
-                      kind: str | None = None) -> list[tuple[int, float]]:
+                      kind: str | None = None, since: str | None = None,
+                      until: str | None = None) -> list[tuple[int, float]]:
         """(entry id, L2 distance) of the k nearest vectors to `qvec` (a numpy float32 array
-        or an `array.array('f')`), nearest first. The project filter
-        runs INSIDE the KNN: k rows come back whenever k entries of that project have vectors
-        (never a global top-k filtered afterwards). With `kind`, an exact scan of that kind's
-        entries (and project). [] without a vector storage or for k <= 0. Rows may name an
+        or an `array.array('f')`), nearest first. The project filter and the time window
+        (entries created in [since, until), stored times compared bytewise) run INSIDE the
+        KNN: k rows come back whenever k such entries have vectors (never a global top-k
+        filtered afterwards). With `kind`, an exact scan of that kind's entries (and project). [] without a vector storage or for k <= 0. Rows may name an
         entry deleted by a foreign client (an orphan): callers skip ids with no entry."""
 
     def vectors_of(self, ids: Iterable[int]) -> dict[int, "np.ndarray"]:
@@ -295,9 +303,11 @@ class Backend(Protocol):
         start with `prefix`, in order: the inflected forms recall_words looks a stem up in."""
 
     def search_words(self, words: Sequence[str], *, k: int, project: str | None = None,
-                     kind: str | None = None) -> list[tuple[int, float]]:
+                     kind: str | None = None, since: str | None = None,
+                     until: str | None = None) -> list[tuple[int, float]]:
         """(entry id, score) of the best k entries holding ANY of `words` (already admitted
-        tokens, never user syntax), best first; the score is "lower is better" (SQLite's
+        tokens, never user syntax; filtered by project, kind and time window inside the query
+        when given), best first; the score is "lower is better" (SQLite's
         bm25(); another backend documents its ranking and negates it to match). [] without a
         word index, for k <= 0 or no words."""
 

@@ -76,6 +76,8 @@ class NewEntry:
     project: str | None = None
     source: str = "remember"
     refs: dict | None = None
+    # When what it holds happened or was said (a stored UTC time); None: now, at the write.
+    created: str | None = None
 
 
 # --------------------------------------------------------------------------- rules
@@ -131,7 +133,16 @@ def validate_new(item: NewEntry) -> NewEntry:
             raise ForgeError(f"invalid project name {project!r}: use letters, digits, spaces "
                              "and _ . - /")
     refs = dict(item.refs or {})
-    return NewEntry(kind=kind, content=content, project=project, source=source, refs=refs)
+    created = item.created
+    if created is not None:
+        if not isinstance(created, str):
+            raise ForgeError(f'"created" must be an ISO 8601 date or datetime string, not '
+                             f"{type(created).__name__}")
+        from ..core.when import to_stored
+
+        created = to_stored(created, what='"created"')
+    return NewEntry(kind=kind, content=content, project=project, source=source, refs=refs,
+                    created=created)
 
 
 def dedup_key(item: NewEntry) -> str | None:
@@ -191,13 +202,20 @@ def like_pattern(text: str) -> str:
     return f"%{escaped}%"
 
 
-def entry_filters(project: str | None, kind: str | None, placeholder: str = "?"
+def entry_filters(project: str | None, kind: str | None, placeholder: str = "?", *,
+                  since: str | None = None, until: str | None = None, collate: str = ""
                   ) -> tuple[str, list[str]]:
-    """` and e.project = ? and e.kind = ?` for the ones given, and their values: the filter a
-    channel's query puts on `memory_entries e` (the backend's own placeholder)."""
+    """` and e.project = ? and e.kind = ?` (and the time window `e.created >= since and
+    e.created < until`) for the ones given, and their values: the filter a channel's query puts
+    on `memory_entries e` (the backend's own placeholder; `collate`: what makes its text
+    comparison bytewise, stored times being compared as text)."""
     sql, args = "", []
     for column, value in (("project", project), ("kind", kind)):
         if value is not None:
             sql += f" and e.{column} = {placeholder}"
+            args.append(value)
+    for op, value in ((">=", since), ("<", until)):
+        if value is not None:
+            sql += f" and e.created{collate} {op} {placeholder}"
             args.append(value)
     return sql, args

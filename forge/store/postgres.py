@@ -214,7 +214,17 @@ def _m4_sparse(cur: Any) -> None:
         cur.execute("delete from forge_meta where key = 'identity_check'")
 
 
-MIGRATIONS = (_m1_tables, _m2_word_counts, _m3_superseded_reason, _m4_sparse)
+def _m5_created(cur: Any) -> None:
+    """A time window is part of each channel's query: the entries of a window are found by
+    `created` (a stored UTC time, compared bytewise as text: `collate "C"`, whatever the
+    database's collation) through this index."""
+    cur.execute('create index if not exists memory_entries_created on memory_entries('
+                '(created collate "C"))')
+
+
+MIGRATIONS = (_m1_tables, _m2_word_counts, _m3_superseded_reason, _m4_sparse, _m5_created)
+# Stored times compare as bytes (the created index's collation).
+BYTEWISE = ' collate "C"'
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -459,14 +469,19 @@ class PostgresBackend:
         return self._select(" and ".join(where), args)
 
     def list_page(self, *, kind: str | None = None, project: str | None = None,
-                  contains: str | None = None, after_id: int = 0,
-                  limit: int = 100) -> tuple[list[Entry], int]:
+                  contains: str | None = None, after_id: int = 0, limit: int = 100,
+                  since: str | None = None, until: str | None = None
+                  ) -> tuple[list[Entry], int]:
         if self.missing:
             return [], 0
         where, args = ["true"], []
         for column, value in (("kind", kind), ("project", project)):
             if value is not None:
                 where.append(f"{column} = %s")
+                args.append(value)
+        for op, value in ((">=", since), ("<", until)):
+            if value is not None:
+                where.append(f"created{BYTEWISE} {op} %s")
                 args.append(value)
         if contains:
             where.append("content ilike %s escape '\\'")
@@ -495,13 +510,13 @@ class PostgresBackend:
             return 0
         return self.conn.execute("select count(*) from memory_entries").fetchone()[0]
 
-    def counts_by_kind(self, *, project: str | None = None) -> dict[str, int]:
+    def counts_by_kind(self, *, project: str | None = None, since: str | None = None,
+                       until: str | None = None) -> dict[str, int]:
         if self.missing:
             return {}
-        sql, args = "select kind, count(*) from memory_entries", []
-        if project is not None:
-            sql += " where project = %s"
-            args.append(project)
+        filters, args = entry_filters(project, None, "%s", since=since, until=until,
+                                      collate=BYTEWISE)
+        sql = "select kind, count(*) from memory_entries e where true" + filters
         return dict(self.conn.execute(sql + " group by kind order by kind", args).fetchall())
 
     def count_superseded(self) -> int:
@@ -631,7 +646,7 @@ class PostgresBackend:
             "select %s, m, e.id from e, unnest(%s::bigint[]) as m on conflict do nothing) "
             "select id from e",
             (item.kind, item.project, item.content, item.source,
-             json.dumps(refs, ensure_ascii=False), now, now, dedup_key, tsv, length,
+             json.dumps(refs, ensure_ascii=False), item.created or now, now, dedup_key, tsv, length,
              item.project or "", self._vector(vector), str(refs.get("history") or ""), message_ids)
         ).fetchone()
 
@@ -683,7 +698,8 @@ class PostgresBackend:
         return {int(t): int(n) for t, n in rows}
 
     def search_sparse(self, terms: Sequence[tuple[int, float]], *, k: int,
-                      project: str | None = None, kind: str | None = None
+                      project: str | None = None, kind: str | None = None,
+                      since: str | None = None, until: str | None = None
                       ) -> list[tuple[int, float]]:
         """The `k` entries with the largest dot product over `terms` (higher is better): SQLite's
         sums, the same order (score, then id). Each term's postings are read by its own range
@@ -696,8 +712,9 @@ class PostgresBackend:
                "cross join lateral (select entry_id, weight from memory_sparse "
                "where term = q.term offset 0) p")
         args: list[Any] = [[int(t) for t, _ in terms], [float(w) for _, w in terms]]
-        if project is not None or kind is not None:
-            filters, values = entry_filters(project, kind, "%s")
+        if project is not None or kind is not None or since is not None or until is not None:
+            filters, values = entry_filters(project, kind, "%s", since=since, until=until,
+                                            collate=BYTEWISE)
             sql += " join memory_entries e on e.id = p.entry_id where true" + filters
             args += values
         rows = self.conn.execute(sql + " group by p.entry_id order by s desc, p.entry_id limit %s",
@@ -757,17 +774,18 @@ class PostgresBackend:
         return self.conn.execute("select count(*) from memory_vectors").fetchone()[0]
 
     def search_vector(self, qvec: "QueryVector", *, k: int, project: str | None = None,
-                      kind: str | None = None) -> list[tuple[int, float]]:
+                      kind: str | None = None, since: str | None = None,
+                      until: str | None = None) -> list[tuple[int, float]]:
         if k <= 0 or qvec is None or not self.has_vectors():
             return []
         q = self._vector(qvec)
-        if kind is not None:
+        if kind is not None or since is not None or until is not None:
+            # the window (or kind) inside the ORDER BY ... LIMIT: k rows whenever k exist
+            filters, values = entry_filters(project, kind, "%s", since=since, until=until,
+                                            collate=BYTEWISE)
             sql = ("select v.id, v.embedding <-> %b as d from memory_vectors v "
-                   "join memory_entries e on e.id = v.id where e.kind = %s")
-            args: list[Any] = [q, kind]
-            if project is not None:
-                sql += " and e.project = %s"
-                args.append(project)
+                   "join memory_entries e on e.id = v.id where true" + filters)
+            args: list[Any] = [q, *values]
         else:
             sql = "select id, embedding <-> %b as d from memory_vectors"
             args = [q]
@@ -847,7 +865,8 @@ class PostgresBackend:
         return [r[0] for r in rows]
 
     def search_words(self, words: Sequence[str], *, k: int, project: str | None = None,
-                     kind: str | None = None) -> list[tuple[int, float]]:
+                     kind: str | None = None, since: str | None = None,
+                     until: str | None = None) -> list[tuple[int, float]]:
         words = [w for w in dict.fromkeys(words) if len(w.encode()) <= MAX_LEXEME_BYTES]
         if k <= 0 or not words or self.missing:
             return []
@@ -862,7 +881,8 @@ class PostgresBackend:
             return []
         idf = [max(1e-6, math.log((total - df[w] + 0.5) / (df[w] + 0.5))) for w in words]
         query = " | ".join(_lexeme(w) for w in words)
-        filters, args = entry_filters(project, kind, "%s")
+        filters, args = entry_filters(project, kind, "%s", since=since, until=until,
+                                      collate=BYTEWISE)
         sql = f"""
             with q(word, idf) as (select * from unnest(%s::text[], %s::float8[])),
             hits as (select e.id, e.words, e.word_count from memory_entries e

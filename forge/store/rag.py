@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from ..embedders import Embedder, QueryVector
     from ..core.settings import Settings
+    from ..core.when import Window
     from .backend import Backend
     from .results import Edited, Fold, FoldResult, ReindexResult, Remembered
 
@@ -257,14 +258,16 @@ def _prepare_vectors(store: Store, dim: int | None) -> None:
 
 def remember(store: Store, kind: str | None, content: str, *, project: str | None = None,
              source: str = "remember", refs: dict | None = None,
-             replaces: Sequence[int] = ()) -> Remembered:
+             replaces: Sequence[int] = (), created: str | None = None) -> Remembered:
     """Write one entry (V11: an exact duplicate writes nothing and returns the existing id).
+    `created`: when what it holds happened (an ISO date or datetime; None: now); `updated` and
+    the event log keep the real write time.
 
     `replaces` (A9): entries this one replaces, linked to it (`superseded_by`, reason
     `replace`) in the SAME transaction as the insert: a crash leaves neither or both. Every
     refusal of `replace` applies, and the new text may not be an exact duplicate of an entry
     it names (that would replace an entry by itself)."""
-    item = NewEntry(kind or "fact", content, project, source, refs)
+    item = NewEntry(kind or "fact", content, project, source, refs, created)
     if not replaces:
         return remember_many(store, [item])[0]
     return _remember_replacing(store, item, list(dict.fromkeys(int(i) for i in replaces)))
@@ -802,9 +805,10 @@ class EntryPage:
 
 def list_page(store: Store, *, kind: str | None = None, project: str | None = None,
               query: str | None = None, cursor: str | None = None,
-              limit: int | None = None) -> EntryPage:
+              limit: int | None = None, window: "Window | None" = None) -> EntryPage:
     """One page of list_entries, by id: after `cursor` (the previous page's next_cursor), at
-    most `limit` entries (None: all the rest), whose content holds `query` (case-insensitive)."""
+    most `limit` entries (None: all the rest), whose content holds `query` (case-insensitive),
+    created in `window` when one is given."""
     if kind is not None:
         kind = normalize_kind(kind, archive=True)
     after = 0
@@ -814,8 +818,9 @@ def list_page(store: Store, *, kind: str | None = None, project: str | None = No
                              "the previous page)")
         after = int(cursor)
     want = 2**62 if limit is None else limit
+    span = {} if window is None else {"since": window.since, "until": window.until}
     entries, total = store.backend.list_page(kind=kind, project=project, contains=query or None,
-                                             after_id=after, limit=want + 1)
+                                             after_id=after, limit=want + 1, **span)
     more = len(entries) > want
     entries = entries[:want]
     return EntryPage(entries, total, str(entries[-1].id) if more else None)
@@ -823,12 +828,14 @@ def list_page(store: Store, *, kind: str | None = None, project: str | None = No
 
 def listing(store: Store, *, kind: str | None = None, project: str | None = None,
             query: str | None = None, cursor: str | None = None,
-            limit: int | None = None) -> tuple[EntryPage, dict[str, int]]:
+            limit: int | None = None, window: "Window | None" = None
+            ) -> tuple[EntryPage, dict[str, int]]:
     """What `forge memory ls` shows, for its CLI, route and MCP tool alike: one page
     (list_page) and the count by kind, of `kind` only when one is given. The --json document is
     `{**page.to_dict(), "by_kind": by_kind}`."""
-    page = list_page(store, kind=kind, project=project, query=query, cursor=cursor, limit=limit)
-    by_kind = counts_by_kind(store, project=project)
+    page = list_page(store, kind=kind, project=project, query=query, cursor=cursor, limit=limit,
+                     window=window)
+    by_kind = counts_by_kind(store, project=project, window=window)
     if kind is not None:
         by_kind = {kind: by_kind.get(kind, 0)}
     return page, by_kind
@@ -848,8 +855,11 @@ def count_entries(store: Store) -> int:
     return store.backend.count_entries()
 
 
-def counts_by_kind(store: Store, *, project: str | None = None) -> dict[str, int]:
-    return store.backend.counts_by_kind(project=project)
+def counts_by_kind(store: Store, *, project: str | None = None,
+                   window: "Window | None" = None) -> dict[str, int]:
+    if window is None:
+        return store.backend.counts_by_kind(project=project)
+    return store.backend.counts_by_kind(project=project, since=window.since, until=window.until)
 
 
 def find_by_message_ids(store: Store, message_ids: Iterable[int], *,

@@ -17,11 +17,13 @@ class SearchRow:
     fused: float | None = None  # recall_rank's fused score; None from search_hybrid
     neighbour_of: int | None = None   # channel "neighbour": the strong hit it sits beside
     sparse: float | None = None  # the latent-term channel's dot product, when it found the row
-
+    newer: int | None = None     # a row that states this row's fact as it changed since
 
     def to_dict(self) -> dict[str, Any]:
         out = self.entry.to_dict()
         out.update(channel=self.channel, distance=self.distance, bm25=self.bm25)
+        if self.newer is not None:
+            out["newer"] = self.newer
         if self.fused is not None:
             out["fused"] = self.fused
         if self.neighbour_of is not None:
@@ -40,9 +42,12 @@ class SearchResult:
     fingerprint: str
     admitted_words: list[str] = field(default_factory=list)
     coverage: dict[str, Any] | None = None   # RECALL_MIN_COVERAGE's verdict (forge/recall/refusal.py)
+    # The time window the recall searched in (forge/recall/recall_time.py): since, until,
+    # from_query, as_of, excluded; None when it searched the whole store.
+    time: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"rows": [r.to_dict() for r in self.rows], "dropped_by_cutoff": self.dropped_by_cutoff,
                 "nearest_dropped": self.nearest_dropped, "cutoff": self.cutoff,
                 "fingerprint": self.fingerprint, "admitted_words": self.admitted_words,
-                "coverage": self.coverage}
+                "coverage": self.coverage, "time": self.time}

@@ -136,8 +136,15 @@ def _m4_sparse_frequency(conn: Any) -> None:
         end""")
 
 
+def _m5_created(conn: Any) -> None:
+    """A time window (`recall --since/--until`, time in a question) is part of each channel's
+    query: the entries of a window are found by `created` (a stored UTC time, compared as
+    text) through this index."""
+    conn.execute("create index if not exists memory_entries_created on memory_entries(created)")
+
+
 MIGRATIONS: tuple[Callable[[Any], None], ...] = (_m1_entries, _m2_superseded_reason,
-                                                  _m3_sparse, _m4_sparse_frequency)
+                                                  _m3_sparse, _m4_sparse_frequency, _m5_created)
 
 FTS_TRIGGERS = (
     """create trigger memory_fts_ai after insert on memory_entries begin
@@ -525,12 +532,17 @@ class SQLiteBackend:
         return [_row_to_entry(r) for r in self.conn.execute(sql + " order by id", args)]
 
     def list_page(self, *, kind: str | None = None, project: str | None = None,
-                  contains: str | None = None, after_id: int = 0,
-                  limit: int = 100) -> tuple[list[Entry], int]:
+                  contains: str | None = None, after_id: int = 0, limit: int = 100,
+                  since: str | None = None, until: str | None = None
+                  ) -> tuple[list[Entry], int]:
         where, args = ["1"], []
         for column, value in (("kind", kind), ("project", project)):
             if value is not None:
                 where.append(f"{column} = ?")
+                args.append(value)
+        for op, value in ((">=", since), ("<", until)):
+            if value is not None:
+                where.append(f"created {op} ?")
                 args.append(value)
         if contains:  # LIKE folds ASCII case; lower() on both sides does no better in SQLite
             where.append("content like ? escape '\\'")
@@ -557,11 +569,10 @@ class SQLiteBackend:
     def count_entries(self) -> int:
         return self.conn.execute("select count(*) from memory_entries").fetchone()[0]
 
-    def counts_by_kind(self, *, project: str | None = None) -> dict[str, int]:
-        sql, args = "select kind, count(*) from memory_entries", []
-        if project is not None:
-            sql += " where project = ?"
-            args.append(project)
+    def counts_by_kind(self, *, project: str | None = None, since: str | None = None,
+                       until: str | None = None) -> dict[str, int]:
+        filters, args = entry_filters(project, None, "?", since=since, until=until)
+        sql = "select kind, count(*) from memory_entries e where true" + filters
         return dict(self.conn.execute(sql + " group by kind order by kind", args).fetchall())
 
     def count_superseded(self) -> int:
@@ -635,7 +646,7 @@ class SQLiteBackend:
             "insert into memory_entries(kind, project, content, source, refs, created, updated, "
             "dedup_key) values (?, ?, ?, ?, ?, ?, ?, ?)",
             (item.kind, item.project, item.content, item.source,
-             json.dumps(item.refs or {}, ensure_ascii=False), now, now, dedup_key))
+             json.dumps(item.refs or {}, ensure_ascii=False), item.created or now, now, dedup_key))
         entry_id = cur.lastrowid
         conn.execute("insert into memory_vectors(rowid, embedding, project) values (?, ?, ?)",
                      (entry_id, vector.tobytes(), item.project or ""))
@@ -684,7 +695,8 @@ class SQLiteBackend:
         return out
 
     def search_sparse(self, terms: Sequence[tuple[int, float]], *, k: int,
-                      project: str | None = None, kind: str | None = None
+                      project: str | None = None, kind: str | None = None,
+                      since: str | None = None, until: str | None = None
                       ) -> list[tuple[int, float]]:
         """The `k` entries with the largest dot product over `terms` (higher is better)."""
         if k <= 0 or not terms:
@@ -693,8 +705,8 @@ class SQLiteBackend:
         args: list[Any] = [x for t, w in terms for x in (int(t), float(w))]
         sql = (f"with q(term, w) as (values {values}) select p.entry_id, sum(p.weight * q.w) as s "
                "from q join memory_sparse p on p.term = q.term")
-        if project is not None or kind is not None:
-            filters, values = entry_filters(project, kind)
+        if project is not None or kind is not None or since is not None or until is not None:
+            filters, values = entry_filters(project, kind, since=since, until=until)
             sql += " join memory_entries e on e.id = p.entry_id where 1" + filters
             args += values
         sql += " group by p.entry_id order by s desc, p.entry_id limit ?"
@@ -738,30 +750,41 @@ class SQLiteBackend:
         return self.conn.execute("select count(*) from memory_vectors").fetchone()[0]
 
     def search_vector(self, qvec: "QueryVector", *, k: int, project: str | None = None,
-                      kind: str | None = None) -> list[tuple[int, float]]:
+                      kind: str | None = None, since: str | None = None,
+                      until: str | None = None) -> list[tuple[int, float]]:
         if k <= 0 or not self.has_vectors():
             return []
+        window = since is not None or until is not None
         if kind is None and not self.missing and not self._below_scan():
             from . import vector_scan
 
             scanned = vector_scan.knn(self.conn, self.path, qvec, k=k, project=project,
-                                      min_entries=self.scan_min_entries, readonly=self.readonly)
+                                      min_entries=self.scan_min_entries, readonly=self.readonly,
+                                      only=self.ids_created(since, until) if window else None)
             if scanned is not None:  # vector_scan: large stores scan the memory-mapped copy
                 return scanned
         if kind is not None:  # the vector table holds no kinds: an exact scan of that kind
+            filters, values = entry_filters(project, kind, since=since, until=until)
             sql = ("select v.rowid, vec_distance_l2(v.embedding, ?) as d from memory_vectors v "
-                   "join memory_entries e on e.id = v.rowid where e.kind = ?")
-            args: list[Any] = [_blob(qvec), kind]
-            if project is not None:
-                sql += " and e.project = ?"
-                args.append(project)
+                   "join memory_entries e on e.id = v.rowid where 1" + filters)
+            args: list[Any] = [_blob(qvec), *values]
             return [(r[0], r[1]) for r in self.conn.execute(sql + " order by d limit ?", [*args, k])]
         sql = "select rowid, distance from memory_vectors where embedding match ? and k = ?"
         args = [_blob(qvec), k]
         if project is not None:
             sql += " and project = ?"
             args.append(project)
+        if window:   # inside the KNN: vec0 keeps k rows of the window whenever it holds k
+            filters, values = entry_filters(None, None, since=since, until=until)
+            sql += " and rowid in (select e.id from memory_entries e where 1" + filters + ")"
+            args += values
         return [(r[0], r[1]) for r in self.conn.execute(sql + " order by distance", args)]
+
+    def ids_created(self, since: str | None, until: str | None) -> list[int]:
+        """The ids of the entries created in [since, until) (the created index)."""
+        filters, values = entry_filters(None, None, since=since, until=until)
+        return [r[0] for r in self.conn.execute("select e.id from memory_entries e where 1"
+                                                + filters, values)]
 
     def vectors_of(self, ids: Iterable[int]) -> dict[int, "np.ndarray"]:
         import numpy as np
@@ -862,20 +885,22 @@ class SQLiteBackend:
         return [r[0] for r in rows if r[0].startswith(prefix)]
 
     def search_words(self, words: Sequence[str], *, k: int, project: str | None = None,
-                     kind: str | None = None) -> list[tuple[int, float]]:
+                     kind: str | None = None, since: str | None = None,
+                     until: str | None = None) -> list[tuple[int, float]]:
         """The FTS5 query is built from tokenizer output only, each word quoted: user text never
         reaches its syntax."""
         if k <= 0 or not words or not self.fts:
             return []
         match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
-        if project is None and kind is None:  # the bare FTS5 query: a join costs as much again at 100k
+        if project is None and kind is None and since is None and until is None:
+            # the bare FTS5 query: a join costs as much again at 100k
             sql = ("select rowid, bm25(memory_fts) as score from memory_fts where memory_fts match ? "
                    "order by score limit ?")
             args: list[Any] = [match, k]
         else:
             sql = ("select memory_fts.rowid, bm25(memory_fts) as score from memory_fts "
                    "join memory_entries e on e.id = memory_fts.rowid where memory_fts match ?")
-            filters, values = entry_filters(project, kind)
+            filters, values = entry_filters(project, kind, since=since, until=until)
             sql += filters
             args = [match, *values]
             sql += " order by score limit ?"

@@ -47,7 +47,7 @@ import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from . import db
 from ..core.errors import LockTimeout, StoreError
@@ -606,11 +606,11 @@ def _trim(conn: Any, seq: int) -> None:
 # --------------------------------------------------------------------------- the scan
 
 def knn(conn: Any, store_path: Path | str, qvec: "QueryVector", *, k: int,
-        project: str | None = None, min_entries: int, readonly: bool = False
-        ) -> list[tuple[int, float]] | None:
-    """(entry id, L2 distance) of the k nearest from the copy, the project filter before the
-    top k; None when the copy is not for this store (too small, missing and not buildable now,
-    out of step and busy): the caller then asks `vec0`."""
+        project: str | None = None, min_entries: int, readonly: bool = False,
+        only: "Sequence[int] | None" = None) -> list[tuple[int, float]] | None:
+    """(entry id, L2 distance) of the k nearest from the copy, the project filter (and `only`:
+    the ids of a time window) before the top k; None when the copy is not for this store (too
+    small, missing and not buildable now, out of step and busy): the caller then asks `vec0`."""
     minimum = min_entries
     path = sidecar_path(store_path)
     side = Sidecar.mapped(path)
@@ -630,14 +630,14 @@ def knn(conn: Any, store_path: Path | str, qvec: "QueryVector", *, k: int,
             side = sync(conn, Path(store_path), wait=READER_LOCK_WAIT, build=True)
             if side is None or side.header.live < minimum:
                 return None
-        return _scan(side, qvec, k, project)
+        return _scan(side, qvec, k, project, only)
     finally:
         if side is not None:
             side.close()
 
 
-def _scan(side: Sidecar, qvec: "QueryVector", k: int, project: str | None
-          ) -> list[tuple[int, float]]:
+def _scan(side: Sidecar, qvec: "QueryVector", k: int, project: str | None,
+          only: "Sequence[int] | None" = None) -> list[tuple[int, float]]:
     import numpy as np
 
     a = side.arrays()
@@ -651,6 +651,9 @@ def _scan(side: Sidecar, qvec: "QueryVector", k: int, project: str | None
         keep = a["projects"] == project_hash(project)
     elif side.header.dead:
         keep = ids > 0
+    if only is not None:   # a time window's entries (a forgotten row's id is 0: never in it)
+        inside = np.isin(ids, np.asarray(only, dtype=ids.dtype))
+        keep = inside if keep is None else keep & inside
     n_keep = int(keep.sum()) if keep is not None else len(ids)
     k = min(k, n_keep)
     if k <= 0:

@@ -265,6 +265,14 @@ async function unpin(id) {
 
 // -- memory: list by kind, remember, forget -----------------------------------------------------
 
+// An entry's date (YYYY-MM-DD) in the browser's time zone, from its stored UTC `created`.
+function localDate(iso) {
+  const d = new Date(iso);
+  if (isNaN(d)) return String(iso || "").slice(0, 10);
+  const two = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())}`;
+}
+
 // one page at a time (GET /memory answers 100 by default); "more" appends the next page
 const MEMORY_PAGE = 100;
 let memoryEntries = [], memoryCursor = null;
@@ -292,6 +300,7 @@ async function refreshMemory(more = false) {
     el("h3", { text: `${k} (${entries.length})` }),
     ...entries.map((e) => el("div", { class: "entry", "data-id": String(e.id) },
       el("span", { class: "muted", text: "#" + e.id + (e.project ? " " + e.project : "") }),
+      el("span", { class: "date muted", text: localDate(e.created) }),
       el("span", { class: "content", text: e.content }),
       el("button", { text: "forget", onclick: () => forget(e.id).catch((err) => showError(err.message)) }))))));
 }
@@ -333,11 +342,17 @@ $("recall-form").addEventListener("submit", async (ev) => {
   try {
     const result = await api("GET", "/search?q=" + encodeURIComponent(q));
     body.replaceChildren(...result.rows.map((r) => el("tr", { "data-id": String(r.id) },
-      el("td", { text: "#" + r.id }), el("td", { text: r.kind }),
+      el("td", { text: "#" + r.id }), el("td", { class: "date", text: localDate(r.created) }),
+      el("td", { text: r.kind }),
       el("td", { class: "channel", text: r.channel }),
       el("td", { class: "distance", text: r.distance == null ? "—" : r.distance.toFixed(4) }),
-      el("td", { text: r.content }))));
-    $("recall-note").textContent = result.rows.length ? "" : "nothing found (a refusal, not an error)";
+      el("td", { text: (r.newer == null ? "" : `(older: #${r.newer} is newer) `) + r.content }))));
+    const t = result.time;
+    const window = t ? `time window ${t.from_query ? `"${t.from_query}" ` : ""}` +
+      `${t.since ? localDate(t.since) : "…"} to ${t.until ? localDate(t.until) : "now"}` : "";
+    $("recall-note").textContent = result.rows.length ? window
+      : t && t.excluded != null ? `${window}: no entry in it (${t.excluded} outside it match)`
+      : "nothing found (a refusal, not an error)";
   } catch (e) { body.replaceChildren(); showError(e.message); }
 });
 
