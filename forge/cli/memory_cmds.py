@@ -9,7 +9,8 @@ from typing import Any
 import click
 
 from .main import ENTRY_ID, get_settings
-from .output import confirm_destructive, dumps, emit, emit_one, note, output_options
+from .output import (confirm_destructive, dumps, emit, emit_one, note, note_secrets,
+                     output_options)
 
 RECALL_COLUMNS = ["id", "kind", "project", "channel", "distance", "bm25", "fused", "content"]
 LS_COLUMNS = ["entry", "project", "created", "content"]
@@ -110,10 +111,16 @@ def remember(kind_or_content: str | None, content: str | None, project: str | No
         items = _read_batch(batch, project)
         with _open() as store, progress(items, length=len(items), label="embedding") as bar:
             results = conflicts.remember_many(store, items, on_progress=bar.update)
-        rows = [{"line": n, "id": r.id, "created": r.created, "conflicts": r.conflict_ids}
-                for n, r in enumerate(results, 1)]
+        rows = [{"line": n, "id": r.id, "created": r.created, "conflicts": r.conflict_ids,
+                 "secrets_redacted": r.secrets_redacted} for n, r in enumerate(results, 1)]
         clashing = sum(1 for r in results if r.conflicts)
         emit(rows, fmt, columns=["line", "id", "created"] + (["conflicts"] if clashing else []))
+        from ..core.secret_scan import Redactions
+
+        redacted = Redactions()
+        for r in results:
+            redacted.merge(r.secrets_redacted)
+        note_secrets(redacted.counts)
         made = sum(r.created for r in results)
         note(f"{made} remembered, {len(results) - made} already stored"
              + (f", {clashing} may contradict an active entry (`forge memory conflicts` lists "
@@ -141,6 +148,7 @@ def remember(kind_or_content: str | None, content: str | None, project: str | No
     if result.replaced:
         message += "; it replaces " + ", ".join(f"#{i}" for i in result.replaced)
     emit_one(result.to_dict(), fmt, text=message)
+    note_secrets(result.secrets_redacted)
     for line in result.notes():
         note(f"note: {line}")
 
@@ -533,6 +541,7 @@ def memory_edit(entry_id: int, content: str | None, kind: str | None, fmt: str) 
     text = (f"edited #{entry.id} [{entry.kind}]: {' and '.join(edited.changed)} changed"
             if edited.changed else f"#{entry.id} already says that: nothing changed")
     emit_one(edited.to_dict(), fmt, text=text)
+    note_secrets(edited.secrets_redacted)
 
 
 @memory.command("export")

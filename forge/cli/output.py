@@ -210,6 +210,15 @@ def note(message: str) -> None:
     click.echo(message, err=True)
 
 
+def note_secrets(counts: dict[str, int] | None) -> None:
+    """`note: 1 secret redacted (AWS access key)` on stderr when a write replaced any."""
+    from ..core.secret_scan import describe
+
+    line = describe(counts or {})
+    if line:
+        note(f"note: {line}")
+
+
 def progress(iterable: Iterable[Any], *, length: int | None = None, label: str = "") -> Any:
     """A progress bar on a terminal, nothing in a pipeline (it draws on stderr)."""
     import sys

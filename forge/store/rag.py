@@ -273,7 +273,7 @@ def remember(store: Store, kind: str | None, content: str, *, project: str | Non
 def _remember_replacing(store: Store, item: NewEntry, old_ids: list[int]) -> Remembered:
     from .results import Remembered
 
-    item = validate_new(item)
+    item, found = _redacted(store, validate_new(item))
     key = dedup_key(item)
     backend = store.backend
     # Refused before the embedding call when it can be (the same checks run again inside).
@@ -293,7 +293,7 @@ def _remember_replacing(store: Store, item: NewEntry, old_ids: list[int]) -> Rem
             new_id, created = existing, False
         _pause_at("replace_link")
         _link_replaced(backend, old_ids, new_id, new=item)
-    return Remembered(new_id, created, replaced=old_ids)
+    return Remembered(new_id, created, replaced=old_ids, secrets_redacted=found)
 
 
 # Test hook (tests/test_conflicts.py): FORGE_TEST_PAUSE_AT=replace_link stops a replacing
@@ -322,7 +322,11 @@ def remember_many(store: Store, items: list[NewEntry], *, batch_size: int = 32,
     """
     from .results import Remembered
 
-    cleaned = [validate_new(item) for item in items]
+    cleaned, found = [], []
+    for item in items:
+        item, counts = _redacted(store, validate_new(item))
+        cleaned.append(item)
+        found.append(counts)
     keys = [dedup_key(item) for item in cleaned]
     results: list[Remembered | None] = [None] * len(cleaned)
     first_in_batch: dict[str, int] = {}
@@ -349,7 +353,21 @@ def remember_many(store: Store, items: list[NewEntry], *, batch_size: int = 32,
     for i, key in enumerate(keys):
         if results[i] is None:
             results[i] = Remembered(results[first_in_batch[key]].id, False)  # type: ignore[index,union-attr]
+        results[i].secrets_redacted = found[i]  # type: ignore[union-attr]
     return results  # type: ignore[return-value]
+
+
+def _redacted(store: Store, item: NewEntry) -> tuple[NewEntry, dict[str, int]]:
+    """The entry with every secret in its text replaced by a marker (FORGE_KEEP_SECRETS:
+    unchanged), and what was replaced, by type. Every write of a text into the store calls it
+    before embedding, so no vector or latent term is computed from a secret."""
+    from dataclasses import replace
+
+    from ..core.secret_scan import Redactions
+
+    found = Redactions.for_settings(store.settings)
+    content = found.text(item.content)
+    return (item if content == item.content else replace(item, content=content)), found.counts
 
 
 def _write_new(store: Store, cleaned: list[NewEntry], keys: list[str | None], todo: list[int],
@@ -616,9 +634,12 @@ def edit(store: Store, entry_id: int, *, content: str | None = None,
     item = validate_new(NewEntry(kind=entry.kind if kind is None else kind,
                                  content=entry.content if content is None else content,
                                  project=entry.project, source=entry.source, refs=entry.refs))
+    found: dict[str, int] = {}
+    if content is not None:
+        item, found = _redacted(store, item)
     changed = [name for name in ("content", "kind") if getattr(item, name) != getattr(entry, name)]
     if not changed:
-        return Edited(entry, [])
+        return Edited(entry, [], found)
     backend = store.backend
     key = dedup_key(item)
     other = backend.id_for_dedup_key(key)
@@ -642,7 +663,7 @@ def edit(store: Store, entry_id: int, *, content: str | None = None,
             backend.write_sparse(entry_id, terms[0])
         backend.log_event("edit", entry_id, item.kind,
                           info={"changed": changed, **({"was_kind": entry.kind} if "kind" in changed else {})})
-    return Edited(get_entry(store, entry_id), changed)
+    return Edited(get_entry(store, entry_id), changed, found)
 
 
 def forget(store: Store, entry_id: int) -> Entry:
