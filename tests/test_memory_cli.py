@@ -29,7 +29,8 @@ def test_remember_prints_the_id_and_duplicates_print_the_existing_one(runner):
     again = remember(runner, "decision", "Use  SQLite-vec instead of an external vector DB ", "-p", "forge")
     assert "already stored as #1" in again.stdout
     as_json = remember(runner, "decision", "Use SQLite-vec instead of an external vector DB", "-p", "forge", "--json")
-    assert json.loads(as_json.stdout) == {"id": 1, "created": False, "replaced": [], "conflicts": []}
+    assert json.loads(as_json.stdout) == {"id": 1, "created": False, "replaced": [], "conflicts": [],
+                                          "secrets_redacted": {}}
 
 
 def test_kind_defaults_to_fact_and_stdin_content(runner):

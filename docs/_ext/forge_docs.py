@@ -7,6 +7,10 @@
     ```            the HTTP route table, from forge serve's Starlette routes (their OpenAPI
                    document: the same one GET /openapi.json serves)
 
+    ```{forge-secret-types}
+    ```            the secrets Forge redacts, from forge.core.secret_scan (each type's example
+                   run through the scanner: what is stored instead is its answer)
+
 Each renders Markdown that MyST then parses as if it were written in the page.
 """
 from __future__ import annotations
@@ -71,6 +75,22 @@ def route_table() -> str:
     return "\n".join(lines)
 
 
+def secret_types_table() -> str:
+    """Each type the scanner names, the plugin that finds it, one example and what is stored."""
+    from forge.core import secret_scan
+
+    by_type: dict[str, list[str]] = {}
+    for plugin, label in secret_scan.labels().items():
+        by_type.setdefault(label, []).append(plugin)
+    lines = ["| type | found by | pasted | stored |", "|---|---|---|---|"]
+    for label, example in sorted(secret_scan.EXAMPLES.items(), key=lambda kv: kv[0].lower()):
+        stored, _ = secret_scan.redact(example)
+        plugins = ", ".join(f"`{p}`" + ("" if p in secret_scan.PLUGINS else " (Forge)")
+                            for p in by_type.get(label, []))
+        lines.append(f"| {label} | {plugins} | `{_cell(example)}` | `{_cell(stored)}` |")
+    return "\n".join(lines)
+
+
 class _Generated(SphinxDirective):
     has_content = False
 
@@ -94,7 +114,13 @@ class RouteTable(_Generated):
         return route_table()
 
 
+class SecretTypesTable(_Generated):
+    def markdown(self) -> str:
+        return secret_types_table()
+
+
 def setup(app: Any) -> dict[str, Any]:
+    app.add_directive("forge-secret-types", SecretTypesTable)
     app.add_directive("forge-settings", SettingsTable)
     app.add_directive("forge-routes", RouteTable)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}

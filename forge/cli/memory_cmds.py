@@ -381,6 +381,48 @@ def memory_conflicts(project: str | None, kind: str | None, fmt: str) -> None:
              "`forge memory supersede OLD --by NEW` keeps the newer")
 
 
+SCAN_COLUMNS = ("place", "id", "secrets", "preview")
+
+
+@memory.command("scan")
+@click.option("--redact", is_flag=True,
+              help="Rewrite each place found with its secrets replaced by markers: the "
+                   "entries' text, word index, vector and latent terms, the history, the trace "
+                   "log (asks first).")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask (--redact).")
+@output_options
+def memory_scan(redact: bool, yes: bool, fmt: str) -> None:
+    """List the entries, history messages and trace records that hold a secret (an API key,
+    a token, a private key, a password): written before Forge redacted them, or under
+    FORGE_KEEP_SECRETS. Nothing it prints holds the secret itself. --redact rewrites them in
+    place, the old text's bytes erased from the store's file (asks on a terminal; --yes
+    otherwise)."""
+    from ..core.secret_scan import describe
+    from ..memory.memory_scan import scan
+
+    settings = get_settings()
+    report = scan(settings)
+    if redact and report.holders:
+        confirm_destructive(
+            f"redact {describe(report.secrets, '')} in {report.count('entry')} entr"
+            f"{'y' if report.count('entry') == 1 else 'ies'}, {report.count('message')} "
+            f"message(s) and {report.count('trace')} trace(s)", yes,
+            preview="`forge memory scan` without --redact lists them")
+        report = scan(settings, redact_them=True)
+    data = [h.to_dict() for h in report.holders]
+    rows = [{**h.to_dict(), "secrets": ", ".join(f"{k} ×{n}" if n > 1 else k
+                                                  for k, n in h.secrets.items())}
+            for h in report.holders]
+    emit(rows, fmt, columns=SCAN_COLUMNS, data=data, wide=("preview",),
+         document=report.to_dict(), empty="no secret found")
+    if report.holders:
+        where = (f"in {report.count('entry')} entries, {report.count('message')} messages, "
+                 f"{report.count('trace')} traces")
+        note(f"{describe(report.secrets)} {where}" if report.redacted else
+             f"{describe(report.secrets, 'found')} {where}; `forge memory scan --redact` "
+             "replaces them")
+
+
 @memory.command("supersede")
 @click.argument("entry_ids", nargs=-1, required=True, type=ENTRY_ID, metavar="ID...")
 @click.option("--by", "by", type=ENTRY_ID, metavar="ID", help="The entry that replaces them.")

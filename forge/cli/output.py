@@ -191,16 +191,18 @@ def emit_one(value: dict[str, Any], fmt: str, *, text: str) -> None:
         click.echo(text)
 
 
-def confirm_destructive(what: str, yes: bool) -> None:
+def confirm_destructive(what: str, yes: bool,
+                        preview: str = "--dry-run shows what it would do") -> None:
     """A destructive command asks on a terminal (the question on stderr); when stdin is not
-    one it needs --yes. `what` is the question without its mark: "discard 3 message(s)"."""
+    one it needs --yes. `what` is the question without its mark: "discard 3 message(s)";
+    `preview`: how to see what it would do without doing it."""
     import sys
 
     if yes:
         return
     if sys.stdin is None or not sys.stdin.isatty():
         raise click.UsageError(f"{what}: stdin is not a terminal, so add --yes to confirm "
-                               "(--dry-run shows what it would do)")
+                               f"({preview})")
     if not click.confirm(f"{what}?", default=False, err=True):
         raise click.ClickException("nothing was changed")
 

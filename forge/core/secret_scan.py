@@ -69,6 +69,41 @@ OWN_PLUGINS: dict[str, str] = {
     "AWSSecretKeyDetector": "AWS secret key",
 }
 
+# One made-up example of each type, pasted as people paste it: docs/secrets.md's table of what
+# is detected is built from it (with what Forge stores instead), and tests/test_secrets.py
+# checks that each is found whole, as that type, and nothing else.
+EXAMPLES: dict[str, str] = {
+    "AWS access key": "aws id AKIAUJZDEGXDNCF32EPF",
+    "AWS secret key": "AKIAEJRZQADW47PKACDB / ZxEuhnbzs0z1wNiMg9aW37k5wCnHDepQHgI3HLBk",
+    "Anthropic key": "-H \"x-api-key: sk-ant-api03-2hpChYgCfrL1spNxnyVmihA_2O76UMFxFkM_R5Kjp1vRt-1fjORS_6ilI8ihN5KXSc7Tvo_hBKqFYY_kv5ZJr3J1TWDtkAA\"",
+    "Azure storage key": "AccountKey=wtDDb+xHKas1VOqg6YYZYn9ZhyiA4uoRgnatmUdjAWtGSU8po+799NksnRH9ucAUsdMlHUvTCQCyEZDz/TddJ8==",
+    "Cloudant credentials": "cloudant_password='86bebb2737f6a6f0fb23c6f5da2cec255404e4fb440034d6608697a8d41bed44'",
+    "Discord bot token": "discord: MTHGb3CXlMaXZjljENUhJduR.9nhFyJ.fm5di4PzJ59FHz5r1pY4OjE2jBM",
+    "GitHub token": "my token ghp_Yh5Xj8TPQxjq4i9DoV8gz4FkQ1okTBGzvAmw",
+    "GitLab token": "GITLAB_TOKEN=glpat-OlUcR64cXQLioDnkHIfx",
+    "Google API key": "maps key AIzaIq2HZt_PlJhx2jIclHkCiHp6bR1IqfEouHg",
+    "Hugging Face token": "huggingface-cli login --token hf_lm7tOtHWnsCGRlrwZbqcabUGJmGEp7CgQ0",
+    "IBM Cloud key": "ibm_cloud_iam_api_key = '3_YNBDRzrZSgqbjG3uhkWKFLf6xuI5aHUQPFeNBTxaQW'",
+    "IBM COS key": "ibm_cos_secret_access_key: '2f86702824c1c099724caf4941d4072014b3ce107f80e222'",
+    "JSON web token": "Authorization: Bearer eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiI0MiJ9.8GjHEAD6_Wj9KfzjsQGMrb9h-ImB-LK777pzNk8cL6j",
+    "Mailchimp key": "mailchimp e8c662248b483b7ffc050fec94dbca3a-us6",
+    "npm token": "//registry.npmjs.org/:_authToken=npm_auWv1zh87mTa5Vsqxezy3Lex7BWr2drgd1Qs",
+    "OpenAI key": "OPENAI_API_KEY=sk-proj-tFI3OyV2dZAkg05rK-gqv81RKMGHZEM9YpvujA_C5Q52ryFlT3BlbkFJwRlOEVHzc0X0AWIRh_JUqBlIFXZ53Ncqe28-ajY75FnCttn6",
+    "password": "le mot de passe du wifi est Soleil-1800",
+    "password in URL": "postgres://app:YioK6cPTt9#@db.lan/app",
+    "private key": "-----BEGIN OPENSSH PRIVATE KEY-----\nqG3omjMyXHCabM6JOF8EFd0Nhcy/1kGD2VD/eR1UYzaLiA/zNyD7CHLn/xC+1hsY\n-----END OPENSSH PRIVATE KEY-----",
+    "PyPI token": "pypi-AgEIcHlwaS5vcmcgBds1ghxY5OokvQyx7eNWVQ4vnakJkS1pAWTN3lg8zV5yPU8d0FZfWe7ihGyiRUIQfHOJM",
+    "secret key": "API_KEY=aUWM6ZO88eb0ogET9D9XyYq6B0Fi7Fla",
+    "SendGrid key": "SENDGRID=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",
+    "Slack token": "the bot posts with xoxb-504310399315-8279401995305-vjcnqcMUP6n0a0uARxlNtenc",
+    "SoftLayer key": "softlayer_api_key = 'ff2d3c425c8d99d19bdd0b6cc60d5d32cbe54014c2b54b95523cf6941fa1c257'",
+    "Square OAuth secret": "square sq0csp-Zz8xBfZuXTptFyfePpX6N1NF2XV54wca-7E56w8Zniq",
+    "Stripe key": "stripe sk_live_wBxfZCGGQccOif7UuXUGfdWG",
+    "Telegram bot token": "bot 6201913274:AAvCiSGuPJ6sG9AHEOVezxZuJPWvHogU5nG",
+    "token": "VAULT_TOKEN=hvs.IO2zVZxqyxKjxvWfColNV9ds0HqtO93L7Q5uUaVc",
+    "Twilio key": "twilio SK749ddb14f71010b93b7d946bf54074e3",
+}
+
 # The library's filters Forge keeps (each drops a find), and its own. Left out: the allowlist
 # comment (`pragma: allowlist secret`, for code), is_likely_id_string (it drops a keyword's
 # value when the line says `id` before it: `user_id: bob password: x`), the file-type filters,
@@ -208,13 +243,13 @@ class Redactions:
         return describe(self.counts)
 
 
-def describe(counts: dict[str, int]) -> str | None:
+def describe(counts: dict[str, int], verb: str = "redacted") -> str | None:
     """`3 secrets redacted (AWS access key, password ×2)` from type -> count; None for none."""
     total = sum(counts.values())
     if not total:
         return None
     kinds = ", ".join(label if n == 1 else f"{label} ×{n}" for label, n in sorted(counts.items()))
-    return f"{total} secret{'s' if total != 1 else ''} redacted ({kinds})"
+    return f"{total} secret{'s' if total != 1 else ''}{' ' + verb if verb else ''} ({kinds})"
 
 
 # -- the library ----------------------------------------------------------------------------------

@@ -666,6 +666,49 @@ def edit(store: Store, entry_id: int, *, content: str | None = None,
     return Edited(get_entry(store, entry_id), changed, found)
 
 
+def redact_entries(store: Store, texts: dict[int, tuple[str, dict[str, int]]]) -> list[int]:
+    """Put each entry's redacted text in place of its text (`forge memory scan --redact`): id ->
+    (the new text, its secrets' types). The same id, kind and links, a new dedup key, words,
+    vector and latent terms computed from the new text, and an `edit` event naming the types
+    (never the text). Archive entries, folded sources and aggregates too: the secret goes
+    wherever it is.
+
+    One `transaction(erase=True)`, as `forget`: on SQLite the old text's pages are zeroed
+    (`secure_delete`), the word index drops its tokens at once (FTS5 `secure-delete`) and a
+    checkpoint moves the zeroed pages out of the WAL into the file. A new text that another
+    entry already holds keeps no dedup key (the two stay apart). Returns the ids rewritten
+    (an id forgotten meanwhile is left out)."""
+    ids = sorted(texts)
+    if not ids:
+        return []
+    new_texts = [texts[i][0] for i in ids]
+    vectors = _embed_batched(store, new_texts, REINDEX_BATCH, None)
+    terms = sparse_documents(store, new_texts)
+    backend = store.backend
+    done: list[int] = []
+    with backend.transaction(erase=True):
+        found = backend.entries_by_id(ids)
+        _prepare_vectors(store, len(vectors[0]))
+        now = utc_now()
+        for n, i in enumerate(ids):
+            entry = found.get(i)
+            if entry is None:
+                continue
+            item = NewEntry(entry.kind, new_texts[n], entry.project, entry.source, entry.refs)
+            key = dedup_key(item)
+            if key is not None and backend.id_for_dedup_key(key) not in (None, i):
+                key = None
+            backend.update_entry(i, kind=entry.kind, content=new_texts[n], dedup_key=key,
+                                 updated=now)
+            backend.replace_vector(i, vectors[n], entry.project)
+            if terms is not None:
+                backend.write_sparse(i, terms[n])
+            backend.log_event("edit", i, entry.kind,
+                              info={"changed": ["content"], "secrets_redacted": texts[i][1]})
+            done.append(i)
+    return done
+
+
 def forget(store: Store, entry_id: int) -> Entry:
     """Remove an entry: its row, its vector and its words; release what it superseded. Needs
     no embedder.

@@ -122,16 +122,17 @@ def append(path: Path, record: TraceRecord | dict[str, Any], *,
     error that quotes a token, a preview cut from a pasted key): `redactions` is the caller's
     tally (FORGE_KEEP_SECRETS); None redacts, uncounted."""
     data = record.to_dict() if isinstance(record, TraceRecord) else record
-    data = _redact(data, redactions if redactions is not None else Redactions())
+    data = redact_record(data, redactions if redactions is not None else Redactions())
     line = scrub(json.dumps(data, ensure_ascii=False, separators=(",", ":")))  # no database password
     append_line(path, line.encode("utf-8"))
 
 
-def _redact(value: Any, found: Redactions) -> Any:
+def redact_record(value: Any, found: Redactions) -> Any:
+    """A record (any JSON value) with every string's secrets replaced, counted in `found`."""
     if isinstance(value, str):
         return found.text(value)
     if isinstance(value, dict):
-        return {k: _redact(v, found) for k, v in value.items()}
+        return {k: redact_record(v, found) for k, v in value.items()}
     if isinstance(value, list):
-        return [_redact(v, found) for v in value]
+        return [redact_record(v, found) for v in value]
     return value
