@@ -1,18 +1,26 @@
 """The secret scanners Forge could use, on the labelled set: what each catches, what it leaves
-alone, what it costs to import and per message. Run it once per candidate, in a virtualenv that
-has that candidate (detect-secrets and bc-detect-secrets install the same `detect_secrets`
-package, so they cannot share one):
+alone, what it costs to import and per message. Each candidate lives in a virtualenv of its own
+(detect-secrets and bc-detect-secrets install the same `detect_secrets` package); one run drives
+them all and prints one table:
 
-    python bench/secret_scanners.py --scanner detect-secrets      # Yelp's 1.5.0, and as Forge configures it
-    python bench/secret_scanners.py --scanner bc-detect-secrets   # Bridgecrew's fork, the same two ways
-    python bench/secret_scanners.py --scanner trufflehog3         # its default rules, in memory
-    python bench/secret_scanners.py --scanner whispers            # its default rules, one file per message
+    python -m venv /tmp/v-ds && /tmp/v-ds/bin/pip install detect-secrets==1.5.0
+    python -m venv /tmp/v-bcds && /tmp/v-bcds/bin/pip install bc-detect-secrets==1.5.52
+    python -m venv /tmp/v-th3 && /tmp/v-th3/bin/pip install trufflehog3==3.0.10
+    python -m venv /tmp/v-wh && /tmp/v-wh/bin/pip install whispers==2.4.0
+    python bench/secret_scanners.py --python detect-secrets=/tmp/v-ds/bin/python \
+        --python bc-detect-secrets=/tmp/v-bcds/bin/python \
+        --python trufflehog3=/tmp/v-th3/bin/python --python whispers=/tmp/v-wh/bin/python \
+        [--write-docs]
 
 "caught" counts the set's secrets whose every secret string is gone once the scanner's finds
 are cut out of the message; "kept" counts the look-alikes it finds nothing in. Import is the
-first import of the scanner with its rules loaded; the cost is per message, over the whole set.
-The results are in docs/secrets.md ("Choosing the scanner"). None of these scanners reaches the
-network here: verification is off (detect-secrets, trufflehog3) or absent (whispers).
+first import of the scanner with its rules loaded (its configuration included); the cost is per
+message, over the whole set. detect-secrets and its fork run twice: every plugin they have
+through their ad-hoc `scan_line`, and Forge's configuration (forge/core/secret_scan.py; the
+plugins a fork lacks left out). trufflehog3 runs its default rules in memory, whispers its
+default rules on one file per message (it reads files only). None of them reaches the network:
+verification is off (detect-secrets, trufflehog3) or absent (whispers). Forge runs no other
+scanner; this compares them once, for docs/secrets.md.
 """
 from __future__ import annotations
 
@@ -25,6 +33,10 @@ from pathlib import Path
 from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+import docs_figures  # noqa: E402
+
 SET = ROOT / "bench" / "secrets_set.json"
 Finder = Callable[[str], list[str]]
 _HELD: list = []
@@ -109,12 +121,32 @@ def measure(name: str, make: Callable[[], Finder], data: dict) -> None:
           f"{len(data['lookalikes'])}  import {imported:5.0f} ms  {per * 1e6:6.0f} µs/message")
 
 
+SCANNERS = ("detect-secrets", "bc-detect-secrets", "trufflehog3", "whispers")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scanner", required=True,
-                        choices=["detect-secrets", "bc-detect-secrets", "trufflehog3", "whispers"])
+    parser.add_argument("--python", action="append", default=[], metavar="SCANNER=PYTHON",
+                        help="the interpreter of a virtualenv that holds SCANNER (repeatable)")
+    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
+    parser.add_argument("--scanner", choices=SCANNERS, help=argparse.SUPPRESS)  # one child run
     parser.add_argument("--forge", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.scanner is None:
+        import subprocess
+
+        pairs = [p.split("=", 1) for p in args.python]
+        if not pairs or any(len(p) != 2 or p[0] not in SCANNERS for p in pairs):
+            parser.error(f"give --python SCANNER=PYTHON for some of {', '.join(SCANNERS)}")
+        with docs_figures.tee("secret_scanners", args.write_docs):
+            data = json.loads(SET.read_text(encoding="utf-8"))
+            print(f"labelled set: {len(data['secrets'])} secrets, {len(data['lookalikes'])} "
+                  "look-alikes")
+            for name, python in pairs:
+                done = subprocess.run([python, __file__, "--scanner", name], text=True,
+                                      capture_output=True, check=True)
+                print(done.stdout, end="", flush=True)
+        return
     data = json.loads(SET.read_text(encoding="utf-8"))
     if args.scanner in ("detect-secrets", "bc-detect-secrets"):
         from importlib.metadata import version
@@ -127,7 +159,9 @@ def main() -> None:
         measure(f"{label}, every plugin (scan_line)", detect_secrets_defaults, data)
         import subprocess
 
-        subprocess.run([sys.executable, __file__, "--scanner", args.scanner, "--forge"], check=True)
+        sys.stdout.flush()
+        subprocess.run([sys.executable, __file__, "--scanner", args.scanner, "--forge"],
+                       check=True)
     elif args.scanner == "trufflehog3":
         measure("trufflehog3, default rules", trufflehog3, data)
     else:

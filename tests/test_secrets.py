@@ -404,3 +404,29 @@ def test_a_subprocess_remember_of_a_secret_loads_the_scanner_and_redacts(tmp_pat
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["secrets_redacted"] == {"GitHub token": 1}
+
+
+def test_an_append_that_waits_for_a_log_rewrite_lands_in_the_new_file(tmp_path):
+    """`memory scan --redact` rewrites the trace log by rename while a chat turn may append: the
+    append waits for the lock, finds the file replaced, and writes to the new one."""
+    import time
+
+    from forge.core.fileio import append_line, rewrite_log
+
+    log = tmp_path / "traces.jsonl"
+    append_line(log, b'{"run_id": "old", "user_input_preview": "token ' + GHP.encode() + b'"}')
+    appender = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from pathlib import Path; "
+                "from forge.core.fileio import append_line; "
+                f"append_line(Path({str(log)!r}), b'{{\"run_id\": \"new\"}}')")
+    started: list = []
+
+    def change(data: bytes) -> bytes:
+        started.append(subprocess.Popen([sys.executable, "-c", appender]))
+        time.sleep(1.0)   # the appender is blocked on the lock meanwhile
+        return data.replace(GHP.encode(), b"[secret: GitHub token]")
+
+    assert rewrite_log(log, change)
+    assert started[0].wait(timeout=60) == 0
+    lines = log.read_bytes().splitlines()
+    assert [json.loads(line)["run_id"] for line in lines] == ["old", "new"]
+    assert GHP.encode() not in log.read_bytes()

@@ -4,8 +4,8 @@ and filters are plain functions it calls by import path. forge/core/secret_scan.
 both; this file imports nothing of Forge, since detect-secrets loads it by path.
 
 Each rule is here because the labelled set (bench/secrets_set.json) measured a miss or a false
-alarm of detect-secrets' own plugins without it; `python bench/secrets.py` prints, rule by rule,
-what the set loses when that rule is left out.
+alarm of detect-secrets' own plugins without it; `python bench/secret_redaction.py` prints, rule
+by rule, what the set loses when that rule is left out.
 """
 from __future__ import annotations
 
