@@ -71,7 +71,8 @@ def test_batch_embeds_many_and_reports_duplicates(runner):
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     n = len(json.loads(FIXTURE.read_text()))
     assert len(rows) == n + 1
-    assert all(r["created"] for r in rows[:n]) and rows[-1] == {"line": n + 1, "id": 1, "created": False, "conflicts": []}
+    assert all(r["created"] for r in rows[:n]) and rows[-1] == {
+        "line": n + 1, "id": 1, "created": False, "conflicts": [], "secrets_redacted": {}}
     assert f"{n} remembered, 1 already stored" in result.stderr
 
 

@@ -75,6 +75,9 @@ def test_a_marker_is_never_redacted_again():
     once, found = redact(f"wifi password: {WIFI} and the AWS id {AWS}")
     assert found == ["password", "AWS access key"]
     assert redact(once) == (once, [])
+    for item in SET["secrets"]:    # `memory scan` on a store Forge wrote finds nothing
+        once = redact(item["text"])[0]
+        assert redact(once) == (once, []), once
 
 
 def test_the_scan_never_asks_a_provider_whether_a_key_is_live():

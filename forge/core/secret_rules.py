@@ -158,18 +158,6 @@ class AWSSecretKeyDetector(RegexBasedDetector):
 
 # -- filters (detect-secrets calls each with the arguments it names) -----------------------------
 
-MARKER_RE = re.compile(r"\[secret: [^\]\n]{1,40}\]")
-
-
-def is_marker(secret: str, line: str) -> bool:
-    """A value that is, or sits inside, a marker Forge wrote (`[secret: password]`): a text
-    redacted once is never redacted again (`memory scan` finds nothing in it)."""
-    for m in MARKER_RE.finditer(line):
-        if secret in m.group(0) or m.group(0) in secret:
-            return True
-    return False
-
-
 _PLAIN = re.compile(r"(?i)(?:true|false|yes|no|on|off|none|null|nil|undefined|[\d.,]+|\*[\w.*,-]*)")
 
 

@@ -115,7 +115,6 @@ FILTERS = (
     "detect_secrets.filters.heuristic.is_prefixed_with_dollar_sign",
     "detect_secrets.filters.heuristic.is_not_alphanumeric_string",
     "detect_secrets.filters.heuristic.is_indirect_reference",
-    "forge.core.secret_rules.is_marker",
     "forge.core.secret_rules.is_plain_value",
 )
 
@@ -138,6 +137,11 @@ _COULD_HOLD = re.compile(
 # than any token is long: some of the library's regexes take quadratic time on a long line
 # (its npm plugin's `//.+/:_authToken`), a window bounds them.
 WINDOW, OVERLAP = 4096, 512
+
+# What Forge writes in place of a secret: a value found where one stands was read from the
+# marker's own words, and is no secret (a text redacted once is never redacted again, and
+# `memory scan` finds nothing in it).
+MARKER_RE = re.compile(r"\[secret: [^\]\n]{1,40}\]")
 
 _TOKEN_CHARS = re.compile(r"[A-Za-z0-9_-]")
 _PEM_END = re.compile(r"-----END [^\n]*?-----|---- END SSH2 ENCRYPTED PRIVATE KEY ----")
@@ -188,6 +192,13 @@ def redact(text: str) -> tuple[str, list[str]]:
         last = f.end
     parts.append(text[last:])
     return "".join(parts), [f.label for f in found]
+
+
+def prepare(texts: Iterable[str]) -> None:
+    """Load the library now when one of `texts` may hold a secret: a writer calls it before it
+    takes its lock, so the load (~90 ms) never holds other processes up."""
+    if any(text and could_hold(text) for text in texts):
+        _engine()
 
 
 def labels() -> dict[str, str]:
@@ -292,6 +303,7 @@ def _filtered(filters: list[Any], secret: str, plugin: Any, line: str) -> bool:
 def _scan_line(text: str, line: str, offset: int, number: int,
                plugins: list[tuple[Any, str]], filters: list[Any]) -> list[Found]:
     out: list[Found] = []
+    markers = [m.span() for m in MARKER_RE.finditer(line)]
     for plugin, label in plugins:
         name = type(plugin).__name__
         values = {s.secret_value.strip() for s in
@@ -302,7 +314,10 @@ def _scan_line(text: str, line: str, offset: int, number: int,
         for value in values:
             if not value or _filtered(filters, value, plugin, line):
                 continue
-            for m in re.finditer(re.escape(value), line):
+            found = list(re.finditer(re.escape(value), line))
+            if any(m.start() < b and m.end() > a for m in found for a, b in markers):
+                continue   # read from a marker's own words: no secret
+            for m in found:
                 start, end = offset + m.start(), offset + m.end()
                 kind = label
                 if name == "PrivateKeyDetector":

@@ -76,12 +76,11 @@ def scan(settings: Any, *, redact_them: bool = False) -> ScanReport:
     return report
 
 
-def entries_holding_secrets(store: Any) -> dict[int, tuple[str, dict[str, int]]]:
-    """id -> (the redacted text, its secrets by type) of every entry that holds one."""
-    from ..store import rag
-
+def entries_holding_secrets(texts: Any) -> dict[int, tuple[str, dict[str, int]]]:
+    """id -> (the redacted text, its secrets by type) of every entry among `texts` ((id, text)
+    pairs) that holds one."""
     out: dict[int, tuple[str, dict[str, int]]] = {}
-    for entry_id, text in rag.texts(store):
+    for entry_id, text in texts:
         cleaned, labels = redact(text)
         if labels:
             out[entry_id] = (cleaned, _counts(labels))
@@ -94,7 +93,7 @@ def _entries(settings: Any, redact_them: bool) -> list[Holder]:
     if not settings.database_url and not settings.rag_db_file.exists():
         return []
     with rag.open_store(settings, mode="write" if redact_them else "rows") as store:
-        found = entries_holding_secrets(store)
+        found = entries_holding_secrets(rag.texts(store))
         if redact_them and found:
             rag.redact_entries(store, found)
     return [Holder("entry", i, counts, _preview(text)) for i, (text, counts) in found.items()]

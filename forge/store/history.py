@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Iterator
 from ..core.errors import CorruptFileError, ForgeError, NotFoundError
 from ..core.fileio import atomic_write, locked
 from ..core.log import log
-from ..core.secret_scan import Redactions
+from ..core.secret_scan import Redactions, prepare
 from ..core.timestamps import utc_now  # noqa: F401  (history.utc_now: compaction, tests)
 
 ROLES = ("user", "assistant", "system", "tool")
@@ -245,6 +245,9 @@ def append(path: Path, messages: Iterable[NewMessage], *, max_history: int,
            after_write: Callable[[], None] | None = None) -> list[Message]:
     """Append messages with fresh ids, apply the cap, return the stored messages (their secrets
     replaced by markers, counted in `redactions`: see `edit`)."""
+    messages = list(messages)
+    if redactions is None or not redactions.keep:
+        prepare(m.content for m in messages)   # the scanner's load, before the lock
     with edit(path, after_write=after_write, redactions=redactions) as doc:
         stored = [_materialise(doc, m) for m in messages]
         doc.messages.extend(stored)

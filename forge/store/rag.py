@@ -1092,6 +1092,18 @@ def store_facts(path: Path | str | None, settings: "Settings") -> dict[str, Any]
         backend.close()
 
 
+def stored_texts(path: Path | str | None, settings: "Settings") -> list[tuple[int, str]]:
+    """(id, content) of every entry of the store at `path` (None: the configured store), as it
+    stands: read-only and creating nothing, not even a WAL file (doctor's secrets row)."""
+    backend = open_backend(settings, mode="inspect", path=path)
+    try:
+        if backend.missing or not backend.schema_version():
+            return []
+        return list(backend.iter_texts())
+    finally:
+        backend.close()
+
+
 def recorded_identity(path: Path | str | None, settings: "Settings"
                       ) -> tuple[dict[str, Any] | None, dict[str, Any] | None] | None:
     """(the recorded identity, the last identity check) of the store at `path` (None: the

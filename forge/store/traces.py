@@ -128,9 +128,10 @@ def append(path: Path, record: TraceRecord | dict[str, Any], *,
 
 
 def redact_record(value: Any, found: Redactions) -> Any:
-    """A record (any JSON value) with every string's secrets replaced, counted in `found`."""
+    """A record (any JSON value) with every string's secrets replaced, counted in `found`; a
+    database URL's password is `***` first, as everywhere Forge shows one (settings.scrub)."""
     if isinstance(value, str):
-        return found.text(value)
+        return found.text(scrub(value))
     if isinstance(value, dict):
         return {k: redact_record(v, found) for k, v in value.items()}
     if isinstance(value, list):
