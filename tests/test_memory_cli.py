@@ -29,7 +29,8 @@ def test_remember_prints_the_id_and_duplicates_print_the_existing_one(runner):
     again = remember(runner, "decision", "Use  SQLite-vec instead of an external vector DB ", "-p", "forge")
     assert "already stored as #1" in again.stdout
     as_json = remember(runner, "decision", "Use SQLite-vec instead of an external vector DB", "-p", "forge", "--json")
-    assert json.loads(as_json.stdout) == {"id": 1, "created": False, "replaced": [], "conflicts": []}
+    assert json.loads(as_json.stdout) == {"id": 1, "created": False, "replaced": [], "conflicts": [],
+                                          "secrets_redacted": {}}
 
 
 def test_kind_defaults_to_fact_and_stdin_content(runner):
@@ -70,7 +71,8 @@ def test_batch_embeds_many_and_reports_duplicates(runner):
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     n = len(json.loads(FIXTURE.read_text()))
     assert len(rows) == n + 1
-    assert all(r["created"] for r in rows[:n]) and rows[-1] == {"line": n + 1, "id": 1, "created": False, "conflicts": []}
+    assert all(r["created"] for r in rows[:n]) and rows[-1] == {
+        "line": n + 1, "id": 1, "created": False, "conflicts": [], "secrets_redacted": {}}
     assert f"{n} remembered, 1 already stored" in result.stderr
 
 

@@ -9,6 +9,9 @@
 
     ```{forge-time-expressions}
     ```            the time expressions and the windows forge/core/when.py reads them as
+    ```{forge-secret-types}
+    ```            the secrets Forge redacts, from forge.core.secret_scan (each type's example
+                   run through the scanner: what is stored instead is its answer)
 
 Each renders Markdown that MyST then parses as if it were written in the page.
 """
@@ -101,6 +104,22 @@ def time_table() -> str:
     return "\n".join(lines)
 
 
+def secret_types_table() -> str:
+    """Each type the scanner names, the plugin that finds it, one example and what is stored."""
+    from forge.core import secret_scan
+
+    by_type: dict[str, list[str]] = {}
+    for plugin, label in secret_scan.labels().items():
+        by_type.setdefault(label, []).append(plugin)
+    lines = ["| type | found by | pasted | stored |", "|---|---|---|---|"]
+    for label, example in sorted(secret_scan.EXAMPLES.items(), key=lambda kv: kv[0].lower()):
+        stored, _ = secret_scan.redact(example)
+        plugins = ", ".join(f"`{p}`" + ("" if p in secret_scan.PLUGINS else " (Forge)")
+                            for p in by_type.get(label, []))
+        lines.append(f"| {label} | {plugins} | `{_cell(example)}` | `{_cell(stored)}` |")
+    return "\n".join(lines)
+
+
 class _Generated(SphinxDirective):
     has_content = False
 
@@ -129,7 +148,13 @@ class TimeTable(_Generated):
         return time_table()
 
 
+class SecretTypesTable(_Generated):
+    def markdown(self) -> str:
+        return secret_types_table()
+
+
 def setup(app: Any) -> dict[str, Any]:
+    app.add_directive("forge-secret-types", SecretTypesTable)
     app.add_directive("forge-settings", SettingsTable)
     app.add_directive("forge-routes", RouteTable)
     app.add_directive("forge-time-expressions", TimeTable)

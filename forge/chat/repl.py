@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..core.errors import ForgeError
+from ..core.secret_scan import describe
 
 PROMPT = "Forge > "
 
@@ -157,5 +158,8 @@ def _turn(settings: Any, line: str, io: Io, run_turn: Callable[..., Any], stream
         rest = result.reply
     if rest or result.shown:
         io.write(rest + "\n")
+    redacted = describe(result.secrets_redacted)
+    if redacted:
+        io.note(f"note: {redacted}")
     if result.notice:
         io.note(f"({result.notice})")

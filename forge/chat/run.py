@@ -23,6 +23,7 @@ from ..store import history, traces
 from . import outcome
 from ..core.errors import ForgeError
 from ..core.log import log
+from ..core.secret_scan import Redactions
 from .router import envelope
 from ..memory import placeholders, router_prompt as prompt
 from .tools import ToolContext, ToolResult, dispatch
@@ -45,6 +46,7 @@ class TurnResult:
     persisted: list[int] = field(default_factory=list)
     trace: dict[str, Any] | None = None
     compaction: Any = None
+    secrets_redacted: dict[str, int] = field(default_factory=dict)   # by type, before the writes
 
     @property
     def answered(self) -> bool:
@@ -53,7 +55,7 @@ class TurnResult:
     def to_dict(self) -> dict[str, Any]:
         return {"reply": self.reply, "run_id": self.run_id, "answered": self.answered,
                 "ok": self.ok, "not_answered": self.not_answered, "notice": self.notice,
-                "persisted": self.persisted}
+                "persisted": self.persisted, "secrets_redacted": self.secrets_redacted}
 
 
 class StreamFilter:
@@ -238,23 +240,28 @@ class _Turn:
     def finish(self, *, reply: str, reason: str | None, error: str | None) -> TurnResult:
         verdict = outcome.decide(reply=reply, reason=reason, error=error)
         persisted: list[int] = []
+        # The history write replaces the secrets of every message it adds (tool outputs and the
+        # reply too); the user's text is cleaned here once, for the trace's preview as well.
+        found = Redactions.for_settings(self.settings)
+        user_text = found.text(self.text)
         if verdict.persist:
             answered = verdict.not_answered is None
-            new = [history.NewMessage("user", self.text, answered=answered)]
+            new = [history.NewMessage("user", user_text, answered=answered)]
             new += [history.NewMessage("tool", t, answered=answered) for t in self.folded]
             new.append(history.NewMessage("assistant", reply, answered=answered))
             # The cap waits for the compaction check (H3): applied now, it could drop the oldest
             # exchange that compaction is about to archive.
-            stored = history.append(self.settings.memory_file, new, max_history=sys.maxsize)
+            stored = history.append(self.settings.memory_file, new, max_history=sys.maxsize,
+                                    redactions=found)
             persisted = [m.id for m in stored]
         trace_error = error
         if trace_error is None and verdict.not_answered == "tool_error":
             trace_error = reply.splitlines()[0][:200] if reply else None
-        record = traces.make_record(run_id=self.run_id, user_input=self.text, steps=self.steps,
+        record = traces.make_record(run_id=self.run_id, user_input=user_text, steps=self.steps,
                                     started=self.started, ok=verdict.ok,
                                     not_answered=verdict.not_answered, error=trace_error,
                                     llm=self.usage)
-        traces.append(self.settings.trace_file, record)
+        traces.append(self.settings.trace_file, record, redactions=found)
         notice = None
         if verdict.not_answered in outcome.NOT_PERSISTED:
             notice = f"no answer: {traces.NOT_ANSWERED_REASONS[verdict.not_answered]}; nothing was kept"
@@ -266,7 +273,7 @@ class _Turn:
         result = TurnResult(run_id=self.run_id, reply=reply if verdict.persist else "",
                             ok=verdict.ok, not_answered=verdict.not_answered, error=error,
                             notice=notice, shown=self.shown, persisted=persisted,
-                            trace=record.to_dict())
+                            trace=record.to_dict(), secrets_redacted=found.to_dict())
         if persisted:
             result.compaction = _compaction_check(self.settings)
         return result

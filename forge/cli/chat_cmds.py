@@ -6,7 +6,7 @@ import sys
 import click
 
 from .main import get_settings
-from .output import emit_one, note, output_options
+from .output import emit_one, note, note_secrets, output_options
 
 
 def _run_cli_command(args: list[str]) -> None:
@@ -145,5 +145,6 @@ def chat(message: str | None, system: str | None, option_pairs: tuple, no_stream
             click.echo(result.reply)
     else:
         emit_one(result.to_dict(), fmt, text=result.reply)
+    note_secrets(result.secrets_redacted)
     if result.notice:
         note(f"({result.notice})")

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from .main import get_settings
-from .output import emit, emit_one, note, output_options
+from .output import emit, emit_one, note, note_secrets, output_options
 
 STRATEGIES = ("rag_pointer", "llm_summary")
 EXCHANGE_COLUMNS = ("status", "messages", "entry", "refs", "exchange")
@@ -57,6 +57,7 @@ def compact(strategy: str | None, if_needed: bool, dry_run: bool, fmt: str) -> N
     from ..memory.compaction import compact as run
 
     report = run(get_settings(), strategy=strategy, if_needed=if_needed, dry_run=dry_run)
+    note_secrets(report.secrets_redacted)
     if not report.did_something:
         if fmt != "table":
             emit_one(report.to_dict(), fmt, text="")
@@ -171,6 +172,7 @@ def history_import(file: str, source_kind: str | None, skip_bad: bool, compact_:
                  f"left out {report.left_out}")
     text += f"; the history holds {report.messages_after} message(s)"
     emit_one(report.to_dict(), fmt, text=text)
+    note_secrets(report.secrets_redacted)
 
 
 def _is_export(path: Path) -> bool:
@@ -207,3 +209,4 @@ def _import_export(path: Path, kind: str | None, skip_bad: bool, compact_: bool,
                  f"left out {report.left_out}")
     text += f"; the history holds {report.messages_after} message(s)"
     emit_one(report.to_dict(), fmt, text=text)
+    note_secrets(report.secrets_redacted)

@@ -9,7 +9,8 @@ from typing import Any
 import click
 
 from .main import ENTRY_ID, get_settings
-from .output import confirm_destructive, dumps, emit, emit_one, note, output_options
+from .output import (confirm_destructive, dumps, emit, emit_one, note, note_secrets,
+                     output_options)
 
 RECALL_COLUMNS = ["id", "date", "kind", "project", "channel", "distance", "bm25", "fused",
                   "content"]
@@ -125,10 +126,16 @@ def remember(kind_or_content: str | None, content: str | None, project: str | No
         items = _read_batch(batch, project)
         with _open() as store, progress(items, length=len(items), label="embedding") as bar:
             results = conflicts.remember_many(store, items, on_progress=bar.update)
-        rows = [{"line": n, "id": r.id, "created": r.created, "conflicts": r.conflict_ids}
-                for n, r in enumerate(results, 1)]
+        rows = [{"line": n, "id": r.id, "created": r.created, "conflicts": r.conflict_ids,
+                 "secrets_redacted": r.secrets_redacted} for n, r in enumerate(results, 1)]
         clashing = sum(1 for r in results if r.conflicts)
         emit(rows, fmt, columns=["line", "id", "created"] + (["conflicts"] if clashing else []))
+        from ..core.secret_scan import Redactions
+
+        redacted = Redactions()
+        for r in results:
+            redacted.merge(r.secrets_redacted)
+        note_secrets(redacted.counts)
         made = sum(r.created for r in results)
         note(f"{made} remembered, {len(results) - made} already stored"
              + (f", {clashing} may contradict an active entry (`forge memory conflicts` lists "
@@ -157,6 +164,7 @@ def remember(kind_or_content: str | None, content: str | None, project: str | No
     if result.replaced:
         message += "; it replaces " + ", ".join(f"#{i}" for i in result.replaced)
     emit_one(result.to_dict(), fmt, text=message)
+    note_secrets(result.secrets_redacted)
     for line in result.notes():
         note(f"note: {line}")
 
@@ -455,6 +463,48 @@ def memory_conflicts(project: str | None, kind: str | None, fmt: str) -> None:
              "`forge memory supersede OLD --by NEW` keeps the newer")
 
 
+SCAN_COLUMNS = ("place", "id", "secrets", "preview")
+
+
+@memory.command("scan")
+@click.option("--redact", is_flag=True,
+              help="Rewrite each place found with its secrets replaced by markers: the "
+                   "entries' text, word index, vector and latent terms, the history, the trace "
+                   "log (asks first).")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask (--redact).")
+@output_options
+def memory_scan(redact: bool, yes: bool, fmt: str) -> None:
+    """List the entries, history messages and trace records that hold a secret (an API key,
+    a token, a private key, a password): written before Forge redacted them, or under
+    FORGE_KEEP_SECRETS. Nothing it prints holds the secret itself. --redact rewrites them in
+    place, the old text's bytes erased from the store's file (asks on a terminal; --yes
+    otherwise)."""
+    from ..core.secret_scan import describe
+    from ..memory.memory_scan import scan
+
+    settings = get_settings()
+    report = scan(settings)
+    if redact and report.holders:
+        confirm_destructive(
+            f"redact {describe(report.secrets, '')} in {report.count('entry')} entr"
+            f"{'y' if report.count('entry') == 1 else 'ies'}, {report.count('message')} "
+            f"message(s) and {report.count('trace')} trace(s)", yes,
+            preview="`forge memory scan` without --redact lists them")
+        report = scan(settings, redact_them=True)
+    data = [h.to_dict() for h in report.holders]
+    rows = [{**h.to_dict(), "secrets": ", ".join(f"{k} ×{n}" if n > 1 else k
+                                                  for k, n in h.secrets.items())}
+            for h in report.holders]
+    emit(rows, fmt, columns=SCAN_COLUMNS, data=data, wide=("preview",),
+         document=report.to_dict(), empty="no secret found")
+    if report.holders:
+        where = (f"in {report.count('entry')} entries, {report.count('message')} messages, "
+                 f"{report.count('trace')} traces")
+        note(f"{describe(report.secrets)} {where}" if report.redacted else
+             f"{describe(report.secrets, 'found')} {where}; `forge memory scan --redact` "
+             "replaces them")
+
+
 @memory.command("supersede")
 @click.argument("entry_ids", nargs=-1, required=True, type=ENTRY_ID, metavar="ID...")
 @click.option("--by", "by", type=ENTRY_ID, metavar="ID", help="The entry that replaces them.")
@@ -615,6 +665,7 @@ def memory_edit(entry_id: int, content: str | None, kind: str | None, fmt: str) 
     text = (f"edited #{entry.id} [{entry.kind}]: {' and '.join(edited.changed)} changed"
             if edited.changed else f"#{entry.id} already says that: nothing changed")
     emit_one(edited.to_dict(), fmt, text=text)
+    note_secrets(edited.secrets_redacted)
 
 
 @memory.command("export")

@@ -191,16 +191,18 @@ def emit_one(value: dict[str, Any], fmt: str, *, text: str) -> None:
         click.echo(text)
 
 
-def confirm_destructive(what: str, yes: bool) -> None:
+def confirm_destructive(what: str, yes: bool,
+                        preview: str = "--dry-run shows what it would do") -> None:
     """A destructive command asks on a terminal (the question on stderr); when stdin is not
-    one it needs --yes. `what` is the question without its mark: "discard 3 message(s)"."""
+    one it needs --yes. `what` is the question without its mark: "discard 3 message(s)";
+    `preview`: how to see what it would do without doing it."""
     import sys
 
     if yes:
         return
     if sys.stdin is None or not sys.stdin.isatty():
         raise click.UsageError(f"{what}: stdin is not a terminal, so add --yes to confirm "
-                               "(--dry-run shows what it would do)")
+                               f"({preview})")
     if not click.confirm(f"{what}?", default=False, err=True):
         raise click.ClickException("nothing was changed")
 
@@ -208,6 +210,15 @@ def confirm_destructive(what: str, yes: bool) -> None:
 def note(message: str) -> None:
     """Progress and information for a human: stderr, never mixed with data."""
     click.echo(message, err=True)
+
+
+def note_secrets(counts: dict[str, int] | None) -> None:
+    """`note: 1 secret redacted (AWS access key)` on stderr when a write replaced any."""
+    from ..core.secret_scan import describe
+
+    line = describe(counts or {})
+    if line:
+        note(f"note: {line}")
 
 
 def progress(iterable: Iterable[Any], *, length: int | None = None, label: str = "") -> Any:

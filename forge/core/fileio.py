@@ -9,6 +9,8 @@
   processes never interleave (Python's buffered writer may split a long line in several writes).
   A file whose last line is torn (a crash mid-append, a full disk) gets a newline first, so the
   new record never glues onto the broken one.
+- `rewrite_log(path, change)`: such a log rewritten whole (`forge memory scan --redact`), under
+  the lock its appenders take, without losing an append that waited for it.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import fcntl
 import os
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .errors import LockTimeout
 
@@ -112,15 +114,19 @@ def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
 def append_line(path: Path, line: bytes) -> None:
     if not line.endswith(b"\n"):
         line += b"\n"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-    except OSError as e:
-        raise folder_error(path, e) from None
-    try:
+    while True:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise folder_error(path, e) from None
         # A short write to a regular file is near impossible, but if it ever happens the rest
         # must follow before anyone else appends: the flock makes the loop one unit.
         fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.fstat(fd).st_nlink:
+            break
+        os.close(fd)   # `rewrite_log` replaced the file while we waited: append to the new one
+    try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             line = b"\n" + line
@@ -128,5 +134,27 @@ def append_line(path: Path, line: bytes) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
+    finally:
+        os.close(fd)
+
+
+def rewrite_log(path: Path, change: Callable[[bytes], bytes]) -> bool:
+    """Replace an append-only log (`append_line`'s file) by `change(its bytes)`, atomically,
+    holding the lock its appenders take: an append waiting meanwhile goes to the new file
+    (`append_line` reopens a file that was replaced). False when there is no file or nothing
+    changed."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = fh.read()
+        new = change(data)
+        if new == data:
+            return False
+        atomic_write(path, new, mode=0o644)
+        return True
     finally:
         os.close(fd)

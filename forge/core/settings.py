@@ -263,6 +263,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("FORGE_SHELL_AUTO", "shell_auto", "false", _bool, "let the shell tool run without asking in a pipeline"),
     Spec("FORGE_SECRET_FILES", "secret_files", "", _text, "more secret-file patterns the files and git tools refuse (comma-separated globs)"),
     Spec("FORGE_READ_SECRETS", "read_secrets", "false", _bool, "let the files and git tools read secret files (.env*, keys, .ssh/, .netrc, ...)"),
+    Spec("FORGE_KEEP_SECRETS", "keep_secrets", "false", _bool, "keep the secrets people paste (API keys, tokens, private keys, passwords) in the history, the memory and the traces; off = each is replaced by a marker naming its type, `[secret: AWS access key]`, before any write and any embedding"),
     Spec("WEB_FETCH_ALLOW_HOSTS", "web_fetch_allow_hosts", "", _hosts, "hosts web_fetch may fetch though the turn does not name them (`.example.org` = its subdomains too)"),
     Spec("WEB_FETCH_ALLOW_PRIVATE", "web_fetch_allow_private", "false", _bool, "let web_fetch reach loopback, link-local and private addresses"),
     Spec("WEB_FETCH_TIMEOUT", "web_fetch_timeout", "15", lambda n, r: _float(n, r, minimum=0.1), "seconds web_fetch waits for a page"),
@@ -327,6 +328,7 @@ class Settings:
     shell_auto: bool
     secret_files: str
     read_secrets: bool
+    keep_secrets: bool
     web_fetch_allow_hosts: tuple[str, ...]
     web_fetch_allow_private: bool
     web_fetch_timeout: float

@@ -69,7 +69,7 @@ def check_text(value: str, name: str) -> str:
 def remember(settings: Any, content: str, kind: str | None = None, project: str | None = None,
              replaces: list[int] | None = None) -> dict[str, Any]:
     """`forge remember KIND CONTENT [--replaces ID]... --json` ({id, created, replaced,
-    conflicts}): conflicts.remember, as the CLI calls it."""
+    conflicts, secrets_redacted}): conflicts.remember, as the CLI calls it."""
     from ..memory import conflicts
     from ..store import rag
 

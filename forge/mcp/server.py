@@ -94,7 +94,8 @@ def create_server(settings: Any) -> MCPServer:
         id. When it makes an older entry obsolete, pass that entry's id in `replaces`.
         `conflicts` lists active entries it may contradict (it is written all the same): ask
         the user which holds, then forget or replace. Answers `forge remember --json`:
-        {"id", "created", "replaced", "conflicts"}."""
+        {"id", "created", "replaced", "conflicts", "secrets_redacted"}: a secret in the content
+        (an API key, a password) is replaced by a marker naming its type before the write."""
         return await answer(lambda: documents.remember(settings, content, kind, project,
                                                        replaces), "remember")
 

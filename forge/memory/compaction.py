@@ -25,6 +25,7 @@ from . import transcript
 from ..core.errors import ForgeError
 from ..store.history import HistoryDoc, Message
 from ..core.log import log
+from ..core.secret_scan import Redactions
 from . import router_prompt
 from ..core.tokens import TokenCounter, token_counter
 
@@ -82,6 +83,7 @@ class CompactionReport:
     messages_before: int = 0
     messages_after: int = 0
     aggregate: dict | None = None  # what the aggregation pass did after it (A6), when it ran
+    secrets_redacted: dict[str, int] = field(default_factory=dict)  # by type, before the writes
 
     @property
     def archived_ids(self) -> dict[int, int | None]:
@@ -235,7 +237,8 @@ def _crash_point(name: str) -> None:
 
 # -- the strategies -----------------------------------------------------------------------------
 
-def _store_exchanges(settings: Any, plan: _Plan, store: Any) -> list[ArchivedExchange]:
+def _store_exchanges(settings: Any, plan: _Plan, store: Any,
+                     found: Redactions) -> list[ArchivedExchange]:
     """rag_pointer's write: one archive entry per exchange, embedded first, one transaction.
     Each carries the history's id with its message ids (written into the file first when an
     older file has none), so a re-run after a crash finds the same keys."""
@@ -256,6 +259,8 @@ def _store_exchanges(settings: Any, plan: _Plan, store: Any) -> list[ArchivedExc
     finally:
         if own:
             store.close()
+    for r in results:
+        found.merge(r.secrets_redacted)
     return [ArchivedExchange(u.message_ids, r.id, not r.created, u.external_refs, _preview(u))
             for u, r in zip(plan.keep, results)]
 
@@ -305,13 +310,14 @@ def _mark_pending(settings: Any) -> None:
         doc.compaction_pending = True
 
 
-def _rewrite(settings: Any, remove: list[int], new_message: Message | None) -> Message | None:
+def _rewrite(settings: Any, remove: list[int], new_message: Message | None,
+             found: Redactions | None = None) -> Message | None:
     """Under the lock: drop exactly `remove`, put `new_message` where the first of them was.
     Returns the message inserted (None when every id was already gone, e.g. another compaction
     got there first)."""
     drop = set(remove)
     inserted = None
-    with history.edit(settings.memory_file) as doc:
+    with history.edit(settings.memory_file, redactions=found) as doc:
         # Pinned since the snapshot (H8): it stays; its exchange is stored already and a later
         # compaction finds it there by its message ids.
         drop -= {m.id for m in doc.messages if m.pinned}
@@ -366,9 +372,10 @@ def compact(settings: Any, *, strategy: str | None = None, if_needed: bool = Fal
     report.removed_ids = plan.removed_ids
     if dry_run:
         return _dry_run(settings, report, doc, plan, store, counter)
+    found = Redactions.for_settings(settings, counts=report.secrets_redacted)
     try:
         if strategy == "rag_pointer":
-            report.archived = _store_exchanges(settings, plan, store)
+            report.archived = _store_exchanges(settings, plan, store, found)
             carried = plan.carried_entries()
             # An exchange a pin kept back from an earlier pointer is named there already.
             new_entries = [a.entry_id for a in report.archived if a.entry_id not in carried]
@@ -381,7 +388,7 @@ def compact(settings: Any, *, strategy: str | None = None, if_needed: bool = Fal
         _mark_pending(settings)
         raise
     _crash_point("store_write")
-    inserted = _rewrite(settings, plan.removed_ids, new)
+    inserted = _rewrite(settings, plan.removed_ids, new, found)
     if inserted is not None:
         report.pointer, report.pointer_id = inserted.content, inserted.id
     after = history.read(settings.memory_file)
@@ -461,6 +468,7 @@ def maybe_compact(settings: Any) -> CompactionReport | None:
             report.left_out += again.left_out
             report.removed_ids += again.removed_ids
             report.pointer, report.pointer_id = again.pointer, again.pointer_id
+            Redactions(counts=report.secrets_redacted).merge(again.secrets_redacted)
             report.tokens_after, report.messages_after = again.tokens_after, again.messages_after
     return report
 

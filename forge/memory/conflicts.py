@@ -491,6 +491,7 @@ class Noted:
     created: bool
     replaced: list[int]
     conflicts: list[Conflict]
+    secrets_redacted: dict[str, int] = field(default_factory=dict)   # by type
 
     @property
     def conflict_ids(self) -> list[int]:
@@ -498,7 +499,7 @@ class Noted:
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "created": self.created, "replaced": self.replaced,
-                "conflicts": self.conflict_ids}
+                "conflicts": self.conflict_ids, "secrets_redacted": self.secrets_redacted}
 
     def notes(self) -> list[str]:
         """One line per conflict, for stderr (the CLI, the REPL) and the chat tool."""
@@ -537,4 +538,5 @@ def _noted(store: "Store", result: Any) -> Noted:
     found: list[Conflict] = []
     if result.created:
         found = against(store, rag.get_entry(store, result.id))
-    return Noted(result.id, result.created, list(result.replaced), found)
+    return Noted(result.id, result.created, list(result.replaced), found,
+                 dict(result.secrets_redacted))

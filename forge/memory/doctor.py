@@ -275,12 +275,33 @@ def check_cutoff(settings: Settings) -> list[Row]:
     return [_row("recall cutoff", status, f"{state}: {detail}")]
 
 
+def check_secrets(settings: Settings) -> list[Row]:
+    """How many entries hold a detected secret (a store written before Forge redacted them, or
+    under FORGE_KEEP_SECRETS): read-only, every entry's text through the scanner."""
+    from ..memory.memory_scan import entries_holding_secrets
+    from ..store import rag
+    from ..core.secret_scan import Redactions, describe
+
+    found = entries_holding_secrets(rag.stored_texts(None, settings))
+    if not found:
+        return [_row("secrets", "ok", "no entry holds a detected secret")]
+    total = Redactions()
+    for _, counts in found.values():
+        total.merge(counts)
+    kept = " (FORGE_KEEP_SECRETS keeps them)" if settings.keep_secrets else ""
+    return [_row("secrets", "info" if kept else "warn",
+                 f"{len(found)} entr{'y holds' if len(found) == 1 else 'ies hold'} "
+                 f"{describe(total.counts, '')}{kept}: `forge memory scan --redact` "
+                 "replaces them")]
+
+
 # (the row a check shows when it raises, the check)
 CHECKS: tuple[tuple[str, Callable[[Settings], list[Row]]], ...] = (
     ("sqlite", check_sqlite), ("servers", check_servers), ("data folder", check_data_folder),
     ("history", check_history),
     ("traces", check_traces), ("database", check_database), ("memory store", check_store),
     ("embedding match", check_embedding_match), ("recall cutoff", check_cutoff),
+    ("secrets", check_secrets),
 )
 
 

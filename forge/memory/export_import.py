@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 from ..store import history
 from ..core.errors import ForgeError
+from ..core.secret_scan import Redactions
 from .exports import Bad, BadExportError, Conversation, conversations, key_of, sniff
 from ..core.fileio import append_line, locked
 from ..store.history import NewMessage
@@ -61,6 +62,7 @@ class ExportReport:
     archived: int = 0
     left_out: int = 0
     messages_after: int = 0
+    secrets_redacted: dict[str, int] = field(default_factory=dict)   # by type, before the writes
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -218,7 +220,9 @@ def _write(settings: Any, path: Path, kind: str, known: set[str], report: Export
         store = rag.open_store(settings)
     counter = token_counter(settings) if compact else None
     # history_import's compaction loop counts into an ImportReport; its totals are copied over.
-    tally = ImportReport(source=str(path))
+    # the history writes and the compactions count what they redacted into the report
+    found = Redactions.for_settings(settings, counts=report.secrets_redacted)
+    tally = ImportReport(source=str(path), secrets_redacted=report.secrets_redacted)
     total = report.conversations
     try:
         if store is not None:
@@ -228,7 +232,7 @@ def _write(settings: Any, path: Path, kind: str, known: set[str], report: Export
                 pending = _new_messages(item, known)
                 while pending:
                     pending = _write_piece(settings, pending, known, report, tally, compact,
-                                           strategy, store, counter)
+                                           strategy, store, counter, found)
             if on_progress:
                 on_progress(done, total)
     except ForgeError as e:
@@ -245,7 +249,7 @@ def _write(settings: Any, path: Path, kind: str, known: set[str], report: Export
 
 def _write_piece(settings: Any, pending: list[tuple[str, NewMessage]], known: set[str],
                  report: ExportReport, tally: ImportReport, compact: bool, strategy: str,
-                 store: Any, counter: Any) -> list[tuple[str, NewMessage]]:
+                 store: Any, counter: Any, found: Redactions) -> list[tuple[str, NewMessage]]:
     """One locked write of as much of `pending` as fits; the rest is returned."""
     room = len(pending)
     if compact:
@@ -277,7 +281,8 @@ def _write_piece(settings: Any, pending: list[tuple[str, NewMessage]], known: se
     _crash_point("export_pending")
 
     stored = history.append(settings.memory_file, [m for _, m in piece],
-                            max_history=settings.max_history, after_write=record)
+                            max_history=settings.max_history, after_write=record,
+                            redactions=found)
     known.update(keys)
     _crash_point("export_piece")
     if stored:

@@ -23,6 +23,7 @@ from ..store import history
 from ..core.errors import ForgeError
 from ..store.history import ROLES, NewMessage
 from ..core.log import log
+from ..core.secret_scan import Redactions
 
 FIELDS = ("role", "content", "ts", "ref", "answered")
 
@@ -58,6 +59,7 @@ class ImportReport:
     archived: int = 0
     left_out: int = 0
     messages_after: int = 0
+    secrets_redacted: dict[str, int] = field(default_factory=dict)   # by type, before the writes
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -192,6 +194,7 @@ def import_history(settings: Any, text: str, *, source: str = "-", skip_bad: boo
     if not messages:
         report.messages_after = len(history.read(settings.memory_file).messages)
         return report
+    found = Redactions.for_settings(settings, counts=report.secrets_redacted)
     if not compact:
         current = len(history.read(settings.memory_file).messages)
         if current + len(messages) > settings.max_history:
@@ -200,15 +203,17 @@ def import_history(settings: Any, text: str, *, source: str = "-", skip_bad: boo
                 f"{current + len(messages)}, over MEMORY_MAX_HISTORY={settings.max_history}, and "
                 "the cap would drop messages that were never archived; nothing was imported: "
                 "use --compact to archive as it imports")
-        _append(settings, messages, report)
+        _append(settings, messages, report, found)
     else:
-        _import_compacting(settings, messages, report, strategy, on_progress)
+        _import_compacting(settings, messages, report, strategy, on_progress, found)
     report.messages_after = len(history.read(settings.memory_file).messages)
     return report
 
 
-def _append(settings: Any, messages: list[NewMessage], report: ImportReport) -> None:
-    stored = history.append(settings.memory_file, messages, max_history=settings.max_history)
+def _append(settings: Any, messages: list[NewMessage], report: ImportReport,
+            found: Redactions) -> None:
+    stored = history.append(settings.memory_file, messages, max_history=settings.max_history,
+                            redactions=found)
     if stored:
         report.first_id = report.first_id or stored[0].id
         report.last_id = stored[-1].id
@@ -216,7 +221,8 @@ def _append(settings: Any, messages: list[NewMessage], report: ImportReport) -> 
 
 
 def _import_compacting(settings: Any, messages: list[NewMessage], report: ImportReport,
-                       strategy: str | None, on_progress: Callable[[int, int], None] | None) -> None:
+                       strategy: str | None, on_progress: Callable[[int, int], None] | None,
+                       found: Redactions) -> None:
     from ..store import rag
     from ..core.tokens import token_counter
 
@@ -240,7 +246,7 @@ def _import_compacting(settings: Any, messages: list[NewMessage], report: Import
                         f"of {len(messages)}")
                 continue
             chunk, remaining = remaining[:room], remaining[room:]
-            _append(settings, chunk, report)
+            _append(settings, chunk, report, found)
             while _run(settings, report, strategy, store, counter, forced=False):
                 pass
             if on_progress:
@@ -266,4 +272,5 @@ def _run(settings: Any, report: ImportReport, strategy: str, store: Any, counter
     report.compactions += 1
     report.archived += len(result.archived)
     report.left_out += len(result.left_out)
+    Redactions(counts=report.secrets_redacted).merge(result.secrets_redacted)
     return True

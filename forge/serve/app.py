@@ -380,7 +380,7 @@ async def remember(request: Request) -> Response:
         application/json:
           schema: {type: object, required: [content], properties: {kind: {type: string}, content: {type: string}, project: {type: string}, replaces: {type: array, items: {type: integer}}}}
     responses:
-      200: {description: '{"id", "created", "replaced", "conflicts"}: created false for an exact duplicate; conflicts = the active entries it may contradict (written all the same)'}
+      200: {description: '{"id", "created", "replaced", "conflicts", "secrets_redacted"}: created false for an exact duplicate; conflicts = the active entries it may contradict (written all the same); secrets_redacted = the secrets replaced by a marker before the write, by type'}
       400: {description: bad input (unknown kind, over a cap, bad JSON, a refused replacement)}
       404: {description: a replaced id that does not exist; nothing written}
       502: {description: the embedding server is down; nothing written}

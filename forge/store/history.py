@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Iterator
 from ..core.errors import CorruptFileError, ForgeError, NotFoundError
 from ..core.fileio import atomic_write, locked
 from ..core.log import log
+from ..core.secret_scan import Redactions, prepare
 from ..core.timestamps import utc_now  # noqa: F401  (history.utc_now: compaction, tests)
 
 ROLES = ("user", "assistant", "system", "tool")
@@ -164,17 +165,30 @@ def read(path: Path) -> HistoryDoc:
 
 
 @contextlib.contextmanager
-def edit(path: Path, *, after_write: Callable[[], None] | None = None) -> Iterator[HistoryDoc]:
+def edit(path: Path, *, after_write: Callable[[], None] | None = None,
+         redactions: Redactions | None = None) -> Iterator[HistoryDoc]:
     """Read under the lock, let the caller change the document, rewrite atomically.
 
     Nothing is written if the body raises. Keep the body short: other processes wait.
     `after_write` runs once the file is replaced, the lock still held (an export import records
     the keys it wrote before any compaction can move those messages).
+
+    Every message the body added or whose text it changed has its secrets replaced by markers
+    before the write (`redactions`: the caller's tally, which also says FORGE_KEEP_SECRETS;
+    None: redact, uncounted), so no writer of the history can skip the scan. Messages already
+    in the file are not rescanned here: `forge memory scan --redact` cleans those.
     """
     with locked(path):
         doc = read(path)
         before = doc.to_json()
+        texts = {m.id: (m.content, m.ref) for m in doc.messages}
         yield doc
+        found = redactions if redactions is not None else Redactions()
+        for m in doc.messages:
+            if texts.get(m.id) != (m.content, m.ref):
+                m.content = found.text(m.content)
+                if isinstance(m.ref, str):
+                    m.ref = found.text(m.ref)
         if doc.history_id is None and (path.exists() or doc.to_json() != before):
             doc.history_id = new_history_id()
         after = doc.to_json()
@@ -227,9 +241,14 @@ def apply_cap(doc: HistoryDoc, max_history: int) -> list[Message]:
 
 
 def append(path: Path, messages: Iterable[NewMessage], *, max_history: int,
+           redactions: Redactions | None = None,
            after_write: Callable[[], None] | None = None) -> list[Message]:
-    """Append messages with fresh ids, apply the cap, return the stored messages."""
-    with edit(path, after_write=after_write) as doc:
+    """Append messages with fresh ids, apply the cap, return the stored messages (their secrets
+    replaced by markers, counted in `redactions`: see `edit`)."""
+    messages = list(messages)
+    if redactions is None or not redactions.keep:
+        prepare(m.content for m in messages)   # the scanner's load, before the lock
+    with edit(path, after_write=after_write, redactions=redactions) as doc:
         stored = [_materialise(doc, m) for m in messages]
         doc.messages.extend(stored)
         apply_cap(doc, max_history)

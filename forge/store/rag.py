@@ -276,7 +276,7 @@ def remember(store: Store, kind: str | None, content: str, *, project: str | Non
 def _remember_replacing(store: Store, item: NewEntry, old_ids: list[int]) -> Remembered:
     from .results import Remembered
 
-    item = validate_new(item)
+    item, found = _redacted(store, validate_new(item))
     key = dedup_key(item)
     backend = store.backend
     # Refused before the embedding call when it can be (the same checks run again inside).
@@ -296,7 +296,7 @@ def _remember_replacing(store: Store, item: NewEntry, old_ids: list[int]) -> Rem
             new_id, created = existing, False
         _pause_at("replace_link")
         _link_replaced(backend, old_ids, new_id, new=item)
-    return Remembered(new_id, created, replaced=old_ids)
+    return Remembered(new_id, created, replaced=old_ids, secrets_redacted=found)
 
 
 # Test hook (tests/test_conflicts.py): FORGE_TEST_PAUSE_AT=replace_link stops a replacing
@@ -325,7 +325,11 @@ def remember_many(store: Store, items: list[NewEntry], *, batch_size: int = 32,
     """
     from .results import Remembered
 
-    cleaned = [validate_new(item) for item in items]
+    cleaned, found = [], []
+    for item in items:
+        item, counts = _redacted(store, validate_new(item))
+        cleaned.append(item)
+        found.append(counts)
     keys = [dedup_key(item) for item in cleaned]
     results: list[Remembered | None] = [None] * len(cleaned)
     first_in_batch: dict[str, int] = {}
@@ -352,7 +356,21 @@ def remember_many(store: Store, items: list[NewEntry], *, batch_size: int = 32,
     for i, key in enumerate(keys):
         if results[i] is None:
             results[i] = Remembered(results[first_in_batch[key]].id, False)  # type: ignore[index,union-attr]
+        results[i].secrets_redacted = found[i]  # type: ignore[union-attr]
     return results  # type: ignore[return-value]
+
+
+def _redacted(store: Store, item: NewEntry) -> tuple[NewEntry, dict[str, int]]:
+    """The entry with every secret in its text replaced by a marker (FORGE_KEEP_SECRETS:
+    unchanged), and what was replaced, by type. Every write of a text into the store calls it
+    before embedding, so no vector or latent term is computed from a secret."""
+    from dataclasses import replace
+
+    from ..core.secret_scan import Redactions
+
+    found = Redactions.for_settings(store.settings)
+    content = found.text(item.content)
+    return (item if content == item.content else replace(item, content=content)), found.counts
 
 
 def _write_new(store: Store, cleaned: list[NewEntry], keys: list[str | None], todo: list[int],
@@ -619,9 +637,12 @@ def edit(store: Store, entry_id: int, *, content: str | None = None,
     item = validate_new(NewEntry(kind=entry.kind if kind is None else kind,
                                  content=entry.content if content is None else content,
                                  project=entry.project, source=entry.source, refs=entry.refs))
+    found: dict[str, int] = {}
+    if content is not None:
+        item, found = _redacted(store, item)
     changed = [name for name in ("content", "kind") if getattr(item, name) != getattr(entry, name)]
     if not changed:
-        return Edited(entry, [])
+        return Edited(entry, [], found)
     backend = store.backend
     key = dedup_key(item)
     other = backend.id_for_dedup_key(key)
@@ -645,7 +666,50 @@ def edit(store: Store, entry_id: int, *, content: str | None = None,
             backend.write_sparse(entry_id, terms[0])
         backend.log_event("edit", entry_id, item.kind,
                           info={"changed": changed, **({"was_kind": entry.kind} if "kind" in changed else {})})
-    return Edited(get_entry(store, entry_id), changed)
+    return Edited(get_entry(store, entry_id), changed, found)
+
+
+def redact_entries(store: Store, texts: dict[int, tuple[str, dict[str, int]]]) -> list[int]:
+    """Put each entry's redacted text in place of its text (`forge memory scan --redact`): id ->
+    (the new text, its secrets' types). The same id, kind and links, a new dedup key, words,
+    vector and latent terms computed from the new text, and an `edit` event naming the types
+    (never the text). Archive entries, folded sources and aggregates too: the secret goes
+    wherever it is.
+
+    One `transaction(erase=True)`, as `forget`: on SQLite the old text's pages are zeroed
+    (`secure_delete`), the word index drops its tokens at once (FTS5 `secure-delete`) and a
+    checkpoint moves the zeroed pages out of the WAL into the file. A new text that another
+    entry already holds keeps no dedup key (the two stay apart). Returns the ids rewritten
+    (an id forgotten meanwhile is left out)."""
+    ids = sorted(texts)
+    if not ids:
+        return []
+    new_texts = [texts[i][0] for i in ids]
+    vectors = _embed_batched(store, new_texts, REINDEX_BATCH, None)
+    terms = sparse_documents(store, new_texts)
+    backend = store.backend
+    done: list[int] = []
+    with backend.transaction(erase=True):
+        found = backend.entries_by_id(ids)
+        _prepare_vectors(store, len(vectors[0]))
+        now = utc_now()
+        for n, i in enumerate(ids):
+            entry = found.get(i)
+            if entry is None:
+                continue
+            item = NewEntry(entry.kind, new_texts[n], entry.project, entry.source, entry.refs)
+            key = dedup_key(item)
+            if key is not None and backend.id_for_dedup_key(key) not in (None, i):
+                key = None
+            backend.update_entry(i, kind=entry.kind, content=new_texts[n], dedup_key=key,
+                                 updated=now)
+            backend.replace_vector(i, vectors[n], entry.project)
+            if terms is not None:
+                backend.write_sparse(i, terms[n])
+            backend.log_event("edit", i, entry.kind,
+                              info={"changed": ["content"], "secrets_redacted": texts[i][1]})
+            done.append(i)
+    return done
 
 
 def forget(store: Store, entry_id: int) -> Entry:
@@ -1034,6 +1098,18 @@ def store_facts(path: Path | str | None, settings: "Settings") -> dict[str, Any]
         facts["fingerprint"] = query_fingerprint(settings, identity)
         facts["vector_table_dim"] = backend.vector_dim()
         return facts
+    finally:
+        backend.close()
+
+
+def stored_texts(path: Path | str | None, settings: "Settings") -> list[tuple[int, str]]:
+    """(id, content) of every entry of the store at `path` (None: the configured store), as it
+    stands: read-only and creating nothing, not even a WAL file (doctor's secrets row)."""
+    backend = open_backend(settings, mode="inspect", path=path)
+    try:
+        if backend.missing or not backend.schema_version():
+            return []
+        return list(backend.iter_texts())
     finally:
         backend.close()
 

@@ -17,6 +17,8 @@ class Remembered:
     id: int
     created: bool   # False: an exact duplicate, `id` is the existing entry (V11)
     replaced: list[int] = field(default_factory=list)   # `remember --replaces` (A9)
+    # the secrets replaced by a marker before the write, by type (forge/core/secret_scan.py)
+    secrets_redacted: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -26,9 +28,11 @@ class Remembered:
 class Edited:
     entry: Entry              # as stored after the edit
     changed: list[str]        # "content" and/or "kind"; empty when it already said that
+    secrets_redacted: dict[str, int] = field(default_factory=dict)   # by type
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.entry.to_dict(), "changed": self.changed}
+        return {**self.entry.to_dict(), "changed": self.changed,
+                "secrets_redacted": self.secrets_redacted}
 
 
 @dataclass

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.fileio import append_line
+from ..core.secret_scan import Redactions
 from ..core.settings import scrub
 from ..core.timestamps import utc_now
 from .trace_read import end_offset, follow, state, tail  # noqa: F401  (traces.tail and so on)
@@ -105,6 +106,8 @@ def new_run_id() -> str:
 
 def make_record(*, run_id: str, user_input: str, steps: list[Step], started: float, ok: bool,
                 not_answered: str | None, error: str | None, llm: LLMUsage) -> TraceRecord:
+    """`user_input` is cut to its preview here: hand it over redacted (a key cut in two is no
+    longer found by the scan `append` runs)."""
     if not_answered is not None and not_answered not in NOT_ANSWERED_REASONS:
         raise ValueError(f"undocumented not_answered reason {not_answered!r}")
     return TraceRecord(run_id=run_id, timestamp=utc_now(),
@@ -113,7 +116,24 @@ def make_record(*, run_id: str, user_input: str, steps: list[Step], started: flo
                        not_answered=not_answered, error=error, llm=llm)
 
 
-def append(path: Path, record: TraceRecord | dict[str, Any]) -> None:
+def append(path: Path, record: TraceRecord | dict[str, Any], *,
+           redactions: Redactions | None = None) -> None:
+    """One line for `record`. Every text in it has its secrets replaced by markers first (an
+    error that quotes a token, a preview cut from a pasted key): `redactions` is the caller's
+    tally (FORGE_KEEP_SECRETS); None redacts, uncounted."""
     data = record.to_dict() if isinstance(record, TraceRecord) else record
+    data = redact_record(data, redactions if redactions is not None else Redactions())
     line = scrub(json.dumps(data, ensure_ascii=False, separators=(",", ":")))  # no database password
     append_line(path, line.encode("utf-8"))
+
+
+def redact_record(value: Any, found: Redactions) -> Any:
+    """A record (any JSON value) with every string's secrets replaced, counted in `found`; a
+    database URL's password is `***` first, as everywhere Forge shows one (settings.scrub)."""
+    if isinstance(value, str):
+        return found.text(scrub(value))
+    if isinstance(value, dict):
+        return {k: redact_record(v, found) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_record(v, found) for v in value]
+    return value

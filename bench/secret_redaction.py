@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Secrets never enter the memory, measured: the scanner as Forge configures it on the labelled
+set, what each of Forge's own rules adds, what it redacts in texts that hold no secret, and what
+it costs an import.
+
+    python bench/secret_redaction.py [--locomo DIR] [--rounds 3] [--write-docs]
+
+(Not `bench/secrets.py`: Python puts the script's folder first on sys.path, and that name would
+shadow the standard library's `secrets`, which Forge imports.)
+
+1. bench/secrets_set.json (secrets pasted the way people paste them, English and French, and
+   look-alikes): caught (every secret string of a message gone once redacted), look-alikes kept
+   (nothing found), by type and by language.
+2. Each of Forge's plugins and filters (forge/core/secret_rules.py) left out in turn: what the
+   set loses. A rule whose removal changes nothing would have no measured reason to exist.
+3. Texts that hold no secret: every LoCoMo message, caption, question and answer, and the
+   personal sets (tests/fixtures/personal_facts.json, the French set bench/recall_sets.py uses):
+   how many are redacted (the target is none), and how many pass the pre-filter.
+4. The cost: the scanner's load (a fresh process importing detect-secrets and configuring it),
+   the scan per message over LoCoMo's messages, and an import — `history import --compact` of
+   LoCoMo's first conversation on the embedded model — with the scan (the default) against the
+   same import with FORGE_KEEP_SECRETS=1 (no scan), in the same run, rounds interleaved; the
+   ratio of their medians.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import docs_figures  # noqa: E402
+
+SET = ROOT / "bench" / "secrets_set.json"
+LOCOMO = Path(os.environ.get("FORGE_LOCOMO", "/work/shared/data/locomo"))
+
+
+def score(data: dict) -> tuple[int, int, dict[str, list[int]], list[str], list[str]]:
+    """(caught, kept, {type or language: [caught, total]}, missed, flagged)."""
+    from forge.core.secret_scan import redact
+
+    caught, kept, by, missed, flagged = 0, 0, {}, [], []
+    for item in data["secrets"]:
+        stored, _ = redact(item["text"])
+        ok = all(s not in stored for s in item["secret"])
+        caught += ok
+        for key in (item["type"], f"({item['lang']})"):
+            by.setdefault(key, [0, 0])
+            by[key][0] += ok
+            by[key][1] += 1
+        if not ok:
+            missed.append(f"{item['type']}: {item['text'][:60]!r}")
+    for item in data["lookalikes"]:
+        found = redact(item["text"])[1]
+        kept += not found
+        if found:
+            flagged.append(f"{item['kind']}: {item['text'][:60]!r} -> {found}")
+    return caught, kept, by, missed, flagged
+
+
+def found_again(data: dict) -> int:
+    """Secrets found when the set's redacted messages are scanned again (`memory scan` on a
+    store Forge wrote): a marker must never be taken for a secret."""
+    from forge.core.secret_scan import redact
+
+    return sum(len(redact(redact(item["text"])[0])[1]) for item in data["secrets"])
+
+
+def ablation(data: dict) -> list[tuple[str, int, int, int]]:
+    """Forge's configuration, then each of its own plugins and each filter left out:
+    (rule, caught, kept, found again)."""
+    from forge.core import secret_scan
+
+    plugins, filters = secret_scan._engine()
+    rows = [("all of them", *score(data)[:2], found_again(data))]
+    try:
+        for name in secret_scan.OWN_PLUGINS:
+            secret_scan._ENGINE = ([(p, l) for p, l in plugins if type(p).__name__ != name],
+                                   filters)
+            rows.append((f"without {name}", *score(data)[:2], found_again(data)))
+        for path in secret_scan.FILTERS:
+            secret_scan._ENGINE = (plugins, [f for f in filters if f.path != path])
+            rows.append((f"without filter {path.rsplit('.', 1)[1]}", *score(data)[:2],
+                         found_again(data)))
+    finally:
+        secret_scan._ENGINE = (plugins, filters)
+    return rows
+
+
+def locomo_texts(folder: Path) -> tuple[list[str], list[list[dict]]]:
+    """Every text of the LoCoMo subset, and each conversation's messages in order."""
+    data = json.loads((folder / "locomo-dev.json").read_text(encoding="utf-8"))
+    texts, conversations = [], []
+    for sample in data:
+        messages = []
+        conv = sample["conversation"]
+        for key in sorted((k for k in conv if k.startswith("session_") and
+                           isinstance(conv[k], list)), key=lambda k: int(k.split("_")[1])):
+            for turn in conv[key]:
+                texts.append(turn.get("text", ""))
+                if turn.get("blip_caption"):
+                    texts.append(turn["blip_caption"])
+                role = "user" if turn.get("speaker") == conv.get("speaker_a") else "assistant"
+                messages.append({"role": role, "content": turn.get("text", "")})
+        conversations.append(messages)
+        for qa in sample.get("qa", []):
+            texts += [str(qa.get("question", "")), str(qa.get("answer", ""))]
+    return texts, conversations
+
+
+def personal_texts() -> list[str]:
+    out = []
+    for name in ("personal_facts.json", "french_personal.json"):
+        data = json.loads((ROOT / "tests" / "fixtures" / name).read_text(encoding="utf-8"))
+        out += [e["content"] for e in data["entries"]]
+        out += [h["question"] for h in data.get("hits", [])]
+        out += [m["question"] if isinstance(m, dict) else str(m) for m in data.get("misses", [])]
+    return out
+
+
+def load_ms() -> float:
+    """A fresh process: import detect-secrets and configure it as Forge does (the median of 3)."""
+    code = ("import time; t = time.perf_counter(); from forge.core import secret_scan; "
+            "secret_scan._engine(); print((time.perf_counter() - t) * 1000)")
+    runs = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                 check=True, cwd=ROOT).stdout) for _ in range(3)]
+    return statistics.median(runs)
+
+
+def import_seconds(messages: list[dict], keep: bool) -> tuple[float, dict]:
+    from forge.core.settings import load_settings
+    from forge.memory.history_import import import_history
+
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {"FORGE_DATA_DIR": tmp, "LLAMA_CPP_URL": "http://127.0.0.1:9",
+               "FORGE_KEEP_SECRETS": "1" if keep else "0"}
+        settings = load_settings(env, cwd=Path(tmp))
+        text = "\n".join(json.dumps(m, ensure_ascii=False) for m in messages)
+        started = time.perf_counter()
+        report = import_history(settings, text, compact=True)
+        return time.perf_counter() - started, report.secrets_redacted
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--locomo", type=Path, default=LOCOMO)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
+    args = parser.parse_args()
+    from forge.core import secret_scan
+
+    data = json.loads(SET.read_text(encoding="utf-8"))
+    with docs_figures.tee("secret_redaction", args.write_docs):
+        loaded = load_ms()
+        caught, kept, by, missed, flagged = score(data)
+        n, m = len(data["secrets"]), len(data["lookalikes"])
+        types = len({s["type"] for s in data["secrets"]})
+        print(f"labelled set: {n} secrets of {types} types, {m} look-alikes")
+        print(f"  caught {caught}/{n} = {caught / n:.2f}   look-alikes kept {kept}/{m} = "
+              f"{kept / m:.2f}")
+        print("  " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(by.items(),
+                                                                       key=lambda kv: kv[0].lower())))
+        for line in missed + flagged:
+            print(f"  {line}")
+        print("\nForge's own plugins and the filters, each left out (caught, look-alikes kept, "
+              "secrets found again in the redacted set):")
+        for rule, c, k, again in ablation(data):
+            print(f"  {rule:<50} {c:>3}/{n}  {k:>3}/{m}  {again:>3}")
+        texts, conversations = locomo_texts(args.locomo)
+        personal = personal_texts()
+        for name, pool in (("LoCoMo texts", texts), ("personal sets", personal)):
+            redacted = [t for t in pool if secret_scan.redact(t)[1]]
+            passing = sum(secret_scan.could_hold(t) for t in pool)
+            print(f"\n{name}: {len(pool)} texts, {len(redacted)} redacted, {passing} pass the "
+                  "pre-filter")
+            for t in redacted[:5]:
+                print(f"  {t[:80]!r} -> {secret_scan.redact(t)[1]}")
+        started = time.perf_counter()
+        for t in texts:
+            secret_scan.redact(t)
+        per = (time.perf_counter() - started) / len(texts)
+        print(f"\nscanner load (fresh process, import + configure): {loaded:.0f} ms")
+        print(f"scan per LoCoMo text (pre-filter included): {per * 1e6:.0f} µs")
+        messages = conversations[0]
+        timings: dict[bool, list[float]] = {True: [], False: []}
+        for _ in range(args.rounds):
+            for keep in (True, False):
+                seconds, counts = import_seconds(messages, keep)
+                timings[keep].append(seconds)
+                assert not counts, counts   # LoCoMo holds no secret
+        off, on = statistics.median(timings[True]), statistics.median(timings[False])
+        print(f"import of LoCoMo conversation 1 ({len(messages)} messages, --compact, embedded "
+              f"model), median of {args.rounds}:")
+        print(f"  without the scan (FORGE_KEEP_SECRETS=1) {off:.2f} s, with it {on:.2f} s: "
+              f"x{on / off:.3f}, {(on - off) / len(messages) * 1000:+.2f} ms a message")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""Forge's additions to detect-secrets, written in its own extension API: detectors subclass its
+`RegexBasedDetector` (loaded by detect-secrets from this file's path, as its custom plugins are)
+and filters are plain functions it calls by import path. forge/core/secret_scan.py configures
+both; this file imports nothing of Forge, since detect-secrets loads it by path.
+
+Each rule is here because the labelled set (bench/secrets_set.json) measured a miss or a false
+alarm of detect-secrets' own plugins without it; `python bench/secret_redaction.py` prints, rule
+by rule, what the set loses when that rule is left out.
+"""
+from __future__ import annotations
+
+import re
+from typing import Generator
+
+from detect_secrets.plugins.base import RegexBasedDetector
+
+# A value that follows "password is", "mot de passe :" and so on: a quoted phrase, or one run of
+# non-blank characters; trailing sentence punctuation is not part of it.
+_QUOTED = r"[\"'“«‘][^\S\n]*(?P<quoted>[^\"'”»’\n]{4,100}?)[^\S\n]*[\"'”»’]"
+_BARE = r"(?P<bare>[^\s\"'“«‘][^\s]{3,199})"
+_GAP = r"[^\S\n]"
+
+
+def looks_like_password(value: str) -> bool:
+    """A bare word after "password is" is a password only when no dictionary word looks like
+    it: six characters or more, and a digit, a symbol or a capital after the first letter.
+    ("the password is on the sticker", "le mot de passe est dans le gestionnaire" name none.)"""
+    if len(value) < 6 or value.startswith("[secret:"):
+        return False
+    return any(c.isdigit() or not c.isalnum() for c in value) or \
+        any(c.isupper() for c in value[1:])
+
+
+class _ValueDetector(RegexBasedDetector):
+    """A detector whose regexes capture the value in a group named `quoted` or `bare`."""
+
+    secret_type = ""  # abstract: the subclasses name their type
+    denylist: tuple = ()
+
+    def analyze_string(self, string: str) -> Generator[str, None, None]:
+        for regex in self.denylist:
+            for m in regex.finditer(string):
+                value = m.groupdict().get("quoted")
+                if value:
+                    yield value.strip()
+                    continue
+                value = (m.groupdict().get("bare") or "").rstrip(".,;:)»”’")
+                if self.accept(value):
+                    yield value
+
+    def accept(self, value: str) -> bool:
+        return looks_like_password(value)
+
+
+class ProsePasswordDetector(_ValueDetector):
+    """A password given in a sentence, in English or French: "the wifi password is X",
+    "my password for the NAS is X", "le mot de passe du wifi est X", "mdp de la box : X".
+    detect-secrets' keyword plugin needs `password:` or `password=` right before the value."""
+
+    secret_type = "Forge: password in prose"
+    denylist = (
+        re.compile(
+            r"\b(?:password|passphrase|pass[^\S\n]phrase|passcode|pwd|wi-?fi[^\S\n](?:key|code))\b"
+            rf"(?:{_GAP}+(?:for|of|to|on)\b[^.,:;!?\n]{{0,40}}?)?"
+            rf"{_GAP}*(?:is(?:{_GAP}+now)?|was|will{_GAP}+be|:|=|->){_GAP}*"
+            rf"(?:{_QUOTED}|{_BARE})",
+            re.IGNORECASE),
+        re.compile(
+            rf"(?:\bmot{_GAP}+de{_GAP}+passe|\bmdp\b|\bphrase{_GAP}+de{_GAP}+passe"
+            rf"|\bcode{_GAP}+(?:wi-?fi|pin|d['’]accès)|\bclé{_GAP}+(?:wi-?fi|wpa))"
+            r"(?:[^\S\n]+[^.,:;!?\n]{0,40}?)?"
+            rf"{_GAP}*(?:est|c['’]est|était|sera|:|=|->){_GAP}*(?:(?:le|la){_GAP}+)?"
+            rf"(?:{_QUOTED}|{_BARE})",
+            re.IGNORECASE),
+    )
+
+
+class KeyedTokenDetector(_ValueDetector):
+    """`KEY=value` and `key: value` where the key names a token, a bearer or a credential
+    (`VAULT_TOKEN=…`, `"access_token": "…"`, `Authorization: Bearer …`): detect-secrets'
+    keyword list has password, secret and api_key, not these. The value must be a long,
+    high-entropy string (so `max_tokens: 512` or `COMPACTION_TOKEN_THRESHOLD=6000` stay)."""
+
+    secret_type = "Forge: token"
+    denylist = (
+        re.compile(
+            r"(?i)(?<![\w.-])[\w.-]*?(?:token|bearer|credentials?|authorization|auth|cookie)s?[\"']?"
+            r"[^\S\n]*(?:=|:|=>)[^\S\n]*[\"']?(?:bearer[^\S\n]+|token[^\S\n]+)?"
+            r"(?P<bare>[A-Za-z0-9+/=_.~-]{16,})"),
+    )
+
+    def accept(self, value: str) -> bool:
+        from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
+
+        value = value.rstrip(".")
+        return (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+                and Base64HighEntropyString().calculate_shannon_entropy(value) >= 3.5)
+
+
+class URLPasswordDetector(_ValueDetector):
+    """The password of a URL (`scheme://user:PASSWORD@host`), up to the last `@` before a
+    blank: detect-secrets' plugin stops at the characters a URL reserves (`#`, `&`, `!`, `*`...)
+    and wants a user name, and people paste `redis://:pw@host` and unencoded passwords."""
+
+    secret_type = "Forge: password in URL"
+    denylist = (re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^:@/\s]*:(?P<bare>[^\s@]\S*?)@[^@\s]*(?=\s|$)"),)
+
+    def accept(self, value: str) -> bool:
+        return not value.startswith("[secret:")
+
+
+class AnthropicKeyDetector(RegexBasedDetector):
+    """Anthropic API keys (`sk-ant-api03-…`): no plugin of detect-secrets 1.5 knows them."""
+
+    secret_type = "Forge: Anthropic key"
+    denylist = (re.compile(r"sk-ant-[a-z]+\d\d-[A-Za-z0-9_-]{80,}"),)
+
+
+class OpenAIProjectKeyDetector(RegexBasedDetector):
+    """OpenAI project and service keys (`sk-proj-…`, `sk-svcacct-…`): detect-secrets' OpenAI
+    plugin wants twenty letters or digits on each side of its marker, and these keys put `-`
+    and `_` there."""
+
+    secret_type = "Forge: OpenAI key"
+    denylist = (re.compile(r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,}"),)
+
+
+class GoogleApiKeyDetector(RegexBasedDetector):
+    """Google API keys (`AIza…`, 39 characters)."""
+
+    secret_type = "Forge: Google API key"
+    denylist = (re.compile(r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"),)
+
+
+class HuggingFaceTokenDetector(RegexBasedDetector):
+    """Hugging Face access tokens (`hf_…`, 34 letters and digits)."""
+
+    secret_type = "Forge: Hugging Face token"
+    denylist = (re.compile(r"\bhf_[A-Za-z0-9]{34}(?![A-Za-z0-9])"),)
+
+
+class GitHubFineGrainedTokenDetector(RegexBasedDetector):
+    """GitHub's fine-grained tokens (`github_pat_…`): detect-secrets 1.5 knows only `ghp_` and
+    its siblings."""
+
+    secret_type = "Forge: GitHub token"
+    denylist = (re.compile(r"\bgithub_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}\b"),)
+
+
+class AWSSecretKeyDetector(RegexBasedDetector):
+    """An AWS secret access key pasted right after its key id (`AKIA… / wJalr…`, `AKIA…:…`):
+    detect-secrets finds the id, and the secret half only after a keyword and in quotes."""
+
+    secret_type = "Forge: AWS secret key"
+    denylist = (re.compile(r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}[^\S\n]*[/:,;|][^\S\n]*"
+                           r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"),)
+
+
+# -- filters (detect-secrets calls each with the arguments it names) -----------------------------
+
+_PLAIN = re.compile(r"(?i)(?:true|false|yes|no|on|off|none|null|nil|undefined|[\d.,]+|\*[\w.*,-]*)")
+
+
+def is_plain_value(secret: str) -> bool:
+    """What a `KEY=value` line holds when the value is a setting rather than a secret: a
+    boolean, a number, a glob (`FORGE_READ_SECRETS=false`, `FORGE_SECRET_FILES=*.pem`)."""
+    return bool(_PLAIN.fullmatch(secret.strip("\"'")))
+
