@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 from ..store import rag
 from ..store.common import ARCHIVE_KIND, beyond_cutoff
 from . import channels
+from .fuller import fuller_first
 
 if TYPE_CHECKING:
     import numpy as np
@@ -249,6 +250,7 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     after = neighbours_after(result.rows, vector, lexical, strong) if neighbours else None
     if after is not None:
         result.rows = with_neighbours(store, result.rows, limit=limit, after=after)
+    result.rows = fuller_first(result.rows)   # two rows that say one thing: the fuller first
     if store.settings.recall_min_coverage is not None:   # opt-in: nothing imported when off
         from . import refusal
 
