@@ -1,29 +1,49 @@
 """Conflicts (A2 amended, A8): two notes that say opposite things are found and shown, never folded.
 
 A note is read as the aggregation tier reads it (A1: an optional label, comma-separated
-details). Two notes of one kind and project *conflict* when
+details; the first detail is its *head*, which says what the note is about). Two notes of one
+kind and project *conflict* when they are about the same thing and
 
-- **negation**: a detail of one is negated and every content word of it (its label's words
-  included) is stated, without a negation, by the other note (its label and its positive
-  details): `never 16 GB RAM` / `16 GB RAM`; `Le NiPoGi n'a pas 32 Go` / `Le NiPoGi a 32 Go`;
-  `Allergies : pas d'arachides` / `Allergies : arachides`. A negated detail with no word of
-  its own (`Allergies : aucune`) conflicts with any positive detail under the same label.
-  A detail that brings its own negation as something new (`Thé vert` / `Thé vert, sans sucre`:
-  `sucre` is stated nowhere else) is an addition, not a conflict.
+- **negation**: a detail of one is negated and every content word of it (its label's and its
+  head's words included) is stated, without a negation, by the other note (its label, its head
+  and a positive detail): `never 16 GB RAM` / `16 GB RAM`; `Le NiPoGi n'a pas 32 Go` / `Le
+  NiPoGi a 32 Go`; `Allergies : pas d'arachides` / `Allergies : arachides`. When both notes
+  name the thing (below), the detail's own words suffice (`Home server: Proxmox, never GPU
+  passthrough` / `Home server: Proxmox, GPU passthrough`). A negated detail with no word of its
+  own (`Allergies : aucune`) conflicts with any positive detail under the same label; a
+  one-word negation of nothing named (`No way` / `Way to go`) with none. A detail that brings
+  its own negation as something new (`Thé vert` / `Thé vert, sans sucre`: `sucre` is stated
+  nowhere else) is an addition, not a conflict. What follows `mais`/`but` is stated, not denied.
 - **number**: two details of the same polarity give different values for *the same thing*:
-  the same unit (the word right after the number: `Go`, `avril`; the letters glued before it:
-  `v3`; a month before a day at the end: `April 3`; a time: `03:00`), the same numbers that
-  name which thing (see below), and the same words around the number, label included, one
-  detail's set inside the other's, among which a word naming the thing (three letters or
-  more, not a unit, not a month; two of them when the values are dates or times):
-  `8 Go de RAM` / `64 Go de RAM`, `Forge v3` / `Forge v4`, `Réunion de chantier le 3 avril` /
-  `... le 30 avril`, but not `Caroline on 8 May` / `Caroline on 11 May` (two moments). A number that names which thing is
-  not a value: after `numéro`, `number`, `no`, `n°`, `#`, or alone at the end of a detail after
-  a word (`disque 1` / `disque 2`, `serveur numéro 3`): those must be equal, never compared.
+  the same unit (the word right after the number: `Go`, `avril`, `Go` and `GB` being one; the
+  letters glued before it: `v3`; a month before a day at the end: `April 3`; a time: `03:00`),
+  the same numbers that name which thing (see below), the same words measured (the detail's
+  own words, without its subject: `RAM : 8 Go` measures nothing the label does not say, `SSD
+  512 Go` the SSD), and either the same context (the words around the number, label and head
+  included, one detail's set inside the other's, their subjects sharing a word that names the
+  thing: three letters or more, not a unit, not a month; two of them when the values are dates
+  or times) or the same named thing. `8 Go de RAM` / `64 Go de RAM`, `Forge v3` / `Forge v4`,
+  `Réunion de chantier le 3 avril` / `... le 30 avril`, `Laptop: ThinkPad T14, 16 GB RAM` /
+  `ThinkPad T14: 32 GB RAM after the upgrade`; not `Caroline on 8 May` / `Caroline on 11 May`,
+  nor `at 7:55 pm on 9 June` / `at 4:33 pm on 12 July` (two moments: a date or a time compares
+  details that give values of the same units). A number that names which thing is not a value:
+  after `numéro`, `number`, `no`, `n°`, `#`, or alone at the end of a detail after a word
+  (`disque 1` / `disque 2`, `serveur numéro 3`): those must be equal, never compared.
 
-Negations (closed lists, English and French, independent of any stopword list): not, no,
-never, without, none, nor, n't, no longer, pas, jamais, sans, aucun, aucune, ni, non, and
-`plus` only after `ne`/`n'` in the same detail. Content words: letter runs of three or more
+The same thing, by name: a note's *names* are the words that name a thing in its label, its
+head and the detail at hand: a word written with a capital inside the notes compared (`Raspberry
+Pi`, `Synology`, `NiPoGi`; the note's first word only when the notes compared write it so
+further inside a note), letters followed by digits (`T14`, `DS920+`) or digits followed by one
+capital (`5500U`); not a word in capitals only (`NAS`, `RAM`), a unit, a month, a day, a version
+(`v3`), nor a word the notes compared also write in lowercase. Two notes that each name a thing
+the other does not are two things (`Desktop: Ryzen tower` / `Desktop: Mac mini M2`, `ThinkPad
+T14` / `ThinkPad X13`); two notes that share a name, and where one says what it is about inside
+the other's words (`Ryzen tower:` / `Desktop: Ryzen 7 7700 tower,`; not `Desktop: Ryzen tower`
+/ `Matériel : Ryzen 5500U`), are one named thing.
+
+Negations (closed lists, English and French, independent of any stopword list: core/words.py):
+not, no, never, without, none, nor, n't, no longer, pas, jamais, sans, aucun, aucune, ni, non,
+and `plus` only after `ne`/`n'` in the same detail. Content words: letter runs of three or more
 and numbers, case and accents folded, a final plural `s` dropped; the negations, `ne`/`n'`,
 `longer` after `no` and `do/does/did` before `not` are grammar, not content; `has/have/had`,
 `is/are/was/were` are one word each.
@@ -217,17 +237,16 @@ def _surface(surface: str, folded: str, span: tuple) -> str:
     return surface[span[1]:span[2]] if len(surface) == len(folded) else span[0]
 
 
-# --------------------------------------------------------------------------- notes
-
 # --------------------------------------------------------------------------- subjects
 
 # What names a thing in a note (a model, a host, a person, a product): a word written with a
 # capital inside the note (`Raspberry Pi`, `Synology`, `NiPoGi`), letters followed by digits
-# (`T14`, `M2`, `DS920+`, `CX22`) or digits followed by one capital (`5500U`). Not a name: a word in capitals only (`NAS`, `RAM`, `HP`: mostly
-# kinds of things and units), a unit after a number (`8 Go`), a month or a day, a version
-# (`v3`), a word the notes compared also write in lowercase (`Desktop:` / `the desktop`), and the
-# note's first word unless the notes compared write it with a capital further inside a note
-# (`Ryzen tower: ...` / `Desktop: Ryzen tower, ...`): a first word is capitalised anyway.
+# (`T14`, `M2`, `DS920+`, `CX22`) or digits followed by one capital (`5500U`). Not a name: a
+# word in capitals only (`NAS`, `RAM`, `HP`: mostly kinds of things and units), a unit after a
+# number (`8 Go`), a month or a day, a version (`v3`), a word the notes compared also write in
+# lowercase (`Desktop:` / `the desktop`), and the note's first word unless the notes compared
+# write it with a capital further inside a note (`Ryzen tower: ...` / `Desktop: Ryzen tower,
+# ...`): a first word is capitalised anyway.
 WEEKDAYS = frozenset({"monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
                       "sunday", "lundi", "mardi", "mercredi", "jeudi", "vendredi", "samedi",
                       "dimanche"})

@@ -26,6 +26,9 @@ How a row earns its place (`fused`, printed with every row):
   budget is cut, so a slot it frees goes to the next candidate that passes. Word matches
   (lexical or both) are never judged by a distance.
 - Ties (equal fused scores) break on distance, then bm25, then entry id: deterministic.
+- Two deliberate notes that say one thing (one holds every word of the other, and more, none
+  of them a negation: recall/fuller.py): the fuller one takes the other's place when both are
+  rows, whatever their scores, which each keeps.
 - Neighbours of a hit (`neighbours=True`, the default): when the best row is an archived
   exchange that BOTH channels found, the archived exchanges just before and after it (same
   project, by id: the order compaction wrote them) join the rows, tagged channel "neighbour"
