@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Are the conflicts right? Precision and recall of `forge memory conflicts` on a labelled set,
-and its time on a 10,000-entry store.
+"""Are the conflicts right? Precision and recall of `forge memory conflicts` on a labelled set and
+on whole stores, and its time on a 10,000-entry store.
 
 The labelled set is bench/conflicts_cases.json: pairs of entries, written in order, each
 labelled conflict or not (negations, numbers, dates in English and French; paraphrases,
@@ -16,8 +16,17 @@ runs `conflicts.find` (what `forge memory conflicts` calls) and prints
 
 Targets (issue 21): recall >= 0.9, precision >= 0.95.
 
-    python bench/conflicts.py                      # the labelled set
-    python bench/conflicts.py --store DIR [--runs 9]   # also: the time at 10k
+Then whole stores, as people fill them: every case's entries in ONE store and one project, with
+the notes of `store` (several machines: two under one label, a negated detail about another
+one, one amount on two devices), and a mixed store (that, the aggregation cases and their
+context, the personal sets of tests/fixtures, `--locomo N` LoCoMo texts). Every pair
+`conflicts.find` lists is scored: a pair across cases is not a conflict unless `cross` says a
+reader of the one store calls it one (the same named thing), each with its reason;
+`aggregate_conflicts` names the aggregation cases that are conflicts. `--remember` scores
+`forge remember`'s note on them too (one write at a time). Targets: precision and recall >= 0.9.
+
+    python bench/conflicts.py [--keep DIR] [--locomo 300] [--remember]   # pairs, whole stores
+    python bench/conflicts.py --store DIR [--runs 9]   # also: the pairs listed and the time at 10k
 
 With `--store DIR` (a real store, e.g. `bench/locomo_store.py DIR`: 10,000 LoCoMo texts), the
 store is copied and `forge memory conflicts --json` is timed as a whole process, median of
