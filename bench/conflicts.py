@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Are the conflicts right? Precision and recall of `forge memory conflicts` on a labelled set,
-and its time on a 10,000-entry store.
+"""Are the conflicts right? Precision and recall of `forge memory conflicts` on a labelled set and
+on whole stores, and its time on a 10,000-entry store.
 
 The labelled set is bench/conflicts_cases.json: pairs of entries, written in order, each
 labelled conflict or not (negations, numbers, dates in English and French; paraphrases,
@@ -16,8 +16,17 @@ runs `conflicts.find` (what `forge memory conflicts` calls) and prints
 
 Targets (issue 21): recall >= 0.9, precision >= 0.95.
 
-    python bench/conflicts.py                      # the labelled set
-    python bench/conflicts.py --store DIR [--runs 9]   # also: the time at 10k
+Then whole stores, as people fill them: every case's entries in ONE store and one project, with
+the notes of `store` (several machines: two under one label, a negated detail about another
+one, one amount on two devices), and a mixed store (that, the aggregation cases and their
+context, the personal sets of tests/fixtures, `--locomo N` LoCoMo texts). Every pair
+`conflicts.find` lists is scored: a pair across cases is not a conflict unless `cross` says a
+reader of the one store calls it one (the same named thing), each with its reason;
+`aggregate_conflicts` names the aggregation cases that are conflicts. `--remember` scores
+`forge remember`'s note on them too (one write at a time). Targets: precision and recall >= 0.9.
+
+    python bench/conflicts.py [--keep DIR] [--locomo 300] [--remember]   # pairs, whole stores
+    python bench/conflicts.py --store DIR [--runs 9]   # also: the pairs listed and the time at 10k
 
 With `--store DIR` (a real store, e.g. `bench/locomo_store.py DIR`: 10,000 LoCoMo texts), the
 store is copied and `forge memory conflicts --json` is timed as a whole process, median of
@@ -35,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,18 +172,171 @@ def timed(store_dir: Path, runs: int) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+# --------------------------------------------------------------------------- whole stores
+
+LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
+AGGREGATE_CASES = ROOT / "tests" / "fixtures" / "aggregate_cases.json"
+PERSONAL_SETS = ("personal_facts.json", "french_personal.json", "french_no_word.json")
+# The aggregation cases whose point is their project: the only ones that keep it in a whole store.
+OWN_PROJECT = ("two-projects", "two-projects-absorb")
+
+
+@dataclass
+class WholeStore:
+    """Entries in writing order, each (case, kind, project, content), and the pairs (by
+    (kind, project, content) keys) that conflict; every other pair is not a conflict."""
+
+    name: str
+    items: list[tuple[str, str, str | None, str]] = field(default_factory=list)
+    expected: dict[frozenset, str] = field(default_factory=dict)
+
+    def add(self, case: str, kind: str, project: str | None, content: str) -> tuple:
+        self.items.append((case, kind, project, content))
+        return (kind, project, content)
+
+
+def labelled_store(cases: dict, name: str = "labelled pairs + machines") -> WholeStore:
+    """Every labelled pair and the machines' notes in ONE store, one project (a pair about
+    projects keeps its second entry in another): pairs across cases can now be listed."""
+    whole = WholeStore(name)
+    for i, p in enumerate(cases["pairs"]):
+        a = whole.add(f"pair {i}", p.get("kind_a", "fact"), None, p["a"])
+        b = whole.add(f"pair {i}", p.get("kind_b", "fact"), "another project" if
+                      p.get("project_b") else None, p["b"])
+        if p["expect"]:
+            whole.expected[frozenset((a, b))] = p["cat"]
+    keys = {n["key"]: whole.add("machines", "fact", None, n["content"])
+            for n in cases["store"]["notes"]}
+    for a, b, why in cases["store"]["conflicts"]:
+        whole.expected[frozenset((keys[a], keys[b]))] = f"machines: {why}"
+    return with_cross(whole, cases)
+
+
+def with_cross(whole: WholeStore, cases: dict) -> WholeStore:
+    """The pairs across cases a reader of the one store calls conflicts (`cross`: the same
+    named thing, the NiPoGi said to have and not to have 32 Go), when both are in it."""
+    present = {(k, p, c) for _, k, p, c in whole.items}
+    for pair in cases["cross"]:
+        a, b = (("fact", None, pair["a"]), ("fact", None, pair["b"]))
+        if a in present and b in present:
+            whole.expected[frozenset((a, b))] = f"across cases: {pair['why']}"
+    return whole
+
+
+def mixed_store(cases: dict, locomo: int) -> WholeStore:
+    """The labelled store, plus the aggregation cases and their context (one project, but for
+    the cases about projects), the personal sets of tests/fixtures and `locomo` LoCoMo texts
+    (a spread of bench/locomo_store.py's shapes): a lived-in store of several subjects."""
+    whole = labelled_store(cases, f"mixed: labelled + aggregation + personal sets + {locomo} LoCoMo")
+    agg = json.loads(AGGREGATE_CASES.read_text(encoding="utf-8"))
+    for note in agg["context"]["notes"]:
+        whole.add("aggregation context", note["kind"], None, note["content"])
+    conflicting = set(cases["aggregate_conflicts"])
+    for case in agg["cases"]:
+        keys = [whole.add(f"aggregation {case['name']}", e["kind"],
+                          e["project"] if case["name"] in OWN_PROJECT else None, e["content"])
+                for e in case["entries"]]
+        if case["name"] in conflicting:
+            whole.expected[frozenset(keys)] = f"aggregation: {case['name']}"
+    for fixture in PERSONAL_SETS:
+        data = json.loads((ROOT / "tests" / "fixtures" / fixture).read_text(encoding="utf-8"))
+        for e in data["entries"]:
+            whole.add(fixture, e["kind"], None, e["content"])
+    if locomo:
+        from locomo_store import texts
+
+        every = texts(LOCOMO, 10_000)
+        for n, text in enumerate(every[:: max(1, len(every) // locomo)][:locomo]):
+            whole.add(f"locomo {n}", "fact", None, text)
+    return with_cross(whole, cases)
+
+
+def score_store(folder: Path, whole: WholeStore, *, remember_path: bool = False) -> dict:
+    """Write the store, list its conflicts (conflicts.find) and score every pair listed."""
+    from forge.memory import conflicts
+    from forge.store import rag
+    from forge.core.settings import load_settings
+
+    settings = load_settings({"FORGE_DATA_DIR": str(folder / "find")}, cwd=folder)
+    with rag.open_store(settings) as store:
+        # written once under --keep DIR (the embedding is the slow part), read again after
+        written = rag.remember_many(store, [rag.NewEntry(k, c, p) for _, k, p, c in whole.items])
+        report = conflicts.find(store)
+    key_of = {r.id: (k, p, c) for r, (_, k, p, c) in zip(written, whole.items)}
+    cases_of: dict[int, set[str]] = {}
+    for r, (case, *_rest) in zip(written, whole.items):
+        cases_of.setdefault(r.id, set()).add(case)
+    found = {frozenset((key_of[c.ids[0]], key_of[c.ids[1]])): c for c in report.conflicts}
+    right = [k for k in found if k in whole.expected]
+    wrong = [(found[k], not (cases_of[found[k].ids[0]] & cases_of[found[k].ids[1]]))
+             for k in found if k not in whole.expected]
+    missed = [k for k in whole.expected if k not in found]
+    out = {"store": whole.name, "entries": len({r.id for r in written}),
+           "active": report.entries_scanned, "listed": len(found), "right": len(right),
+           "expected": len(whole.expected), "wrong": wrong, "missed": missed,
+           "seconds": report.seconds}
+    if remember_path:
+        # forge remember's note, one write at a time: every pair it names is scored alike
+        fresh = Path(tempfile.mkdtemp(prefix="forge-conflicts-remember-"))
+        settings2 = load_settings({"FORGE_DATA_DIR": str(fresh)}, cwd=fresh)
+        named: set[frozenset] = set()
+        with rag.open_store(settings2) as store:
+            keys: dict[int, tuple] = {}
+            for _, kind, project, content in whole.items:
+                noted = conflicts.remember(store, kind, content, project=project)
+                keys[noted.id] = (kind, project, content)
+                named.update(frozenset((keys[noted.id], keys[o])) for o in noted.conflict_ids)
+        shutil.rmtree(fresh, ignore_errors=True)
+        out["remember"] = {"named": len(named), "right": len(named & set(whole.expected))}
+    return out
+
+
+def print_store(r: dict) -> None:
+    precision = r["right"] / r["listed"] if r["listed"] else 1.0
+    recall = r["right"] / r["expected"] if r["expected"] else 1.0
+    print(f"\nwhole store, {r['store']}: {r['entries']} entries ({r['active']} active), "
+          f"{r['expected']} conflicting pairs labelled; conflicts.find {r['seconds'] * 1000:.0f} ms")
+    print(f"memory conflicts: precision {precision:.2f} ({r['right']}/{r['listed']}), "
+          f"recall {recall:.2f} ({r['right']}/{r['expected']})   targets: >= 0.9, >= 0.9")
+    if "remember" in r:
+        rem = r["remember"]
+        print(f"remember's note:  precision {rem['right'] / max(1, rem['named']):.2f} "
+              f"({rem['right']}/{rem['named']}), recall {rem['right'] / r['expected']:.2f} "
+              f"({rem['right']}/{r['expected']})")
+    for c, across in r["wrong"]:
+        print(f"  listed, not a conflict{' (across cases)' if across else ''}: "
+              f"{c.contents[0]!r} / {c.contents[1]!r} ({c.reason})")
+    for k in r["missed"]:
+        a, b = sorted(k, key=lambda key: key[2])
+        print(f"  missed: {a[2]!r} / {b[2]!r}")
+
+
 def main() -> int:
     import docs_figures
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", type=Path, help="also time memory conflicts on this store")
     parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--locomo", type=int, default=300, metavar="N",
+                        help="LoCoMo texts in the mixed store (0: none)")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="write the whole stores under DIR once and reuse them")
+    parser.add_argument("--skip-pairs", action="store_true",
+                        help="only the whole stores (not the pair-level set)")
+    parser.add_argument("--remember", action="store_true",
+                        help="also score forge remember's note on the whole stores (one write each)")
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
     with docs_figures.tee("conflicts", args.write_docs):
         folder = Path(tempfile.mkdtemp(prefix="forge-conflicts-set-"))
         try:
-            labelled(folder)
+            if not args.skip_pairs:
+                labelled(folder)
+            cases = json.loads(CASES.read_text(encoding="utf-8"))
+            base = args.keep or folder
+            for n, whole in enumerate((labelled_store(cases), mixed_store(cases, args.locomo))):
+                print_store(score_store(base / f"whole-{n}-{len(whole.items)}", whole,
+                                        remember_path=args.remember))
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         if args.store:

@@ -107,6 +107,18 @@ def test_the_steam_deck_pair_is_absorbed_and_nothing_is_written(runner, store):
     assert rows[long]["superseded_by"] is None
 
 
+def test_one_fact_said_twice_in_other_words_is_proposed_as_a_fold(runner, forge_env):
+    """`16Go` and `16 Go de RAM`: the fuller note speaks for the shorter one."""
+    short = json.loads(run(runner, "remember", "fact", "HP ProDesk 600, i5-8500T, 16Go RAM",
+                           "--json").stdout)["id"]
+    full = json.loads(run(runner, "remember", "fact", "Serveur : HP ProDesk 600 G4, processeur "
+                          "i5-8500T, 16 Go de RAM", "--json").stdout)["id"]
+    run(runner, "remember", "fact", "Le NAS est un Synology DS920+")
+    subject = subject_of(plan(runner), [short, full])
+    assert (subject["outcome"], subject["into"], subject["sources"]) == ("absorbed", full, [short])
+    assert json.loads(run(runner, "memory", "conflicts", "--json").stdout)["conflicts"] == []
+
+
 def test_a_negation_never_folds_into_its_positive(runner, store):
     run(runner, "remember", "fact", "Le NiPoGi n'a pas 32 Go de RAM", "--project", "homelab")
     report = plan(runner, "--apply", "--project", "homelab")

@@ -116,6 +116,12 @@ def test_locomo_runs_on_one_conversation(tmp_path):
         assert q["rows@5"] == min(5, doc["entries"]) and q["rows@10"] == min(10, doc["entries"])
         assert q["any@5"] >= (q["vector@5"] or q["lexical@5"])   # or a neighbour row
     assert doc["protocol"]["budgets"]["5"] == {"limit": 5}
+    # the session-level protocol: every question with evidence, category 5 included, scored on
+    # the first k distinct sessions of 2k rows
+    sessions = {row["questions"]: row for row in doc["session_table"]}
+    assert sessions["all"]["n"] >= 4 and "5 adversarial" in sessions
+    assert 0 <= sessions["all"]["session@5"] <= sessions["all"]["session@10"] <= 1
+    assert doc["protocol"]["sessions"]["rows"]["5"] == {"limit": 10}
     variants = {row["variant"]: row for row in doc["ablation"]}
     assert {"seed-split", "shipped", "rrf", "norm", "rrf+prf", "rrf+neighbours"} <= set(variants)
     # the ablation's "shipped" row is the ranking the main table scores

@@ -327,3 +327,83 @@ def test_post_remember_returns_the_conflicts_and_the_supersede_route_mirrors_the
     assert third.json()["replaced"] == [old["id"], new["id"]]
     missing = client.post("/remember", json={"content": "Forge v6", "replaces": [99]})
     assert missing.status_code == 404 and "#99" in missing.json()["error"]
+
+
+# --------------------------------------------------------------------------- a store of several things
+
+# One person's notes about several machines: two share a label, a negated detail names another
+# machine, a number recurs on another device. Only (0, 4) and (5, 6) are about the same thing.
+MACHINES = [
+    "Desktop: Ryzen tower, 64 GB RAM, Fedora",
+    "Desktop: Mac mini M2, 16 GB RAM, macOS",
+    "Le Raspberry Pi a 8 Go de RAM",
+    "Mac mini, never 8 GB RAM",
+    "Ryzen tower: 32 GB RAM since the DIMM died",
+    "NAS : Synology DS920+, quatre disques, 16 Go de RAM",
+    "Le Synology DS920+ a 8 Go de RAM",
+    "Desktop: Mac mini M2, Thunderbolt",
+    "Desktop: Ryzen tower, no Thunderbolt",
+    "Switch : Netgear GS308, 8 ports",
+    "Switch du bureau : TP-Link TL-SG105, 5 ports",
+    "Rendez-vous dentiste, 12 janvier",
+    "Rendez-vous dentiste, 19 janvier",      # its head says what the date is of: (11, 12)
+]
+
+
+def test_a_store_of_several_machines_lists_and_notes_only_pairs_about_the_same_thing(runner):
+    docs = [json.loads(run(runner, "remember", "fact", text, "--json").stdout) for text in MACHINES]
+    ids = [d["id"] for d in docs]
+    # forge remember's note: only the second note of each true pair names the first
+    assert {i: d["conflicts"] for i, d in enumerate(docs) if d["conflicts"]} == \
+        {4: [ids[0]], 6: [ids[5]], 12: [ids[11]]}
+    listed = json.loads(run(runner, "memory", "conflicts", "--json").stdout)["conflicts"]
+    assert {tuple(c["ids"]): c["reason"] for c in listed} == {
+        (ids[0], ids[4]): "number: 64 / 32 GB", (ids[5], ids[6]): "number: 16 / 8 Go",
+        (ids[11], ids[12]): "number: 12 / 19 janvier"}
+
+
+def pair_conflict(a: str, b: str):
+    """The conflict between two notes as `memory conflicts` reads them (the names they write
+    with a capital, judged on both)."""
+    from types import SimpleNamespace
+
+    from forge.memory import conflicts
+
+    seen = conflicts.evidence([a, b])
+    sides = [conflicts.read_side(SimpleNamespace(id=n, content=text), seen)
+             for n, text in enumerate((a, b), 1)]
+    found = conflicts.conflict(*sides)
+    return found.reason if found else None
+
+
+@pytest.mark.parametrize("a, b, reason", [
+    # the same thing, named by both, said in other words around the value
+    ("Laptop: ThinkPad T14, 16 GB RAM", "ThinkPad T14: 32 GB RAM after the upgrade",
+     "number: 16 / 32 GB"),
+    ("Le Synology DS920+ a 8 Go de RAM", "NAS : Synology DS920+, quatre disques, 16 Go de RAM",
+     "number: 8 / 16 Go"),
+    ("Mac mini M2 : 512 Go de SSD", "Le Mac mini a un SSD de 256 Go", "number: 512 / 256 Go"),
+    ("ThinkPad T14, 16 GB RAM", "ThinkPad T14, 32 Go de RAM", "number: 16 / 32 GB"),   # Go = GB
+    ("Home server: Proxmox, never GPU passthrough", "Home server: Proxmox, GPU passthrough",
+     "negation: never"),
+    ("Le NAS a 8 To utiles", "Le NAS n'a pas 8 To utiles mais 12 To", "negation: pas"),
+    ("Julien et Sofia se marient le 6 septembre", "Julien et Sofia se marient le 13 septembre",
+     "number: 6 / 13 septembre"),
+    # the head names what the other details measure
+    ("Rendez-vous dentiste, 12 janvier", "Rendez-vous dentiste, 19 janvier",
+     "number: 12 / 19 janvier"),
+    ("Backups, restic, 03:00", "Backups, restic, 04:00", "number: 03:00 / 04:00"),
+    # two things
+    ("Desktop: Ryzen tower, 64 GB RAM, Fedora", "Desktop: Mac mini M2, 16 GB RAM, macOS", None),
+    ("Le Raspberry Pi a 8 Go de RAM", "Mac mini, never 8 GB RAM", None),
+    ("Matériel : Ryzen 5500U, 32 Go de RAM", "Desktop: Ryzen tower, 64 GB RAM", None),
+    ("NAS : Synology DS920+, RAID 5", "NAS : Synology DS224+, RAID 1", None),   # two models
+    ("ThinkPad T14, never 16 GB RAM", "Laptop: ThinkPad X1 Carbon, 16 GB RAM", None),
+    ("Le NiPoGi a 32 Go de RAM", "Le NiPoGi a 32 Go de RAM, SSD 512 Go", None),   # RAM, SSD
+    ("RAM : 8 Go", "Le serveur a 64 Go de RAM", None),         # which machine's RAM?
+    ("No way, John! That's really cool.", "Gina: Way to go, Jon!", None),
+    ("Caroline and Melanie had a conversation at 7:55 pm on 9 June, 2023.",
+     "Caroline and Melanie had a conversation at 4:33 pm on 12 July, 2023.", None),
+])
+def test_two_notes_conflict_only_about_the_same_thing(a, b, reason):
+    assert pair_conflict(a, b) == reason

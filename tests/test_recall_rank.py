@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from forge.core.words import word_set
 from forge.store import rag
 from forge.recall import channels
 from forge.recall import recall_rank
@@ -45,8 +46,12 @@ def test_the_fused_ranking_fills_the_budget_and_tags_every_row(store):
         result = recall_rank.search(store, "Quel processeur a mon NiPoGi ?", limit=limit)
         assert len(result.rows) == limit
         fused = [r.fused for r in result.rows]
-        # three shares since issue 22 (vector, words, latent terms), each at most 1
-        assert fused == sorted(fused, reverse=True) and all(0 <= f <= 3 for f in fused)
+        # three shares since issue 22 (vector, words, latent terms), each at most 1; best first,
+        # but for a row that says in full, and more, what a row it moved above says
+        assert all(0 <= f <= 3 for f in fused)
+        for i, j in ((i, j) for i in range(limit) for j in range(i + 1, limit)
+                     if fused[i] < fused[j]):
+            assert word_set(result.rows[i].entry.content) > word_set(result.rows[j].entry.content)
         for row in result.rows:
             assert row.channel in ("vector", "lexical", "both", "latent")
             assert (row.channel == "latent") <= (row.sparse is not None)
@@ -296,3 +301,42 @@ def test_the_fused_recall_runs_the_same_through_an_embedding_server(llama_embedd
         result = recall_rank.search(store, "Quel processeur a mon NiPoGi ?", limit=3)
     assert len(result.rows) == 3
     assert result.rows[0].channel == "both" and "NiPoGi" in result.rows[0].entry.content
+
+
+def row(entry_id: int, content: str, kind: str = "fact", project: str | None = None):
+    entry = rag.Entry(entry_id, kind, project, content, "remember", {}, "", "", None)
+    return rag.SearchRow(entry, "vector", 0.5, None, fused=1.0 - entry_id / 10)
+
+
+def test_of_two_rows_that_say_one_thing_the_fuller_comes_first():
+    from forge.recall.fuller import fuller_first
+
+    short = row(1, "HP ProDesk 600, i5-8500T, 16Go RAM")
+    other = row(2, "Le NAS est un Synology DS920+")
+    full = row(3, "Serveur : HP ProDesk 600 G4, processeur i5-8500T, 16 Go de RAM")
+    assert [r.entry.id for r in fuller_first([short, other, full])] == [3, 2, 1]
+    # each row keeps its own scores
+    assert [r.fused for r in fuller_first([short, other, full])] == [full.fused, other.fused,
+                                                                    short.fused]
+    # what a negation adds is no fuller, another kind or project is another thing, an
+    # exchange is not a note
+    plain, denied = row(1, "Serveur : 32 Go de RAM"), row(2, "Serveur : jamais 32 Go de RAM")
+    assert fuller_first([plain, denied]) == [plain, denied]
+    for other_one in (row(3, full.entry.content, kind="decision"),
+                      row(3, full.entry.content, project="homelab"),
+                      row(3, full.entry.content, kind=rag.ARCHIVE_KIND)):
+        assert fuller_first([short, other_one]) == [short, other_one]
+
+
+def test_recall_shows_the_fuller_of_two_notes_that_say_one_thing_first(runner):
+    from conftest import invoke
+    import json
+
+    for text in ("HP ProDesk 600, i5-8500T, 16Go RAM",
+                 "Serveur : HP ProDesk 600 G4, processeur i5-8500T, 16 Go de RAM",
+                 "Le NAS est un Synology DS920+", "Backups with restic to Backblaze B2 every night"):
+        assert invoke(runner, "remember", "fact", text).exit_code == 0
+    rows = json.loads(invoke(runner, "recall", "HP ProDesk RAM", "--limit", "3",
+                             "--json").stdout)["rows"]
+    assert [r["id"] for r in rows[:2]] == [2, 1]
+    assert rows[0]["distance"] > rows[1]["distance"]   # the nearer one said less

@@ -1,29 +1,49 @@
 """Conflicts (A2 amended, A8): two notes that say opposite things are found and shown, never folded.
 
 A note is read as the aggregation tier reads it (A1: an optional label, comma-separated
-details). Two notes of one kind and project *conflict* when
+details; the first detail is its *head*, which says what the note is about). Two notes of one
+kind and project *conflict* when they are about the same thing and
 
-- **negation**: a detail of one is negated and every content word of it (its label's words
-  included) is stated, without a negation, by the other note (its label and its positive
-  details): `never 16 GB RAM` / `16 GB RAM`; `Le NiPoGi n'a pas 32 Go` / `Le NiPoGi a 32 Go`;
-  `Allergies : pas d'arachides` / `Allergies : arachides`. A negated detail with no word of
-  its own (`Allergies : aucune`) conflicts with any positive detail under the same label.
-  A detail that brings its own negation as something new (`Thé vert` / `Thé vert, sans sucre`:
-  `sucre` is stated nowhere else) is an addition, not a conflict.
+- **negation**: a detail of one is negated and every content word of it (its label's and its
+  head's words included) is stated, without a negation, by the other note (its label, its head
+  and a positive detail): `never 16 GB RAM` / `16 GB RAM`; `Le NiPoGi n'a pas 32 Go` / `Le
+  NiPoGi a 32 Go`; `Allergies : pas d'arachides` / `Allergies : arachides`. When both notes
+  name the thing (below), the detail's own words suffice (`Home server: Proxmox, never GPU
+  passthrough` / `Home server: Proxmox, GPU passthrough`). A negated detail with no word of its
+  own (`Allergies : aucune`) conflicts with any positive detail under the same label; a
+  one-word negation of nothing named (`No way` / `Way to go`) with none. A detail that brings
+  its own negation as something new (`Thé vert` / `Thé vert, sans sucre`: `sucre` is stated
+  nowhere else) is an addition, not a conflict. What follows `mais`/`but` is stated, not denied.
 - **number**: two details of the same polarity give different values for *the same thing*:
-  the same unit (the word right after the number: `Go`, `avril`; the letters glued before it:
-  `v3`; a month before a day at the end: `April 3`; a time: `03:00`), the same numbers that
-  name which thing (see below), and the same words around the number, label included, one
-  detail's set inside the other's, among which a word naming the thing (three letters or
-  more, not a unit, not a month; two of them when the values are dates or times):
-  `8 Go de RAM` / `64 Go de RAM`, `Forge v3` / `Forge v4`, `Réunion de chantier le 3 avril` /
-  `... le 30 avril`, but not `Caroline on 8 May` / `Caroline on 11 May` (two moments). A number that names which thing is
-  not a value: after `numéro`, `number`, `no`, `n°`, `#`, or alone at the end of a detail after
-  a word (`disque 1` / `disque 2`, `serveur numéro 3`): those must be equal, never compared.
+  the same unit (the word right after the number: `Go`, `avril`, `Go` and `GB` being one; the
+  letters glued before it: `v3`; a month before a day at the end: `April 3`; a time: `03:00`),
+  the same numbers that name which thing (see below), the same words measured (the detail's
+  own words, without its subject: `RAM : 8 Go` measures nothing the label does not say, `SSD
+  512 Go` the SSD), and either the same context (the words around the number, label and head
+  included, one detail's set inside the other's, their subjects sharing a word that names the
+  thing: three letters or more, not a unit, not a month; two of them when the values are dates
+  or times) or the same named thing. `8 Go de RAM` / `64 Go de RAM`, `Forge v3` / `Forge v4`,
+  `Réunion de chantier le 3 avril` / `... le 30 avril`, `Laptop: ThinkPad T14, 16 GB RAM` /
+  `ThinkPad T14: 32 GB RAM after the upgrade`; not `Caroline on 8 May` / `Caroline on 11 May`,
+  nor `at 7:55 pm on 9 June` / `at 4:33 pm on 12 July` (two moments: a date or a time compares
+  details that give values of the same units). A number that names which thing is not a value:
+  after `numéro`, `number`, `no`, `n°`, `#`, or alone at the end of a detail after a word
+  (`disque 1` / `disque 2`, `serveur numéro 3`): those must be equal, never compared.
 
-Negations (closed lists, English and French, independent of any stopword list): not, no,
-never, without, none, nor, n't, no longer, pas, jamais, sans, aucun, aucune, ni, non, and
-`plus` only after `ne`/`n'` in the same detail. Content words: letter runs of three or more
+The same thing, by name: a note's *names* are the words that name a thing in its label, its
+head and the detail at hand: a word written with a capital inside the notes compared (`Raspberry
+Pi`, `Synology`, `NiPoGi`; the note's first word only when the notes compared write it so
+further inside a note), letters followed by digits (`T14`, `DS920+`) or digits followed by one
+capital (`5500U`); not a word in capitals only (`NAS`, `RAM`), a unit, a month, a day, a version
+(`v3`), nor a word the notes compared also write in lowercase. Two notes that each name a thing
+the other does not are two things (`Desktop: Ryzen tower` / `Desktop: Mac mini M2`, `ThinkPad
+T14` / `ThinkPad X13`); two notes that share a name, and where one says what it is about inside
+the other's words (`Ryzen tower:` / `Desktop: Ryzen 7 7700 tower,`; not `Desktop: Ryzen tower`
+/ `Matériel : Ryzen 5500U`), are one named thing.
+
+Negations (closed lists, English and French, independent of any stopword list: core/words.py):
+not, no, never, without, none, nor, n't, no longer, pas, jamais, sans, aucun, aucune, ni, non,
+and `plus` only after `ne`/`n'` in the same detail. Content words: letter runs of three or more
 and numbers, case and accents folded, a final plural `s` dropped; the negations, `ne`/`n'`,
 `longer` after `no` and `do/does/did` before `not` are grammar, not content; `has/have/had`,
 `is/are/was/were` are one word each.
@@ -42,17 +62,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .notes import parse_note
+from ..core.words import MARKS, NEGATIONS
 
 if TYPE_CHECKING:
     from ..store.rag import Entry, Store
 
-NEGATIONS = frozenset({"not", "no", "never", "without", "none", "nor",
-                       "pas", "jamais", "sans", "aucun", "aucune", "ni", "non"})
 LABEL_NEGATIONS = frozenset({"aucun", "aucune", "none", "never", "jamais"})
 FRENCH_NE = frozenset({"ne", "n"})            # `plus` negates only after one of these
 EN_DO = frozenset({"do", "does", "did"})      # grammar when right before `not`
+TURNS = frozenset({"mais", "but"})            # after a negation: what follows is stated
 SAME_WORD = {"has": "have", "had": "have", "is": "be", "are": "be", "was": "be", "were": "be"}
 NUMBERING = frozenset({"numero", "number", "num", "nr"})
+# One unit, two spellings: the French byte units are the English ones (`16 Go` = `16 GB`).
+SAME_UNIT = {"ko": "kb", "mo": "mb", "go": "gb", "to": "tb"}
 VERSION = frozenset({"version", "v", "release", "build"})
 MONTHS = frozenset({
     "january", "february", "march", "april", "may", "june", "july", "august", "september",
@@ -66,7 +88,6 @@ MIN_NAMING, MIN_NAMING_WHEN = 1, 2
 REMEMBER_CANDIDATES = 40
 REMEMBER_WORDS = 6
 
-_MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
 _NT = re.compile(r"(?<=[a-z])n['\u2019]t\b")
 _TOKEN = re.compile(r"\d+(?:[.,:h]\d+)*|[^\W\d_]+|[%€$£°]", re.UNICODE)
 
@@ -74,7 +95,7 @@ _TOKEN = re.compile(r"\d+(?:[.,:h]\d+)*|[^\W\d_]+|[%€$£°]", re.UNICODE)
 def _fold(text: str) -> str:
     text = text.casefold()
     if not text.isascii():   # most notes are: no accents to strip
-        text = _MARKS.sub("", unicodedata.normalize("NFKD", text))
+        text = MARKS.sub("", unicodedata.normalize("NFKD", text))
     return _NT.sub(" not", text.replace("cannot", "can not"))
 
 
@@ -105,6 +126,7 @@ class Clause:
     values: dict[str, frozenset[str]]         # unit -> the values given for it
     units: dict[str, str] = field(default_factory=dict)   # unit -> its surface
     bare: bool = False                        # nothing but negation words (`aucune`, `none`)
+    before: frozenset[str] = frozenset()      # the words before its first value, and its unit
 
     @property
     def negated(self) -> bool:
@@ -133,9 +155,16 @@ def read_clause(surface: str) -> Clause:
     content, scope, letters, names = set(), set(), set(), set()
     values: dict[str, set[str]] = {}
     units: dict[str, str] = {}
+    before: frozenset[str] | None = None
     first_neg = negs[0] if negs else len(toks)
+    # `n'a pas 8 To utiles mais 12 To`: what follows `mais`/`but` is said, not denied
+    turn = next((i for i in range(first_neg, len(toks)) if toks[i] in TURNS), len(toks))
     for i, (t, start, end) in enumerate(spans):
         if i in negs or i in grammar:
+            continue
+        if i >= turn:
+            if t.isalpha():
+                letters.add(_stem(t))
             continue
         if t[0].isdigit():
             role, unit, unit_surface = _number_role(text, surface, spans, i)
@@ -144,6 +173,8 @@ def read_clause(surface: str) -> Clause:
             else:
                 values.setdefault(unit, set()).add(_number(t))
                 units.setdefault(unit, unit_surface)
+                if before is None and unit:   # the words before it, and its unit: a
+                    before = frozenset(letters | {unit})   # `Ryzen 7 7700 tower` is a tower
             stem = _number(t)
         elif t.isalpha():
             stem = _stem(t)
@@ -158,7 +189,8 @@ def read_clause(surface: str) -> Clause:
     return Clause(surface, [toks[i] for i in negs], frozenset(content), frozenset(scope),
                   frozenset(letters), frozenset(names),
                   {u: frozenset(v) for u, v in values.items()}, units,
-                  bare=bool(negs) and len(negs) + len(grammar) == len(toks))
+                  bare=bool(negs) and len(negs) + len(grammar) == len(toks),
+                  before=frozenset(letters) if before is None else before)
 
 
 _DIGIT = re.compile(r"\d")
@@ -172,7 +204,7 @@ def _plain_clause(surface: str, text: str) -> Clause | None:
     kept = [(t, _stem(t)) for t in toks if t not in FRENCH_NE]
     words = frozenset(w for _, w in kept)
     content = frozenset(w for t, w in kept if t.isalpha() and len(t) >= 3)
-    return Clause(surface, [], content, frozenset(), words, frozenset(), {}, {})
+    return Clause(surface, [], content, frozenset(), words, frozenset(), {}, {}, before=words)
 
 
 def _number_role(text: str, surface: str, spans: list, i: int) -> tuple[str, str, str]:
@@ -190,7 +222,8 @@ def _number_role(text: str, surface: str, spans: list, i: int) -> tuple[str, str
     if prev is not None and prev[0].isalpha() and prev[2] == start:       # v3, t14
         return "value", "^" + prev[0], prev[0]
     if nxt is not None and not nxt[0][0].isdigit() and not text[end:nxt[1]].strip():
-        return "value", _stem(nxt[0]), _surface(surface, text, nxt)       # 8 Go, 3 avril, 90 %
+        unit = _stem(nxt[0])                                              # 8 Go, 3 avril, 90 %
+        return "value", SAME_UNIT.get(unit, unit), _surface(surface, text, nxt)
     at_end = nxt is None or text[end:nxt[1]].strip() not in ("", "%", "€", "$", "£", "°")
     if prev is not None and prev[0].isalpha() and at_end:                 # at the end
         if prev[0] in MONTHS or prev[0] in VERSION:
@@ -204,11 +237,97 @@ def _surface(surface: str, folded: str, span: tuple) -> str:
     return surface[span[1]:span[2]] if len(surface) == len(folded) else span[0]
 
 
+# --------------------------------------------------------------------------- subjects
+
+# What names a thing in a note (a model, a host, a person, a product): a word written with a
+# capital inside the note (`Raspberry Pi`, `Synology`, `NiPoGi`), letters followed by digits
+# (`T14`, `M2`, `DS920+`, `CX22`) or digits followed by one capital (`5500U`). Not a name: a
+# word in capitals only (`NAS`, `RAM`, `HP`: mostly kinds of things and units), a unit after a
+# number (`8 Go`), a month or a day, a version (`v3`), a word the notes compared also write in
+# lowercase (`Desktop:` / `the desktop`), and the note's first word unless the notes compared
+# write it with a capital further inside a note (`Ryzen tower: ...` / `Desktop: Ryzen tower,
+# ...`): a first word is capitalised anyway.
+WEEKDAYS = frozenset({"monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
+                      "sunday", "lundi", "mardi", "mercredi", "jeudi", "vendredi", "samedi",
+                      "dimanche"})
+_SURFACE = re.compile(r"[^\W_]+", re.UNICODE)
+_MODEL = re.compile(r"[^\W\d_]\d|^\d+[A-Z]$")
+
+
+@dataclass
+class Evidence:
+    """How the notes compared write their words: which ones appear in lowercase, which ones
+    with a capital after a note's first word (what tells a name from a capitalised first word)."""
+
+    lower: frozenset[str] = frozenset()
+    inner: frozenset[str] = frozenset()
+
+
+def evidence(contents: Iterable[str]) -> Evidence:
+    lower: set[str] = set()
+    inner: set[str] = set()
+    for content in contents:
+        toks = _SURFACE.findall(content)
+        lower.update(t for t in toks if t.islower())
+        inner.update(t for t in toks[1:] if t[0].isupper() and not t.isupper())
+    return Evidence(frozenset(map(_fold_word, lower)), frozenset(map(_fold_word, inner)))
+
+
+@functools.lru_cache(maxsize=65536)
+def _fold_word(word: str) -> str:
+    word = word.casefold()
+    return word if word.isascii() else MARKS.sub("", unicodedata.normalize("NFKD", word))
+
+
+def _names(surface: str, first: bool, seen: Evidence) -> frozenset[str]:
+    """The words of `surface` (a label or a detail) that name a thing; `first`: it starts the
+    note, so its first word is a name only on the evidence of the notes compared."""
+    out: set[str] = set()
+    prev_end, prev_digit = -1, False
+    for n, m in enumerate(_SURFACE.finditer(surface)):
+        tok = m.group()
+        after_number = prev_digit and not surface[prev_end:m.start()].strip()
+        prev_end, prev_digit = m.end(), tok[-1].isdigit()
+        folded = _fold_word(tok)
+        if len(tok) < 2 or after_number or folded in MONTHS or folded in WEEKDAYS:
+            continue
+        if _MODEL.search(tok):
+            if tok.rstrip("0123456789").lower() not in VERSION:
+                out.add(folded)
+        elif tok[0].isupper() and not tok.isupper() and folded not in seen.lower:
+            if not (first and n == 0) or folded in seen.inner or \
+                    any(c.isupper() for c in tok[1:]):
+                out.add(folded)
+    return frozenset(out)
+
+
+def _different(a: frozenset[str], b: frozenset[str]) -> bool:
+    """Two things by name: each note names one the other does not (`Ryzen tower` / `Mac mini
+    M2`, `ThinkPad T14` / `ThinkPad X13`); a note that names nothing contradicts nothing."""
+    return bool(a - b) and bool(b - a)
+
+
+def _named_alike(a: "Side", i: int, b: "Side", j: int) -> bool:
+    """Details i of `a` and j of `b` are about one named thing: a name both notes give, and
+    where each says what it is about (label, head, the words before the value) one holds the
+    other's words (`Ryzen tower:` / `Desktop: Ryzen tower,` one thing; `Desktop: Ryzen tower`
+    / `Matériel : Ryzen 5500U` two)."""
+    if not a.names[i] & b.names[j]:
+        return False
+    sa, sb = (frozenset(w for w in side.subject(n) if len(w) >= 3 and w.isalpha()
+                        and w not in MONTHS and w not in side.clauses[n].values
+                        and not any(w in name for name in side.names[n]))
+              for side, n in ((a, i), (b, j)))
+    return sa <= sb or sb <= sa
+
+
 # --------------------------------------------------------------------------- notes
 
 @dataclass
 class Side:
-    """A note as the conflict rules read it."""
+    """A note as the conflict rules read it. Its head (A1: the first detail, which names what
+    the note is about) is part of every other detail's context: `Desktop: Ryzen tower, 64 GB
+    RAM` says 64 GB of the Ryzen tower's RAM."""
 
     id: int
     content: str
@@ -217,19 +336,60 @@ class Side:
     label_names: frozenset[str]    # the label's numbers: they name which thing (`disque 1 :`)
     clauses: list[Clause]
     words: frozenset[str] = frozenset()   # every word of the note (candidate checks)
+    names: list[frozenset[str]] = field(default_factory=list)  # per detail: label, head, its own
+    _attributes: dict[int, frozenset[str]] = field(default_factory=dict, repr=False)
+
+    def around(self, i: int) -> frozenset[str]:
+        """Detail i's context: its words, the label's, and the head's when it is not the head."""
+        c = self.clauses[i]
+        return c.letters | self.label_all | (self.clauses[0].letters if i else frozenset())
+
+    def subject(self, i: int) -> frozenset[str]:
+        """Where detail i says what it is about: the label, the head (its words before its
+        first value), its own words before its first value."""
+        return self.clauses[i].before | self.label_all | (self.clauses[0].before if i else
+                                                          frozenset())
+
+    def attribute(self, i: int) -> frozenset[str]:
+        """What detail i measures, without its subject: its words of three letters or more
+        that are not a unit, a month, a name or a word of the label or the head (`32 GB RAM
+        since the DIMM died` -> ram, since, the, dimm, died). Kept once read."""
+        known = self._attributes.get(i)
+        if known is None:
+            c = self.clauses[i]
+            subject = self.label_all | self.names[i] | (self.clauses[0].letters if i else
+                                                        frozenset())
+            known = self._attributes[i] = frozenset(
+                w for w in c.letters if len(w) >= 3 and w.isalpha() and w not in MONTHS
+                and w not in c.values and w not in subject)
+        return known
+
+    def stated(self, i: int) -> frozenset[str]:
+        """The content words detail i states, with the label's and the head's."""
+        return self.clauses[i].content | self.label | (self.clauses[0].content if i else
+                                                       frozenset())
 
 
-def read_side(entry: Any) -> Side | None:
+def read_side(entry: Any, seen: Evidence | None = None) -> Side | None:
+    """`entry` read for conflicts; `seen`: how the notes compared write their words (the
+    entry's own when not given)."""
     note = parse_note(entry)
     if note is None:
         return None
+    seen = seen or evidence([entry.content])
     label = read_clause(note.label.rstrip().rstrip(":")) if note.label else None
-    names = (label.names | frozenset().union(*label.values.values())) if label else frozenset()
+    # a label's numbers name which thing (`disque 1 :`); one glued to letters is part of a
+    # name the names rule reads (`ThinkPad T14:`)
+    names = (label.names | frozenset().union(*(v for u, v in label.values.items()
+                                               if not u.startswith("^"))))\
+        if label else frozenset()
     clauses = [read_clause(d) for d in note.details]
     label_all = (label.letters | names) if label else frozenset()
-    words = frozenset(label_all.union(*(c.letters | c.content for c in clauses)))
+    own = [_names(d, i == 0 and label is None, seen) for i, d in enumerate(note.details)]
+    common = (_names(note.label, True, seen) if label else frozenset()) | own[0]
+    words = frozenset(label_all.union(*(c.letters | c.content for c in clauses), common, *own))
     return Side(entry.id, entry.content, label.content if label else frozenset(), label_all,
-                names, clauses, words)
+                names, clauses, words, [common | n for n in own])
 
 
 @dataclass
@@ -257,9 +417,9 @@ def conflict(a: Side, b: Side) -> Conflict | None:
         found = _negation(neg, pos)
         if found:
             return _ordered(neg, pos, *found)
-    for ca in a.clauses:
-        for cb in b.clauses:
-            found = _numbers(a, ca, b, cb)
+    for i in range(len(a.clauses)):
+        for j in range(len(b.clauses)):
+            found = _numbers(a, i, b, j)
             if found:
                 return _ordered(a, b, *found)
     return None
@@ -278,37 +438,45 @@ MAX_EXTRA_WORDS = 2
 
 
 def _negation(neg: Side, pos: Side) -> tuple[str, list[str], str, str] | None:
-    for c in neg.clauses:
-        found = _negated_clause(c, neg, pos)
+    for i in range(len(neg.clauses)):
+        found = _negated_clause(neg, i, pos)
         if found:
             return found
     return None
 
 
-def _negated_clause(c: Clause, neg: Side, pos: Side) -> tuple[str, list[str], str, str] | None:
-    """Does the negated detail `c` of `neg` deny a positive detail of `pos`? The detail's words
-    (with its note's label) are all stated by one positive detail of `pos` (with its label),
-    which says at most MAX_EXTRA_WORDS more."""
+def _negated_clause(neg: Side, i: int, pos: Side) -> tuple[str, list[str], str, str] | None:
+    """Does the negated detail i of `neg` deny a positive detail of `pos`? The detail's words
+    (with its note's label and head) are all stated by one positive detail of `pos` (with its
+    label and head), which says at most MAX_EXTRA_WORDS more, and the two notes do not name
+    two different things."""
+    c = neg.clauses[i]
     if not c.negated:
         return None
     reason = f"negation: {c.negations[0]}"
     if c.bare:
         # `Allergies : aucune`: the negation bears on the label itself (not `John: No`).
         if neg.label and neg.label == pos.label and set(c.negations) <= LABEL_NEGATIONS:
-            for p in pos.clauses:
-                if not p.negated:
+            for j, p in enumerate(pos.clauses):
+                if not p.negated and not _different(neg.names[i], pos.names[j]):
                     return reason, list(c.negations), c.surface, p.surface
         return None
     if not c.scope:
         return None
-    needed = c.content | neg.label
     # The allowance counts the details' own words: a label (`John:`) makes no detail longer.
     allowed = MAX_EXTRA_WORDS if len(c.content) >= 2 else 0
-    for p in pos.clauses:
-        if p.negated:
+    for j, p in enumerate(pos.clauses):
+        if p.negated or _different(neg.names[i], pos.names[j]):
             continue
-        stated = p.content | pos.label
-        if needed <= stated and len(p.content - c.content) <= allowed:
+        # the thing is the same when both notes name it (`Home server: Proxmox, never GPU
+        # passthrough` / `Serveur maison : Proxmox, passthrough GPU`), else by its words
+        if _named_alike(neg, i, pos, j):
+            needed = c.content
+        else:
+            needed = neg.stated(i)
+            if not allowed and needed == c.content:
+                continue   # one word denied, of nothing named (`No way` / `Way to go`)
+        if needed <= pos.stated(j) and len(p.content - c.content) <= allowed:
             return reason, list(c.negations), c.surface, p.surface
     return None
 
@@ -318,31 +486,53 @@ def _names_a_thing(around: frozenset[str], c: Clause) -> bool:
                for w in around)
 
 
-def _numbers(a: Side, ca: Clause, b: Side, cb: Clause) -> tuple[str, list[str], str, str] | None:
+def _naming(words: frozenset[str], ca: Clause, cb: Clause) -> set[str]:
+    """The words that name the thing: three letters or more, not a unit, not a month."""
+    return {w for w in words if len(w) >= 3 and w.isalpha() and w not in MONTHS
+            and w not in ca.values and w not in cb.values}
+
+
+def _numbers(a: Side, i: int, b: Side, j: int) -> tuple[str, list[str], str, str] | None:
+    """Two values for the same thing. The same thing: two notes that name no two different
+    things, the same unit, the same numbers naming which thing, and either the same context
+    (one detail's words with its label and head inside the other's, their subjects sharing a
+    word that names the thing) or the same named thing (a name both notes give, the same
+    words measured)."""
+    ca, cb = a.clauses[i], b.clauses[j]
     if ca.negated != cb.negated or not ca.values or not cb.values:
-        return None
-    if ca.names | a.label_names != cb.names | b.label_names:
-        return None
-    around_a = ca.letters | a.label_all
-    around_b = cb.letters | b.label_all
-    small, large = sorted((around_a, around_b), key=len)
-    if not small <= large:
         return None
     differ = [u for u in sorted(ca.values.keys() & cb.values.keys())
               if ca.values[u] != cb.values[u]]
-    if not differ:
+    if not differ or ca.names | a.label_names != cb.names | b.label_names:
         return None
-    # The thing itself must be named: a word of three letters or more that is not a unit or
-    # a month; two of them for a date or a time (`Caroline on 8 May` / `Caroline on 11 May`
-    # are two moments, `Dentist appointment on March 4` / `... March 14` one appointment).
-    naming = {w for w in small if len(w) >= 3 and w.isalpha() and w not in MONTHS
-              and w not in ca.values and w not in cb.values}
-    if "" in differ and not (a.label and a.label == b.label):
-        return None     # a bare number (`2022: Hey John`) is a value only under a label (`Port :`)
     when = all(u == "time" or u in MONTHS for u in differ)
-    one_moment = len(differ) == 1 and around_a == around_b   # `Réunion le 3 / le 30 avril`
-    if len(naming) < (MIN_NAMING_WHEN if when and not one_moment else MIN_NAMING):
+    if when and ca.values.keys() != cb.values.keys():
+        return None   # `at 7:55 pm on 9 June` / `at 4:33 pm on 12 July`: two moments
+    if _different(a.names[i], b.names[j]):
         return None
+    # What is measured: the same words, or one detail's inside the other's when it has some
+    # (`RAM : 8 Go` measures nothing the label does not say; `SSD 512 Go` measures the SSD).
+    attr_a, attr_b = a.attribute(i), b.attribute(j)
+    if not (attr_a == attr_b or (attr_a and attr_b and (attr_a <= attr_b or attr_b <= attr_a))):
+        return None
+    around_a, around_b = a.around(i), b.around(j)
+    small, large = sorted((around_a, around_b), key=len)
+    if small <= large:
+        # The thing itself must be named, where each note says what it is about: a word of
+        # three letters or more that is not a unit or a month; two of them for a date or a
+        # time (`Caroline on 8 May` / `Caroline on 11 May` are two moments, `Dentist
+        # appointment on March 4` / `... March 14` one appointment).
+        naming = _naming(a.subject(i) & b.subject(j), ca, cb)
+        if "" in differ and not (a.label and a.label == b.label):
+            return None     # a bare number (`2022: Hey John`) is a value only under a label (`Port :`)
+        one_moment = len(differ) == 1 and around_a == around_b   # `Réunion le 3 / le 30 avril`
+        if len(naming) < (MIN_NAMING_WHEN if when and not one_moment else MIN_NAMING):
+            return None
+    else:
+        if "" in differ or not _named_alike(a, i, b, j):
+            return None
+        if when and not (attr_a and attr_a == attr_b):
+            return None   # two moments of one named thing, unless the same event is dated
     unit = differ[0]
     va, vb = ca.values[unit], cb.values[unit]
     shown = ca.units.get(unit) or ""
@@ -357,7 +547,8 @@ def _numbers(a: Side, ca: Clause, b: Side, cb: Clause) -> tuple[str, list[str], 
 
 def subject_conflict(entries: Sequence[Any]) -> Conflict | None:
     """The aggregation tier's `conflict` gate: the first conflicting pair in one subject."""
-    sides = [s for s in (read_side(e) for e in entries) if s is not None]
+    seen = evidence(e.content for e in entries)
+    sides = [s for s in (read_side(e, seen) for e in entries) if s is not None]
     for i, a in enumerate(sides):
         for b in sides[i + 1:]:
             found = conflict(a, b)
@@ -389,14 +580,14 @@ def find(store: "Store", *, project: str | None = None, kind: str | None = None)
         kind = rag.normalize_kind(kind)
     entries = [e for e in rag.hot_entries(store, project=project)
                if kind is None or e.kind == kind]
-    spaces: dict[tuple[str, str | None], list[tuple[Any, Side]]] = {}
+    by_space: dict[tuple[str, str | None], list[Any]] = {}
     for e in entries:
-        side = read_side(e)
-        if side is not None:
-            spaces.setdefault((e.kind, e.project), []).append((e, side))
+        by_space.setdefault((e.kind, e.project), []).append(e)
     found: list[Conflict] = []
-    for (k, p), members in spaces.items():
-        for c in _space_conflicts([s for _, s in members]):
+    for (k, p), members in by_space.items():
+        seen = evidence(e.content for e in members)
+        sides = [s for s in (read_side(e, seen) for e in members) if s is not None]
+        for c in _space_conflicts(sides):
             c.kind, c.project = k, p
             found.append(c)
     found.sort(key=lambda c: c.ids)
@@ -405,12 +596,14 @@ def find(store: "Store", *, project: str | None = None, kind: str | None = None)
 
 def _space_conflicts(sides: list[Side]) -> list[Conflict]:
     """Every conflicting pair of one kind and project. Each negated detail looks only at notes
-    holding its rarest word (its partner states every word of it); each detail with a number
+    holding its rarest word; each detail with a number
     at notes holding the rarest of its words around the number (one of the two contexts holds
-    the other, so the pair is found from the smaller one's side)."""
+    the other, so the pair is found from the smaller one's side), and at notes holding every
+    name it gives and its unit (two notes of one named thing: one names all the other does)."""
     postings: dict[str, list[int]] = {}
-    for i, s in enumerate(sides):
-        for w in s.words:
+    keys = [s.words | {UNIT_KEY + u for c in s.clauses for u in c.values} for s in sides]
+    for i, held in enumerate(keys):
+        for w in held:
             postings.setdefault(w, []).append(i)
     found: dict[tuple[int, int], Conflict] = {}
 
@@ -418,33 +611,46 @@ def _space_conflicts(sides: list[Side]) -> list[Conflict]:
         lists = [postings.get(w, ()) for w in key]
         if not lists or not all(lists):
             return ()
-        return (j for j in min(lists, key=len) if j != i and key <= sides[j].words)
+        return (j for j in min(lists, key=len) if j != i and key <= keys[j])
 
     for i, s in enumerate(sides):
-        for c in s.clauses:
+        for n, c in enumerate(s.clauses):
             if c.negated:
-                for j in candidates(i, c.content | s.label):
+                # its partner states every word of it (with the label and head, unless the
+                # two notes name their thing: then the detail's own words)
+                for j in candidates(i, c.content or s.stated(n)):
                     pair = (min(i, j), max(i, j))
                     if pair not in found:
-                        hit = _negated_clause(c, s, sides[j])
+                        hit = _negated_clause(s, n, sides[j])
                         if hit:
                             found[pair] = _ordered(s, sides[j], *hit)
-            if c.values:
-                around = frozenset(w for w in c.letters | s.label_all if not w[0].isdigit())
-                if not _names_a_thing(around, c):
-                    continue   # nor can any partner: its words around would be a subset
-                units = c.values.keys()
-                for j in candidates(i, around):
+            if not c.values:
+                continue
+            around = frozenset(w for w in s.around(n) if not w[0].isdigit())
+            searches = [around] if _names_a_thing(around, c) else []
+            if s.names[n]:
+                # a date or a time of one named thing dates the same event: its words too; a
+                # bare number is a value only in the same context
+                when = [u for u in c.values if u == "time" or u in MONTHS]
+                searches += [s.names[n] | {UNIT_KEY + u} | (s.attribute(n) if u in when else
+                                                            frozenset())
+                             for u in c.values if u and (u not in when or s.attribute(n))]
+            for key in searches:
+                for j in candidates(i, key):
                     pair = (min(i, j), max(i, j))
                     if pair in found:
                         continue
-                    for d in sides[j].clauses:
-                        hit = (_numbers(s, c, sides[j], d) if d.values and not
-                               units.isdisjoint(d.values) else None)
+                    for m, d in enumerate(sides[j].clauses):
+                        hit = (_numbers(s, n, sides[j], m) if d.values and not
+                               c.values.keys().isdisjoint(d.values) else None)
                         if hit:
                             found[pair] = _ordered(s, sides[j], *hit)
                             break
     return [found[k] for k in sorted(found)]
+
+
+# A unit in the candidate index (no word starts with it).
+UNIT_KEY = "\x00"
 
 
 def against(store: "Store", entry: "Entry") -> list[Conflict]:
@@ -454,8 +660,7 @@ def against(store: "Store", entry: "Entry") -> list[Conflict]:
     from ..store import rag
     from ..recall import channels
 
-    side = read_side(entry)
-    if side is None:
+    if parse_note(entry) is None:
         return []
     words = [w for w in dict.fromkeys(rag.query_words(store, entry.content))
              if (w[0].isdigit() or len(w) >= 3) and w not in NEGATIONS]
@@ -465,14 +670,16 @@ def against(store: "Store", entry: "Entry") -> list[Conflict]:
     words = sorted((w for w in words if counts.get(w, 0) >= 2), key=lambda w: counts[w])
     hits = channels.search_lexical(store, words[:REMEMBER_WORDS], k=REMEMBER_CANDIDATES,
                               project=entry.project, kind=entry.kind)
-    rows = rag.entries_by_id(store, [i for i, _ in hits if i != entry.id])
+    rows = [other for other in rag.entries_by_id(store, [i for i, _ in hits if i != entry.id]
+                                                  ).values()
+            if other.superseded_by is None and other.project == entry.project
+            and other.kind == entry.kind]
+    seen = evidence([entry.content] + [other.content for other in rows])
+    side = read_side(entry, seen)
     out = []
-    for other in rows.values():
-        if other.superseded_by is not None or other.project != entry.project \
-                or other.kind != entry.kind:
-            continue
-        o = read_side(other)
-        found = conflict(side, o) if o is not None else None
+    for other in rows:
+        o = read_side(other, seen)
+        found = conflict(side, o) if side is not None and o is not None else None
         if found:
             found.kind, found.project = entry.kind, entry.project
             out.append(found)

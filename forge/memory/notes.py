@@ -1,35 +1,21 @@
 """A1: what a deliberate note is, read the same way by the aggregation tier and the conflict
 check: an optional label (a few words before a colon) and comma-separated details, cut into words
-by the tier's one tokenizer (case and accents folded, digit runs split from letter runs)."""
+by the tier's one tokenizer (core/words.py: case and accents folded, digit runs split from letter
+runs)."""
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.words import word_set, words
+
+__all__ = ["Note", "parse_note", "word_set", "words"]
+
 # A label is a few words before a colon: `Matériel : …`, `Hardware: …`.
 LABEL_MAX_WORDS = 3
-_WORD = re.compile(r"[^\W\d_]+|\d+", re.UNICODE)
 _LABEL = re.compile(r"^\s*([^:,\n]{1,40}?)\s*:\s+(?=\S)")
 _DETAIL_SPLIT = re.compile(r"(?<!\d),|,(?!\d)")
-
-# Combining marks left by NFKD (accents): removed, as FTS5's remove_diacritics does.
-_MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
-
-
-def _fold(text: str) -> str:
-    return _MARKS.sub("", unicodedata.normalize("NFKD", text.casefold()))
-
-
-def words(text: str) -> list[str]:
-    """The tokenizer of the tier: case and accents folded, digit runs split from letter runs
-    (`256Go` -> `256`, `go`; `n'a` -> `n`, `a`), in order."""
-    return _WORD.findall(_fold(text))
-
-
-def word_set(text: str) -> frozenset[str]:
-    return frozenset(words(text))
 
 
 @dataclass

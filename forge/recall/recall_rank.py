@@ -26,6 +26,9 @@ How a row earns its place (`fused`, printed with every row):
   budget is cut, so a slot it frees goes to the next candidate that passes. Word matches
   (lexical or both) are never judged by a distance.
 - Ties (equal fused scores) break on distance, then bm25, then entry id: deterministic.
+- Two deliberate notes that say one thing (one holds every word of the other, and more, none
+  of them a negation: recall/fuller.py): the fuller one takes the other's place when both are
+  rows, whatever their scores, which each keeps.
 - Neighbours of a hit (`neighbours=True`, the default): when the best row is an archived
   exchange that BOTH channels found, the archived exchanges just before and after it (same
   project, by id: the order compaction wrote them) join the rows, tagged channel "neighbour"
@@ -56,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 from ..store import rag
 from ..store.common import ARCHIVE_KIND, beyond_cutoff
 from . import channels
+from .fuller import fuller_first
 
 if TYPE_CHECKING:
     import numpy as np
@@ -307,6 +311,7 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     after = neighbours_after(result.rows, vector, lexical, strong) if neighbours else None
     if after is not None:
         result.rows = with_neighbours(store, result.rows, limit=limit, after=after, window=window)
+    result.rows = fuller_first(result.rows)   # two rows that say one thing: the fuller first
     if store.settings.recall_min_coverage is not None:   # opt-in: nothing imported when off
         from . import refusal
 

@@ -27,6 +27,11 @@ if TYPE_CHECKING:
 # included: store.common.is_informative), "flat" (df <= max(1, max_df x N), the ablation's)
 # or "all" (every term the index holds); measured in bench/recall_sets.py, docs/recall.md.
 RULE = "v5"
+# How an admitted term weighs: "flat" (its weight in the query, the shipped dot product), or
+# times its inverse document frequency in the store ("idf", BM25's; "sqrt-idf"): measured on
+# every set in bench/recall_sets.py (docs/recall.md, "The latent channel on a small store"),
+# neither better on all of them.
+TERM_WEIGHT = "flat"
 
 # The postings a query's admitted terms may hold together (issue 22's latency rows). The dot
 # product costs one read per posting; on 10,000 entries a question's ~115 admitted terms hold
@@ -64,6 +69,12 @@ def admitted(store: "Store", terms: list[tuple[int, float]], backend: "Backend |
         kept = [(t, w) for t, w in terms if 1 <= df.get(t, 0) <= max(1.0, max_df * total)]
     else:
         kept = [(t, w) for t, w in terms if t in df and is_informative(df[t], total, max_df)]
+    if TERM_WEIGHT != "flat":
+        import math
+
+        power = 0.5 if TERM_WEIGHT == "sqrt-idf" else 1.0
+        kept = [(t, w * math.log(1 + (total - df[t] + 0.5) / (df[t] + 0.5)) ** power)
+                for t, w in kept]
     return within_budget(kept, df)
 
 
