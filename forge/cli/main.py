@@ -66,20 +66,66 @@ SUMMARIES: dict[str, str] = {
 
 
 class EntryId(click.ParamType):
-    """An id as SQLite stores it: a whole number from 1 to 2^63-1 (a larger one is a typo, and
-    SQLite would answer it with an OverflowError)."""
+    """An id as the stores keep it: a whole number from 1 to 2^63-1 in ASCII digits
+    (forge/core/checks.py: a larger one is a typo SQLite would refuse, "١" is not 1)."""
 
     name = "integer"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        number = click.INT.convert(value, param, ctx)
-        if not 0 < number < 2 ** 63:
-            self.fail(f"{value!r} is not an entry id (ids are whole numbers from 1 to 2^63-1)",
-                      param, ctx)
-        return number
+        from ..core.checks import BadValue, entry_id
+
+        try:
+            return entry_id(value)
+        except BadValue as e:
+            self.fail(e.why, param, ctx)
+
+
+class Number(click.IntRange):
+    """click.IntRange (its help shows the range) read by checks.whole_number: ASCII digits
+    only, within the range before anything uses the number."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from ..core.checks import BadValue, whole_number
+
+        try:
+            return whole_number(value, "", minimum=self.min, maximum=self.max)
+        except BadValue as e:
+            self.fail(e.why, param, ctx)
+
+
+class Cursor(click.ParamType):
+    """A listing's cursor (the next_cursor of the previous page), checked by checks.cursor."""
+
+    name = "cursor"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from ..core.checks import BadValue, cursor
+
+        try:
+            cursor(value)
+        except BadValue as e:
+            self.fail(e.why, param, ctx)
+        return value
+
+
+class FilterText(click.ParamType):
+    """A listing's filter, at most checks.MAX_FILTER_CHARS characters."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from ..core.checks import BadValue, filter_text
+
+        try:
+            filter_text(value)
+        except BadValue as e:
+            self.fail(e.why, param, ctx)
+        return value
 
 
 ENTRY_ID = EntryId()
+CURSOR = Cursor()
+FILTER = FilterText()
 
 
 def debug_enabled() -> bool:

@@ -15,10 +15,12 @@ from typing import Annotated, Any, Callable
 
 import anyio
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
+from ..core import checks
 from ..core.errors import ForgeError
 from ..core.log import log
 from . import documents
@@ -31,18 +33,62 @@ INSTRUCTIONS = (
     "next time. The resource forge://hot holds the short list of recent deliberate memories "
     "that every answer should respect.")
 
-Kind = Annotated[str | None, Field(
-    description="decision, todo, fact, preference or correction",
-    json_schema_extra={"enum": ["decision", "todo", "fact", "preference", "correction", None]})]
-SearchKind = Annotated[str | None, Field(
-    description="only entries of this kind: decision, todo, fact, preference, correction, or "
-                "archive (past conversations compaction or an import stored)")]
-Project = Annotated[str | None, Field(description="project namespace (letters, digits, "
-                                                  "spaces and _ . - /); none = every project")]
-EntryId = Annotated[int, Field(description="an entry id, as recall and memory_list show it",
-                               json_schema_extra={"minimum": 1})]
-Limit = Annotated[int | None, Field(description="rows to return, 1 to 1000",
-                                    json_schema_extra={"minimum": 1, "maximum": 1000})]
+def argument(description: str, schema: dict[str, Any], *, optional: bool = False,
+             **extra: Any) -> Any:
+    """A tool argument published with this JSON schema and handed to the tool as the client
+    sent it: no pydantic model coerces it (lax mode reads `true` as the id 1 and `1.0` as 1,
+    and words a refusal in four lines with a URL). documents.py checks it as the CLI checks
+    the option, with the CLI's one line."""
+    published = {"anyOf": [schema, {"type": "null"}], **extra} if optional else {**schema, **extra}
+    return Annotated[Any, WithJsonSchema(published), Field(description=description)]
+
+
+Kind = argument("decision, todo, fact, preference or correction", {"type": "string"},
+                optional=True, enum=["decision", "todo", "fact", "preference", "correction", None])
+SearchKind = argument("only entries of this kind: decision, todo, fact, preference, correction, "
+                      "or archive (past conversations compaction or an import stored)",
+                      {"type": "string"}, optional=True)
+Project = argument("project namespace (letters, digits, spaces and _ . - /); none = every project",
+                   {"type": "string"}, optional=True)
+EntryId = argument("an entry id, as recall and memory_list show it",
+                   {"type": "integer", "minimum": 1})
+Limit = argument("rows to return, 1 to 1000", {"type": "integer", "minimum": 1, "maximum": 1000},
+                 optional=True)
+
+
+class ForgeMCPServer(MCPServer):
+    """The SDK's MCPServer, whose tool calls first check the argument names as the CLI checks
+    its options: a missing argument or an unknown one (a misspelt `filter` would list
+    everything) is one line, before any tool runs."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.arguments: dict[str, tuple[list[str], list[str]]] = {}   # tool -> (all, required)
+
+    def forge_tool(self, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """`MCPServer.tool`, recording the tool's argument names."""
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            import inspect
+
+            params = inspect.signature(fn).parameters.values()
+            self.arguments[fn.__name__] = ([p.name for p in params],
+                                           [p.name for p in params if p.default is p.empty])
+            return self.tool(**options)(fn)
+        return register
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Any = None) -> Any:
+        known = self.arguments.get(name)
+        if known is not None:
+            every, required = known
+            missing = [a for a in required if a not in arguments]
+            if missing:
+                raise ToolError(f"Missing argument '{missing[0]}'")
+            unknown = [a for a in arguments if a not in every]
+            if unknown:
+                raise ToolError(f"No such argument '{checks.shown(unknown[0]).strip(chr(39))}' "
+                                f"({name} takes {', '.join(every) or 'none'})")
+        return await super().call_tool(name, arguments, context)
 
 
 def document_result(doc: dict[str, Any]) -> CallToolResult:
@@ -71,18 +117,18 @@ async def answer(work: Callable[[], dict[str, Any]], tool: str) -> CallToolResul
 
 
 def create_server(settings: Any) -> MCPServer:
-    server: MCPServer = MCPServer("forge", title="Forge memory", instructions=INSTRUCTIONS,
-                                  version=_version(), log_level="WARNING")
+    server = ForgeMCPServer("forge", title="Forge memory", instructions=INSTRUCTIONS,
+                            version=_version(), log_level="WARNING")
 
-    @server.tool(annotations=ToolAnnotations(title="Remember", destructive_hint=False,
+    @server.forge_tool(annotations=ToolAnnotations(title="Remember", destructive_hint=False,
                                              idempotent_hint=True, open_world_hint=False))
-    async def remember(content: Annotated[str, Field(description="the memory, one self-contained "
-                                                                 "sentence (at most 8000 characters)")],
+    async def remember(content: argument("the memory, one self-contained sentence (at most "  # type: ignore[valid-type]
+                                         "8000 characters)", {"type": "string"}),
                        kind: Kind = None, project: Project = None,
-                       replaces: Annotated[list[int] | None, Field(
-                           description="ids of entries this one makes obsolete (a newer fact, "
-                                       "a changed decision): linked in the same write")] = None
-                       ) -> CallToolResult:
+                       replaces: argument("ids of entries this one makes obsolete (a newer "  # type: ignore[valid-type]
+                                          "fact, a changed decision): linked in the same write",
+                                          {"type": "array", "items": {"type": "integer"}},
+                                          optional=True) = None) -> CallToolResult:
         """Save one durable memory the user will want used in later conversations: a decision,
         a todo, a fact (the default), a preference, or a correction of something remembered
         wrongly. Call it when the user states or confirms something worth knowing next time (a
@@ -95,10 +141,10 @@ def create_server(settings: Any) -> MCPServer:
         return await answer(lambda: documents.remember(settings, content, kind, project,
                                                        replaces), "remember")
 
-    @server.tool(annotations=ToolAnnotations(title="Recall", read_only_hint=True,
+    @server.forge_tool(annotations=ToolAnnotations(title="Recall", read_only_hint=True,
                                              open_world_hint=False))
-    async def recall(query: Annotated[str, Field(description="a question or the words that "
-                                                             "matter, at most 2000 characters")],
+    async def recall(query: argument("a question or the words that matter, at most 2000 "  # type: ignore[valid-type]
+                                     "characters", {"type": "string"}),
                      limit: Limit = None, project: Project = None,
                      kind: SearchKind = None) -> CallToolResult:
         """Search the user's memory by meaning and by words: deliberate memories and archived
@@ -112,14 +158,15 @@ def create_server(settings: Any) -> MCPServer:
         return await answer(lambda: documents.recall(settings, query, limit, project, kind),
                             "recall")
 
-    @server.tool(annotations=ToolAnnotations(title="List memories", read_only_hint=True,
+    @server.forge_tool(annotations=ToolAnnotations(title="List memories", read_only_hint=True,
                                              open_world_hint=False))
     async def memory_list(kind: SearchKind = None, project: Project = None, limit: Limit = None,
-                          cursor: Annotated[str | None, Field(
-                              description="next_cursor of the previous page")] = None,
-                          filter: Annotated[str | None, Field(  # noqa: A002  (the CLI's word)
-                              description="only entries whose text holds this "
-                                          "(case-insensitive)")] = None) -> CallToolResult:
+                          cursor: argument("next_cursor of the previous page",  # type: ignore[valid-type]
+                                           {"type": "string"}, optional=True) = None,
+                          filter: argument(  # type: ignore[valid-type]  # noqa: A002  (the CLI's word)
+                              f"only entries whose text holds this (case-insensitive; at most "
+                              f"{checks.MAX_FILTER_CHARS} characters)",
+                              {"type": "string"}, optional=True) = None) -> CallToolResult:
         """List stored memories, oldest first, with the count of each kind: to review what is
         remembered, or to find an id to show or forget. One page of at most `limit` entries
         (100 by default); `total` counts every match; when `next_cursor` is not null, call
@@ -128,7 +175,7 @@ def create_server(settings: Any) -> MCPServer:
         return await answer(lambda: documents.memory_list(settings, kind, project, limit, cursor,
                                                           filter), "memory_list")
 
-    @server.tool(annotations=ToolAnnotations(title="Show a memory", read_only_hint=True,
+    @server.forge_tool(annotations=ToolAnnotations(title="Show a memory", read_only_hint=True,
                                              open_world_hint=False))
     async def memory_show(id: EntryId) -> CallToolResult:  # noqa: A002  (the CLI's word)
         """One memory entry in full: its content, kind, project, refs (where it came from) and
@@ -136,7 +183,7 @@ def create_server(settings: Any) -> MCPServer:
         `forge memory show ID --json`."""
         return await answer(lambda: documents.memory_show(settings, id), "memory_show")
 
-    @server.tool(annotations=ToolAnnotations(title="Forget a memory", destructive_hint=True,
+    @server.forge_tool(annotations=ToolAnnotations(title="Forget a memory", destructive_hint=True,
                                              idempotent_hint=False, open_world_hint=False))
     async def forget(id: EntryId) -> CallToolResult:  # noqa: A002
         """Delete one memory entry for good (its text, vector and words): only when the user
@@ -145,7 +192,7 @@ def create_server(settings: Any) -> MCPServer:
         "released"} (entries it had absorbed come back)."""
         return await answer(lambda: documents.forget(settings, id), "forget")
 
-    @server.tool(annotations=ToolAnnotations(title="Conflicts", read_only_hint=True,
+    @server.forge_tool(annotations=ToolAnnotations(title="Conflicts", read_only_hint=True,
                                              open_world_hint=False))
     async def memory_conflicts(project: Project = None, kind: Kind = None) -> CallToolResult:
         """Every pair of active memories (same kind and project) that may say opposite things:
@@ -156,7 +203,7 @@ def create_server(settings: Any) -> MCPServer:
         return await answer(lambda: documents.memory_conflicts(settings, project, kind),
                             "memory_conflicts")
 
-    @server.tool(annotations=ToolAnnotations(title="Hot block", read_only_hint=True,
+    @server.forge_tool(annotations=ToolAnnotations(title="Hot block", read_only_hint=True,
                                              open_world_hint=False))
     async def hot_block(project: Project = None) -> CallToolResult:
         """The hot block: the most recent deliberate memories, as Forge's own assistant keeps
