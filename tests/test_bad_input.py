@@ -220,3 +220,26 @@ def test_mcp_ids_as_digit_strings_still_work(runner):
     remember(runner, "x")
     shown, = mcp_calls([("memory_show", {"id": "1"})])
     assert not shown.is_error and json.loads(shown.content[0].text)["id"] == 1
+
+
+def test_http_a_body_nested_too_deep_is_400_with_one_line(runner, client):
+    body = '{"content": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    response = client.post("/remember", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 400, response.text
+    assert "nested too deeply" in response.json()["error"]
+    assert ids(runner) == [1]
+
+
+def test_files_and_bodies_a_command_reads_are_checked_too(runner, client, tmp_path):
+    """recall --queries with a line nested 100,000 deep, a calibration case whose expect is
+    past SQLite's integers (YAML and HTTP), -o with a deep JSON value: one line each."""
+    deep = tmp_path / "queries.jsonl"
+    deep.write_text('{"q": ' + "[" * 100_000 + "]" * 100_000 + "}\n", encoding="utf-8")
+    one_line_refusal(invoke(runner, "recall", "--queries", str(deep)), 1, "line 1")
+    cases = tmp_path / "cases.yaml"
+    cases.write_text("hits:\n  - question: x\n    expect: 99999999999999999999\nmisses:\n  - y\n",
+                     encoding="utf-8")
+    one_line_refusal(invoke(runner, "calibrate", "--cases", str(cases)), 1, "hit 1 needs")
+    response = client.post("/calibrate", json={"hits": [{"question": "x", "expect": 2 ** 64}],
+                                                "misses": ["y"]})
+    assert response.status_code == 400 and "hit 1 needs" in response.json()["error"]

@@ -64,6 +64,9 @@ def parse_queries(text: str, *, source: str = "--queries") -> list[Query]:
             except ValueError as e:
                 raise ForgeError(f"{source} line {number} starts with {{ but is not JSON: "
                                  f"{getattr(e, 'msg', e)}") from None
+            except RecursionError:
+                raise ForgeError(f"{source} line {number} is nested too deeply to be a "
+                                 "query") from None
             q = obj.get("q") if isinstance(obj, dict) else None
             if not isinstance(q, str) or not q.strip():
                 raise ForgeError(f'{source} line {number} needs a non-empty "q" string, '

@@ -120,6 +120,8 @@ async def json_body(request: Request) -> dict[str, Any]:
         body = json.loads(text)
     except ValueError as e:
         raise BadRequest(f"the request body is not JSON: {e}") from None
+    except RecursionError:
+        raise BadRequest("the request body is nested too deeply to be a request") from None
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
     return body
