@@ -240,20 +240,31 @@ def _version() -> str:
 
 
 def run_stdio(settings: Any) -> None:
-    create_server(settings).run()
+    """Serve over stdio, each frame the client writes screened first (forge/mcp/stdio.py)."""
+    from .frames import screened_stdio
+
+    server = create_server(settings)
+    with screened_stdio():
+        server.run()
 
 
 def http_app(settings: Any, host: str) -> Any:
     """The streamable HTTP app at /mcp behind `forge serve`'s whole guard (guard.protect): Host
     (421: DNS rebinding) and Origin (403) checks, the rate limit, the body cap, JSON bodies only,
-    the bearer token (API_TOKEN). The SDK's own Host/Origin check is off: the guard's is the one
-    Forge configures (SERVE_ALLOWED_HOSTS, SERVE_CORS_ORIGINS, SERVE_TRUSTED_PROXIES)."""
+    the bearer token (API_TOKEN); inside it, each POST body screened (frames.screened_http). The
+    SDK's own Host/Origin check is off: the guard's is the one Forge configures
+    (SERVE_ALLOWED_HOSTS, SERVE_CORS_ORIGINS, SERVE_TRUSTED_PROXIES)."""
+    from starlette.middleware import Middleware
+
     from ..serve import guard
+    from .frames import screened_http
 
     app = create_server(settings).streamable_http_app(
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         host=host)
-    return guard.protect(app, settings, host)
+    guard.protect(app, settings, host)
+    app.user_middleware.append(Middleware(screened_http))   # inside the guard: token, body cap
+    return app
 
 
 def run_http(settings: Any, host: str, port: int) -> None:
