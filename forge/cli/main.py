@@ -65,19 +65,23 @@ SUMMARIES: dict[str, str] = {
 }
 
 
-class EntryId(click.ParamType):
-    """An id as the stores keep it: a whole number from 1 to 2^63-1 in ASCII digits
-    (forge/core/checks.py: a larger one is a typo SQLite would refuse, "١" is not 1)."""
+class Checked(click.ParamType):
+    """A value checked by one of forge/core/checks.py's functions (the same check every door
+    calls): its refusal is click's usage error, `Invalid value for 'OPTION': WHY`, exit 2.
+    `as_typed`: the option keeps the text as typed (a cursor, a filter) rather than the
+    check's result (an id's int)."""
 
-    name = "integer"
+    def __init__(self, check: str, name: str, *, as_typed: bool = False):
+        self.check, self.name, self.as_typed = check, name, as_typed
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        from ..core.checks import BadValue, entry_id
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from ..core import checks
 
         try:
-            return entry_id(value)
-        except BadValue as e:
+            checked = getattr(checks, self.check)(value)
+        except checks.BadValue as e:
             self.fail(e.why, param, ctx)
+        return value if self.as_typed else checked
 
 
 class Number(click.IntRange):
@@ -93,39 +97,11 @@ class Number(click.IntRange):
             self.fail(e.why, param, ctx)
 
 
-class Cursor(click.ParamType):
-    """A listing's cursor (the next_cursor of the previous page), checked by checks.cursor."""
-
-    name = "cursor"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from ..core.checks import BadValue, cursor
-
-        try:
-            cursor(value)
-        except BadValue as e:
-            self.fail(e.why, param, ctx)
-        return value
-
-
-class FilterText(click.ParamType):
-    """A listing's filter, at most checks.MAX_FILTER_CHARS characters."""
-
-    name = "text"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from ..core.checks import BadValue, filter_text
-
-        try:
-            filter_text(value)
-        except BadValue as e:
-            self.fail(e.why, param, ctx)
-        return value
-
-
-ENTRY_ID = EntryId()
-CURSOR = Cursor()
-FILTER = FilterText()
+# An id as the stores keep it: a whole number from 1 to 2^63-1 in ASCII digits (a larger one is
+# a typo SQLite would refuse, "١" is not 1); a listing's cursor and its filter, kept as typed.
+ENTRY_ID = Checked("entry_id", "integer")
+CURSOR = Checked("cursor", "cursor", as_typed=True)
+FILTER = Checked("filter_text", "text", as_typed=True)
 
 
 def debug_enabled() -> bool:

@@ -317,7 +317,8 @@ def _entry_label(entry: Any) -> str:
 @memory.command("ls")
 @click.argument("kind", required=False, type=Kind(archive=True))
 @click.option("--project", "-p", help="Only this project.")
-@click.option("--filter", "query", type=FILTER, help="Only entries whose text holds this (case-insensitive).")
+@click.option("--filter", "query", type=FILTER,
+              help="Only entries whose text holds this (case-insensitive).")
 @click.option("--limit", type=Number(1, MAX_COUNT),
               help="At most N entries (a page); default all.")
 @click.option("--cursor", type=CURSOR, help="Start after the page that gave this next_cursor.")

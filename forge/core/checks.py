@@ -22,7 +22,7 @@ from .errors import ForgeError
 
 ID_MAX = 2 ** 63 - 1            # SQLite's largest integer: ids are 1 to 2^63-1
 MAX_COUNT = 10 ** 9             # a page or a count the CLI takes (memory ls --limit, history -n)
-MAX_FILTER_CHARS = 1000         # a listing's filter (memory ls --filter, GET /memory q, memory_list)
+MAX_FILTER_CHARS = 1000         # a listing's filter (ls --filter, GET /memory q, memory_list)
 SHOWN_CHARS = 40                # how much of a refused value its line repeats
 _MAX_DIGITS = 30                # past this, a number is out of every range Forge has
 _EPOCH_MIN = -62135596800       # 0001-01-01T00:00:00Z in seconds since 1970

@@ -139,9 +139,7 @@ def memory_list(settings: Any, kind: Any = None, project: Any = None, limit: Any
 
     kind = check_kind(kind, archive=True)
     project = check_project(project)
-    limit = check_limit(limit) or LIST_LIMIT
-    checks.cursor(cursor)
-    query = checks.filter_text(query)
+    limit = check_limit(limit) or LIST_LIMIT   # the cursor and the filter: rag.list_page's checks
     with rag.open_store(settings, mode="rows") as store:
         page, by_kind = rag.listing(store, kind=kind, project=project, query=query,
                                     cursor=cursor, limit=limit)

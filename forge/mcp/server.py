@@ -54,6 +54,16 @@ EntryId = argument("an entry id, as recall and memory_list show it",
                    {"type": "integer", "minimum": 1})
 Limit = argument("rows to return, 1 to 1000", {"type": "integer", "minimum": 1, "maximum": 1000},
                  optional=True)
+Content = argument("the memory, one self-contained sentence (at most 8000 characters)",
+                   {"type": "string"})
+Replaces = argument("ids of entries this one makes obsolete (a newer fact, a changed decision): "
+                    "linked in the same write", {"type": "array", "items": {"type": "integer"}},
+                    optional=True)
+Query = argument("a question or the words that matter, at most 2000 characters",
+                 {"type": "string"})
+Cursor = argument("next_cursor of the previous page", {"type": "string"}, optional=True)
+Filter = argument(f"only entries whose text holds this (case-insensitive; at most "
+                  f"{checks.MAX_FILTER_CHARS} characters)", {"type": "string"}, optional=True)
 
 
 class ForgeMCPServer(MCPServer):
@@ -86,8 +96,8 @@ class ForgeMCPServer(MCPServer):
                 raise ToolError(f"Missing argument '{missing[0]}'")
             unknown = [a for a in arguments if a not in every]
             if unknown:
-                raise ToolError(f"No such argument '{checks.shown(unknown[0]).strip(chr(39))}' "
-                                f"({name} takes {', '.join(every) or 'none'})")
+                raise ToolError(f"No such argument {checks.shown(unknown[0])} ({name} takes "
+                                f"{', '.join(every) or 'none'})")
         return await super().call_tool(name, arguments, context)
 
 
@@ -122,13 +132,8 @@ def create_server(settings: Any) -> MCPServer:
 
     @server.forge_tool(annotations=ToolAnnotations(title="Remember", destructive_hint=False,
                                              idempotent_hint=True, open_world_hint=False))
-    async def remember(content: argument("the memory, one self-contained sentence (at most "  # type: ignore[valid-type]
-                                         "8000 characters)", {"type": "string"}),
-                       kind: Kind = None, project: Project = None,
-                       replaces: argument("ids of entries this one makes obsolete (a newer "  # type: ignore[valid-type]
-                                          "fact, a changed decision): linked in the same write",
-                                          {"type": "array", "items": {"type": "integer"}},
-                                          optional=True) = None) -> CallToolResult:
+    async def remember(content: Content, kind: Kind = None, project: Project = None,
+                       replaces: Replaces = None) -> CallToolResult:
         """Save one durable memory the user will want used in later conversations: a decision,
         a todo, a fact (the default), a preference, or a correction of something remembered
         wrongly. Call it when the user states or confirms something worth knowing next time (a
@@ -143,8 +148,7 @@ def create_server(settings: Any) -> MCPServer:
 
     @server.forge_tool(annotations=ToolAnnotations(title="Recall", read_only_hint=True,
                                              open_world_hint=False))
-    async def recall(query: argument("a question or the words that matter, at most 2000 "  # type: ignore[valid-type]
-                                     "characters", {"type": "string"}),
+    async def recall(query: Query,
                      limit: Limit = None, project: Project = None,
                      kind: SearchKind = None) -> CallToolResult:
         """Search the user's memory by meaning and by words: deliberate memories and archived
@@ -161,12 +165,8 @@ def create_server(settings: Any) -> MCPServer:
     @server.forge_tool(annotations=ToolAnnotations(title="List memories", read_only_hint=True,
                                              open_world_hint=False))
     async def memory_list(kind: SearchKind = None, project: Project = None, limit: Limit = None,
-                          cursor: argument("next_cursor of the previous page",  # type: ignore[valid-type]
-                                           {"type": "string"}, optional=True) = None,
-                          filter: argument(  # type: ignore[valid-type]  # noqa: A002  (the CLI's word)
-                              f"only entries whose text holds this (case-insensitive; at most "
-                              f"{checks.MAX_FILTER_CHARS} characters)",
-                              {"type": "string"}, optional=True) = None) -> CallToolResult:
+                          cursor: Cursor = None,
+                          filter: Filter = None) -> CallToolResult:  # noqa: A002  (the CLI's word)
         """List stored memories, oldest first, with the count of each kind: to review what is
         remembered, or to find an id to show or forget. One page of at most `limit` entries
         (100 by default); `total` counts every match; when `next_cursor` is not null, call

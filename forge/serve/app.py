@@ -480,8 +480,9 @@ async def memory_ls(request: Request) -> Response:
     kind = kind_value(q.get("kind"), "kind", archive=True)
     raw_limit = q.get("limit")
     limit = checks.whole_number(raw_limit, "limit", minimum=1, maximum=1000) if raw_limit else 100
+    query = checks.filter_text(q.get("q"), "q")   # named as this route names it
     return JSONResponse(await call(do_memory_ls, settings_of(request), kind, q.get("project"),
-                                   q.get("q"), q.get("cursor"), limit))
+                                   query, q.get("cursor"), limit))
 
 
 def _entry_id(request: Request) -> int:

@@ -1,5 +1,5 @@
-"""What rag's writes and reindex return (Remembered, Edited, Forgotten, FoldResult, ReindexResult) and the
-aggregation tier's write (Fold); a search's rows are in search_results.py. Out of common.py so
+"""What rag's writes and reindex return (Remembered, Edited, Forgotten, FoldResult,
+ReindexResult) and the aggregation tier's write (Fold); a search's rows are in search_results.py. Out of common.py so
 that a listing, which builds none of them, does not pay for creating their dataclasses at start
 (~0.9 ms each in a fresh process, measured with -X importtime), and apart from the search's so
 that `forge recall` creates only its own two: rag imports these modules where it needs them,
