@@ -243,3 +243,25 @@ def test_files_and_bodies_a_command_reads_are_checked_too(runner, client, tmp_pa
     response = client.post("/calibrate", json={"hits": [{"question": "x", "expect": 2 ** 64}],
                                                 "misses": ["y"]})
     assert response.status_code == 400 and "hit 1 needs" in response.json()["error"]
+
+
+def test_a_lone_surrogate_escape_in_json_is_refused_in_one_line_and_nothing_is_written(
+        runner, client, tmp_path):
+    r"""JSON may spell a lone surrogate (`"\ud800"`), which is no character: no store can hold
+    it. Every JSON a door reads refuses it with one line (it raised UnicodeEncodeError)."""
+    response = client.post("/remember", content=b'{"content": "a\\ud800b"}',
+                           headers={"content-type": "application/json"})
+    assert response.status_code == 400 and "lone surrogate" in response.json()["error"]
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text('{"content": "a\\ud800b"}\n', encoding="utf-8")
+    one_line_refusal(invoke(runner, "remember", "--batch", str(batch)), 1, "line 1",
+                     "lone surrogate")
+    assert ids(runner) == [1]
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text('{"role": "user", "content": "a\\udc80b"}\n', encoding="utf-8")
+    one_line_refusal(invoke(runner, "history", "import", str(transcript)), 1, "line 1",
+                     "lone surrogate")
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"q": "a\\ud800b"}\n', encoding="utf-8")
+    one_line_refusal(invoke(runner, "recall", "--queries", str(queries)), 1, "line 1",
+                     "lone surrogate")

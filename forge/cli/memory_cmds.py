@@ -147,8 +147,9 @@ def remember(kind_or_content: str | None, content: str | None, project: str | No
 
 
 def _read_batch(stream: Any, project: str | None) -> list[Any]:
-    from ..store import rag
+    from ..core import checks
     from ..core.errors import ForgeError
+    from ..store import rag
 
     items = []
     for number, raw in enumerate(stream, 1):  # bytes, so a bad encoding names its line
@@ -165,6 +166,10 @@ def _read_batch(stream: Any, project: str | None) -> list[Any]:
             raise ForgeError(f"--batch line {number} is not JSON: {e.msg}") from None
         except RecursionError:
             raise ForgeError(f"--batch line {number} is nested too deeply to be an entry") from None
+        try:
+            checks.json_text(obj, "line")
+        except checks.BadValue as e:
+            raise ForgeError(f"--batch line {number}: {e.why}") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("content"), str):
             raise ForgeError(f'--batch line {number} needs an object with a "content" string')
         item = rag.NewEntry(kind=obj.get("kind") or "fact", content=obj["content"],

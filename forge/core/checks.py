@@ -11,6 +11,8 @@ wording, BadValue), before it reaches SQLite, a file or a server.
 - A filter is at most MAX_FILTER_CHARS characters.
 - A time is a finite number of seconds since 1970 or an ISO 8601 string, within the years 1 to
   9999.
+- A JSON document a door reads (a request body, a line of a file) holds text only: JSON may spell
+  a lone surrogate (`"\ud800"`), which is no character and which no store can hold.
 
 Standard library only, and light: the CLI's option types import it on every command.
 """
@@ -106,6 +108,18 @@ def filter_text(value: Any, name: str = "filter") -> str | None:
         raise BadValue(name, f"the filter is {len(value)} characters; at most {MAX_FILTER_CHARS} "
                              "(a word or a phrase of the entries' text)")
     return value
+
+
+def json_text(document: Any, name: str) -> Any:
+    """A parsed JSON document whose strings are all text (see the module's docstring)."""
+    import json
+
+    try:
+        json.dumps(document, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadValue(name, "it holds a lone surrogate escape (such as \\ud800), which is no "
+                             "character") from None
+    return document
 
 
 def epoch_time(value: Any, name: str) -> str:

@@ -36,6 +36,8 @@ import sys
 import threading
 from typing import Any, Iterator
 
+from ..core import checks
+
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 MAX_FRAME_BYTES = 2 ** 20     # a tool call of Forge's is a few KB (remember: 8,000 characters)
@@ -90,11 +92,9 @@ def screen(frame: bytes) -> tuple[bytes | None, bytes | None]:
         return None, error_frame(PARSE_ERROR, f"Parse error: {why}")
     rid = _request_id(obj)
     try:
-        json.dumps(obj, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return None, error_frame(PARSE_ERROR, "Parse error: a string holds a lone surrogate "
-                                              "escape (such as \\ud800), which is no character; "
-                                              "nothing was done", rid)
+        checks.json_text(obj, "frame")
+    except checks.BadValue as e:
+        return None, error_frame(PARSE_ERROR, f"Parse error: {e.why}; nothing was done", rid)
     if isinstance(obj, list):
         return None, error_frame(INVALID_REQUEST, "Invalid Request: a batch (an array of "
                                                   "messages) is not supported; send one message "

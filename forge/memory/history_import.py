@@ -80,6 +80,10 @@ def _check(obj: Any) -> tuple[NewMessage | None, str | None, set[str]]:
     """One record -> a NewMessage, or the problem with it; plus the unknown field names."""
     if not isinstance(obj, dict):
         return None, "expected an object like {\"role\": \"user\", \"content\": \"...\"}", set()
+    try:
+        checks.json_text(obj, "record")
+    except checks.BadValue as e:
+        return None, e.why, set()
     unknown = set(obj) - set(FIELDS)
     role = obj.get("role")
     if not isinstance(role, str) or role not in ROLES:

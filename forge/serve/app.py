@@ -122,6 +122,10 @@ async def json_body(request: Request) -> dict[str, Any]:
         raise BadRequest(f"the request body is not JSON: {e}") from None
     except RecursionError:
         raise BadRequest("the request body is nested too deeply to be a request") from None
+    try:
+        checks.json_text(body, "body")
+    except checks.BadValue as e:
+        raise BadRequest(f"the request body: {e.why}") from None
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
     return body
