@@ -173,6 +173,39 @@ def test_remember_replaces_links_in_one_step_and_the_old_fact_leaves_hot_and_rec
     assert "8 Go" in run(runner, "memory", "hot").stdout and other in entries(runner)
 
 
+def test_the_per_channel_budgets_leave_replaced_entries_out_too(runner):
+    """recall --vector-k/--lexical-k (calibration's path, GET /search's vector_k) filters
+    replaced entries itself: it does not go through the fused ranking."""
+    old = remember(runner, "Le serveur a 8 Go de RAM")
+    remember(runner, "Le NAS a 4 To de disque")
+    new = remember(runner, "Le serveur a 64 Go de RAM", "--replaces", str(old))
+    budgets = ("--vector-k", "5", "--lexical-k", "5", "--json")
+    rows = json.loads(run(runner, "recall", "RAM du serveur 8 Go", *budgets).stdout)["rows"]
+    assert new in [r["id"] for r in rows] and old not in [r["id"] for r in rows]
+    rows = json.loads(run(runner, "recall", "RAM du serveur 8 Go", *budgets, "--all").stdout)["rows"]
+    assert {old, new} <= {r["id"] for r in rows}
+
+
+def test_forget_reports_only_what_it_released(runner):
+    """A release an undo already made is not this forget's: the report names nothing."""
+    from starlette.testclient import TestClient
+
+    from forge.core.settings import load_settings
+    from forge.serve.app import create_app
+
+    old = remember(runner, "Le serveur a 8 Go de RAM")
+    new = remember(runner, "Le serveur a 64 Go de RAM", "--replaces", str(old))
+    run(runner, "memory", "supersede", "--undo", str(old))
+    again = remember(runner, "Le serveur a 128 Go de RAM", "--replaces", str(old))
+    run(runner, "memory", "supersede", "--undo", str(old))
+    forgot = json.loads(run(runner, "memory", "forget", str(old), str(new), "--json").stdout)
+    assert forgot == [{"id": old, "kind": "fact", "released": []},
+                      {"id": new, "kind": "fact", "released": []}]
+    client = TestClient(create_app(load_settings()), base_url="http://127.0.0.1:8765")
+    assert client.delete(f"/memory/{again}").json() == {"id": again, "kind": "fact",
+                                                        "released": []}
+
+
 def test_supersede_by_an_existing_entry_and_its_undo(runner):
     a = remember(runner, "Le serveur a 8 Go de RAM")
     b = remember(runner, "Le serveur a 16 Go de RAM")

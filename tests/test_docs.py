@@ -251,6 +251,34 @@ def test_the_bench_check_catches_an_unnamed_script_and_an_unused_helper(tmp_path
         "bench/orphan.py is a helper no script imports"]
 
 
+def test_the_documented_bounds_are_the_codes():
+    """The limits a user or a client meets at the doors, as the pages state them, are the
+    constants the code enforces."""
+    from forge.core import checks
+    from forge.mcp import frames
+    from forge.memory import exports
+
+    def text(name: str) -> str:
+        return " ".join((DOCS / name).read_text(encoding="utf-8").split())
+
+    wanted = {
+        "memory.md": [f"at most **{checks.MAX_FILTER_CHARS} characters** (`checks.MAX_FILTER_CHARS`)",
+                      f"1 to {checks.MAX_COUNT:,}", "a whole number from 1 to 2^63-1"],
+        "import.md": [f"**Nesting: at most {exports.MAX_DEPTH} levels**",
+                      f"nested deeper than {exports.MAX_DEPTH} levels",
+                      f"an id is at most {exports.MAX_ID_CHARS} characters",
+                      f"cut to {exports.REF_TITLE_CHARS} characters",
+                      f"cut to {checks.SHOWN_CHARS} characters"],
+        "mcp.md": [f"a filter over {checks.MAX_FILTER_CHARS} characters",
+                   f"more than {frames.MAX_INT_DIGITS} digits",
+                   f"the frame is over {frames.MAX_FRAME_BYTES} bytes",
+                   f"a frame over {frames.MAX_FRAME_BYTES // 2**20} MiB"],
+    }
+    missing = [(page, phrase) for page, phrases in wanted.items() for phrase in phrases
+               if phrase not in text(page)]
+    assert not missing, missing
+
+
 def test_every_page_says_what_it_covers_in_its_first_lines():
     for page in pages():
         lines = [l for l in page.read_text(encoding="utf-8").split("\n")]

@@ -272,3 +272,115 @@ def test_a_terminal_sees_the_progress_bar_a_pipeline_does_not(runner):
     assert "imported 4 message(s)" in out
     piped = invoke(runner, "history", "import", str(CHATGPT))
     assert piped.exit_code == 0 and "importing conversations" not in piped.stderr
+
+
+# -- what an untrusted file may cost ------------------------------------------------------------
+
+def restic(**changes) -> dict:
+    """The fixture's second ChatGPT conversation (two messages), changed."""
+    conv = json.loads(CHATGPT.read_text(encoding="utf-8"))[1]
+    conv.update(changes)
+    return conv
+
+
+def import_in_a_child(path: Path, *extra: str) -> subprocess.CompletedProcess:
+    """`forge history import` in its own process, its address space capped at 2 GB (a file that
+    can make an import swell past that would fail here, not take the machine down)."""
+    import resource
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))
+
+    forge = str(Path(sys.executable).parent / "forge")
+    return subprocess.run([forge, "history", "import", str(path), *extra], capture_output=True,
+                          text=True, timeout=300, preexec_fn=cap)
+
+
+def refused_in_one_line(done: subprocess.CompletedProcess, *needles: str) -> None:
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert done.stderr.count("\n") == 1 and "bug in Forge" not in done.stderr, done.stderr
+    for needle in needles:
+        assert needle in done.stderr, done.stderr
+
+
+def test_a_utf8_bom_before_an_export_is_read_past(runner, tmp_path):
+    path = tmp_path / "conversations.json"
+    path.write_bytes(b"\xef\xbb\xbf" + CHATGPT.read_bytes())
+    assert sniff(path) == "chatgpt"
+    result = invoke(runner, "history", "import", str(path), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["imported"] == 6
+
+
+def test_children_that_are_not_a_list_of_node_ids_are_refused_not_dropped(runner, tmp_path):
+    settings = load_settings()
+    for children, needle in (("q2", "children"), (["nowhere"], "'nowhere'"), (["r2"], "cycle")):
+        conv = restic(current_node=None)
+        conv["mapping"]["r2"]["children"] = children if children != ["r2"] else ["q2"]
+        if children == ["r2"]:                       # q2 -> r2 -> q2 -> ...
+            conv["mapping"]["q2"]["children"] = ["r2"]
+        path = tmp_path / "conversations.json"
+        path.write_text(json.dumps([conv]), encoding="utf-8")
+        done = import_in_a_child(path)
+        refused_in_one_line(done, "conversation 1 (67a1c0de-0002", needle, "nothing was imported")
+        assert history.read(settings.memory_file).messages == []
+
+
+def test_a_time_out_of_range_is_one_line_naming_it(tmp_path):
+    settings = load_settings()
+    for value in (1e300, 1e12, -1e300):
+        conv = restic()
+        conv["mapping"]["q2"]["message"]["create_time"] = value
+        path = tmp_path / "conversations.json"
+        path.write_text(json.dumps([conv]), encoding="utf-8")
+        refused_in_one_line(import_in_a_child(path), f"create_time {value!r} is not a time")
+        assert history.read(settings.memory_file).messages == []
+
+
+def test_a_huge_title_is_stored_once_not_in_every_message(runner, tmp_path):
+    settings = load_settings()
+    title = "T" * 200_000
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps([restic(title=title)]), encoding="utf-8")
+    result = invoke(runner, "history", "import", str(path), "--json")
+    assert result.exit_code == 0, result.stderr
+    first, second = history.read(settings.memory_file).messages
+    assert first.content.startswith(f"[conversation: {title}]\n")
+    assert len(first.ref) < 300 and len(second.ref) < 300 and second.ref.startswith(key_of(second.ref))
+    assert settings.memory_file.stat().st_size < 1.2 * len(title)
+
+
+@pytest.mark.parametrize("shape", ["object", "array"])
+def test_nesting_past_the_documented_depth_is_refused_with_a_line(tmp_path, shape):
+    """100,000 levels in a node's metadata (a 600 KB file) made the reading swell to 10.8 GB;
+    now it is refused past exports.MAX_DEPTH, in a process capped at 2 GB."""
+    from forge.memory.exports import MAX_DEPTH
+
+    settings = load_settings()
+    deep = ('{"a":' * 100_000 + "1" + "}" * 100_000) if shape == "object" else \
+        ("[" * 100_000 + "]" * 100_000)
+    text = json.dumps([restic(), restic(conversation_id="c-deep", id="c-deep")])
+    text = text.replace('"metadata": {}', f'"metadata": {deep}', 1).replace(
+        '"conversation_id": "67a1c0de-0002-4000-8000-000000000002"', '"conversation_id": "c-first"', 1)
+    path = tmp_path / "conversations.json"
+    path.write_text(text, encoding="utf-8")
+    assert MAX_DEPTH < 1000
+    refused_in_one_line(import_in_a_child(path), "conversation 1 (c-first)",
+                        f"nested deeper than {MAX_DEPTH} levels")
+    assert history.read(settings.memory_file).messages == []
+    done = import_in_a_child(path, "--skip-bad", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["imported"] == 2 and "skipped conversation 1" in done.stderr
+
+    claude = json.loads(CLAUDE.read_text(encoding="utf-8"))[:1]
+    claude[0]["chat_messages"][0]["attachments"] = "ATTACH"
+    path.write_text(json.dumps(claude).replace('"ATTACH"', deep), encoding="utf-8")
+    refused_in_one_line(import_in_a_child(path), f"nested deeper than {MAX_DEPTH} levels")
+
+
+def test_a_deep_first_conversation_is_still_sniffed(tmp_path):
+    path = tmp_path / "conversations.json"
+    path.write_text('[{"zzz": ' + '{"a":' * 100_000 + "1" + "}" * 100_000 + ', "mapping": {}}]',
+                    encoding="utf-8")
+    done = import_in_a_child(path)
+    assert done.returncode == 1 and "bug in Forge" not in done.stderr, done.stderr

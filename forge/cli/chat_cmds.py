@@ -66,7 +66,7 @@ def _options(pairs: tuple[tuple[str, str], ...]) -> dict:
                                      "fields such as temperature, top_p, seed", param_hint="-o")
         try:
             out[key] = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             out[key] = value
     return out
 

@@ -5,7 +5,8 @@ from typing import Any
 
 import click
 
-from .main import get_settings
+from ..core.checks import MAX_COUNT
+from .main import ENTRY_ID, Number, get_settings
 from .output import confirm_destructive, emit, note, output_options
 
 COLUMNS = ("id", "role", "pin", "answered", "ts", "content")
@@ -30,7 +31,7 @@ def _show(messages: list[Any], fmt: str, empty: str) -> None:
 
 
 @click.group(invoke_without_command=True)
-@click.option("-n", "--last", "last", type=click.IntRange(min=1), help="Only the last N messages.")
+@click.option("-n", "--last", "last", type=Number(1, MAX_COUNT), help="Only the last N messages.")
 @click.option("--grep", "-g", "pattern", metavar="TEXT",
               help="Only messages whose content holds TEXT (any case).")
 @output_options
@@ -97,7 +98,7 @@ def _pin(message_id: int, pinned: bool, only: bool, fmt: str) -> None:
 
 
 @click.command()
-@click.argument("message_id", type=int)
+@click.argument("message_id", type=ENTRY_ID)
 @click.option("--only", is_flag=True, help="Pin this message alone, not its whole exchange.")
 @output_options
 def pin(message_id: int, only: bool, fmt: str) -> None:
@@ -110,7 +111,7 @@ def pin(message_id: int, only: bool, fmt: str) -> None:
 
 
 @click.command()
-@click.argument("message_id", type=int)
+@click.argument("message_id", type=ENTRY_ID)
 @output_options
 def unpin(message_id: int, fmt: str) -> None:
     """Unpin one message (never its pair)."""

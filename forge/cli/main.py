@@ -65,21 +65,43 @@ SUMMARIES: dict[str, str] = {
 }
 
 
-class EntryId(click.ParamType):
-    """An id as SQLite stores it: a whole number from 1 to 2^63-1 (a larger one is a typo, and
-    SQLite would answer it with an OverflowError)."""
+class Checked(click.ParamType):
+    """A value checked by one of forge/core/checks.py's functions (the same check every door
+    calls): its refusal is click's usage error, `Invalid value for 'OPTION': WHY`, exit 2.
+    `as_typed`: the option keeps the text as typed (a cursor, a filter) rather than the
+    check's result (an id's int)."""
 
-    name = "integer"
+    def __init__(self, check: str, name: str, *, as_typed: bool = False):
+        self.check, self.name, self.as_typed = check, name, as_typed
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from ..core import checks
+
+        try:
+            checked = getattr(checks, self.check)(value)
+        except checks.BadValue as e:
+            self.fail(e.why, param, ctx)
+        return value if self.as_typed else checked
+
+
+class Number(click.IntRange):
+    """click.IntRange (its help shows the range) read by checks.whole_number: ASCII digits
+    only, within the range before anything uses the number."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        number = click.INT.convert(value, param, ctx)
-        if not 0 < number < 2 ** 63:
-            self.fail(f"{value!r} is not an entry id (ids are whole numbers from 1 to 2^63-1)",
-                      param, ctx)
-        return number
+        from ..core.checks import BadValue, whole_number
+
+        try:
+            return whole_number(value, "", minimum=self.min, maximum=self.max)
+        except BadValue as e:
+            self.fail(e.why, param, ctx)
 
 
-ENTRY_ID = EntryId()
+# An id as the stores keep it: a whole number from 1 to 2^63-1 in ASCII digits (a larger one is
+# a typo SQLite would refuse, "١" is not 1); a listing's cursor and its filter, kept as typed.
+ENTRY_ID = Checked("entry_id", "integer")
+CURSOR = Checked("cursor", "cursor", as_typed=True)
+FILTER = Checked("filter_text", "text", as_typed=True)
 
 
 def debug_enabled() -> bool:

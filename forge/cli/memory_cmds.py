@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from .main import ENTRY_ID, get_settings
+from ..core.checks import MAX_COUNT
+from .main import CURSOR, ENTRY_ID, FILTER, Number, get_settings
 from .output import (confirm_destructive, dumps, emit, emit_one, note, note_secrets,
                      output_options)
 
@@ -170,8 +171,9 @@ def remember(kind_or_content: str | None, content: str | None, project: str | No
 
 
 def _read_batch(stream: Any, project: str | None) -> list[Any]:
-    from ..store import rag
+    from ..core import checks
     from ..core.errors import ForgeError
+    from ..store import rag
 
     items = []
     for number, raw in enumerate(stream, 1):  # bytes, so a bad encoding names its line
@@ -188,6 +190,10 @@ def _read_batch(stream: Any, project: str | None) -> list[Any]:
             raise ForgeError(f"--batch line {number} is not JSON: {e.msg}") from None
         except RecursionError:
             raise ForgeError(f"--batch line {number} is nested too deeply to be an entry") from None
+        try:
+            checks.json_text(obj, "line")
+        except checks.BadValue as e:
+            raise ForgeError(f"--batch line {number}: {e.why}") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("content"), str):
             raise ForgeError(f'--batch line {number} needs an object with a "content" string')
         item = rag.NewEntry(kind=obj.get("kind") or "fact", content=obj["content"],
@@ -205,13 +211,13 @@ def _read_batch(stream: Any, project: str | None) -> list[Any]:
               help='Many queries in one process: one per line, or JSONL {"q": ..., "id": ...}; '
                    "with --nl one JSON line per query, in input order.")
 @click.option("--project", "-p", help="Search this project only.")
-@click.option("--limit", "-n", type=click.IntRange(1, 1000), default=None,
+@click.option("--limit", "-n", type=Number(1, 1000), default=None,
               help="Rows budget [default: 10]: one fused ranking of both channels fills it.")
-@click.option("--vector-k", type=click.IntRange(0, 1000), default=None,
+@click.option("--vector-k", type=Number(0, 1000), default=None,
               help="Calibration: the seed's per-channel budgets instead of --limit; rows the "
                    "vector channel may return (taken before the cutoff) [5 when only "
                    "--lexical-k is given].")
-@click.option("--lexical-k", type=click.IntRange(0, 1000), default=None,
+@click.option("--lexical-k", type=Number(0, 1000), default=None,
               help="Calibration: rows the word channel may return [5 when only --vector-k "
                    "is given].")
 @click.option("--neighbours/--no-neighbours", default=True, show_default=True,
@@ -401,9 +407,11 @@ def _entry_label(entry: Any) -> str:
 @memory.command("ls")
 @click.argument("kind", required=False, type=Kind(archive=True))
 @click.option("--project", "-p", help="Only this project.")
-@click.option("--filter", "query", help="Only entries whose text holds this (case-insensitive).")
-@click.option("--limit", type=click.IntRange(1), help="At most N entries (a page); default all.")
-@click.option("--cursor", help="Start after the page that gave this next_cursor.")
+@click.option("--filter", "query", type=FILTER,
+              help="Only entries whose text holds this (case-insensitive).")
+@click.option("--limit", type=Number(1, MAX_COUNT),
+              help="At most N entries (a page); default all.")
+@click.option("--cursor", type=CURSOR, help="Start after the page that gave this next_cursor.")
 @click.option("--since", metavar="WHEN",
               help="Only entries created from the start of WHEN on (as `recall --since`).")
 @click.option("--until", metavar="WHEN", help="Only entries created up to the end of WHEN.")
@@ -599,9 +607,7 @@ def memory_forget(entry_ids: tuple[int, ...], kind: str | None, project: str | N
                                  (("kind", kind), ("project", project)) if value is not None)
             confirm_destructive(f"forget {len(targets)} entr{'y' if len(targets) == 1 else 'ies'} "
                           f"of {scope}", yes)
-        forgotten = rag.forget_many(store, [e.id for e in targets])
-        results = [{"id": e.id, "kind": e.kind, "released": rag.released_by(store, e.id)}
-                   for e in forgotten]
+        results = [f.to_dict() for f in rag.forget_many(store, [e.id for e in targets])]
     if len(entry_ids) == 1:  # one ID: one object, as scripts have always read it
         r = results[0]
         emit_one(r, fmt, text=_forgot_line(r))
@@ -692,7 +698,7 @@ def memory_export(kind: str | None, project: str | None) -> None:
 
 
 @click.command()
-@click.option("--batch-size", default=64, show_default=True, type=click.IntRange(1, 4096),
+@click.option("--batch-size", default=64, show_default=True, type=Number(1, 4096),
               help="Entries embedded per request and committed per transaction.")
 @output_options
 def reindex(batch_size: int, fmt: str) -> None:

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import click
 
-from .main import get_settings
+from .main import Number, get_settings
 from .output import note
 
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on; anything but loopback needs API_TOKEN.")
-@click.option("--port", default=8765, show_default=True, type=click.IntRange(1, 65535),
+@click.option("--port", default=8765, show_default=True, type=Number(1, 65535),
               help="Port to listen on.")
 def serve(host: str, port: int) -> None:
     """Serve the HTTP API and the web page at http://HOST:PORT/.

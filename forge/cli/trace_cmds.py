@@ -5,7 +5,8 @@ from typing import Any
 
 import click
 
-from .main import get_settings
+from ..core.checks import MAX_COUNT
+from .main import Number, get_settings
 from .output import delimited, dumps, emit, output_options
 
 COLUMNS = ("state", "run_id", "timestamp", "total_ms", "steps", "not_answered", "error", "input")
@@ -34,7 +35,7 @@ def trace() -> None:
 
 
 @trace.command()
-@click.option("-n", "count", default=10, show_default=True, type=click.IntRange(min=1),
+@click.option("-n", "count", default=10, show_default=True, type=Number(1, MAX_COUNT),
               help="How many records.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing records as runs append them.")
 @output_options

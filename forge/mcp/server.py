@@ -15,10 +15,12 @@ from typing import Annotated, Any, Callable
 
 import anyio
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
+from ..core import checks
 from ..core.errors import ForgeError
 from ..core.log import log
 from . import documents
@@ -31,21 +33,75 @@ INSTRUCTIONS = (
     "next time. The resource forge://hot holds the short list of recent deliberate memories "
     "that every answer should respect.")
 
-Kind = Annotated[str | None, Field(
-    description="decision, todo, fact, preference or correction",
-    json_schema_extra={"enum": ["decision", "todo", "fact", "preference", "correction", None]})]
-SearchKind = Annotated[str | None, Field(
-    description="only entries of this kind: decision, todo, fact, preference, correction, or "
-                "archive (past conversations compaction or an import stored)")]
-Project = Annotated[str | None, Field(description="project namespace (letters, digits, "
-                                                  "spaces and _ . - /); none = every project")]
-EntryId = Annotated[int, Field(description="an entry id, as recall and memory_list show it",
-                               json_schema_extra={"minimum": 1})]
-When = Annotated[str | None, Field(
-    description="a date or time: an ISO date or datetime (2024-03-05), or an expression in "
-                "English or French (last week, 2024, en mars 2024, il y a deux ans)")]
-Limit = Annotated[int | None, Field(description="rows to return, 1 to 1000",
-                                    json_schema_extra={"minimum": 1, "maximum": 1000})]
+def argument(description: str, schema: dict[str, Any], *, optional: bool = False,
+             **extra: Any) -> Any:
+    """A tool argument published with this JSON schema and handed to the tool as the client
+    sent it: no pydantic model coerces it (lax mode reads `true` as the id 1 and `1.0` as 1,
+    and words a refusal in four lines with a URL). documents.py checks it as the CLI checks
+    the option, with the CLI's one line."""
+    published = {"anyOf": [schema, {"type": "null"}], **extra} if optional else {**schema, **extra}
+    return Annotated[Any, WithJsonSchema(published), Field(description=description)]
+
+
+Kind = argument("decision, todo, fact, preference or correction", {"type": "string"},
+                optional=True, enum=["decision", "todo", "fact", "preference", "correction", None])
+SearchKind = argument("only entries of this kind: decision, todo, fact, preference, correction, "
+                      "or archive (past conversations compaction or an import stored)",
+                      {"type": "string"}, optional=True)
+Project = argument("project namespace (letters, digits, spaces and _ . - /); none = every project",
+                   {"type": "string"}, optional=True)
+EntryId = argument("an entry id, as recall and memory_list show it",
+                   {"type": "integer", "minimum": 1})
+Limit = argument("rows to return, 1 to 1000", {"type": "integer", "minimum": 1, "maximum": 1000},
+                 optional=True)
+Content = argument("the memory, one self-contained sentence (at most 8000 characters)",
+                   {"type": "string"})
+Replaces = argument("ids of entries this one makes obsolete (a newer fact, a changed decision): "
+                    "linked in the same write", {"type": "array", "items": {"type": "integer"}},
+                    optional=True)
+Query = argument("a question or the words that matter, at most 2000 characters",
+                 {"type": "string"})
+Cursor = argument("next_cursor of the previous page", {"type": "string"}, optional=True)
+When = argument("a date or time: an ISO date or datetime (2024-03-05), or an expression in "
+                "English or French (last week, 2024, en mars 2024, il y a deux ans)",
+                {"type": "string"}, optional=True)
+Filter = argument(f"only entries whose text holds this (case-insensitive; at most "
+                  f"{checks.MAX_FILTER_CHARS} characters)", {"type": "string"}, optional=True)
+
+
+class ForgeMCPServer(MCPServer):
+    """The SDK's MCPServer, whose tool calls first check the argument names as the CLI checks
+    its options: a missing argument or an unknown one (a misspelt `filter` would list
+    everything) is one line, before any tool runs."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.arguments: dict[str, tuple[list[str], list[str]]] = {}   # tool -> (all, required)
+
+    def forge_tool(self, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """`MCPServer.tool`, recording the tool's argument names."""
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            import inspect
+
+            params = inspect.signature(fn).parameters.values()
+            self.arguments[fn.__name__] = ([p.name for p in params],
+                                           [p.name for p in params if p.default is p.empty])
+            return self.tool(**options)(fn)
+        return register
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Any = None) -> Any:
+        known = self.arguments.get(name)
+        if known is not None:
+            every, required = known
+            missing = [a for a in required if a not in arguments]
+            if missing:
+                raise ToolError(f"Missing argument '{missing[0]}'")
+            unknown = [a for a in arguments if a not in every]
+            if unknown:
+                raise ToolError(f"No such argument {checks.shown(unknown[0])} ({name} takes "
+                                f"{', '.join(every) or 'none'})")
+        return await super().call_tool(name, arguments, context)
 
 
 def document_result(doc: dict[str, Any]) -> CallToolResult:
@@ -74,18 +130,13 @@ async def answer(work: Callable[[], dict[str, Any]], tool: str) -> CallToolResul
 
 
 def create_server(settings: Any) -> MCPServer:
-    server: MCPServer = MCPServer("forge", title="Forge memory", instructions=INSTRUCTIONS,
-                                  version=_version(), log_level="WARNING")
+    server = ForgeMCPServer("forge", title="Forge memory", instructions=INSTRUCTIONS,
+                            version=_version(), log_level="WARNING")
 
-    @server.tool(annotations=ToolAnnotations(title="Remember", destructive_hint=False,
+    @server.forge_tool(annotations=ToolAnnotations(title="Remember", destructive_hint=False,
                                              idempotent_hint=True, open_world_hint=False))
-    async def remember(content: Annotated[str, Field(description="the memory, one self-contained "
-                                                                 "sentence (at most 8000 characters)")],
-                       kind: Kind = None, project: Project = None,
-                       replaces: Annotated[list[int] | None, Field(
-                           description="ids of entries this one makes obsolete (a newer fact, "
-                                       "a changed decision): linked in the same write")] = None
-                       ) -> CallToolResult:
+    async def remember(content: Content, kind: Kind = None, project: Project = None,
+                       replaces: Replaces = None) -> CallToolResult:
         """Save one durable memory the user will want used in later conversations: a decision,
         a todo, a fact (the default), a preference, or a correction of something remembered
         wrongly. Call it when the user states or confirms something worth knowing next time (a
@@ -99,10 +150,9 @@ def create_server(settings: Any) -> MCPServer:
         return await answer(lambda: documents.remember(settings, content, kind, project,
                                                        replaces), "remember")
 
-    @server.tool(annotations=ToolAnnotations(title="Recall", read_only_hint=True,
+    @server.forge_tool(annotations=ToolAnnotations(title="Recall", read_only_hint=True,
                                              open_world_hint=False))
-    async def recall(query: Annotated[str, Field(description="a question or the words that "
-                                                             "matter, at most 2000 characters")],
+    async def recall(query: Query,
                      limit: Limit = None, project: Project = None,
                      kind: SearchKind = None, since: When = None,
                      until: When = None) -> CallToolResult:
@@ -121,14 +171,11 @@ def create_server(settings: Any) -> MCPServer:
         return await answer(lambda: documents.recall(settings, query, limit, project, kind,
                                                      since, until), "recall")
 
-    @server.tool(annotations=ToolAnnotations(title="List memories", read_only_hint=True,
+    @server.forge_tool(annotations=ToolAnnotations(title="List memories", read_only_hint=True,
                                              open_world_hint=False))
     async def memory_list(kind: SearchKind = None, project: Project = None, limit: Limit = None,
-                          cursor: Annotated[str | None, Field(
-                              description="next_cursor of the previous page")] = None,
-                          filter: Annotated[str | None, Field(  # noqa: A002  (the CLI's word)
-                              description="only entries whose text holds this "
-                                          "(case-insensitive)")] = None,
+                          cursor: Cursor = None,
+                          filter: Filter = None,  # noqa: A002  (the CLI's word)
                           since: When = None, until: When = None) -> CallToolResult:
         """List stored memories, in the order they were written, with the count of each kind: to review what is
         remembered, or to find an id to show or forget. One page of at most `limit` entries
@@ -139,7 +186,7 @@ def create_server(settings: Any) -> MCPServer:
         return await answer(lambda: documents.memory_list(settings, kind, project, limit, cursor,
                                                           filter, since, until), "memory_list")
 
-    @server.tool(annotations=ToolAnnotations(title="Show a memory", read_only_hint=True,
+    @server.forge_tool(annotations=ToolAnnotations(title="Show a memory", read_only_hint=True,
                                              open_world_hint=False))
     async def memory_show(id: EntryId) -> CallToolResult:  # noqa: A002  (the CLI's word)
         """One memory entry in full: its content, kind, project, refs (where it came from) and
@@ -147,7 +194,7 @@ def create_server(settings: Any) -> MCPServer:
         `forge memory show ID --json`."""
         return await answer(lambda: documents.memory_show(settings, id), "memory_show")
 
-    @server.tool(annotations=ToolAnnotations(title="Forget a memory", destructive_hint=True,
+    @server.forge_tool(annotations=ToolAnnotations(title="Forget a memory", destructive_hint=True,
                                              idempotent_hint=False, open_world_hint=False))
     async def forget(id: EntryId) -> CallToolResult:  # noqa: A002
         """Delete one memory entry for good (its text, vector and words): only when the user
@@ -156,7 +203,7 @@ def create_server(settings: Any) -> MCPServer:
         "released"} (entries it had absorbed come back)."""
         return await answer(lambda: documents.forget(settings, id), "forget")
 
-    @server.tool(annotations=ToolAnnotations(title="Conflicts", read_only_hint=True,
+    @server.forge_tool(annotations=ToolAnnotations(title="Conflicts", read_only_hint=True,
                                              open_world_hint=False))
     async def memory_conflicts(project: Project = None, kind: Kind = None) -> CallToolResult:
         """Every pair of active memories (same kind and project) that may say opposite things:
@@ -167,7 +214,7 @@ def create_server(settings: Any) -> MCPServer:
         return await answer(lambda: documents.memory_conflicts(settings, project, kind),
                             "memory_conflicts")
 
-    @server.tool(annotations=ToolAnnotations(title="Hot block", read_only_hint=True,
+    @server.forge_tool(annotations=ToolAnnotations(title="Hot block", read_only_hint=True,
                                              open_world_hint=False))
     async def hot_block(project: Project = None) -> CallToolResult:
         """The hot block: the most recent deliberate memories, as Forge's own assistant keeps
@@ -204,20 +251,31 @@ def _version() -> str:
 
 
 def run_stdio(settings: Any) -> None:
-    create_server(settings).run()
+    """Serve over stdio, each frame the client writes screened first (forge/mcp/stdio.py)."""
+    from .frames import screened_stdio
+
+    server = create_server(settings)
+    with screened_stdio():
+        server.run()
 
 
 def http_app(settings: Any, host: str) -> Any:
     """The streamable HTTP app at /mcp behind `forge serve`'s whole guard (guard.protect): Host
     (421: DNS rebinding) and Origin (403) checks, the rate limit, the body cap, JSON bodies only,
-    the bearer token (API_TOKEN). The SDK's own Host/Origin check is off: the guard's is the one
-    Forge configures (SERVE_ALLOWED_HOSTS, SERVE_CORS_ORIGINS, SERVE_TRUSTED_PROXIES)."""
+    the bearer token (API_TOKEN); inside it, each POST body screened (frames.screened_http). The
+    SDK's own Host/Origin check is off: the guard's is the one Forge configures
+    (SERVE_ALLOWED_HOSTS, SERVE_CORS_ORIGINS, SERVE_TRUSTED_PROXIES)."""
+    from starlette.middleware import Middleware
+
     from ..serve import guard
+    from .frames import screened_http
 
     app = create_server(settings).streamable_http_app(
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         host=host)
-    return guard.protect(app, settings, host)
+    guard.protect(app, settings, host)
+    app.user_middleware.append(Middleware(screened_http))   # inside the guard: token, body cap
+    return app
 
 
 def run_http(settings: Any, host: str, port: int) -> None:

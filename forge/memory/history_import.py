@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from typing import Any, Callable
 
 from . import compaction
+from ..core import checks
+from ..core.checks import shown
 from ..store import history
 from ..core.errors import ForgeError
 from ..store.history import ROLES, NewMessage
@@ -81,21 +82,23 @@ def _check(obj: Any) -> tuple[NewMessage | None, str | None, set[str]]:
     """One record -> a NewMessage, or the problem with it; plus the unknown field names."""
     if not isinstance(obj, dict):
         return None, "expected an object like {\"role\": \"user\", \"content\": \"...\"}", set()
+    try:
+        checks.json_text(obj, "record")
+    except checks.BadValue as e:
+        return None, e.why, set()
     unknown = set(obj) - set(FIELDS)
     role = obj.get("role")
-    if role not in ROLES:
-        return None, f"role must be one of {', '.join(ROLES)} (got {role!r})", unknown
+    if not isinstance(role, str) or role not in ROLES:
+        return None, f"role must be one of {', '.join(ROLES)} (got {shown(role)})", unknown
     content = obj.get("content")
     if not isinstance(content, str):
         return None, "content must be a string", unknown
     ts = obj.get("ts")
     if ts is not None:
-        if not isinstance(ts, str):
-            return None, "ts must be an ISO 8601 time string", unknown
         try:
-            datetime.fromisoformat(ts.replace("Z", "+00:00"))
-        except ValueError:
-            return None, f"ts is not an ISO 8601 time ({ts!r})", unknown
+            checks.iso_time(ts, "ts")   # kept as written
+        except checks.BadValue:
+            return None, f"ts is not an ISO 8601 time ({shown(ts)})", unknown
     ref = obj.get("ref")
     if ref is not None and not isinstance(ref, (str, int)) or isinstance(ref, bool):
         return None, "ref must be a string", unknown
@@ -176,7 +179,8 @@ def parse_records(text: str) -> tuple[list[NewMessage], list[BadRecord]]:
         else:
             good.append(message)  # type: ignore[arg-type]
     if unknown:
-        log.warning("ignored fields not in {%s}: %s", ", ".join(FIELDS), ", ".join(sorted(unknown)))
+        log.warning("ignored fields not in {%s}: %s", ", ".join(FIELDS),
+                    ", ".join(shown(name) for name in sorted(unknown)[:20]))
     bad.sort(key=lambda b: b.line)
     return good, bad
 

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from ..core import checks
 from ..core.errors import ForgeError, NotFoundError
 
 if TYPE_CHECKING:
@@ -139,11 +140,15 @@ def cases_from_mapping(doc: Any, source: str) -> Cases:
                          "(see deploy/calibrate.example.yaml)")
     cases = Cases()
     for number, item in enumerate(doc.get("hits") or [], 1):
-        if not isinstance(item, dict) or not isinstance(item.get("question"), str) \
-                or isinstance(item.get("expect"), bool) or not isinstance(item.get("expect"), int):
+        expect = item.get("expect") if isinstance(item, dict) else None
+        try:
+            expect = checks.entry_id(expect, "expect") if isinstance(expect, int) else None
+        except checks.BadValue:
+            expect = None
+        if expect is None or not isinstance(item.get("question"), str):
             raise ForgeError(f"{source}: hit {number} needs `question:` (text) and `expect:` "
                              f"(an entry id), got {item!r}"[:200])
-        cases.hits.append(HitCase(item["question"].strip(), item["expect"]))
+        cases.hits.append(HitCase(item["question"].strip(), expect))
     for number, item in enumerate(doc.get("misses") or [], 1):
         question = item.get("question") if isinstance(item, dict) else item
         if not isinstance(question, str) or not question.strip():

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
+from ..core import checks
 from ..core.errors import ForgeError
 
 if TYPE_CHECKING:
@@ -64,6 +65,13 @@ def parse_queries(text: str, *, source: str = "--queries") -> list[Query]:
             except ValueError as e:
                 raise ForgeError(f"{source} line {number} starts with {{ but is not JSON: "
                                  f"{getattr(e, 'msg', e)}") from None
+            except RecursionError:
+                raise ForgeError(f"{source} line {number} is nested too deeply to be a "
+                                 "query") from None
+            try:
+                checks.json_text(obj, "line")
+            except checks.BadValue as e:
+                raise ForgeError(f"{source} line {number}: {e.why}") from None
             q = obj.get("q") if isinstance(obj, dict) else None
             if not isinstance(q, str) or not q.strip():
                 raise ForgeError(f'{source} line {number} needs a non-empty "q" string, '

@@ -43,6 +43,7 @@ from starlette.routing import Mount, Route
 from starlette.schemas import SchemaGenerator
 from starlette.staticfiles import StaticFiles
 
+from ..core import checks
 from ..core.errors import ForgeError, LockTimeout, NotFoundError, ServerError, StoreError
 from ..core.log import log
 from . import guard
@@ -119,6 +120,12 @@ async def json_body(request: Request) -> dict[str, Any]:
         body = json.loads(text)
     except ValueError as e:
         raise BadRequest(f"the request body is not JSON: {e}") from None
+    except RecursionError:
+        raise BadRequest("the request body is nested too deeply to be a request") from None
+    try:
+        checks.json_text(body, "body")
+    except checks.BadValue as e:
+        raise BadRequest(f"the request body: {e.why}") from None
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
     return body
@@ -130,18 +137,6 @@ def text_field(body: dict[str, Any], name: str, *, required: bool = True) -> str
         return None
     if not isinstance(value, str) or (required and not value.strip()):
         raise BadRequest(f'"{name}" must be a non-empty string')
-    return value
-
-
-def int_value(raw: Any, name: str, *, minimum: int = 0, maximum: int = 100000) -> int:
-    try:
-        value = int(raw)
-        if isinstance(raw, bool):
-            raise ValueError
-    except (TypeError, ValueError):
-        raise BadRequest(f"{name} must be a whole number, got {raw!r}") from None
-    if not minimum <= value <= maximum:
-        raise BadRequest(f"{name} must be between {minimum} and {maximum}, got {value}")
     return value
 
 
@@ -251,9 +246,7 @@ def do_forget(settings: Any, entry_id: int) -> dict:
     from ..store import rag
 
     with _open(settings) as store:
-        entry = rag.forget(store, entry_id)
-        released = rag.released_by(store, entry_id)
-    return {"id": entry.id, "kind": entry.kind, "released": released}
+        return rag.forget(store, entry_id).to_dict()
 
 
 def do_edit(settings: Any, entry_id: int, content: str | None, kind: str | None) -> dict:
@@ -400,7 +393,7 @@ def _ids(body: dict[str, Any], name: str, *, required: bool = True) -> list[int]
         return []
     if not isinstance(raw, list) or not raw:
         raise BadRequest(f'"{name}" must be a non-empty list of entry ids')
-    return [int_value(i, f'"{name}"', minimum=1, maximum=2**62) for i in raw]
+    return [checks.entry_id(i, name) for i in raw]
 
 
 @api
@@ -437,7 +430,7 @@ async def memory_supersede(request: Request) -> Response:
     undo = bool_field(body, "undo")
     by = None
     if body.get("by") is not None:
-        by = int_value(body["by"], '"by"', minimum=1, maximum=2**62)
+        by = checks.entry_id(body["by"], "by")
     if undo == (by is not None):
         raise BadRequest('give "by" (the entry that replaces them) or "undo": true')
     return JSONResponse(await call(do_supersede, settings_of(request), ids, by, undo))
@@ -474,10 +467,10 @@ async def search(request: Request) -> Response:
         raise BadRequest(f"q is {len(query)} characters; recall takes at most "
                          f"{channels.MAX_QUERY_CHARS} (a question, not a document)")
     raw_v, raw_l, raw_limit = q.get("vector_k"), q.get("lexical_k"), q.get("limit")
-    vector_k = int_value(raw_v, "vector_k", maximum=1000) if raw_v else None
-    lexical_k = int_value(raw_l, "lexical_k", maximum=1000) if raw_l else None
+    vector_k = checks.whole_number(raw_v, "vector_k", minimum=0, maximum=1000) if raw_v else None
+    lexical_k = checks.whole_number(raw_l, "lexical_k", minimum=0, maximum=1000) if raw_l else None
     kind = kind_value(q.get("kind"), "kind", archive=True)
-    limit = int_value(raw_limit, "limit", minimum=1, maximum=1000) if raw_limit else None
+    limit = checks.whole_number(raw_limit, "limit", minimum=1, maximum=1000) if raw_limit else None
     if limit is not None and (vector_k is not None or lexical_k is not None):
         raise BadRequest("give limit (fused rows budget) or vector_k/lexical_k (per-channel "
                          "budgets), not both")
@@ -507,14 +500,15 @@ async def memory_ls(request: Request) -> Response:
     q = request.query_params
     kind = kind_value(q.get("kind"), "kind", archive=True)
     raw_limit = q.get("limit")
-    limit = int_value(raw_limit, "limit", minimum=1, maximum=1000) if raw_limit else 100
+    limit = checks.whole_number(raw_limit, "limit", minimum=1, maximum=1000) if raw_limit else 100
+    query = checks.filter_text(q.get("q"), "q")   # named as this route names it
     return JSONResponse(await call(do_memory_ls, settings_of(request), kind, q.get("project"),
-                                   q.get("q"), q.get("cursor"), limit, q.get("since"),
+                                   query, q.get("cursor"), limit, q.get("since"),
                                    q.get("until")))
 
 
 def _entry_id(request: Request) -> int:
-    return int_value(request.path_params["entry_id"], "the entry id", minimum=1, maximum=2**62)
+    return checks.entry_id(request.path_params["entry_id"], "id")
 
 
 @api
@@ -610,7 +604,7 @@ async def aggregate(request: Request) -> Response:
     apply = bool_field(body, "apply")
     undo_id = None
     if body.get("undo") is not None:
-        undo_id = int_value(body["undo"], '"undo"', minimum=1, maximum=2**62)
+        undo_id = checks.entry_id(body["undo"], "undo")
         if apply or project:
             raise BadRequest('"undo" takes no "apply" or "project"')
     return JSONResponse(await call(do_aggregate, settings_of(request), project, apply, undo_id))
@@ -644,8 +638,8 @@ async def calibrate(request: Request) -> Response:
     cases = cases_from_mapping({"hits": body.get("hits"), "misses": body.get("misses")},
                                "the request body")
     project = text_field(body, "project", required=False)
-    vector_k = int_value(body.get("vector_k", 5), '"vector_k"', minimum=1, maximum=1000)
-    lexical_k = int_value(body.get("lexical_k", 5), '"lexical_k"', maximum=1000)
+    vector_k = checks.whole_number(body.get("vector_k", 5), "vector_k", minimum=1, maximum=1000)
+    lexical_k = checks.whole_number(body.get("lexical_k", 5), "lexical_k", minimum=0, maximum=1000)
     return JSONResponse(await call(do_calibrate, settings_of(request), cases, project,
                                    vector_k, lexical_k))
 
@@ -660,7 +654,7 @@ async def history_route(request: Request) -> Response:
       200: {description: a list of messages}
     """
     raw = request.query_params.get("n")
-    last = int_value(raw, "n", minimum=1, maximum=10**9) if raw else None
+    last = checks.whole_number(raw, "n", minimum=1, maximum=checks.MAX_COUNT) if raw else None
     return JSONResponse(await call(do_history, settings_of(request), last))
 
 
@@ -729,7 +723,7 @@ async def _pin_body(request: Request) -> tuple[int, bool]:
     body = await json_body(request)
     if "id" not in body:
         raise BadRequest('"id" (a message id) is missing')
-    return int_value(body["id"], '"id"', minimum=1, maximum=2**62), bool_field(body, "only")
+    return checks.entry_id(body["id"], "id"), bool_field(body, "only")
 
 
 @api
@@ -773,7 +767,7 @@ async def traces_route(request: Request) -> Response:
     responses:
       200: {description: a list of trace records, oldest first}
     """
-    n = int_value(request.query_params.get("n", 10), "n", minimum=1, maximum=10000)
+    n = checks.whole_number(request.query_params.get("n", "10"), "n", minimum=1, maximum=10000)
     return JSONResponse(await call(do_traces, settings_of(request), n))
 
 

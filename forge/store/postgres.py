@@ -586,11 +586,6 @@ class PostgresBackend:
         return [{"at": r[0], "event": r[1], "entry_id": r[2], "kind": r[3], "link": r[4],
                  "info": json.loads(r[5]) if r[5] else None} for r in rows]
 
-    def released_by(self, entry_id: int) -> list[int]:
-        return [int(r[0]) for r in self.conn.execute(
-            "select entry_id from memory_events where event = 'release' and link = %s order by id",
-            (entry_id,))]
-
     # ------------------------------------------------------------------ writing entries
 
     def _writable(self) -> None:

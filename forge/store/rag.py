@@ -38,12 +38,12 @@ if TYPE_CHECKING:
     from ..core.settings import Settings
     from ..core.when import Window
     from .backend import Backend
-    from .results import Edited, Fold, FoldResult, ReindexResult, Remembered
+    from .results import Edited, Fold, FoldResult, Forgotten, ReindexResult, Remembered
 
 # What writes, searches and reindex return: forge/store/results.py and search_results.py,
 # imported by the functions that build them (a listing builds none), and still reachable as
 # rag.SearchRow and so on.
-RESULTS = ("Edited", "Fold", "FoldResult", "ReindexResult", "Remembered")
+RESULTS = ("Edited", "Fold", "FoldResult", "Forgotten", "ReindexResult", "Remembered")
 SEARCH_RESULTS = ("SearchResult", "SearchRow")
 
 
@@ -712,9 +712,9 @@ def redact_entries(store: Store, texts: dict[int, tuple[str, dict[str, int]]]) -
     return done
 
 
-def forget(store: Store, entry_id: int) -> Entry:
-    """Remove an entry: its row, its vector and its words; release what it superseded. Needs
-    no embedder.
+def forget(store: Store, entry_id: int) -> "Forgotten":
+    """Remove an entry: its row, its vector and its words; release what it superseded (the
+    Forgotten names them). Needs no embedder.
 
     A real forget (SPEC §5), in one `transaction(erase=True)`: on SQLite freed pages are
     zeroed (`secure_delete`), the word index drops the entry's tokens at once (FTS5
@@ -724,9 +724,11 @@ def forget(store: Store, entry_id: int) -> Entry:
     return forget_many(store, [entry_id])[0]
 
 
-def forget_many(store: Store, entry_ids: Sequence[int]) -> list[Entry]:
+def forget_many(store: Store, entry_ids: Sequence[int]) -> list["Forgotten"]:
     """`forget` several entries in one transaction: every id is checked first, so a missing
-    one forgets nothing."""
+    one forgets nothing. Each Forgotten names what that forget released, and only that."""
+    from .results import Forgotten
+
     entry_ids = list(dict.fromkeys(entry_ids))
     backend = store.backend
     with backend.transaction(erase=True):
@@ -736,29 +738,25 @@ def forget_many(store: Store, entry_ids: Sequence[int]) -> list[Entry]:
             listed = ", ".join(f"#{i}" for i in missing)
             raise NotFoundError(f"no memory entry {listed}; `forge memory ls` lists them"
                                 + ("" if len(entry_ids) == 1 else "; nothing was forgotten"))
-        for entry_id in entry_ids:
-            _forget_one(backend, found[entry_id])
-    return [found[i] for i in entry_ids]
+        return [Forgotten(found[i], _forget_one(backend, found[i])) for i in entry_ids]
 
 
-def _release_sources(backend: "Backend", entry_id: int) -> None:
-    """Every entry `entry_id` speaks for is active again; each release is logged."""
+def _release_sources(backend: "Backend", entry_id: int) -> list[int]:
+    """Every entry `entry_id` speaks for is active again; each release is logged. Returns
+    their ids."""
     released = backend.entries_by_id(backend.sources_of(entry_id))
     for rid in sorted(released):
         backend.set_superseded(rid, None, utc_now())
         backend.log_event("release", rid, released[rid].kind, link=entry_id)
+    return sorted(released)
 
 
-def _forget_one(backend: "Backend", entry: Entry) -> None:
-    _release_sources(backend, entry.id)
+def _forget_one(backend: "Backend", entry: Entry) -> list[int]:
+    """Forget `entry` (inside the caller's transaction); the ids it released."""
+    released = _release_sources(backend, entry.id)
     backend.delete_entry(entry.id)
     backend.log_event("forget", entry.id, entry.kind)
-
-
-def released_by(store: Store, entry_id: int) -> list[int]:
-    """Entries a forget of `entry_id` released (from the event log)."""
-    return [e["entry_id"] for e in store.backend.events_for(entry_id)
-            if e["event"] == "release" and e["link"] == entry_id]
+    return released
 
 
 # --------------------------------------------------------------------------- folds (A5)
@@ -872,18 +870,18 @@ def list_page(store: Store, *, kind: str | None = None, project: str | None = No
               limit: int | None = None, window: "Window | None" = None) -> EntryPage:
     """One page of list_entries, by id: after `cursor` (the previous page's next_cursor), at
     most `limit` entries (None: all the rest), whose content holds `query` (case-insensitive),
-    created in `window` when one is given."""
+    created in `window` when one is given. Each is checked first (forge/core/checks.py),
+    whichever door it came through."""
+    from ..core import checks
+
     if kind is not None:
         kind = normalize_kind(kind, archive=True)
-    after = 0
-    if cursor:
-        if not cursor.isdigit() or len(cursor) > 19:
-            raise ForgeError(f"cursor {cursor!r} is not one a listing gave (the next_cursor of "
-                             "the previous page)")
-        after = int(cursor)
-    want = 2**62 if limit is None else limit
+    after = checks.cursor(cursor)
+    query = checks.filter_text(query)
+    want = (checks.MAX_COUNT if limit is None
+            else checks.whole_number(limit, "limit", minimum=1, maximum=checks.MAX_COUNT))
     span = {} if window is None else {"since": window.since, "until": window.until}
-    entries, total = store.backend.list_page(kind=kind, project=project, contains=query or None,
+    entries, total = store.backend.list_page(kind=kind, project=project, contains=query,
                                              after_id=after, limit=want + 1, **span)
     more = len(entries) > want
     entries = entries[:want]

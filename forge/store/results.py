@@ -1,5 +1,5 @@
-"""What rag's writes and reindex return (Remembered, Edited, FoldResult, ReindexResult) and the
-aggregation tier's write (Fold); a search's rows are in search_results.py. Out of common.py so
+"""What rag's writes and reindex return (Remembered, Edited, Forgotten, FoldResult,
+ReindexResult) and the aggregation tier's write (Fold); a search's rows are in search_results.py. Out of common.py so
 that a listing, which builds none of them, does not pay for creating their dataclasses at start
 (~0.9 ms each in a fresh process, measured with -X importtime), and apart from the search's so
 that `forge recall` creates only its own two: rag imports these modules where it needs them,
@@ -33,6 +33,27 @@ class Edited:
     def to_dict(self) -> dict[str, Any]:
         return {**self.entry.to_dict(), "changed": self.changed,
                 "secrets_redacted": self.secrets_redacted}
+
+
+@dataclass
+class Forgotten:
+    """One forgotten entry and the entries this forget released (active again): only those,
+    never what an earlier undo released."""
+
+    entry: Entry              # as it stood before the forget
+    released: list[int] = field(default_factory=list)
+
+    @property
+    def id(self) -> int:
+        return self.entry.id
+
+    @property
+    def kind(self) -> str:
+        return self.entry.kind
+
+    def to_dict(self) -> dict[str, Any]:
+        """`forge memory forget ID --json`: {"id", "kind", "released"}."""
+        return {"id": self.entry.id, "kind": self.entry.kind, "released": self.released}
 
 
 @dataclass
