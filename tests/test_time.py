@@ -568,3 +568,8 @@ def test_the_mcp_tools_take_since_until(runner, dated):
                                                     dated["mower"], dated["garden"]}
     with pytest.raises(ForgeError, match="since 'bientôt' is not a date"):
         documents.recall(settings, "x", since="bientôt")
+    # a client's argument is checked as sent (no coercion of true, 2024 or a list into a time)
+    for bad in (True, 2024, ["2024"]):
+        with pytest.raises(ForgeError, match="is not text") as refused:
+            documents.memory_list(settings, until=bad)
+        assert "\n" not in str(refused.value)
