@@ -6,8 +6,7 @@ Each figure is the median of `--runs` fresh processes, interleaved (one of each 
 its ratio to `python -c "import click"` measured in the same run. tabulate 0.10 reads its own
 version through `importlib.metadata` at import (which imports `email`, `zipfile`, `csv`... and
 scans the installed distributions); the third row times that import alone, beside click, so the
-figure says what a table would cost with tabulate 0.10 on this machine. This is why setup.cfg
-takes tabulate below 0.10 (docs/tables-and-dotenv.md).
+figure says what a table costs with tabulate 0.10 on this machine (docs/tables-and-dotenv.md).
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
@@ -292,37 +292,7 @@ def get_settings(ctx: click.Context | None = None) -> Any:
     return root.obj["settings"]
 
 
-def run() -> NoReturn:
-    """The `forge` script and `python -m forge`: the command, then the end of the process.
-
-    A command's work is done when it returns: every write Forge makes is committed, fsynced or
-    closed by then. What Python would still do is tear down every module and object, ~15-20 ms
-    of a `forge recall` that loaded the model (~7 ms of `python -c "import click"` itself,
-    measured with os._exit against a normal exit). So the process ends with `os._exit` once the
-    standard streams are flushed and the atexit handlers have run; when a stream cannot be
-    flushed (a reader that left), another thread that is not a daemon still runs, or the exit
-    status is not a number, it ends the ordinary way. Library callers use `cli`."""
-    try:
-        cli(prog_name="forge")
-        code: Any = 0
-    except SystemExit as e:
-        code = e.code
-    _end(code)
-
-
-def _end(code: Any) -> NoReturn:
-    status = 0 if code is None else code if isinstance(code, int) else None
-    threading = sys.modules.get("threading")   # never imported: no other thread to wait for
-    others = [t for t in threading.enumerate()
-              if t is not threading.main_thread() and not t.daemon and t.is_alive()
-              ] if threading else []
-    run_exitfuncs = getattr(__import__("atexit"), "_run_exitfuncs", None)
-    if status is None or others or run_exitfuncs is None:
-        sys.exit(code)
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):   # a closed pipe or stream: Python's own exit reports it
-        sys.exit(code)
-    run_exitfuncs()
-    os._exit(status)
+def run() -> None:
+    """The `forge` script and `python -m forge`: the command, then Python's ordinary exit (every
+    close, `__del__` and buffered write still happens). Library callers use `cli`."""
+    cli(prog_name="forge")
