@@ -291,6 +291,56 @@ def score_store(folder: Path, whole: WholeStore, *, remember_path: bool = False)
     return out
 
 
+def newer_pairs(entries: list) -> set[tuple[int, int]]:
+    """The pairs recall's newer-first marks (core/facts.changed_fact, as recall_time.newer_first
+    reads two rows: the names judged on the notes compared, here the two), among every pair of
+    active deliberate entries of one kind and project."""
+    from forge.core import facts
+
+    held = {e.id: facts.held(e.content) for e in entries}
+    out = set()
+    for i, a in enumerate(entries):
+        for b in entries[i + 1:]:
+            if a.kind != b.kind or a.project != b.project or not held[a.id].may_change(held[b.id]):
+                continue
+            seen = facts.evidence([a.content, b.content])
+            sa, sb = facts.read_side(a, seen), facts.read_side(b, seen)
+            if sa is not None and sb is not None and facts.changed_fact(sa, sb):
+                out.add((a.id, b.id))
+    return out
+
+
+def score_newer(folder: Path, whole: WholeStore) -> dict:
+    """Recall's newer-first mark on every pair of the store: precision and recall against the
+    same labels (a conflict is a changed fact; no pair of these stores gives a value said to
+    have changed, the shape newer-first adds: bench/time_questions.py's set holds those)."""
+    from forge.core.settings import load_settings
+    from forge.store import rag
+
+    settings = load_settings({"FORGE_DATA_DIR": str(folder / "find")}, cwd=folder)
+    with rag.open_store(settings) as store:
+        written = rag.remember_many(store, [rag.NewEntry(k, c, p) for _, k, p, c in whole.items])
+        entries = [e for e in rag.hot_entries(store)]
+    key_of = {r.id: (k, p, c) for r, (_, k, p, c) in zip(written, whole.items)}
+    started = time.process_time()
+    marked = {frozenset((key_of[a], key_of[b])) for a, b in newer_pairs(entries)}
+    seconds = time.process_time() - started
+    right = marked & set(whole.expected)
+    return {"store": whole.name, "marked": len(marked), "right": len(right),
+            "expected": len(whole.expected), "seconds": seconds,
+            "wrong": sorted(sorted(k[2] for k in p) for p in marked - right),
+            "missed": len(set(whole.expected) - marked)}
+
+
+def print_newer(r: dict) -> None:
+    print(f"newer-first mark (every pair, {r['seconds']:.1f} s CPU): precision "
+          f"{r['right'] / max(1, r['marked']):.2f} ({r['right']}/{r['marked']}), recall "
+          f"{r['right'] / r['expected']:.2f} ({r['right']}/{r['expected']}); the pairs missed "
+          "are those memory conflicts misses")
+    for a, b in r["wrong"]:
+        print(f"  marked, not a changed fact: {a!r} / {b!r}")
+
+
 def print_store(r: dict) -> None:
     precision = r["right"] / r["listed"] if r["listed"] else 1.0
     recall = r["right"] / r["expected"] if r["expected"] else 1.0
@@ -335,8 +385,9 @@ def main() -> int:
             cases = json.loads(CASES.read_text(encoding="utf-8"))
             base = args.keep or folder
             for n, whole in enumerate((labelled_store(cases), mixed_store(cases, args.locomo))):
-                print_store(score_store(base / f"whole-{n}-{len(whole.items)}", whole,
-                                        remember_path=args.remember))
+                store_dir = base / f"whole-{n}-{len(whole.items)}"
+                print_store(score_store(store_dir, whole, remember_path=args.remember))
+                print_newer(score_newer(store_dir, whole))
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         if args.store:

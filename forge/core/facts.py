@@ -59,7 +59,6 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .notes import parse_note
@@ -82,6 +81,10 @@ MONTHS = frozenset({
 # The words around a number name the thing when at least this many of them are words of three
 # letters or more that are neither a unit nor a month (a date or a time needs two).
 MIN_NAMING, MIN_NAMING_WHEN = 1, 2
+# Grammar, not a word that names a thing, though three letters long: articles, `with`/`avec`,
+# the verbs that only join a thing to what is said of it (`has`, `is`, `est`).
+GRAMMAR = frozenset({"the", "les", "des", "une", "aux", "with", "avec", "have", "be", "est",
+                     "sont", "ont"})
 
 _NT = re.compile(r"(?<=[a-z])n['\u2019]t\b")
 _TOKEN = re.compile(r"\d+(?:[.,:h]\d+)*|[^\W\d_]+|[%€$£°]", re.UNICODE)
@@ -108,20 +111,28 @@ def _number(raw: str) -> str:
     return raw.replace(",", ".")
 
 
-@dataclass
+# Plain classes, not dataclasses: recall imports this module on its no-time path, where five
+# dataclasses cost about 7 ms to define.
 class Clause:
     """One detail, read for conflicts."""
 
-    surface: str
-    negations: list[str]                      # the negation words, as folded
-    content: frozenset[str]                   # content stems (negations and grammar out)
-    scope: frozenset[str]                     # content stems after the first negation
-    letters: frozenset[str]                   # every letter word's stem (the words around)
-    names: frozenset[str]                     # numbers that name which thing
-    values: dict[str, frozenset[str]]         # unit -> the values given for it
-    units: dict[str, str] = field(default_factory=dict)   # unit -> its surface
-    bare: bool = False                        # nothing but negation words (`aucune`, `none`)
-    before: frozenset[str] = frozenset()      # the words before its first value, and its unit
+    __slots__ = ("surface", "negations", "content", "scope", "letters", "names", "values",
+                 "units", "bare", "before")
+
+    def __init__(self, surface: str, negations: list[str], content: frozenset[str],
+                 scope: frozenset[str], letters: frozenset[str], names: frozenset[str],
+                 values: dict[str, frozenset[str]], units: dict[str, str] | None = None,
+                 bare: bool = False, before: frozenset[str] = frozenset()):
+        self.surface = surface
+        self.negations = negations      # the negation words, as folded
+        self.content = content          # content stems (negations and grammar out)
+        self.scope = scope              # content stems after the first negation
+        self.letters = letters          # every letter word's stem (the words around)
+        self.names = names              # numbers that name which thing
+        self.values = values            # unit -> the values given for it
+        self.units = units or {}        # unit -> its surface
+        self.bare = bare                # nothing but negation words (`aucune`, `none`)
+        self.before = before            # the words before its first value, and its unit
 
     @property
     def negated(self) -> bool:
@@ -189,6 +200,7 @@ def read_clause(surface: str) -> Clause:
 
 
 _DIGIT = re.compile(r"\d")
+_DOTTED = re.compile(r"\d[.,]\d")   # `192.168.1.10`, `8.2`: a value, never which thing
 
 
 def _plain_clause(surface: str, text: str) -> Clause | None:
@@ -223,7 +235,8 @@ def _number_role(text: str, surface: str, spans: list, i: int) -> tuple[str, str
     if prev is not None and prev[0].isalpha() and at_end:                 # at the end
         if prev[0] in MONTHS or prev[0] in VERSION:
             return "value", prev[0], prev[0]
-        return "name", "", ""                                             # disque 1
+        if not _DOTTED.search(t):
+            return "name", "", ""                                         # disque 1
     return "value", "", ""
 
 
@@ -249,13 +262,15 @@ _SURFACE = re.compile(r"[^\W_]+", re.UNICODE)
 _MODEL = re.compile(r"[^\W\d_]\d|^\d+[A-Z]$")
 
 
-@dataclass
 class Evidence:
     """How the notes compared write their words: which ones appear in lowercase, which ones
     with a capital after a note's first word (what tells a name from a capitalised first word)."""
 
-    lower: frozenset[str] = frozenset()
-    inner: frozenset[str] = frozenset()
+    __slots__ = ("lower", "inner")
+
+    def __init__(self, lower: frozenset[str] = frozenset(), inner: frozenset[str] = frozenset()):
+        self.lower = lower
+        self.inner = inner
 
 
 def evidence(contents: Iterable[str]) -> Evidence:
@@ -318,21 +333,26 @@ def _named_alike(a: "Side", i: int, b: "Side", j: int) -> bool:
 
 # --------------------------------------------------------------------------- notes
 
-@dataclass
 class Side:
     """A note as the conflict rules read it. Its head (A1: the first detail, which names what
     the note is about) is part of every other detail's context: `Desktop: Ryzen tower, 64 GB
     RAM` says 64 GB of the Ryzen tower's RAM."""
 
-    id: int
-    content: str
-    label: frozenset[str]          # the label's content stems
-    label_all: frozenset[str]      # every word stem and number of the label
-    label_names: frozenset[str]    # the label's numbers: they name which thing (`disque 1 :`)
-    clauses: list[Clause]
-    words: frozenset[str] = frozenset()   # every word of the note (candidate checks)
-    names: list[frozenset[str]] = field(default_factory=list)  # per detail: label, head, its own
-    _attributes: dict[int, frozenset[str]] = field(default_factory=dict, repr=False)
+    __slots__ = ("id", "content", "label", "label_all", "label_names", "clauses", "words",
+                 "names", "_attributes")
+
+    def __init__(self, id: int, content: str, label: frozenset[str], label_all: frozenset[str],
+                 label_names: frozenset[str], clauses: list[Clause],
+                 words: frozenset[str] = frozenset(), names: list[frozenset[str]] | None = None):
+        self.id = id
+        self.content = content
+        self.label = label                # the label's content stems
+        self.label_all = label_all        # every word stem and number of the label
+        self.label_names = label_names    # the label's numbers: they name which thing (`disque 1 :`)
+        self.clauses = clauses
+        self.words = words                # every word of the note (candidate checks)
+        self.names = names or []          # per detail: label, head, its own
+        self._attributes: dict[int, frozenset[str]] = {}
 
     def around(self, i: int) -> frozenset[str]:
         """Detail i's context: its words, the label's, and the head's when it is not the head."""
@@ -387,15 +407,29 @@ def read_side(entry: Any, seen: Evidence | None = None) -> Side | None:
                 names, clauses, words, [common | n for n in own])
 
 
-@dataclass
 class Conflict:
-    ids: list[int]              # older first
-    reason: str                 # "negation: never" | "number: 8 / 64 Go"
-    words: list[str]            # the words that differ
-    details: list[str]          # the two details, in the order of ids
-    contents: list[str] = field(default_factory=list)
-    kind: str | None = None
-    project: str | None = None
+    """Two notes that say otherwise: `ids` older first, `reason` ("negation: never" |
+    "number: 8 / 64 Go"), the words that differ, the two details and contents in the order of
+    ids; `kind` and `project` set by the store's scan."""
+
+    __slots__ = ("ids", "reason", "words", "details", "contents", "kind", "project")
+
+    def __init__(self, ids: list[int], reason: str, words: list[str], details: list[str],
+                 contents: list[str] | None = None, kind: str | None = None,
+                 project: str | None = None):
+        self.ids = ids
+        self.reason = reason
+        self.words = words
+        self.details = details
+        self.contents = contents or []
+        self.kind = kind
+        self.project = project
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Conflict) and self.to_dict() == other.to_dict()
+
+    def __repr__(self) -> str:
+        return f"Conflict({self.to_dict()!r})"
 
     def to_dict(self) -> dict[str, Any]:
         return {"ids": self.ids, "reason": self.reason, "words": self.words,
@@ -538,3 +572,97 @@ def numbers(a: Side, i: int, b: Side, j: int) -> tuple[str, list[str], str, str]
     return reason, sorted(va ^ vb), ca.surface, cb.surface
 
 
+
+
+# --------------------------------------------------------------------------- a value changed
+
+# Words that say a value changed (`mon forfait est maintenant chez Sosh`); not words of the note.
+CHANGE_WORDS = frozenset({"now", "currently", "nowadays", "today", "maintenant", "desormais",
+                          "actuellement", "dorenavant", "aujourd", "hui"})
+# The value a note gives: at most this many words each (`Renault Clio 4` / `Peugeot 208`).
+MAX_VALUE_WORDS = 3
+_VALUE_TOKEN = re.compile(r"\d+(?:[.,:h]\d+)*|[^\W_]+|[%€$£°]", re.UNICODE)
+
+
+def _value_words(surface: str) -> tuple[list[str], bool]:
+    """A detail's words in order (case and accents folded, a name glued to its digits kept
+    whole: `B2`, `T14`), the change words out; and whether it said one."""
+    toks = _VALUE_TOKEN.findall(_fold(surface))
+    kept = [t for t in toks if t not in CHANGE_WORDS]
+    return kept, len(kept) != len(toks)
+
+
+def changed_value(a: Side, b: Side) -> tuple[str, str] | None:
+    """The value one note gives changed in the other, which says so: the same label and details
+    but one, whose words differ in one place only, by at most MAX_VALUE_WORDS words each (names
+    included: `mon forfait mobile est chez Bouygues` / `mon forfait mobile est maintenant chez
+    Sosh`), one of the two saying the change (CHANGE_WORDS, which are not compared). The same
+    thing: what comes before the value names it (a word of three letters or more that is not
+    grammar, or the label, or the head); a head that differs while other details follow is
+    another thing (the head is their context); a number that names which thing (`Camera #2`,
+    `serveur numéro 3`) is no value. None, or the two values as written."""
+    if a.label_all != b.label_all or len(a.clauses) != len(b.clauses):
+        return None
+    read = [(_value_words(x.surface), _value_words(y.surface))
+            for x, y in zip(a.clauses, b.clauses)]
+    if not any(said for pair in read for _, said in pair):
+        return None
+    differ = [i for i, ((x, _), (y, _)) in enumerate(read) if x != y]
+    if len(differ) != 1 or (differ[0] == 0 and len(read) > 1):
+        return None
+    i = differ[0]
+    (x, _), (y, _) = read[i]
+    start = 0
+    while start < min(len(x), len(y)) and x[start] == y[start]:
+        start += 1
+    end = 0
+    while end < min(len(x), len(y)) - start and x[-1 - end] == y[-1 - end]:
+        end += 1
+    old, new = x[start:len(x) - end], y[start:len(y) - end]
+    if not old or not new or max(len(old), len(new)) > MAX_VALUE_WORDS \
+            or not NEGATIONS.isdisjoint(old + new):
+        return None
+    named = any(len(w) >= 3 and w.isalpha() and _stem(w) not in GRAMMAR and w not in MONTHS
+                for w in x[:start])
+    if not (named or a.label or i):
+        return None   # `The NAS is in the garage` / `The car is now in the garage`
+    numbering = a.clauses[i].names | b.clauses[i].names
+    if {_number(w) for w in old + new} <= numbering:
+        return None   # `Camera #2` / `Camera #3`: two cameras
+    return " ".join(old), " ".join(new)
+
+
+class Held:
+    """What a note holds that a changed fact needs, read cheaply before the note itself."""
+
+    __slots__ = ("words", "negation", "number", "change")
+
+    def __init__(self, words: frozenset[str], negation: bool, number: bool, change: bool):
+        self.words = words          # its words of two letters or more, as compared (`_stem`)
+        self.negation = negation
+        self.number = number
+        self.change = change
+
+    def may_change(self, other: "Held") -> bool:
+        """Two notes state no changed fact (`changed_fact`) unless they share a word, and one
+        holds a negation or a change word, or both a number."""
+        return (self.negation or other.negation or self.change or other.change
+                or (self.number and other.number)) and not self.words.isdisjoint(other.words)
+
+
+def held(text: str) -> Held:
+    toks = set(_VALUE_TOKEN.findall(_fold(text)))
+    return Held(frozenset(_stem(t) for t in toks if len(t) >= 2 and t not in CHANGE_WORDS)
+                - GRAMMAR,
+                not toks.isdisjoint(NEGATIONS) or ("plus" in toks
+                                                   and not toks.isdisjoint(FRENCH_NE)),
+                bool(_DIGIT.search(text)),
+                not toks.isdisjoint(CHANGE_WORDS))
+
+
+def changed_fact(a: Side, b: Side) -> bool:
+    """`a` and `b` (two notes of one kind and project) state a changed fact about the same
+    thing: they conflict (`conflict`: a negation, two values for the same thing), or the value
+    one gives changed in the other, which says so (`changed_value`). Recall's newer of two facts
+    first reads this; `forge memory conflicts` lists conflicts only."""
+    return changed_value(a, b) is not None or conflict(a, b) is not None
