@@ -506,6 +506,7 @@ def test_as_of_answers_as_the_store_stood_then(runner, dated):
     ("Le serveur a 8 Go de RAM", "Le serveur a maintenant 24 Go de RAM", True),
     ("I drink coffee every morning", "I no longer drink coffee every morning", True),
     ("Laptop: ThinkPad T14, 16 GB RAM, Debian", "ThinkPad T14: 32 GB RAM after the upgrade", True),
+    ("Home server: Proxmox, 128 GB RAM", "Serveur maison : Proxmox, 64 Go de RAM", True),
     # not the same thing, or not a change
     ("The NAS is in the garage", "The car is in the garage", False),
     ("The NAS is in the garage", "The car is now in the garage", False),   # another subject

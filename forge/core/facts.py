@@ -9,8 +9,10 @@ kind and project *conflict* when they are about the same thing and
 
 - **negation**: a detail of one is negated and every content word of it (its label's and its
   head's words included) is stated, without a negation, by the other note (its label, its head
-  and a positive detail): `never 16 GB RAM` / `16 GB RAM`; `Le NiPoGi n'a pas 32 Go` / `Le
-  NiPoGi a 32 Go`; `Allergies : pas d'arachides` / `Allergies : arachides`. When both notes
+  and a positive detail), which says at most two content words more than the negating note
+  states (none more when the negated detail holds one word): `never 16 GB RAM` / `16 GB RAM`;
+  `Le NiPoGi n'a pas 32 Go` / `Le NiPoGi a 32 Go`; `Allergies : pas d'arachides` / `Allergies :
+  arachides`; `Coffee, black, no sugar` / `Coffee with sugar`. When both notes
   name the thing (below), the detail's own words suffice (`Home server: Proxmox, never GPU
   passthrough` / `Home server: Proxmox, GPU passthrough`). A negated detail with no word of its
   own (`Allergies : aucune`) conflicts with any positive detail under the same label; a
@@ -21,8 +23,8 @@ kind and project *conflict* when they are about the same thing and
   the same unit (the word right after the number: `Go`, `avril`, `Go` and `GB` being one; the
   letters glued before it: `v3`; a month before a day at the end: `April 3`; a time: `03:00`),
   the same numbers that name which thing (see below), the same words measured (the detail's
-  own words, without its subject: `RAM : 8 Go` measures nothing the label does not say, `SSD
-  512 Go` the SSD), and either the same context (the words around the number, label and head
+  own words, without what either note says it of, its label, head and names: `RAM : 8 Go`
+  measures nothing the label does not say, `SSD 512 Go` the SSD), and either the same context (the words around the number, label and head
   included, one detail's set inside the other's, their subjects sharing a word that names the
   thing: three letters or more, not a unit, not a month; two of them when the values are dates
   or times) or the same named thing. `8 Go de RAM` / `64 Go de RAM`, `Forge v3` / `Forge v4`,
@@ -31,7 +33,10 @@ kind and project *conflict* when they are about the same thing and
   nor `at 7:55 pm on 9 June` / `at 4:33 pm on 12 July` (two moments: a date or a time compares
   details that give values of the same units). A number that names which thing is not a value:
   after `numéro`, `number`, `no`, `n°`, `#`, or alone at the end of a detail after a word
-  (`disque 1` / `disque 2`, `serveur numéro 3`): those must be equal, never compared.
+  (`disque 1` / `disque 2`, `serveur numéro 3`; not a number with a decimal point or dots,
+  `192.168.1.10`, `8.2`): those must be equal, never compared. A number spelled out in
+  English or French before a word (`quatre disques`, `six ans`, `two kids`; from two to
+  twenty, and the tens to sixty; not `one`/`un`, `neuf`, `seize`) is that number.
 
 The same thing, by name: a note's *names* are the words that name a thing in its label, its
 head and the detail at hand: a word written with a capital inside the notes compared (`Raspberry
@@ -48,8 +53,13 @@ Negations (closed lists, English and French, independent of any stopword list: c
 not, no, never, without, none, nor, n't, no longer, pas, jamais, sans, aucun, aucune, ni, non,
 and `plus` only after `ne`/`n'` in the same detail. Content words: letter runs of three or more
 and numbers, case and accents folded, a final plural `s` dropped; the negations, `ne`/`n'`,
-`longer` after `no` and `do/does/did` before `not` are grammar, not content; `has/have/had`,
-`is/are/was/were` are one word each.
+`longer` after `no` and `do/does/did` before `not` are grammar, not content, and so are the
+closed list GRAMMAR (articles, `with`/`avec`, `has`/`is`/`est`, `s'appelle`/`called`);
+`has/have/had`, `is/are/was/were` are one word each. The same thing in two languages: the
+closed list SAME_THING reads the French words notes use for things (`serveur`, `maison`,
+`disque`, `mémoire`, `onduleur`, `anniversaire`, the months...) as the English ones, so
+`Serveur maison : Proxmox` and `Home server: Proxmox` share their words; names are not
+translated.
 
 `read_side` reads a note, `evidence` how the notes compared write their words, `conflict`
 the first conflict between two notes.
@@ -81,10 +91,54 @@ MONTHS = frozenset({
 # The words around a number name the thing when at least this many of them are words of three
 # letters or more that are neither a unit nor a month (a date or a time needs two).
 MIN_NAMING, MIN_NAMING_WHEN = 1, 2
-# Grammar, not a word that names a thing, though three letters long: articles, `with`/`avec`,
-# the verbs that only join a thing to what is said of it (`has`, `is`, `est`).
+# The words notes use for things, read as one word in English and French (a closed list: its
+# French words, folded and without a plural `s`, read as the English ones; `memory` and
+# `mémoire` as `ram`, what they mean beside a size): two notes about one thing in two languages
+# share its words (`Home server: Proxmox` / `Serveur maison : Proxmox`). Words that are also
+# another English word (`chat`, `thé` folded to `the`, `mois` cut to `moi`) are not in it.
+SAME_THING = {
+    # machines and the home network
+    "serveur": "server", "maison": "home", "disque": "disk", "memoire": "ram", "memory": "ram",
+    "onduleur": "ups", "sauvegarde": "backup", "ordinateur": "computer", "telephone": "phone",
+    "imprimante": "printer", "routeur": "router", "ecran": "screen", "clavier": "keyboard",
+    "reseau": "network", "fibre": "fiber", "stockage": "storage", "processeur": "processor",
+    "batterie": "battery", "carte": "card", "logiciel": "software", "cle": "key",
+    "jour": "day",
+    # home, family, health, money
+    "voiture": "car", "velo": "bike", "jardin": "garden", "cave": "cellar", "toit": "roof",
+    "porte": "door", "fenetre": "window", "chaudiere": "boiler", "loyer": "rent",
+    "facture": "bill", "assurance": "insurance", "banque": "bank", "compte": "account",
+    "medecin": "doctor", "docteur": "doctor", "dentiste": "dentist", "vaccin": "vaccine",
+    "allergie": "allergy", "animaux": "animal", "chien": "dog", "enfant": "child",
+    "frere": "brother", "soeur": "sister", "mere": "mother", "pere": "father", "mari": "husband",
+    "ecole": "school", "travail": "work", "reunion": "meeting", "anniversaire": "birthday",
+    "voyage": "trip", "vacance": "holiday", "billet": "ticket", "avion": "plane",
+    "prix": "price", "semaine": "week", "annee": "year", "ans": "year", "heure": "hour",
+    "matin": "morning", "soir": "evening", "nuit": "night", "chaque": "every",
+    # what people eat and drink
+    "cafe": "coffee", "sucre": "sugar", "lait": "milk", "arachide": "peanut",
+    "viande": "meat", "poisson": "fish", "oeuf": "egg", "pain": "bread", "fromage": "cheese",
+    "vin": "wine", "biere": "beer",
+    # months and days
+    "janvier": "january", "fevrier": "february", "mar": "march", "avril": "april",
+    "mai": "may", "juin": "june", "juillet": "july", "aout": "august", "septembre": "september",
+    "octobre": "october", "novembre": "november", "decembre": "december", "lundi": "monday",
+    "mardi": "tuesday", "mercredi": "wednesday", "jeudi": "thursday", "vendredi": "friday",
+    "samedi": "saturday", "dimanche": "sunday"}
+# Numbers spelled out, English and French, read as digits when a word follows them (`quatre
+# disques` = `4 disques`, `six ans`): not `one`/`un`/`une` (articles), `neuf` (new), `seize`.
+SPELLED = {w: str(n) for n, words in enumerate((
+    (), (), ("two", "deux"), ("three", "trois"), ("four", "quatre"), ("five", "cinq"),
+    ("six",), ("seven", "sept"), ("eight", "huit"), ("nine",), ("ten", "dix"),
+    ("eleven", "onze"), ("twelve", "douze"), ("thirteen", "treize"),
+    ("fourteen", "quatorze"), ("fifteen", "quinze"), ("sixteen",), ("seventeen",),
+    ("eighteen",), ("nineteen",), ("twenty", "vingt"))) for w in words}
+SPELLED.update({"thirty": "30", "trente": "30", "forty": "40", "quarante": "40",
+                "fifty": "50", "cinquante": "50", "sixty": "60", "soixante": "60"})
+# Grammar, not content, though three letters long: articles, `with`/`avec`, the verbs that
+# only join a thing to what is said of it (`has`, `is`, `est`) or to its name (`s'appelle`).
 GRAMMAR = frozenset({"the", "les", "des", "une", "aux", "with", "avec", "have", "be", "est",
-                     "sont", "ont"})
+                     "sont", "ont", "appelle", "called", "named", "nomme"})
 
 _NT = re.compile(r"(?<=[a-z])n['\u2019]t\b")
 _TOKEN = re.compile(r"\d+(?:[.,:h]\d+)*|[^\W\d_]+|[%€$£°]", re.UNICODE)
@@ -100,7 +154,9 @@ def _fold(text: str) -> str:
 @functools.lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
     word = SAME_WORD.get(word, word)
-    return word[:-1] if len(word) > 3 and word.endswith("s") else word
+    if len(word) > 3 and word.endswith("s"):
+        word = word[:-1]
+    return SAME_THING.get(word, word)
 
 
 def _content(word: str) -> bool:
@@ -146,6 +202,10 @@ def read_clause(surface: str) -> Clause:
         if plain is not None:
             return plain
     spans = [(m.group(), m.start(), m.end()) for m in _TOKEN.finditer(text)]
+    for i, (t, start, end) in enumerate(spans[:-1]):
+        nxt = spans[i + 1]
+        if t in SPELLED and nxt[0][0].isalpha() and not text[end:nxt[1]].strip():
+            spans[i] = (SPELLED[t], start, end)     # `quatre disques` is `4 disques`
     toks = [s[0] for s in spans]
     negs: list[int] = []
     grammar: set[int] = set()
@@ -188,7 +248,7 @@ def read_clause(surface: str) -> Clause:
         else:
             letters.add(t)     # a unit symbol (%, €) is a word around a number
             continue
-        if _content(t):
+        if _content(t) and stem not in GRAMMAR:
             content.add(stem)
             if i > first_neg:
                 scope.add(stem)
@@ -206,11 +266,12 @@ _DOTTED = re.compile(r"\d[.,]\d")   # `192.168.1.10`, `8.2`: a value, never whic
 def _plain_clause(surface: str, text: str) -> Clause | None:
     """The common case, read without walking tokens: no number and no negation word."""
     toks = set(_TOKEN.findall(text))
-    if not toks.isdisjoint(NEGATIONS) or ("plus" in toks and not toks.isdisjoint(FRENCH_NE)):
+    if not toks.isdisjoint(NEGATIONS) or ("plus" in toks and not toks.isdisjoint(FRENCH_NE)) \
+            or not toks.isdisjoint(SPELLED):
         return None
     kept = [(t, _stem(t)) for t in toks if t not in FRENCH_NE]
     words = frozenset(w for _, w in kept)
-    content = frozenset(w for t, w in kept if t.isalpha() and len(t) >= 3)
+    content = frozenset(w for t, w in kept if t.isalpha() and len(t) >= 3 and w not in GRAMMAR)
     return Clause(surface, [], content, frozenset(), words, frozenset(), {}, {}, before=words)
 
 
@@ -234,7 +295,7 @@ def _number_role(text: str, surface: str, spans: list, i: int) -> tuple[str, str
     at_end = nxt is None or text[end:nxt[1]].strip() not in ("", "%", "€", "$", "£", "°")
     if prev is not None and prev[0].isalpha() and at_end:                 # at the end
         if prev[0] in MONTHS or prev[0] in VERSION:
-            return "value", prev[0], prev[0]
+            return "value", _stem(prev[0]), prev[0]
         if not _DOTTED.search(t):
             return "name", "", ""                                         # disque 1
     return "value", "", ""
@@ -365,18 +426,21 @@ class Side:
         return self.clauses[i].before | self.label_all | (self.clauses[0].before if i else
                                                           frozenset())
 
+    def said_of(self, i: int) -> frozenset[str]:
+        """What detail i is said of: the label's words, the names, the head's words."""
+        return self.label_all | self.names[i] | (self.clauses[0].letters if i else frozenset())
+
     def attribute(self, i: int) -> frozenset[str]:
-        """What detail i measures, without its subject: its words of three letters or more
-        that are not a unit, a month, a name or a word of the label or the head (`32 GB RAM
-        since the DIMM died` -> ram, since, the, dimm, died). Kept once read."""
+        """What detail i measures, without what it is said of: its words of three letters or
+        more that are not grammar, a unit, a month, a name or a word of the label or the head
+        (`32 GB RAM since the DIMM died` -> ram, since, dimm, died). Kept once read."""
         known = self._attributes.get(i)
         if known is None:
             c = self.clauses[i]
-            subject = self.label_all | self.names[i] | (self.clauses[0].letters if i else
-                                                        frozenset())
+            subject = self.said_of(i)
             known = self._attributes[i] = frozenset(
                 w for w in c.letters if len(w) >= 3 and w.isalpha() and w not in MONTHS
-                and w not in c.values and w not in subject)
+                and w not in c.values and w not in subject and w not in GRAMMAR)
         return known
 
     def stated(self, i: int) -> frozenset[str]:
@@ -505,7 +569,7 @@ def negated_clause(neg: Side, i: int, pos: Side) -> tuple[str, list[str], str, s
             needed = neg.stated(i)
             if not allowed and needed == c.content:
                 continue   # one word denied, of nothing named (`No way` / `Way to go`)
-        if needed <= pos.stated(j) and len(p.content - c.content) <= allowed:
+        if needed <= pos.stated(j) and len(p.content - neg.stated(i)) <= allowed:
             return reason, list(c.negations), c.surface, p.surface
     return None
 
@@ -541,7 +605,7 @@ def numbers(a: Side, i: int, b: Side, j: int) -> tuple[str, list[str], str, str]
         return None
     # What is measured: the same words, or one detail's inside the other's when it has some
     # (`RAM : 8 Go` measures nothing the label does not say; `SSD 512 Go` measures the SSD).
-    attr_a, attr_b = a.attribute(i), b.attribute(j)
+    attr_a, attr_b = a.attribute(i) - b.said_of(j), b.attribute(j) - a.said_of(i)
     if not (attr_a == attr_b or (attr_a and attr_b and (attr_a <= attr_b or attr_b <= attr_a))):
         return None
     around_a, around_b = a.around(i), b.around(j)
@@ -656,7 +720,7 @@ def held(text: str) -> Held:
                 - GRAMMAR,
                 not toks.isdisjoint(NEGATIONS) or ("plus" in toks
                                                    and not toks.isdisjoint(FRENCH_NE)),
-                bool(_DIGIT.search(text)),
+                bool(_DIGIT.search(text)) or not toks.isdisjoint(SPELLED),
                 not toks.isdisjoint(CHANGE_WORDS))
 
 
