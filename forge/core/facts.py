@@ -95,7 +95,8 @@ MIN_NAMING, MIN_NAMING_WHEN = 1, 2
 # French words, folded and without a plural `s`, read as the English ones; `memory` and
 # `mémoire` as `ram`, what they mean beside a size): two notes about one thing in two languages
 # share its words (`Home server: Proxmox` / `Serveur maison : Proxmox`). Words that are also
-# another English word (`chat`, `thé` folded to `the`, `mois` cut to `moi`) are not in it.
+# another English word (`chat`, `café`, `pain`, `vin`, `mère`, `cave`; `thé` folded to `the`,
+# `mois` cut to `moi`) are not in it: an English note would read as another.
 SAME_THING = {
     # machines and the home network
     "serveur": "server", "maison": "home", "disque": "disk", "memoire": "ram", "memory": "ram",
@@ -105,20 +106,19 @@ SAME_THING = {
     "batterie": "battery", "carte": "card", "logiciel": "software", "cle": "key",
     "jour": "day",
     # home, family, health, money
-    "voiture": "car", "velo": "bike", "jardin": "garden", "cave": "cellar", "toit": "roof",
+    "voiture": "car", "velo": "bike", "jardin": "garden", "toit": "roof",
     "porte": "door", "fenetre": "window", "chaudiere": "boiler", "loyer": "rent",
     "facture": "bill", "assurance": "insurance", "banque": "bank", "compte": "account",
     "medecin": "doctor", "docteur": "doctor", "dentiste": "dentist", "vaccin": "vaccine",
     "allergie": "allergy", "animaux": "animal", "chien": "dog", "enfant": "child",
-    "frere": "brother", "soeur": "sister", "mere": "mother", "pere": "father", "mari": "husband",
+    "frere": "brother", "soeur": "sister", "pere": "father", "mari": "husband",
     "ecole": "school", "travail": "work", "reunion": "meeting", "anniversaire": "birthday",
     "voyage": "trip", "vacance": "holiday", "billet": "ticket", "avion": "plane",
     "prix": "price", "semaine": "week", "annee": "year", "ans": "year", "heure": "hour",
     "matin": "morning", "soir": "evening", "nuit": "night", "chaque": "every",
     # what people eat and drink
-    "cafe": "coffee", "sucre": "sugar", "lait": "milk", "arachide": "peanut",
-    "viande": "meat", "poisson": "fish", "oeuf": "egg", "pain": "bread", "fromage": "cheese",
-    "vin": "wine", "biere": "beer",
+    "sucre": "sugar", "lait": "milk", "arachide": "peanut", "viande": "meat",
+    "poisson": "fish", "oeuf": "egg", "fromage": "cheese", "biere": "beer",
     # months and days
     "janvier": "january", "fevrier": "february", "mar": "march", "avril": "april",
     "mai": "may", "juin": "june", "juillet": "july", "aout": "august", "septembre": "september",
