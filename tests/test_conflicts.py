@@ -426,3 +426,14 @@ def pair_conflict(a: str, b: str):
 ])
 def test_two_notes_conflict_only_about_the_same_thing(a, b, reason):
     assert pair_conflict(a, b) == reason
+
+
+def test_the_docs_tables_give_the_reasons_conflict_gives():
+    """docs/conflicts.md's tables of conflicting pairs (older, newer, reason) are what the rules
+    say of each pair."""
+    import re
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "conflicts.md").read_text()
+    rows = re.findall(r"^\| `([^`]+)` \| `([^`]+)` \| `([^`]+)`", page, re.M)
+    assert len(rows) >= 12
+    assert [pair_conflict(a, b) for a, b, _ in rows] == [reason for _, _, reason in rows]
