@@ -132,7 +132,7 @@ def newer_first(rows: list["SearchRow"]) -> list["SearchRow"]:
     from ..core import facts
 
     # only pairs that may state one are read in full (they share a word; a negation or a
-    # change word in one of them, or a number in both): most rows of a recall give neither
+    # change word in one of them, or a number in both): reading a note costs ~20-80 µs
     held = [facts.held(r.entry.content) for r in notes]
     candidates = [(i, j) for i in range(len(notes)) for j in range(i + 1, len(notes))
                   if notes[i].entry.kind == notes[j].entry.kind
