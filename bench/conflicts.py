@@ -21,12 +21,19 @@ the notes of `store` (several machines: two under one label, a negated detail ab
 one, one amount on two devices), and a mixed store (that, the aggregation cases and their
 context, the personal sets of tests/fixtures, `--locomo N` LoCoMo texts). Every pair
 `conflicts.find` lists is scored: a pair across cases is not a conflict unless `cross` says a
-reader of the one store calls it one (the same named thing), each with its reason;
-`aggregate_conflicts` names the aggregation cases that are conflicts. `--remember` scores
+reader of the one store calls it one (both notes identify the same thing, by a name or by
+the same label or subject words, and one says otherwise by a negation or a number), each with
+its reason; `aggregate_conflicts` names the aggregation cases that are conflicts. A second
+reading of the one store added the `cross` pairs marked `"reading": 2` (one person's allergies,
+animals, coffee, rent, nightly backup, VPS and NAS said otherwise by notes of two cases); the
+recall on the earlier labels is printed too. `--remember` scores
 `forge remember`'s note on them too (one write at a time). Targets: precision and recall >= 0.9.
 
     python bench/conflicts.py [--keep DIR] [--locomo 300] [--remember]   # pairs, whole stores
     python bench/conflicts.py --store DIR [--runs 9]   # also: the pairs listed and the time at 10k
+
+Each whole store also scores recall's newer-first mark (core/facts.changed_fact on every pair
+of one kind and project, the names judged on the two notes) against the same labels.
 
 With `--store DIR` (a real store, e.g. `bench/locomo_store.py DIR`: 10,000 LoCoMo texts), the
 store is copied and `forge memory conflicts --json` is timed as a whole process, median of
@@ -189,6 +196,7 @@ class WholeStore:
     name: str
     items: list[tuple[str, str, str | None, str]] = field(default_factory=list)
     expected: dict[frozenset, str] = field(default_factory=dict)
+    second: set[frozenset] = field(default_factory=set)   # labelled by the second reading
 
     def add(self, case: str, kind: str, project: str | None, content: str) -> tuple:
         self.items.append((case, kind, project, content))
@@ -220,6 +228,8 @@ def with_cross(whole: WholeStore, cases: dict) -> WholeStore:
         a, b = (("fact", None, pair["a"]), ("fact", None, pair["b"]))
         if a in present and b in present:
             whole.expected[frozenset((a, b))] = f"across cases: {pair['why']}"
+            if pair.get("reading") == 2:
+                whole.second.add(frozenset((a, b)))
     return whole
 
 
@@ -271,10 +281,12 @@ def score_store(folder: Path, whole: WholeStore, *, remember_path: bool = False)
     wrong = [(found[k], not (cases_of[found[k].ids[0]] & cases_of[found[k].ids[1]]))
              for k in found if k not in whole.expected]
     missed = [k for k in whole.expected if k not in found]
+    first = set(whole.expected) - whole.second
     out = {"store": whole.name, "entries": len({r.id for r in written}),
            "active": report.entries_scanned, "listed": len(found), "right": len(right),
            "expected": len(whole.expected), "wrong": wrong, "missed": missed,
-           "seconds": report.seconds}
+           "seconds": report.seconds, "first": len(first),
+           "first_right": len(first & set(found)), "second": len(whole.second)}
     if remember_path:
         # forge remember's note, one write at a time: every pair it names is scored alike
         fresh = Path(tempfile.mkdtemp(prefix="forge-conflicts-remember-"))
@@ -291,6 +303,56 @@ def score_store(folder: Path, whole: WholeStore, *, remember_path: bool = False)
     return out
 
 
+def newer_pairs(entries: list) -> set[tuple[int, int]]:
+    """The pairs recall's newer-first marks (core/facts.changed_fact, as recall_time.newer_first
+    reads two rows: the names judged on the notes compared, here the two), among every pair of
+    active deliberate entries of one kind and project."""
+    from forge.core import facts
+
+    held = {e.id: facts.held(e.content) for e in entries}
+    out = set()
+    for i, a in enumerate(entries):
+        for b in entries[i + 1:]:
+            if a.kind != b.kind or a.project != b.project or not held[a.id].may_change(held[b.id]):
+                continue
+            seen = facts.evidence([a.content, b.content])
+            sa, sb = facts.read_side(a, seen), facts.read_side(b, seen)
+            if sa is not None and sb is not None and facts.changed_fact(sa, sb):
+                out.add((a.id, b.id))
+    return out
+
+
+def score_newer(folder: Path, whole: WholeStore) -> dict:
+    """Recall's newer-first mark on every pair of the store: precision and recall against the
+    same labels (a conflict is a changed fact; no pair of these stores gives a value said to
+    have changed, the shape newer-first adds: bench/time_questions.py's set holds those)."""
+    from forge.core.settings import load_settings
+    from forge.store import rag
+
+    settings = load_settings({"FORGE_DATA_DIR": str(folder / "find")}, cwd=folder)
+    with rag.open_store(settings) as store:
+        written = rag.remember_many(store, [rag.NewEntry(k, c, p) for _, k, p, c in whole.items])
+        entries = [e for e in rag.hot_entries(store)]
+    key_of = {r.id: (k, p, c) for r, (_, k, p, c) in zip(written, whole.items)}
+    started = time.process_time()
+    marked = {frozenset((key_of[a], key_of[b])) for a, b in newer_pairs(entries)}
+    seconds = time.process_time() - started
+    right = marked & set(whole.expected)
+    return {"store": whole.name, "marked": len(marked), "right": len(right),
+            "expected": len(whole.expected), "seconds": seconds,
+            "wrong": sorted(sorted(k[2] for k in p) for p in marked - right),
+            "missed": len(set(whole.expected) - marked)}
+
+
+def print_newer(r: dict) -> None:
+    print(f"newer-first mark (every pair, {r['seconds']:.1f} s CPU): precision "
+          f"{r['right'] / max(1, r['marked']):.2f} ({r['right']}/{r['marked']}), recall "
+          f"{r['right'] / r['expected']:.2f} ({r['right']}/{r['expected']}); the pairs missed "
+          "are those memory conflicts misses")
+    for a, b in r["wrong"]:
+        print(f"  marked, not a changed fact: {a!r} / {b!r}")
+
+
 def print_store(r: dict) -> None:
     precision = r["right"] / r["listed"] if r["listed"] else 1.0
     recall = r["right"] / r["expected"] if r["expected"] else 1.0
@@ -298,6 +360,10 @@ def print_store(r: dict) -> None:
           f"{r['expected']} conflicting pairs labelled; conflicts.find {r['seconds'] * 1000:.0f} ms")
     print(f"memory conflicts: precision {precision:.2f} ({r['right']}/{r['listed']}), "
           f"recall {recall:.2f} ({r['right']}/{r['expected']})   targets: >= 0.9, >= 0.9")
+    if r["second"]:
+        print(f"  recall on the {r['first']} pairs labelled before the second reading of `cross` "
+              f"added {r['second']}: {r['first_right'] / r['first']:.2f} "
+              f"({r['first_right']}/{r['first']})")
     if "remember" in r:
         rem = r["remember"]
         print(f"remember's note:  precision {rem['right'] / max(1, rem['named']):.2f} "
@@ -335,8 +401,9 @@ def main() -> int:
             cases = json.loads(CASES.read_text(encoding="utf-8"))
             base = args.keep or folder
             for n, whole in enumerate((labelled_store(cases), mixed_store(cases, args.locomo))):
-                print_store(score_store(base / f"whole-{n}-{len(whole.items)}", whole,
-                                        remember_path=args.remember))
+                store_dir = base / f"whole-{n}-{len(whole.items)}"
+                print_store(score_store(store_dir, whole, remember_path=args.remember))
+                print_newer(score_newer(store_dir, whole))
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         if args.store:

@@ -278,7 +278,7 @@ def test_a_failing_pass_is_a_warning_never_a_failed_compaction(runner, store, mo
 
 
 def test_one_tokenizer_folds_case_and_accents_and_splits_digits_from_letters():
-    from forge.memory.notes import word_set, words
+    from forge.core.notes import word_set, words
 
     assert words("Matériel : SSD 256Go, n'a pas") == ["materiel", "ssd", "256", "go", "n", "a", "pas"]
     assert word_set("SSD 256Go") == word_set("ssd 256 GO") and word_set("Élève") == word_set("eleve")

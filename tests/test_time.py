@@ -495,26 +495,71 @@ def test_as_of_answers_as_the_store_stood_then(runner, dated):
 
 
 @pytest.mark.parametrize("older, newer, changed", [
+    # one value changed, said so: names included
     ("mon forfait mobile est chez Bouygues", "mon forfait mobile est maintenant chez Sosh", True),
-    ("Le serveur a 8 Go de RAM", "Le serveur a maintenant 24 Go de RAM", True),
     ("Ma voiture est une Renault Clio 4", "Ma voiture est maintenant une Peugeot 208", True),
-    ("I drink coffee every morning", "I no longer drink coffee every morning", True),
     ("My gym membership is at Basic-Fit", "My gym membership is now at Fitness Park", True),
+    ("The home server's IP address is 192.168.1.10",
+     "The home server's IP address is now 192.168.1.20", True),
+    ("Opérateur : Bouygues", "Opérateur : Sosh maintenant", True),
+    # what `forge memory conflicts` lists: a negation, two values for the same thing
+    ("Le serveur a 8 Go de RAM", "Le serveur a maintenant 24 Go de RAM", True),
+    ("I drink coffee every morning", "I no longer drink coffee every morning", True),
+    ("Laptop: ThinkPad T14, 16 GB RAM, Debian", "ThinkPad T14: 32 GB RAM after the upgrade", True),
+    ("Home server: Proxmox, 128 GB RAM", "Serveur maison : Proxmox, 64 Go de RAM", True),
     # not the same thing, or not a change
     ("The NAS is in the garage", "The car is in the garage", False),
+    ("The NAS is in the garage", "The car is now in the garage", False),   # another subject
     ("I like coffee", "I like tea", False),
+    ("My internet provider is Free", "My internet provider is Orange", False),   # both may be
     ("Decided to repaint the garden shed green", "Planted the tomatoes near the shed", False),
     ("Le NAS a 32 Go de RAM", "Le NAS a 32 Go de RAM et un SSD", False),
+    ("Camera #2 covers the garden", "Camera #3 covers the garden", False),        # numbering
+    ("Le serveur numéro 3 est dans la baie", "Le serveur numéro 4 est maintenant dans la baie",
+     False),
+    ("Desktop: Ryzen tower, 64 GB RAM, Fedora", "Desktop: Mac mini M2, 16 GB RAM, macOS", False),
+    ("Le Raspberry Pi a 8 Go de RAM", "Mac mini, never 8 GB RAM", False),        # two names
+    ("Laptop: ThinkPad T14, 16 GB RAM", "Laptop: now ThinkPad X13, 16 GB RAM", False),   # head
+    ("RAM : 8 Go", "Le serveur a 64 Go de RAM", False),            # which machine's RAM?
+    ("The laptop has 16 GB RAM", "The desktop has 64 GB RAM", False),
 ])
 def test_which_two_rows_state_a_changed_fact(older, newer, changed):
-    from forge.recall import recall_time
-    from forge.recall.recall_words import function_words
+    """Recall's newer-first and `forge memory conflicts` read one definition of the same thing
+    (core/facts.py); newer-first adds one value said to have changed."""
+    from forge.core import facts
     from forge.store.common import Entry
 
     a = Entry(1, "fact", None, older, "remember", {}, z("2024-01-01T10:00"), "", None)
     b = Entry(2, "fact", None, newer, "remember", {}, z("2025-01-01T10:00"), "", None)
-    words = {e.id: recall_time.Words(e.content, function_words()) for e in (a, b)}
-    assert recall_time.changed_fact(a, b, words) is changed
+    seen = facts.evidence([older, newer])
+    assert facts.changed_fact(facts.read_side(a, seen), facts.read_side(b, seen)) is changed
+    # newer_first reads in full only the pairs this cheap reading lets through
+    assert facts.held(older).may_change(facts.held(newer)) or not changed
+
+
+def test_newer_first_marks_what_memory_conflicts_lists_and_a_value_said_to_change(runner,
+                                                                                  monkeypatch):
+    """On one store, the rows newer-first marks are the pairs `memory conflicts` lists, and the
+    value said to have changed; numbering and two named things are marked by neither."""
+    monkeypatch.setenv("FORGE_NOW", NOW)
+    ids = {key: _remember(runner, "fact", text, "--at", at) for key, text, at in [
+        ("t14_new", "ThinkPad T14: 32 GB RAM after the upgrade", "2025-03-01"),
+        ("t14_old", "Laptop: ThinkPad T14, 16 GB RAM, Debian", "2024-02-01"),
+        ("cam2", "Camera #2 covers the garden", "2024-04-01"),
+        ("cam3", "Camera #3 covers the garden", "2025-04-01"),
+        ("ryzen", "Desktop: Ryzen tower, 64 GB RAM, Fedora", "2024-05-01"),
+        ("mac", "Desktop: Mac mini M2, 16 GB RAM, macOS", "2025-05-01"),
+        ("isp_old", "My internet provider is Free", "2023-01-01"),
+        ("isp_new", "My internet provider is now Orange", "2025-01-01"),
+    ]}
+    listed = json.loads(invoke(runner, "memory", "conflicts", "--json").stdout)["conflicts"]
+    assert [c["ids"] for c in listed] == [sorted((ids["t14_new"], ids["t14_old"]))]
+    marked = {}
+    for question in ("ThinkPad T14 RAM", "camera garden", "desktop RAM", "internet provider"):
+        for row in _recall(runner, question, "--limit", "8")["rows"]:
+            if row.get("newer"):
+                marked[row["id"]] = row["newer"]
+    assert marked == {ids["t14_old"]: ids["t14_new"], ids["isp_old"]: ids["isp_new"]}
 
 
 def test_the_chats_lines_say_which_row_is_newer_and_an_empty_window_is_said():

@@ -12,6 +12,9 @@
     ```{forge-secret-types}
     ```            the secrets Forge redacts, from forge.core.secret_scan (each type's example
                    run through the scanner: what is stored instead is its answer)
+    ```{forge-same-thing}
+    ```            the closed lists two notes are compared with, from forge.core.facts (the
+                   words read as one in English and French, numbers spelled out, grammar)
 
 Each renders Markdown that MyST then parses as if it were written in the page.
 """
@@ -120,6 +123,27 @@ def secret_types_table() -> str:
     return "\n".join(lines)
 
 
+def same_thing_table() -> str:
+    """forge.core.facts' closed lists: SAME_THING by the word it reads them as, SPELLED, GRAMMAR."""
+    from forge.core import facts
+
+    by_word: dict[str, list[str]] = {}
+    for word, same in facts.SAME_THING.items():
+        by_word.setdefault(same, []).append(word)
+    lines = ["| read as | the words (case and accents folded, a final plural `s` dropped) |",
+             "|---|---|"]
+    lines += [f"| `{same}` | {', '.join(f'`{w}`' for w in sorted(words))} |"
+              for same, words in sorted(by_word.items())]
+    by_number: dict[int, list[str]] = {}
+    for word, number in facts.SPELLED.items():
+        by_number.setdefault(int(number), []).append(word)
+    lines += ["", "Numbers spelled out, read as digits before a word: " + "; ".join(
+        f"{n}: " + ", ".join(f"`{w}`" for w in words) for n, words in sorted(by_number.items())),
+        "", "Grammar, not content: " + ", ".join(f"`{w}`" for w in sorted(facts.GRAMMAR))
+        + " (`has`, `had` are read as `have`; `is`, `are`, `was`, `were` as `be`)."]
+    return "\n".join(lines)
+
+
 class _Generated(SphinxDirective):
     has_content = False
 
@@ -153,8 +177,14 @@ class SecretTypesTable(_Generated):
         return secret_types_table()
 
 
+class SameThingTable(_Generated):
+    def markdown(self) -> str:
+        return same_thing_table()
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.add_directive("forge-secret-types", SecretTypesTable)
+    app.add_directive("forge-same-thing", SameThingTable)
     app.add_directive("forge-settings", SettingsTable)
     app.add_directive("forge-routes", RouteTable)
     app.add_directive("forge-time-expressions", TimeTable)

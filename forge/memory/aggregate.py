@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from .conflicts import subject_conflict
-from .notes import Note, parse_note, word_set, words
+from ..core.notes import Note, parse_note, word_set, words
 from ..core.errors import ForgeError
 from ..recall.hot_memory import entry_line, render_hot_block
 from ..core.log import log

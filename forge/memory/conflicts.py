@@ -1,547 +1,33 @@
 """Conflicts (A2 amended, A8): two notes that say opposite things are found and shown, never folded.
 
-A note is read as the aggregation tier reads it (A1: an optional label, comma-separated
-details; the first detail is its *head*, which says what the note is about). Two notes of one
-kind and project *conflict* when they are about the same thing and
-
-- **negation**: a detail of one is negated and every content word of it (its label's and its
-  head's words included) is stated, without a negation, by the other note (its label, its head
-  and a positive detail): `never 16 GB RAM` / `16 GB RAM`; `Le NiPoGi n'a pas 32 Go` / `Le
-  NiPoGi a 32 Go`; `Allergies : pas d'arachides` / `Allergies : arachides`. When both notes
-  name the thing (below), the detail's own words suffice (`Home server: Proxmox, never GPU
-  passthrough` / `Home server: Proxmox, GPU passthrough`). A negated detail with no word of its
-  own (`Allergies : aucune`) conflicts with any positive detail under the same label; a
-  one-word negation of nothing named (`No way` / `Way to go`) with none. A detail that brings
-  its own negation as something new (`Thé vert` / `Thé vert, sans sucre`: `sucre` is stated
-  nowhere else) is an addition, not a conflict. What follows `mais`/`but` is stated, not denied.
-- **number**: two details of the same polarity give different values for *the same thing*:
-  the same unit (the word right after the number: `Go`, `avril`, `Go` and `GB` being one; the
-  letters glued before it: `v3`; a month before a day at the end: `April 3`; a time: `03:00`),
-  the same numbers that name which thing (see below), the same words measured (the detail's
-  own words, without its subject: `RAM : 8 Go` measures nothing the label does not say, `SSD
-  512 Go` the SSD), and either the same context (the words around the number, label and head
-  included, one detail's set inside the other's, their subjects sharing a word that names the
-  thing: three letters or more, not a unit, not a month; two of them when the values are dates
-  or times) or the same named thing. `8 Go de RAM` / `64 Go de RAM`, `Forge v3` / `Forge v4`,
-  `Réunion de chantier le 3 avril` / `... le 30 avril`, `Laptop: ThinkPad T14, 16 GB RAM` /
-  `ThinkPad T14: 32 GB RAM after the upgrade`; not `Caroline on 8 May` / `Caroline on 11 May`,
-  nor `at 7:55 pm on 9 June` / `at 4:33 pm on 12 July` (two moments: a date or a time compares
-  details that give values of the same units). A number that names which thing is not a value:
-  after `numéro`, `number`, `no`, `n°`, `#`, or alone at the end of a detail after a word
-  (`disque 1` / `disque 2`, `serveur numéro 3`): those must be equal, never compared.
-
-The same thing, by name: a note's *names* are the words that name a thing in its label, its
-head and the detail at hand: a word written with a capital inside the notes compared (`Raspberry
-Pi`, `Synology`, `NiPoGi`; the note's first word only when the notes compared write it so
-further inside a note), letters followed by digits (`T14`, `DS920+`) or digits followed by one
-capital (`5500U`); not a word in capitals only (`NAS`, `RAM`), a unit, a month, a day, a version
-(`v3`), nor a word the notes compared also write in lowercase. Two notes that each name a thing
-the other does not are two things (`Desktop: Ryzen tower` / `Desktop: Mac mini M2`, `ThinkPad
-T14` / `ThinkPad X13`); two notes that share a name, and where one says what it is about inside
-the other's words (`Ryzen tower:` / `Desktop: Ryzen 7 7700 tower,`; not `Desktop: Ryzen tower`
-/ `Matériel : Ryzen 5500U`), are one named thing.
-
-Negations (closed lists, English and French, independent of any stopword list: core/words.py):
-not, no, never, without, none, nor, n't, no longer, pas, jamais, sans, aucun, aucune, ni, non,
-and `plus` only after `ne`/`n'` in the same detail. Content words: letter runs of three or more
-and numbers, case and accents folded, a final plural `s` dropped; the negations, `ne`/`n'`,
-`longer` after `no` and `do/does/did` before `not` are grammar, not content; `has/have/had`,
-`is/are/was/were` are one word each.
-
+What a conflict is (a negation, two values for the same thing; the same thing: the head in
+every detail's context, the names the notes give, what a value measures) is read by
+forge/core/facts.py, which recall's newer of two facts first reads alike. Here, the store:
 `find` lists every conflicting pair among the active entries (rows only, no embedding);
 `against` checks one entry against candidates the word index finds (`forge remember`);
-`subject_conflict` is the aggregation tier's `conflict` gate. Nothing here writes.
+`subject_conflict` is the aggregation tier's `conflict` gate. Nothing here but `remember`
+writes.
 """
 from __future__ import annotations
 
-import functools
-import re
 import time
-import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from .notes import parse_note
-from ..core.words import MARKS, NEGATIONS
+from ..core.facts import (MONTHS, Conflict, Side, conflict, evidence, names_a_thing,
+                          negated_clause, numbers, ordered, read_clause, read_side)
+from ..core.notes import parse_note
+from ..core.words import NEGATIONS
+
+__all__ = ["Conflict", "ConflictReport", "Noted", "Side", "against", "conflict", "evidence",
+           "find", "read_clause", "read_side", "remember", "remember_many", "subject_conflict"]
 
 if TYPE_CHECKING:
     from ..store.rag import Entry, Store
 
-LABEL_NEGATIONS = frozenset({"aucun", "aucune", "none", "never", "jamais"})
-FRENCH_NE = frozenset({"ne", "n"})            # `plus` negates only after one of these
-EN_DO = frozenset({"do", "does", "did"})      # grammar when right before `not`
-TURNS = frozenset({"mais", "but"})            # after a negation: what follows is stated
-SAME_WORD = {"has": "have", "had": "have", "is": "be", "are": "be", "was": "be", "were": "be"}
-NUMBERING = frozenset({"numero", "number", "num", "nr"})
-# One unit, two spellings: the French byte units are the English ones (`16 Go` = `16 GB`).
-SAME_UNIT = {"ko": "kb", "mo": "mb", "go": "gb", "to": "tb"}
-VERSION = frozenset({"version", "v", "release", "build"})
-MONTHS = frozenset({
-    "january", "february", "march", "april", "may", "june", "july", "august", "september",
-    "october", "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",
-    "sept", "oct", "nov", "dec", "janvier", "fevrier", "mars", "avril", "mai", "juin", "juillet",
-    "aout", "septembre", "octobre", "novembre", "decembre"})
-# The words around a number name the thing when at least this many of them are words of three
-# letters or more that are neither a unit nor a month (a date or a time needs two).
-MIN_NAMING, MIN_NAMING_WHEN = 1, 2
 # `forge remember`: how many entries the word index proposes as candidates.
 REMEMBER_CANDIDATES = 40
 REMEMBER_WORDS = 6
-
-_NT = re.compile(r"(?<=[a-z])n['\u2019]t\b")
-_TOKEN = re.compile(r"\d+(?:[.,:h]\d+)*|[^\W\d_]+|[%€$£°]", re.UNICODE)
-
-
-def _fold(text: str) -> str:
-    text = text.casefold()
-    if not text.isascii():   # most notes are: no accents to strip
-        text = MARKS.sub("", unicodedata.normalize("NFKD", text))
-    return _NT.sub(" not", text.replace("cannot", "can not"))
-
-
-@functools.lru_cache(maxsize=65536)
-def _stem(word: str) -> str:
-    word = SAME_WORD.get(word, word)
-    return word[:-1] if len(word) > 3 and word.endswith("s") else word
-
-
-def _content(word: str) -> bool:
-    return word[0].isdigit() or len(word) >= 3
-
-
-def _number(raw: str) -> str:
-    return raw.replace(",", ".")
-
-
-@dataclass
-class Clause:
-    """One detail, read for conflicts."""
-
-    surface: str
-    negations: list[str]                      # the negation words, as folded
-    content: frozenset[str]                   # content stems (negations and grammar out)
-    scope: frozenset[str]                     # content stems after the first negation
-    letters: frozenset[str]                   # every letter word's stem (the words around)
-    names: frozenset[str]                     # numbers that name which thing
-    values: dict[str, frozenset[str]]         # unit -> the values given for it
-    units: dict[str, str] = field(default_factory=dict)   # unit -> its surface
-    bare: bool = False                        # nothing but negation words (`aucune`, `none`)
-    before: frozenset[str] = frozenset()      # the words before its first value, and its unit
-
-    @property
-    def negated(self) -> bool:
-        return bool(self.negations)
-
-
-def read_clause(surface: str) -> Clause:
-    text = _fold(surface)
-    if not _DIGIT.search(text):
-        plain = _plain_clause(surface, text)
-        if plain is not None:
-            return plain
-    spans = [(m.group(), m.start(), m.end()) for m in _TOKEN.finditer(text)]
-    toks = [s[0] for s in spans]
-    negs: list[int] = []
-    grammar: set[int] = set()
-    for i, t in enumerate(toks):
-        if t in NEGATIONS or (t == "plus" and any(p in FRENCH_NE for p in toks[:i])):
-            negs.append(i)
-        elif t in FRENCH_NE:
-            grammar.add(i)
-        elif t == "longer" and i and toks[i - 1] == "no":
-            grammar.add(i)
-        elif t in EN_DO and i + 1 < len(toks) and toks[i + 1] == "not":
-            grammar.add(i)
-    content, scope, letters, names = set(), set(), set(), set()
-    values: dict[str, set[str]] = {}
-    units: dict[str, str] = {}
-    before: frozenset[str] | None = None
-    first_neg = negs[0] if negs else len(toks)
-    # `n'a pas 8 To utiles mais 12 To`: what follows `mais`/`but` is said, not denied
-    turn = next((i for i in range(first_neg, len(toks)) if toks[i] in TURNS), len(toks))
-    for i, (t, start, end) in enumerate(spans):
-        if i in negs or i in grammar:
-            continue
-        if i >= turn:
-            if t.isalpha():
-                letters.add(_stem(t))
-            continue
-        if t[0].isdigit():
-            role, unit, unit_surface = _number_role(text, surface, spans, i)
-            if role == "name":
-                names.add(_number(t))
-            else:
-                values.setdefault(unit, set()).add(_number(t))
-                units.setdefault(unit, unit_surface)
-                if before is None and unit:   # the words before it, and its unit: a
-                    before = frozenset(letters | {unit})   # `Ryzen 7 7700 tower` is a tower
-            stem = _number(t)
-        elif t.isalpha():
-            stem = _stem(t)
-            letters.add(stem)
-        else:
-            letters.add(t)     # a unit symbol (%, €) is a word around a number
-            continue
-        if _content(t):
-            content.add(stem)
-            if i > first_neg:
-                scope.add(stem)
-    return Clause(surface, [toks[i] for i in negs], frozenset(content), frozenset(scope),
-                  frozenset(letters), frozenset(names),
-                  {u: frozenset(v) for u, v in values.items()}, units,
-                  bare=bool(negs) and len(negs) + len(grammar) == len(toks),
-                  before=frozenset(letters) if before is None else before)
-
-
-_DIGIT = re.compile(r"\d")
-
-
-def _plain_clause(surface: str, text: str) -> Clause | None:
-    """The common case, read without walking tokens: no number and no negation word."""
-    toks = set(_TOKEN.findall(text))
-    if not toks.isdisjoint(NEGATIONS) or ("plus" in toks and not toks.isdisjoint(FRENCH_NE)):
-        return None
-    kept = [(t, _stem(t)) for t in toks if t not in FRENCH_NE]
-    words = frozenset(w for _, w in kept)
-    content = frozenset(w for t, w in kept if t.isalpha() and len(t) >= 3)
-    return Clause(surface, [], content, frozenset(), words, frozenset(), {}, {}, before=words)
-
-
-def _number_role(text: str, surface: str, spans: list, i: int) -> tuple[str, str, str]:
-    """("name" | "value", unit key, unit surface) of the number at token i."""
-    t, start, end = spans[i]
-    prev = spans[i - 1] if i else None
-    nxt = spans[i + 1] if i + 1 < len(spans) else None
-    if start and text[start - 1] == "#":
-        return "name", "", ""
-    if prev is not None and (prev[0] in NUMBERING
-                             or (prev[0] in ("n", "no") and text[prev[2]:start].strip() in ("°", "."))):
-        return "name", "", ""
-    if ":" in t or "h" in t:
-        return "value", "time", ""
-    if prev is not None and prev[0].isalpha() and prev[2] == start:       # v3, t14
-        return "value", "^" + prev[0], prev[0]
-    if nxt is not None and not nxt[0][0].isdigit() and not text[end:nxt[1]].strip():
-        unit = _stem(nxt[0])                                              # 8 Go, 3 avril, 90 %
-        return "value", SAME_UNIT.get(unit, unit), _surface(surface, text, nxt)
-    at_end = nxt is None or text[end:nxt[1]].strip() not in ("", "%", "€", "$", "£", "°")
-    if prev is not None and prev[0].isalpha() and at_end:                 # at the end
-        if prev[0] in MONTHS or prev[0] in VERSION:
-            return "value", prev[0], prev[0]
-        return "name", "", ""                                             # disque 1
-    return "value", "", ""
-
-
-def _surface(surface: str, folded: str, span: tuple) -> str:
-    # NFKD + casefold may change lengths; the folded token is the unit's name when it does.
-    return surface[span[1]:span[2]] if len(surface) == len(folded) else span[0]
-
-
-# --------------------------------------------------------------------------- subjects
-
-# What names a thing in a note (a model, a host, a person, a product): a word written with a
-# capital inside the note (`Raspberry Pi`, `Synology`, `NiPoGi`), letters followed by digits
-# (`T14`, `M2`, `DS920+`, `CX22`) or digits followed by one capital (`5500U`). Not a name: a
-# word in capitals only (`NAS`, `RAM`, `HP`: mostly kinds of things and units), a unit after a
-# number (`8 Go`), a month or a day, a version (`v3`), a word the notes compared also write in
-# lowercase (`Desktop:` / `the desktop`), and the note's first word unless the notes compared
-# write it with a capital further inside a note (`Ryzen tower: ...` / `Desktop: Ryzen tower,
-# ...`): a first word is capitalised anyway.
-WEEKDAYS = frozenset({"monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
-                      "sunday", "lundi", "mardi", "mercredi", "jeudi", "vendredi", "samedi",
-                      "dimanche"})
-_SURFACE = re.compile(r"[^\W_]+", re.UNICODE)
-_MODEL = re.compile(r"[^\W\d_]\d|^\d+[A-Z]$")
-
-
-@dataclass
-class Evidence:
-    """How the notes compared write their words: which ones appear in lowercase, which ones
-    with a capital after a note's first word (what tells a name from a capitalised first word)."""
-
-    lower: frozenset[str] = frozenset()
-    inner: frozenset[str] = frozenset()
-
-
-def evidence(contents: Iterable[str]) -> Evidence:
-    lower: set[str] = set()
-    inner: set[str] = set()
-    for content in contents:
-        toks = _SURFACE.findall(content)
-        lower.update(t for t in toks if t.islower())
-        inner.update(t for t in toks[1:] if t[0].isupper() and not t.isupper())
-    return Evidence(frozenset(map(_fold_word, lower)), frozenset(map(_fold_word, inner)))
-
-
-@functools.lru_cache(maxsize=65536)
-def _fold_word(word: str) -> str:
-    word = word.casefold()
-    return word if word.isascii() else MARKS.sub("", unicodedata.normalize("NFKD", word))
-
-
-def _names(surface: str, first: bool, seen: Evidence) -> frozenset[str]:
-    """The words of `surface` (a label or a detail) that name a thing; `first`: it starts the
-    note, so its first word is a name only on the evidence of the notes compared."""
-    out: set[str] = set()
-    prev_end, prev_digit = -1, False
-    for n, m in enumerate(_SURFACE.finditer(surface)):
-        tok = m.group()
-        after_number = prev_digit and not surface[prev_end:m.start()].strip()
-        prev_end, prev_digit = m.end(), tok[-1].isdigit()
-        folded = _fold_word(tok)
-        if len(tok) < 2 or after_number or folded in MONTHS or folded in WEEKDAYS:
-            continue
-        if _MODEL.search(tok):
-            if tok.rstrip("0123456789").lower() not in VERSION:
-                out.add(folded)
-        elif tok[0].isupper() and not tok.isupper() and folded not in seen.lower:
-            if not (first and n == 0) or folded in seen.inner or \
-                    any(c.isupper() for c in tok[1:]):
-                out.add(folded)
-    return frozenset(out)
-
-
-def _different(a: frozenset[str], b: frozenset[str]) -> bool:
-    """Two things by name: each note names one the other does not (`Ryzen tower` / `Mac mini
-    M2`, `ThinkPad T14` / `ThinkPad X13`); a note that names nothing contradicts nothing."""
-    return bool(a - b) and bool(b - a)
-
-
-def _named_alike(a: "Side", i: int, b: "Side", j: int) -> bool:
-    """Details i of `a` and j of `b` are about one named thing: a name both notes give, and
-    where each says what it is about (label, head, the words before the value) one holds the
-    other's words (`Ryzen tower:` / `Desktop: Ryzen tower,` one thing; `Desktop: Ryzen tower`
-    / `Matériel : Ryzen 5500U` two)."""
-    if not a.names[i] & b.names[j]:
-        return False
-    sa, sb = (frozenset(w for w in side.subject(n) if len(w) >= 3 and w.isalpha()
-                        and w not in MONTHS and w not in side.clauses[n].values
-                        and not any(w in name for name in side.names[n]))
-              for side, n in ((a, i), (b, j)))
-    return sa <= sb or sb <= sa
-
-
-# --------------------------------------------------------------------------- notes
-
-@dataclass
-class Side:
-    """A note as the conflict rules read it. Its head (A1: the first detail, which names what
-    the note is about) is part of every other detail's context: `Desktop: Ryzen tower, 64 GB
-    RAM` says 64 GB of the Ryzen tower's RAM."""
-
-    id: int
-    content: str
-    label: frozenset[str]          # the label's content stems
-    label_all: frozenset[str]      # every word stem and number of the label
-    label_names: frozenset[str]    # the label's numbers: they name which thing (`disque 1 :`)
-    clauses: list[Clause]
-    words: frozenset[str] = frozenset()   # every word of the note (candidate checks)
-    names: list[frozenset[str]] = field(default_factory=list)  # per detail: label, head, its own
-    _attributes: dict[int, frozenset[str]] = field(default_factory=dict, repr=False)
-
-    def around(self, i: int) -> frozenset[str]:
-        """Detail i's context: its words, the label's, and the head's when it is not the head."""
-        c = self.clauses[i]
-        return c.letters | self.label_all | (self.clauses[0].letters if i else frozenset())
-
-    def subject(self, i: int) -> frozenset[str]:
-        """Where detail i says what it is about: the label, the head (its words before its
-        first value), its own words before its first value."""
-        return self.clauses[i].before | self.label_all | (self.clauses[0].before if i else
-                                                          frozenset())
-
-    def attribute(self, i: int) -> frozenset[str]:
-        """What detail i measures, without its subject: its words of three letters or more
-        that are not a unit, a month, a name or a word of the label or the head (`32 GB RAM
-        since the DIMM died` -> ram, since, the, dimm, died). Kept once read."""
-        known = self._attributes.get(i)
-        if known is None:
-            c = self.clauses[i]
-            subject = self.label_all | self.names[i] | (self.clauses[0].letters if i else
-                                                        frozenset())
-            known = self._attributes[i] = frozenset(
-                w for w in c.letters if len(w) >= 3 and w.isalpha() and w not in MONTHS
-                and w not in c.values and w not in subject)
-        return known
-
-    def stated(self, i: int) -> frozenset[str]:
-        """The content words detail i states, with the label's and the head's."""
-        return self.clauses[i].content | self.label | (self.clauses[0].content if i else
-                                                       frozenset())
-
-
-def read_side(entry: Any, seen: Evidence | None = None) -> Side | None:
-    """`entry` read for conflicts; `seen`: how the notes compared write their words (the
-    entry's own when not given)."""
-    note = parse_note(entry)
-    if note is None:
-        return None
-    seen = seen or evidence([entry.content])
-    label = read_clause(note.label.rstrip().rstrip(":")) if note.label else None
-    # a label's numbers name which thing (`disque 1 :`); one glued to letters is part of a
-    # name the names rule reads (`ThinkPad T14:`)
-    names = (label.names | frozenset().union(*(v for u, v in label.values.items()
-                                               if not u.startswith("^"))))\
-        if label else frozenset()
-    clauses = [read_clause(d) for d in note.details]
-    label_all = (label.letters | names) if label else frozenset()
-    own = [_names(d, i == 0 and label is None, seen) for i, d in enumerate(note.details)]
-    common = (_names(note.label, True, seen) if label else frozenset()) | own[0]
-    words = frozenset(label_all.union(*(c.letters | c.content for c in clauses), common, *own))
-    return Side(entry.id, entry.content, label.content if label else frozenset(), label_all,
-                names, clauses, words, [common | n for n in own])
-
-
-@dataclass
-class Conflict:
-    ids: list[int]              # older first
-    reason: str                 # "negation: never" | "number: 8 / 64 Go"
-    words: list[str]            # the words that differ
-    details: list[str]          # the two details, in the order of ids
-    contents: list[str] = field(default_factory=list)
-    kind: str | None = None
-    project: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"ids": self.ids, "reason": self.reason, "words": self.words,
-                "details": self.details, "contents": self.contents, "kind": self.kind,
-                "project": self.project}
-
-
-def conflict(a: Side, b: Side) -> Conflict | None:
-    """The first conflict between two notes (of one kind and project), or None; the older
-    note first, in its ids, details and reason."""
-    if a.id > b.id:
-        a, b = b, a
-    for neg, pos in ((a, b), (b, a)):
-        found = _negation(neg, pos)
-        if found:
-            return _ordered(neg, pos, *found)
-    for i in range(len(a.clauses)):
-        for j in range(len(b.clauses)):
-            found = _numbers(a, i, b, j)
-            if found:
-                return _ordered(a, b, *found)
-    return None
-
-
-def _ordered(x: Side, y: Side, reason: str, words: list[str], dx: str, dy: str) -> Conflict:
-    if x.id > y.id:
-        x, y, dx, dy = y, x, dy, dx
-    return Conflict([x.id, y.id], reason, words, [dx, dy], [x.content, y.content])
-
-
-# A positive detail may say this many words more than the negated one (`I drink coffee every
-# morning` / `I no longer drink coffee`), when the negated one holds two content words or
-# more; a one-word negation (`sans sucre`, `John: No way`) must meet the same single word.
-MAX_EXTRA_WORDS = 2
-
-
-def _negation(neg: Side, pos: Side) -> tuple[str, list[str], str, str] | None:
-    for i in range(len(neg.clauses)):
-        found = _negated_clause(neg, i, pos)
-        if found:
-            return found
-    return None
-
-
-def _negated_clause(neg: Side, i: int, pos: Side) -> tuple[str, list[str], str, str] | None:
-    """Does the negated detail i of `neg` deny a positive detail of `pos`? The detail's words
-    (with its note's label and head) are all stated by one positive detail of `pos` (with its
-    label and head), which says at most MAX_EXTRA_WORDS more, and the two notes do not name
-    two different things."""
-    c = neg.clauses[i]
-    if not c.negated:
-        return None
-    reason = f"negation: {c.negations[0]}"
-    if c.bare:
-        # `Allergies : aucune`: the negation bears on the label itself (not `John: No`).
-        if neg.label and neg.label == pos.label and set(c.negations) <= LABEL_NEGATIONS:
-            for j, p in enumerate(pos.clauses):
-                if not p.negated and not _different(neg.names[i], pos.names[j]):
-                    return reason, list(c.negations), c.surface, p.surface
-        return None
-    if not c.scope:
-        return None
-    # The allowance counts the details' own words: a label (`John:`) makes no detail longer.
-    allowed = MAX_EXTRA_WORDS if len(c.content) >= 2 else 0
-    for j, p in enumerate(pos.clauses):
-        if p.negated or _different(neg.names[i], pos.names[j]):
-            continue
-        # the thing is the same when both notes name it (`Home server: Proxmox, never GPU
-        # passthrough` / `Serveur maison : Proxmox, passthrough GPU`), else by its words
-        if _named_alike(neg, i, pos, j):
-            needed = c.content
-        else:
-            needed = neg.stated(i)
-            if not allowed and needed == c.content:
-                continue   # one word denied, of nothing named (`No way` / `Way to go`)
-        if needed <= pos.stated(j) and len(p.content - c.content) <= allowed:
-            return reason, list(c.negations), c.surface, p.surface
-    return None
-
-
-def _names_a_thing(around: frozenset[str], c: Clause) -> bool:
-    return any(len(w) >= 3 and w.isalpha() and w not in MONTHS and w not in c.values
-               for w in around)
-
-
-def _naming(words: frozenset[str], ca: Clause, cb: Clause) -> set[str]:
-    """The words that name the thing: three letters or more, not a unit, not a month."""
-    return {w for w in words if len(w) >= 3 and w.isalpha() and w not in MONTHS
-            and w not in ca.values and w not in cb.values}
-
-
-def _numbers(a: Side, i: int, b: Side, j: int) -> tuple[str, list[str], str, str] | None:
-    """Two values for the same thing. The same thing: two notes that name no two different
-    things, the same unit, the same numbers naming which thing, and either the same context
-    (one detail's words with its label and head inside the other's, their subjects sharing a
-    word that names the thing) or the same named thing (a name both notes give, the same
-    words measured)."""
-    ca, cb = a.clauses[i], b.clauses[j]
-    if ca.negated != cb.negated or not ca.values or not cb.values:
-        return None
-    differ = [u for u in sorted(ca.values.keys() & cb.values.keys())
-              if ca.values[u] != cb.values[u]]
-    if not differ or ca.names | a.label_names != cb.names | b.label_names:
-        return None
-    when = all(u == "time" or u in MONTHS for u in differ)
-    if when and ca.values.keys() != cb.values.keys():
-        return None   # `at 7:55 pm on 9 June` / `at 4:33 pm on 12 July`: two moments
-    if _different(a.names[i], b.names[j]):
-        return None
-    # What is measured: the same words, or one detail's inside the other's when it has some
-    # (`RAM : 8 Go` measures nothing the label does not say; `SSD 512 Go` measures the SSD).
-    attr_a, attr_b = a.attribute(i), b.attribute(j)
-    if not (attr_a == attr_b or (attr_a and attr_b and (attr_a <= attr_b or attr_b <= attr_a))):
-        return None
-    around_a, around_b = a.around(i), b.around(j)
-    small, large = sorted((around_a, around_b), key=len)
-    if small <= large:
-        # The thing itself must be named, where each note says what it is about: a word of
-        # three letters or more that is not a unit or a month; two of them for a date or a
-        # time (`Caroline on 8 May` / `Caroline on 11 May` are two moments, `Dentist
-        # appointment on March 4` / `... March 14` one appointment).
-        naming = _naming(a.subject(i) & b.subject(j), ca, cb)
-        if "" in differ and not (a.label and a.label == b.label):
-            return None     # a bare number (`2022: Hey John`) is a value only under a label (`Port :`)
-        one_moment = len(differ) == 1 and around_a == around_b   # `Réunion le 3 / le 30 avril`
-        if len(naming) < (MIN_NAMING_WHEN if when and not one_moment else MIN_NAMING):
-            return None
-    else:
-        if "" in differ or not _named_alike(a, i, b, j):
-            return None
-        if when and not (attr_a and attr_a == attr_b):
-            return None   # two moments of one named thing, unless the same event is dated
-    unit = differ[0]
-    va, vb = ca.values[unit], cb.values[unit]
-    shown = ca.units.get(unit) or ""
-    glued = unit.startswith("^")
-    left, right = ("/".join((shown if glued else "") + v for v in sorted(x - y) or sorted(x))
-                   for x, y in ((va, vb), (vb, va)))
-    reason = f"number: {left} / {right}" + (f" {shown}" if shown and not glued else "")
-    return reason, sorted(va ^ vb), ca.surface, cb.surface
-
 
 # --------------------------------------------------------------------------- the aggregation gate
 
@@ -621,13 +107,13 @@ def _space_conflicts(sides: list[Side]) -> list[Conflict]:
                 for j in candidates(i, c.content or s.stated(n)):
                     pair = (min(i, j), max(i, j))
                     if pair not in found:
-                        hit = _negated_clause(s, n, sides[j])
+                        hit = negated_clause(s, n, sides[j])
                         if hit:
-                            found[pair] = _ordered(s, sides[j], *hit)
+                            found[pair] = ordered(s, sides[j], *hit)
             if not c.values:
                 continue
             around = frozenset(w for w in s.around(n) if not w[0].isdigit())
-            searches = [around] if _names_a_thing(around, c) else []
+            searches = [around] if names_a_thing(around, c) else []
             if s.names[n]:
                 # a date or a time of one named thing dates the same event: its words too; a
                 # bare number is a value only in the same context
@@ -641,10 +127,10 @@ def _space_conflicts(sides: list[Side]) -> list[Conflict]:
                     if pair in found:
                         continue
                     for m, d in enumerate(sides[j].clauses):
-                        hit = (_numbers(s, n, sides[j], m) if d.values and not
+                        hit = (numbers(s, n, sides[j], m) if d.values and not
                                c.values.keys().isdisjoint(d.values) else None)
                         if hit:
-                            found[pair] = _ordered(s, sides[j], *hit)
+                            found[pair] = ordered(s, sides[j], *hit)
                             break
     return [found[k] for k in sorted(found)]
 

@@ -7,29 +7,18 @@ goes into every channel's query (recall_rank.recall, channels, recall_sparse, th
 nothing here cuts rows afterwards.
 
 The newer of two facts (with no window): two rows state a changed fact about the same thing
-when they are deliberate entries of one kind and project, share a content word (function
-words out: the word channel's lists) and
-
-- they differ only by the value they give: each holds one or two content words the other
-  lacks, and they share at least twice as many (`mon forfait mobile est chez Bouygues` /
-  `mon forfait mobile est maintenant chez Sosh`; `Le serveur a 8 Go de RAM` / `Le serveur a
-  maintenant 24 Go de RAM`); the words that say a change (now, currently, maintenant,
-  désormais...) do not count; or
-- one of them says the change, and counting every word, each lacks at most three of the
-  other's and they share more than that (`Ma voiture est une Renault Clio 4` / `Ma voiture est
-  maintenant une Peugeot 208`); or
-- one says what the other says, negated: the same content words once the negation words are
-  out, and negation words in one only (`I drink coffee every morning` / `I no longer drink
-  coffee every morning`).
-
-These are the two shapes of the conflicts detector (forge/memory/conflicts.py, `forge memory
-conflicts`: two values for one thing, a negation), read here on a recall's rows alone: the
-recall ring does not import the memory ring above it. The one created later (then the larger
-id) is the newer: it moves up to just before the older one, which carries `newer` (its id).
+when they are deliberate entries of one kind and project and forge/core/facts.py's
+`changed_fact` holds, the one reading `forge memory conflicts` has of "the same thing": they
+conflict (a negation bearing on words the other states, two values for the same thing: the
+note's head in every detail's context, the names the notes give, what a value measures), or
+the value one gives changed in the other, which says so (`mon forfait mobile est chez Bouygues`
+/ `mon forfait mobile est maintenant chez Sosh`, names included). The names are judged on the
+rows compared (how they write their words), as `forge remember` judges them on its candidates.
+The one created later (then the larger id) is the newer: it moves up to just before the older
+one, which carries `newer` (its id).
 """
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -41,16 +30,6 @@ if TYPE_CHECKING:
 
 # How long before a period a question names an entry may announce it (told).
 ANNOUNCED = timedelta(days=14)
-# Words that say a value changed; not content for the comparison.
-CHANGE_WORDS = frozenset({
-    "now", "currently", "nowadays", "today", "since", "maintenant", "désormais",
-    "desormais", "actuellement", "dorénavant", "dorenavant", "aujourd", "hui", "depuis"})
-MAX_DIFFERENT = 2      # content words one row holds and the other lacks, at most
-MIN_SHARED = 2         # content words both hold, at least (and twice the difference)
-MAX_DIFFERENT_SAID = 3  # words of all, when one row says the change
-# Negation words (English and French; `longer` of `no longer`, `plus` of `ne ... plus`).
-NEGATIONS = frozenset({"not", "no", "never", "longer", "anymore", "without", "nor", "pas",
-                       "plus", "jamais", "sans", "aucun", "aucune", "non", "ni"})
 
 
 def arguments(settings: Any, since: str | None = None, until: str | None = None,
@@ -142,82 +121,34 @@ def as_they_stood(store: "Store", entries: dict[int, "Entry"], as_of: str) -> di
 
 # --------------------------------------------------------------------------- the newer fact
 
-_WORD = re.compile(r"[^\W_]+")
-_MARKS = re.compile("[\u0300-\u036f]")
-
-
-class Words:
-    """A row's words for the comparison: all of them (case and accents folded, the change words
-    out), its content words (letter runs of three or more and numbers, the word channel's
-    function words out: recall_words), and whether it says a change."""
-
-    __slots__ = ("all", "content", "says_change")
-
-    def __init__(self, text: str, function_words: frozenset[str]):
-        folded = text.casefold()
-        if not folded.isascii():
-            import unicodedata
-
-            folded = _MARKS.sub("", unicodedata.normalize("NFKD", folded))
-        words = set(_WORD.findall(folded))
-        self.says_change = not words.isdisjoint(CHANGE_WORDS)
-        self.all = frozenset(words - CHANGE_WORDS)
-        self.content = frozenset(w for w in self.all if (w[0].isdigit() or len(w) >= 3)
-                                 and w not in function_words)
-
-
-def changed_value(a: "Words", b: "Words") -> bool:
-    """Two rows differ only by the value they give: one or two content words each that the
-    other lacks, and at least twice as many shared (MIN_SHARED at least); or, when one of them
-    says a change (`now`, `maintenant`...), up to MAX_DIFFERENT_SAID words of all each that the
-    other lacks, more words shared than either lacks, and a content word in common."""
-    shared = len(a.content & b.content)
-    only_a, only_b = len(a.content - b.content), len(b.content - a.content)
-    if (1 <= only_a <= MAX_DIFFERENT and 1 <= only_b <= MAX_DIFFERENT
-            and shared >= max(MIN_SHARED, 2 * max(only_a, only_b))):
-        return True
-    if not (a.says_change or b.says_change) or not shared:
-        return False
-    shared_all = len(a.all & b.all)
-    diff_a, diff_b = len(a.all - b.all), len(b.all - a.all)
-    return (1 <= diff_a <= MAX_DIFFERENT_SAID and 1 <= diff_b <= MAX_DIFFERENT_SAID
-            and shared_all > max(diff_a, diff_b))
-
-
-def negated(a: "Words", b: "Words") -> bool:
-    """One row says what the other says, negated: the same content words once the negation
-    words are out, and negation words in one of them only."""
-    neg_a, neg_b = a.all & NEGATIONS, b.all & NEGATIONS
-    return bool(neg_a) != bool(neg_b) and a.content - NEGATIONS == b.content - NEGATIONS
-
-
-def changed_fact(a: "Entry", b: "Entry", words: dict[int, "Words"]) -> bool:
-    """`a` and `b` state a changed fact about the same thing (see the module docstring)."""
-    wa, wb = words[a.id], words[b.id]
-    if not wa.content & wb.content:
-        return False
-    return changed_value(wa, wb) or negated(wa, wb)
-
-
 def newer_first(rows: list["SearchRow"]) -> list["SearchRow"]:
-    """In place: for each pair of rows stating a changed fact, the newer moves up to just
-    before the older, which is marked `newer`. Returns `rows`."""
+    """In place: for each pair of rows stating a changed fact (core/facts.changed_fact), the
+    newer moves up to just before the older, which is marked `newer`. Returns `rows`."""
     from ..store.common import ARCHIVE_KIND
 
     notes = [r for r in rows if r.entry.kind != ARCHIVE_KIND and r.entry.superseded_by is None]
     if len(notes) < 2:
         return rows
-    from .recall_words import function_words
+    from ..core import facts
 
-    skip = function_words()
-    words = {r.entry.id: Words(r.entry.content, skip) for r in notes}
+    # only pairs that may state one are read in full (they share a word; a negation or a
+    # change word in one of them, or a number in both): reading a note costs ~20-80 µs
+    held = [facts.held(r.entry.content) for r in notes]
+    candidates = [(i, j) for i in range(len(notes)) for j in range(i + 1, len(notes))
+                  if notes[i].entry.kind == notes[j].entry.kind
+                  and notes[i].entry.project == notes[j].entry.project
+                  and held[i].may_change(held[j])]
+    if not candidates:
+        return rows
+    compared = sorted({n for pair in candidates for n in pair})
+    seen = facts.evidence(notes[n].entry.content for n in compared)
+    sides = {n: facts.read_side(notes[n].entry, seen) for n in compared}
     pairs = []
-    for i, x in enumerate(notes):
-        for y in notes[i + 1:]:
-            a, b = x.entry, y.entry
-            if a.kind == b.kind and a.project == b.project and changed_fact(a, b, words):
-                old, new = sorted((x, y), key=lambda r: (r.entry.created, r.entry.id))
-                pairs.append((old, new))
+    for i, j in candidates:
+        if sides[i] is not None and sides[j] is not None and facts.changed_fact(sides[i],
+                                                                               sides[j]):
+            pairs.append(tuple(sorted((notes[i], notes[j]),
+                                      key=lambda r: (r.entry.created, r.entry.id))))
     for old, new in pairs:
         current = old.newer
         if current is None or _later(new.entry, next(r.entry for r in rows
