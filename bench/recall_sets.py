@@ -22,11 +22,15 @@
 Each variant is a `recall_words.Policy` (which words the word channel searches), a fusion
 (recall_rank.search's `word_weight`) and the latent-term channel (issue 22 item 3: off, or on
 with `recall_sparse.RULE`; the stores are built with RECALL_SPARSE on, so they hold its index); the question vectors are embedded once per set. The stores
-are built once under --keep DIR and reused.
+are built once under --keep DIR and reused. The `shipped + …` variants are the cures measured for
+the latent channel outvoting the vector channel on a small store (bench/latent_variants.py):
+each changes one thing in-process, or reads a copy of every store (the small ones and LoCoMo's)
+made once under --keep DIR/<copy>/ with its vectors or its latent-term index written another way.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -42,6 +46,7 @@ def variants() -> dict[str, dict]:
     from forge.recall.recall_words import Policy
 
     none = Policy(function_words="none", stems="none")
+    shipped = {"policy": Policy(), "word_share": "ratio", "word_weight": "coverage", "latent": "v5"}
     return {
         "main (df only, no stems)": {"policy": none},
         "stop-words fr+en, whole lists": {"policy": Policy(keep=False, stems="none")},
@@ -72,6 +77,19 @@ def variants() -> dict[str, dict]:
         "main + latent terms x sqrt(idf)": {"policy": Policy(), "word_share": "ratio",
                                             "word_weight": "coverage", "latent": "v5",
                                             "term_weight": "sqrt-idf"},
+        # the latent channel outvoting the vector channel on a small store: the cures measured
+        # on every set at once (bench/latent_variants.py says what each changes)
+        **{f"shipped + {name}": {**shipped, **change} for name, change in {
+            "latent pass on 'query: Q'": {"patch": "query_form"},
+            "latent pass on 'passage: Q'": {"patch": "passage_form"},
+            "question embedded both ways": {"patch": "question_both_ways"},
+            "entries embedded both ways": {"copy": "both_ways_copy"},
+            "entries' 256 heaviest latent terms (not 64)": {"copy": "richer_index_copy"},
+            "latent terms the question's words support": {"patch": "word_supported"},
+            "latent cosine on the admitted terms": {"patch": "cosine_admitted"},
+            "shares from the pool's mean": {"patch": "mean_shares"},
+            "latent share on the vector's first 10": {"patch": "agreement"},
+        }.items()},
     }
 
 
@@ -144,17 +162,26 @@ def score_locomo(folder: Path, asked: list[dict], run, now: str | None = None) -
 class Runner:
     """Runs one variant's recalls, with each set's question vectors embedded once."""
 
-    def __init__(self) -> None:
-        self.vectors: dict[tuple[str, int], object] = {}
+    def __init__(self, keep: Path) -> None:
+        self.keep = keep
+        self.vectors: dict[tuple[str, int, bool], object] = {}
         self.ms: list[float] = []
 
     def __call__(self, variant: dict):
         from forge.store import rag
+        import latent_variants
+
         from forge.recall import recall_batch, recall_rank, recall_sparse, recall_words
 
         def run(folder: Path, questions: list[str], now: str | None = None):
-            key = (str(folder), len(questions))
-            with rag.open_store(open_settings(folder, {"FORGE_NOW": now} if now else None)) as store:
+            copy = variant.get("copy")   # a copy of the store, its vectors or index rewritten
+            if copy:
+                folder = getattr(latent_variants, copy)(
+                    folder, self.keep / copy / folder.parent.name / folder.name)
+            patch = variant.get("patch")
+            key = (str(folder), len(questions), patch == "question_both_ways")
+            with rag.open_store(open_settings(folder, {"FORGE_NOW": now} if now else None)) as store, \
+                    (getattr(latent_variants, patch)() if patch else contextlib.nullcontext()):
                 if key not in self.vectors:
                     self.vectors[key] = recall_batch.embed_queries(store, questions)
                 old = (recall_words.POLICY, recall_rank.WORD_WEIGHT, recall_rank.WORD_SHARE,
@@ -196,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     admitting = (admitted_words(args.keep / "no-word", no_word)
                  + admitted_words(args.keep / "held-out", held))
     convs = locomo_sets(args.locomo) if args.locomo else []
-    runner = Runner()
+    runner = Runner(args.keep)
     table, notes = [], []
     chosen = {k: v for k, v in variants().items()
               if not args.only or any(k.startswith(p) for p in args.only.split(","))}
