@@ -3,8 +3,8 @@
 
     python bench/latent_margins.py --keep DIR [--write-docs]
 
-On the small personal sets of bench/recall_sets.py (personal, French, no-word: their stores
-under DIR, built once), for every question whose latent channel (recall_sparse.search) ranks
+On the small personal sets of bench/recall_sets.py (personal, French, no-word, held-out: their
+stores under DIR, built once), for every question whose latent channel (recall_sparse.search) ranks
 another entry first, the margin of that entry's dot product over the right entry's is split
 over the admitted terms that make it, by what the term is:
 
@@ -18,7 +18,8 @@ over the admitted terms that make it, by what the term is:
 
 It also prints each set's top-1 for the vector channel alone, the latent channel alone, the
 fused ranking (`forge recall`) and the better of the two channels' first rows (what no
-ordering of the two can beat).
+ordering of the two can beat), and the two entries each channel puts first most often when
+another is the answer (an entry near every question of the set: a hub).
 """
 from __future__ import annotations
 
@@ -70,7 +71,7 @@ EN_LIKINGS = ["I prefer the sea to the mountains", "I like crunchy apples",
               "I prefer reading on paper", "I don't like goat cheese", "I prefer wool sweaters",
               "I like listening to the rain", "I prefer cycling to the metro", "I like picnics"]
 SETS = {"personal": "personal_facts.json", "french": "french_personal.json",
-        "no-word": "french_no_word.json"}
+        "no-word": "french_no_word.json", "held-out": "no_word_heldout.json"}
 CLASSES = ("language", "liking", "broad", "subject")
 BUCKETS = ("df 1", "df 2-3", "df 4+")
 
@@ -103,7 +104,8 @@ def measure(folder: Path, data: dict, ids: dict[str, int], kind) -> dict:
     from forge.recall import channels, recall_batch, recall_rank, recall_sparse
 
     out = {"n": len(data["hits"]), "vector": 0, "latent": 0, "fused": 0, "either": 0,
-           "wrong": [], "by_class": Counter(), "by_df": Counter()}
+           "wrong": [], "by_class": Counter(), "by_df": Counter(),
+           "vector_hubs": Counter(), "latent_hubs": Counter()}
     with rag.open_store(open_settings(folder)) as store:
         questions = [h["question"] for h in data["hits"]]
         vectors = recall_batch.embed_queries(store, questions)
@@ -118,6 +120,10 @@ def measure(folder: Path, data: dict, ids: dict[str, int], kind) -> dict:
             out["latent"] += l_ok
             out["either"] += v_ok or l_ok
             out["fused"] += bool(fused) and fused[0].entry.id == want
+            if vector and not v_ok:
+                out["vector_hubs"][names.get(vector[0][0], vector[0][0])] += 1
+            if latent and not l_ok:
+                out["latent_hubs"][names.get(latent[0][0], latent[0][0])] += 1
             if not latent or l_ok:
                 continue
             top = latent[0][0]
@@ -153,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     total_df: Counter = Counter()
     with docs_figures.tee("latent_margins", args.write_docs):
         print(f"{'set':9} {'questions':>9} {'vector':>6} {'latent':>6} {'fused':>5} "
-              f"{'either':>6}   (top-1: each channel alone, forge recall, the better of the two)")
+              f"{'either':>6}   (top-1: each channel alone, forge recall, the better of the two; "
+              "then the entries each channel puts first most often when another is right)")
         rows = []
         for name, fixture in SETS.items():
             data, ids = personal_store(args.keep / name, FIXTURES / fixture)
@@ -161,8 +168,11 @@ def main(argv: list[str] | None = None) -> int:
             rows.append((name, r))
             total_class.update(r["by_class"])
             total_df.update(r["by_df"])
+            hubs = "; ".join(f"{channel} " + ", ".join(f"{k} {n}x" for k, n in
+                                                       r[f"{channel}_hubs"].most_common(2))
+                             for channel in ("vector", "latent"))
             print(f"{name:9} {r['n']:9d} {r['vector']:6d} {r['latent']:6d} {r['fused']:5d} "
-                  f"{r['either']:6d}")
+                  f"{r['either']:6d}   {hubs}")
         print("\nquestions whose latent channel puts another entry first: the margin of its dot "
               "product over the right entry's, by term class")
         print(f"{'set':9} {'right':>14} {'latent first':>14} {'vector 1st':>10} {'margin':>6}  "
