@@ -42,7 +42,7 @@ def main() -> None:
     with docs_figures.tee("calibration_scale", args.write_docs):
         import numpy as np
 
-        from forge.recall import calibrate, recall_batch
+        from forge.recall import calibrate, many
         from forge.store import rag
         from forge.core.settings import load_settings
 
@@ -74,7 +74,7 @@ def main() -> None:
             total, total_cpu = time.perf_counter() - t, time.process_time() - cpu
         with rag.open_store(settings, embedder=QueryVectors(vectors)) as store:
             cpu = time.process_time()
-            batch = recall_batch.search_many(store, [h.question for h in cases.hits] + cases.misses)
+            batch = many.search_many(store, [h.question for h in cases.hits] + cases.misses)
             batch_cpu = time.process_time() - cpu
         outside = sum(not h.in_top_k for h in result.hits)
         print(f"{args.entries} entries (built in {built:.1f} s), {args.questions} questions "

@@ -304,7 +304,7 @@ def score_store(folder: Path, whole: WholeStore, *, remember_path: bool = False)
 
 
 def newer_pairs(entries: list) -> set[tuple[int, int]]:
-    """The pairs recall's newer-first marks (core/facts.changed_fact, as recall_time.newer_first
+    """The pairs recall's newer-first marks (core/facts.changed_fact, as timeline.newer_first
     reads two rows: the names judged on the notes compared, here the two), among every pair of
     active deliberate entries of one kind and project."""
     from forge.core import facts

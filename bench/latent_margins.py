@@ -4,7 +4,7 @@
     python bench/latent_margins.py --keep DIR [--write-docs]
 
 On the small personal sets of bench/recall_sets.py (personal, French, no-word, held-out: their
-stores under DIR, built once), for every question whose latent channel (recall_sparse.search) ranks
+stores under DIR, built once), for every question whose latent channel (sparse.search) ranks
 another entry first, the margin of that entry's dot product over the right entry's is split
 over the admitted terms that make it, by what the term is:
 
@@ -101,20 +101,20 @@ def measure(folder: Path, data: dict, ids: dict[str, int], kind) -> dict:
     from recall_sets import open_settings
 
     from forge.store import rag
-    from forge.recall import channels, recall_batch, recall_rank, recall_sparse
+    from forge.recall import channels, many, rank, sparse
 
     out = {"n": len(data["hits"]), "vector": 0, "latent": 0, "fused": 0, "either": 0,
            "wrong": [], "by_class": Counter(), "by_df": Counter(),
            "vector_hubs": Counter(), "latent_hubs": Counter()}
     with rag.open_store(open_settings(folder)) as store:
         questions = [h["question"] for h in data["hits"]]
-        vectors = recall_batch.embed_queries(store, questions)
+        vectors = many.embed_queries(store, questions)
         names = {v: k for k, v in ids.items()}
         for hit, vec in zip(data["hits"], vectors):
             want = ids[hit["expect"]]
             vector = channels.search_vector(store, vec, k=1)
-            latent = recall_sparse.search(store, hit["question"], k=1)
-            fused = recall_rank.search(store, hit["question"], limit=10, query_vector=vec).rows
+            latent = sparse.search(store, hit["question"], k=1)
+            fused = rank.search(store, hit["question"], limit=10, query_vector=vec).rows
             v_ok, l_ok = bool(vector) and vector[0][0] == want, bool(latent) and latent[0][0] == want
             out["vector"] += v_ok
             out["latent"] += l_ok
@@ -127,7 +127,7 @@ def measure(folder: Path, data: dict, ids: dict[str, int], kind) -> dict:
             if not latent or l_ok:
                 continue
             top = latent[0][0]
-            terms = recall_sparse.admitted(store, store.embedder.sparse_query(hit["question"]))
+            terms = sparse.admitted(store, store.embedder.sparse_query(hit["question"]))
             df = store.backend.sparse_frequency([t for t, _ in terms])
             weights = {e: dict(store.backend.conn.execute(
                 "select term, weight from memory_sparse where entry_id = ?", (e,)).fetchall())

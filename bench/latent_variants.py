@@ -65,9 +65,9 @@ def passage_form():
 def question_both_ways() -> Iterator[None]:
     import numpy as np
 
-    from forge.recall import recall_batch
+    from forge.recall import many
 
-    shipped = recall_batch.embed_queries
+    shipped = many.embed_queries
 
     def both(store, texts):
         q = np.asarray(shipped(store, texts))
@@ -75,7 +75,7 @@ def question_both_ways() -> Iterator[None]:
         mean = q + p
         return (mean / np.linalg.norm(mean, axis=1, keepdims=True)).astype(np.float32)
 
-    with _patched(recall_batch, "embed_queries", both):
+    with _patched(many, "embed_queries", both):
         yield
 
 
@@ -83,8 +83,7 @@ def question_both_ways() -> Iterator[None]:
 def _rewritten_copy(source: Path, target: Path) -> Iterator[tuple | None]:
     """A copy of the store folder `source` at `target`, made once: yields (store, entries) to
     rewrite inside one transaction the first time, None when the copy exists already."""
-    from recall_sets import open_settings
-
+    from forge.core.settings import load_settings
     from forge.store import rag
 
     done = target / "rewritten"
@@ -94,7 +93,9 @@ def _rewritten_copy(source: Path, target: Path) -> Iterator[tuple | None]:
     if target.exists():
         shutil.rmtree(target)
     shutil.copytree(source, target)
-    with rag.open_store(open_settings(target)) as store:
+    settings = load_settings({"FORGE_DATA_DIR": str(target), "LLAMA_CPP_URL": "http://127.0.0.1:9"},
+                             cwd=target)
+    with rag.open_store(settings) as store:
         entries = rag.list_entries(store)
         with store.backend.transaction():
             yield store, entries
@@ -176,11 +177,11 @@ def cosine_admitted() -> Iterator[None]:
 
 
 def _fused_with(vector_share, latent_mask=None):
-    """recall_rank.normalised with the vector and latent shares computed by `vector_share`
+    """rank.normalised with the vector and latent shares computed by `vector_share`
     (pairs, higher_is_better) and the latent share kept only for ids `latent_mask` allows."""
-    from forge.recall import recall_rank
+    from forge.recall import rank
 
-    shipped = recall_rank.normalised
+    shipped = rank.normalised
 
     def normalised(vector, lexical, word_weights=None, word_share="minmax", sparse=None):
         ranked = shipped([], lexical, word_weights, word_share, sparse=None)
@@ -193,9 +194,9 @@ def _fused_with(vector_share, latent_mask=None):
                 if higher and allowed is not None and entry_id not in allowed:
                     continue
                 scores[entry_id] = scores.get(entry_id, 0.0) + share
-        return recall_rank._best_first([(base[i], round(s, 6)) for i, s in scores.items()
-                                        if i in base])
-    return _patched(recall_rank, "normalised", normalised)
+        return rank._best_first([(base[i], round(s, 6)) for i, s in scores.items()
+                                 if i in base])
+    return _patched(rank, "normalised", normalised)
 
 
 def _minmax(pairs, higher):

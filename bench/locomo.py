@@ -12,10 +12,10 @@ Protocol (the README's "LoCoMo" section states the figures):
   strategy: one archive entry per exchange, refs = the dia_ids it holds.
 - Every question of categories 1-4 (multi-hop, temporal, open-domain, single-hop; category 5,
   adversarial questions with no answer in the conversation, is left out) goes through
-  `recall_batch.search_many`, the code of `forge recall --queries`: all questions embedded in one
-  call, then `recall_rank.search` each, no cutoff (RECALL_MAX_DISTANCE unset, the shipped default).
+  `many.search_many`, the code of `forge recall --queries`: all questions embedded in one
+  call, then `rank.search` each, no cutoff (RECALL_MAX_DISTANCE unset, the shipped default).
 - A rows budget of 5 and of 10, by `rows_budget()`: `forge recall --limit N`'s fused ranking
-  (recall_rank.search: normalised scores of both channels over pools of 30 candidates, and the
+  (rank.search: normalised scores of both channels over pools of 30 candidates, and the
   neighbours of a hit both channels put first), which fills exactly N rows when the store has them.
 - A question counts at budget k (any@k) when any of its evidence turns' dia_id is among the refs
   of the rows returned. Reported overall, per category and per channel (the evidence came back
@@ -133,7 +133,7 @@ def run_conversation(conversation: dict, folder: Path, *, sessions: int | None,
                      limit: int | None, ablation: bool = False) -> dict:
     from forge.memory import compaction, history_import
     from forge.store import rag
-    from forge.recall import recall_batch
+    from forge.recall import many
     from forge.core.settings import load_settings
 
     recs = records(conversation, sessions)
@@ -169,12 +169,12 @@ def run_conversation(conversation: dict, folder: Path, *, sessions: int | None,
     with rag.open_store(settings) as store:
         out["entries"] = rag.count_entries(store)
         t0 = time.perf_counter()
-        vectors = recall_batch.embed_queries(store, [q["q"] for q in every])
+        vectors = many.embed_queries(store, [q["q"] for q in every])
         out["embed_seconds"] = time.perf_counter() - t0
         answers = {}
         for budget in sorted(set(BUDGETS) | {2 * k for k in BUDGETS}):
-            batch = recall_batch.search_many(store, [q["q"] for q in every], vectors=vectors,
-                                             **rows_budget(budget))
+            batch = many.search_many(store, [q["q"] for q in every], vectors=vectors,
+                                     **rows_budget(budget))
             out["recall_seconds"] += batch.search_seconds
             answers[budget] = batch.answers
         results = {b: [a for q, a in zip(every, answers[b]) if q["category"] in CATEGORIES]

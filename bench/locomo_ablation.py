@@ -1,8 +1,9 @@
 """The variants `bench/locomo.py --ablation` scores, one row each, on the stores it built.
 
-    python bench/locomo_ablation.py [bench/locomo.py's options: --keep DIR, --write-docs ...]
+    python bench/locomo.py --ablation [--keep DIR, --write-docs ...]
 
-runs `bench/locomo.py --ablation` (its --write-docs file is docs/bench/locomo_ablation.txt).
+(its --write-docs file is docs/bench/locomo_ablation.txt). This module is imported by locomo.py
+and never imports it back.
 
 Every variant answers each question with a list of rows (SearchRow) for a rows budget; the
 caller scores any@k as for the shipped ranking. Variants that need something the store does not
@@ -59,23 +60,23 @@ POOL = 30
 
 
 def _rows(store: Any, ranked: list[tuple[Any, float]], budget: int) -> list:
-    from forge.recall import recall_rank
+    from forge.recall import rank
 
-    return recall_rank.fill(store, ranked, limit=budget, cutoff=None, fingerprint="",
-                            words=[]).rows
+    return rank.fill(store, ranked, limit=budget, cutoff=None, fingerprint="",
+                     words=[]).rows
 
 
 def _rrf_many(channels: list[list[tuple[int, float]]], k: int = 60) -> list[tuple[Any, float]]:
     """RRF over any number of channels; the first two are vector and words (for tags)."""
-    from forge.recall import recall_rank
+    from forge.recall import rank
 
-    base = dict((c.entry_id, (c, s)) for c, s in recall_rank.rrf(channels[0], channels[1], k=k))
+    base = dict((c.entry_id, (c, s)) for c, s in rank.rrf(channels[0], channels[1], k=k))
     scores = {i: s for i, (c, s) in base.items()}
     for extra in channels[2:]:
-        for rank, (entry_id, _score) in enumerate(extra, 1):
+        for place, (entry_id, _score) in enumerate(extra, 1):
             if entry_id not in base:
-                base[entry_id] = (recall_rank.Candidate(entry_id, vector_rank=rank), 0.0)
-            scores[entry_id] = scores.get(entry_id, 0.0) + 1.0 / (k + rank)
+                base[entry_id] = (rank.Candidate(entry_id, vector_rank=place), 0.0)
+            scores[entry_id] = scores.get(entry_id, 0.0) + 1.0 / (k + place)
     out = [(base[i][0], round(s, 6)) for i, s in scores.items()]
     out.sort(key=lambda item: (-item[1], item[0].entry_id))
     return out
@@ -91,37 +92,37 @@ def seed_split(store, q, vec, budget, deeper=False):
 
 
 def rrf(store, q, vec, budget, pool=None, k=60, w=1.0):
-    from forge.recall import recall_rank
+    from forge.recall import rank
 
-    return recall_rank.search(store, q, limit=budget, query_vector=vec, vector_pool=pool,
-                              lexical_pool=pool, rrf_k=k, lexical_weight=w,
-                              neighbours=False, fusion="rrf").rows
+    return rank.search(store, q, limit=budget, query_vector=vec, vector_pool=pool,
+                       lexical_pool=pool, rrf_k=k, lexical_weight=w,
+                       neighbours=False, fusion="rrf").rows
 
 
 def shipped(store, q, vec, budget):
-    from forge.recall import recall_rank
+    from forge.recall import rank
 
-    return recall_rank.search(store, q, limit=budget, query_vector=vec).rows
+    return rank.search(store, q, limit=budget, query_vector=vec).rows
 
 
 def shipped_agreed(store, q, vec, budget):
     """The ranking as shipped second: neighbours only when both channels put the top row first."""
-    from forge.recall import recall_rank
+    from forge.recall import rank
 
-    return recall_rank.search(store, q, limit=budget, query_vector=vec, strong="agreed").rows
+    return rank.search(store, q, limit=budget, query_vector=vec, strong="agreed").rows
 
 
 def shipped_both(store, q, vec, budget):
     """The ranking as first shipped: neighbours whenever both channels found the top row."""
-    from forge.recall import recall_rank
+    from forge.recall import rank
 
-    return recall_rank.search(store, q, limit=budget, query_vector=vec, strong="both").rows
+    return rank.search(store, q, limit=budget, query_vector=vec, strong="both").rows
 
 
 def norm(store, q, vec, budget, pool=POOL):
     from forge.store import rag
     from forge.recall import channels
-    from forge.recall import recall_rank
+    from forge.recall import rank
 
     vector = channels.search_vector(store, vec, k=pool)
     lexical = channels.search_lexical(store, channels.admitted_words(store, q), k=pool)
@@ -134,7 +135,7 @@ def norm(store, q, vec, budget, pool=POOL):
         for entry_id, v in pairs:
             share = 1.0 if hi == lo else (hi - v) / (hi - lo)
             scored[entry_id] = scored.get(entry_id, 0.0) + share
-    base = {c.entry_id: c for c, _ in recall_rank.rrf(vector, lexical)}
+    base = {c.entry_id: c for c, _ in rank.rrf(vector, lexical)}
     ranked = sorted(((base[i], round(s, 6)) for i, s in scored.items()),
                     key=lambda item: (-item[1], item[0].entry_id))
     return _rows(store, ranked, budget)
@@ -143,12 +144,12 @@ def norm(store, q, vec, budget, pool=POOL):
 def prf(store, q, vec, budget):
     from forge.store import rag
     from forge.recall import channels
-    from forge.recall import recall_rank
+    from forge.recall import rank
 
     vector = channels.search_vector(store, vec, k=POOL)
     words = channels.admitted_words(store, q)
     lexical = channels.search_lexical(store, words, k=POOL)
-    first = recall_rank.rrf(vector, lexical)[:3]
+    first = rank.rrf(vector, lexical)[:3]
     entries = rag.entries_by_id(store, [c.entry_id for c, _ in first])
     counts: dict[str, int] = {}
     for c, _ in first:
@@ -157,7 +158,7 @@ def prf(store, q, vec, budget):
                 counts[w] = counts.get(w, 0) + 1
     extra = [w for w, n in counts.items() if n >= 2 and w not in words]
     lexical = channels.search_lexical(store, words + extra, k=POOL)
-    return _rows(store, recall_rank.rrf(vector, lexical), budget)
+    return _rows(store, rank.rrf(vector, lexical), budget)
 
 
 def neighbours(store, q, vec, budget, base=None, after=1, only_both=False):
@@ -198,24 +199,24 @@ def shipped_with(store, q, vec, budget, *, words=None, third=None):
     words and/or a third channel [(entry id, score, higher better)] normalised like the others."""
     from forge.store import rag
     from forge.recall import channels
-    from forge.recall import recall_rank
+    from forge.recall import rank
 
     vector = channels.search_vector(store, vec, k=POOL)
     words = channels.admitted_words(store, q) if words is None else words
     lexical = channels.search_lexical(store, words, k=POOL)
-    ranked = recall_rank.normalised(vector, lexical)
+    ranked = rank.normalised(vector, lexical)
     if third:
         scores = {c.entry_id: s for c, s in ranked}
         cands = {c.entry_id: c for c, _ in ranked}
         lo, hi = min(v for _, v in third), max(v for _, v in third)
         for entry_id, v in third:
-            cands.setdefault(entry_id, recall_rank.Candidate(entry_id, lexical_rank=0))
+            cands.setdefault(entry_id, rank.Candidate(entry_id, lexical_rank=0))
             scores[entry_id] = scores.get(entry_id, 0.0) + (1.0 if hi == lo else (v - lo) / (hi - lo))
-        ranked = recall_rank._best_first([(cands[i], round(s, 6)) for i, s in scores.items()])
+        ranked = rank._best_first([(cands[i], round(s, 6)) for i, s in scores.items()])
     rows = _rows(store, ranked, budget)
-    after = recall_rank.neighbours_after(rows, vector, lexical)
+    after = rank.neighbours_after(rows, vector, lexical)
     if after is not None:
-        rows = recall_rank.with_neighbours(store, rows, limit=budget, after=after)
+        rows = rank.with_neighbours(store, rows, limit=budget, after=after)
     return rows
 
 
@@ -255,13 +256,13 @@ def ctx_prev(store, q, vec, budget, index=None):
     import numpy as np
     from forge.store import rag
     from forge.recall import channels
-    from forge.recall import recall_rank
+    from forge.recall import rank
 
     d = np.linalg.norm(index["vectors"] - vec[None, :], axis=1)
     order = np.argsort(d)[:POOL]
     vector = [(index["ids"][i], float(d[i])) for i in order]
     lexical = channels.search_lexical(store, channels.admitted_words(store, q), k=POOL)
-    return _rows(store, recall_rank.rrf(vector, lexical), budget)
+    return _rows(store, rank.rrf(vector, lexical), budget)
 
 
 def sparse_index(store) -> dict:
@@ -437,10 +438,3 @@ def print_variants(table: list[dict], categories: dict, budgets) -> None:
     print(tabulate([[r[c] for c in columns] for r in table], headers=columns, tablefmt="simple"))
     print("per category: any@5/any@10; ms/query: database side of one recall, both budgets "
           "averaged (the query's embedding excluded)")
-
-
-if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import locomo
-
-    sys.exit(locomo.main(sys.argv[1:] + ["--ablation"]))

@@ -8,7 +8,7 @@ a correction), 30 questions each naming the entry that answers it, 15 questions 
 store answers. The entries are remembered into a fresh store (`--keep DIR` keeps it and reuses
 it on the next run), then:
 
-- every question goes through `recall_batch.search_many(limit=10)`, the code of
+- every question goes through `many.search_many(limit=10)`, the code of
   `forge recall --queries` (the fused rows budget): top-1 = the named entry is the first row,
   any@5 = it is among the first 5;
 - `forge calibrate`'s code on the same cases: worst hit, best miss, the gap, the proposal;
@@ -82,13 +82,13 @@ def kept_and_refused(settings, questions: list[str], vectors, expected: list[int
     from dataclasses import replace
 
     from forge.store import rag
-    from forge.recall import recall_batch
+    from forge.recall import many
     from forge.core.settings import Cutoff
 
     with rag.open_store(settings) as store:
         fp = rag.query_fingerprint(settings, store.identity)
     with rag.open_store(replace(settings, recall_max_distance=Cutoff(cutoff, fp))) as store:
-        batch = recall_batch.search_many(store, questions, vectors=vectors, limit=10)
+        batch = many.search_many(store, questions, vectors=vectors, limit=10)
     rows = [a.result.rows for a in batch.answers]
     hit_rows, miss_rows = rows[:len(expected)], rows[len(expected):]
     kept = sum(e in {r.entry.id for r in r_} for r_, e in zip(hit_rows, expected))
@@ -299,7 +299,7 @@ def signals(store, questions: list[str], vectors, n_hits: int, sparse_best=None,
 
     from forge.store import rag
     from forge.recall import channels
-    from forge.recall import recall_rank
+    from forge.recall import rank
 
     values: dict[str, list[float]] = {"nearest distance (negated)": [], "5th nearest - nearest": [],
                                       "z-score of the nearest in the pool of 30": [],
@@ -308,7 +308,7 @@ def signals(store, questions: list[str], vectors, n_hits: int, sparse_best=None,
                                       "share of the query's words the first row holds": [],
                                       "share of the query's words (3+ letters) some entry holds": []}
     for question, vec in zip(questions, vectors):
-        first = recall_rank.search(store, question, limit=10, query_vector=vec).rows[:1]
+        first = rank.search(store, question, limit=10, query_vector=vec).rows[:1]
         words = rag.query_words(store, question)
         held = set(rag.query_words(store, first[0].entry.content)) if first else set()
         values["fused score of the first row (--limit 10)"].append(
@@ -383,14 +383,14 @@ def rule(settings, questions: list[str], vectors, expected: list[int], threshold
 
     from forge.store import rag
     from forge.recall import channels
-    from forge.recall import recall_rank, refusal
+    from forge.recall import rank, refusal
 
     on = replace(settings, recall_min_coverage=threshold)
     rows, cold_ms, warm_ms, base_ms, read_ms, dense_ms = [], [], [], [], [], []
     with rag.open_store(on) as store:
         for question, vec in zip(questions, vectors):
             refusal._cache.clear()
-            result = recall_rank.search(store, question, limit=10, query_vector=vec)
+            result = rank.search(store, question, limit=10, query_vector=vec)
             rows.append({r.entry.id for r in result.rows})
             cold_ms.append(result.coverage["seconds"] * 1000)
             started = time.perf_counter()
@@ -399,12 +399,12 @@ def rule(settings, questions: list[str], vectors, expected: list[int], threshold
         for question, vec in zip(questions, vectors):
             refusal.latent_terms(store, [e.content for e in rag.entries_by_id(
                 store, [i for i, _ in channels.search_vector(store, vec, k=refusal.POOL)]).values()])
-            warm_ms.append(recall_rank.search(store, question, limit=10, query_vector=vec)
+            warm_ms.append(rank.search(store, question, limit=10, query_vector=vec)
                            .coverage["seconds"] * 1000)
     with rag.open_store(settings) as store:
         for question, vec in zip(questions, vectors):
             started = time.perf_counter()
-            recall_rank.search(store, question, limit=10, query_vector=vec)
+            rank.search(store, question, limit=10, query_vector=vec)
             base_ms.append((time.perf_counter() - started) * 1000)
             started = time.perf_counter()
             store.embedder.embed_query(question)
@@ -422,7 +422,7 @@ def rule(settings, questions: list[str], vectors, expected: list[int], threshold
 
 
 def run(folder: Path, with_sparse: bool = True) -> dict:
-    from forge.recall import calibrate, recall_batch
+    from forge.recall import calibrate, many
     from forge.store import rag
     from forge.core.settings import load_settings
 
@@ -433,8 +433,8 @@ def run(folder: Path, with_sparse: bool = True) -> dict:
     expected = [ids[h["expect"]] for h in hits]
     questions = [h["question"] for h in hits] + data["misses"]
     with rag.open_store(settings) as store:
-        vectors = recall_batch.embed_queries(store, questions)
-        batch = recall_batch.search_many(store, questions, vectors=vectors, limit=10)
+        vectors = many.embed_queries(store, questions)
+        batch = many.search_many(store, questions, vectors=vectors, limit=10)
         cases = calibrate.Cases([calibrate.HitCase(h["question"], e) for h, e in zip(hits, expected)],
                                 list(data["misses"]))
         cal = calibrate.calibrate(store, cases, coverage=with_sparse)

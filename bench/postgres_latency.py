@@ -14,7 +14,7 @@ folder by tools/postgres_server.py (fsync on: a server as a user runs it) and st
   vector, its words, refs and the event log; one transaction per batch), per entry.
 - recall: `channels.search_hybrid` with a given query vector (vector KNN + admitted words + word
   search + merge), in a fresh process per store: the first query (cold) and the median of the
-  next ones, unfiltered and with a project filter, and `recall_rank.search(limit=10)` (the
+  next ones, unfiltered and with a project filter, and `rank.search(limit=10)` (the
   fused budget `forge recall` runs). PostgreSQL twice: an exact scan (no vector index, what
   Forge creates) and after `CREATE INDEX … USING hnsw (embedding vector_l2_ops)` (its build time
   is reported; `hnsw.iterative_scan = strict_order` keeps the project filter's budget full).
@@ -132,7 +132,7 @@ def measure(store: str, folder: Path, queries: int, seed: int) -> dict:
 
     from forge.store import rag
     from forge.recall import channels
-    from forge.recall import recall_rank
+    from forge.recall import rank
 
     rng = np.random.default_rng(seed + 1)
     qtexts = rl.sentences(queries + 1, rng)
@@ -144,7 +144,7 @@ def measure(store: str, folder: Path, queries: int, seed: int) -> dict:
             for text, vec in zip(qtexts, qvecs):
                 t = time.perf_counter()
                 if label == "fused":
-                    result = recall_rank.search(s, text, query_vector=vec, limit=10)
+                    result = rank.search(s, text, query_vector=vec, limit=10)
                     times.append((time.perf_counter() - t) * 1000)
                     assert len(result.rows) == 10
                     continue

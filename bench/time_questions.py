@@ -14,10 +14,10 @@ answer is the newer of two entries) are read at the set's fixed "now" in its tim
 
 Each question is scored top-1 (its expected entry is the first row of `forge recall --limit
 10`):
-- "before": main's code path, recall_rank.search (no time reading, no window, no newer-fact
+- "before": main's code path, rank.search (no time reading, no window, no newer-fact
   ordering);
-- "after": recall_rank.recall, what `forge recall` runs now;
-- "after, vector reads the rest": the same with recall_rank.VECTOR_READS = "rest" (the vector
+- "after": rank.recall, what `forge recall` runs now;
+- "after, vector reads the rest": the same with rank.VECTOR_READS = "rest" (the vector
   channel embeds the question without its time expression too), the alternative measured.
 
 `--locomo DIR` (the stores `bench/locomo.py --keep DIR` built, whose archives are dated by
@@ -97,36 +97,36 @@ READINGS = {
 @contextlib.contextmanager
 def reading(told: str | int | None, vector: str):
     """forge recall with a question's period searched as `told` says ("period": the period
-    alone; N: from N days before it on; None: recall_time.told as shipped) and the vector
-    channel embedding `vector` (recall_rank.VECTOR_READS)."""
+    alone; N: from N days before it on; None: timeline.told as shipped) and the vector
+    channel embedding `vector` (rank.VECTOR_READS)."""
     from datetime import timedelta
 
-    from forge.recall import recall_rank, recall_time
+    from forge.recall import rank, timeline
 
-    saved = recall_rank.VECTOR_READS, recall_time.told, recall_time.ANNOUNCED
-    recall_rank.VECTOR_READS = vector
+    saved = rank.VECTOR_READS, timeline.told, timeline.ANNOUNCED
+    rank.VECTOR_READS = vector
     if told == "period":
-        recall_time.told = lambda period: period
+        timeline.told = lambda period: period
     elif told is not None:
-        recall_time.ANNOUNCED = timedelta(days=told)
+        timeline.ANNOUNCED = timedelta(days=told)
     try:
         yield
     finally:
-        recall_rank.VECTOR_READS, recall_time.told, recall_time.ANNOUNCED = saved
+        rank.VECTOR_READS, timeline.told, timeline.ANNOUNCED = saved
 
 
 def score(folder: Path, data: dict, ids: dict[str, int], column: str) -> list[dict]:
     from forge.store import rag
-    from forge.recall import recall_rank
+    from forge.recall import rank
 
     out = []
     mode, told, vector = READINGS[column]
     with reading(told, vector), rag.open_store(settings_for(folder, data), mode="read") as store:
         for q in data["questions"]:
             if mode == "before":
-                result = recall_rank.search(store, q["q"], limit=10)
+                result = rank.search(store, q["q"], limit=10)
             else:
-                result = recall_rank.recall(store, q["q"], limit=10)
+                result = rank.recall(store, q["q"], limit=10)
             rows = [r.entry.id for r in result.rows]
             want = ids[q["expect"]]
             out.append({**q, "top1": bool(rows) and rows[0] == want,
@@ -144,7 +144,7 @@ def locomo(base: Path) -> None:
     """LoCoMo with and without reading time in its questions (see the module docstring)."""
     import recall_sets
     from forge.store import rag
-    from forge.recall import recall_batch
+    from forge.recall import many
 
     total = {label: [0, 0] for label in LOCOMO_READINGS}
     changed, timed, n = [], 0, 0
@@ -153,11 +153,11 @@ def locomo(base: Path) -> None:
         questions = [q["q"] for q in asked]
         answers = {}
         with rag.open_store(recall_sets.open_settings(folder, {"FORGE_NOW": ended})) as store:
-            vectors = recall_batch.embed_queries(store, questions)
+            vectors = many.embed_queries(store, questions)
             for label in LOCOMO_READINGS:
                 _, told, vector = READINGS.get(label, ("after", None, "question"))
                 with reading(told, vector):
-                    answers[label] = recall_batch.search_many(
+                    answers[label] = many.search_many(
                         store, questions, vectors=vectors, limit=10,
                         read_time=label != main).answers
         for i, q in enumerate(asked):

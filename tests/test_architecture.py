@@ -252,3 +252,33 @@ def test_the_sqlite_backend_keeps_the_whole_protocol(tmp_path):
             assert hasattr(opened, name), name
     finally:
         opened.close()
+
+
+BENCH = PKG.parent / "bench"
+
+
+def bench_graph() -> dict[str, set[str]]:
+    """bench/'s scripts import each other by bare name (the folder is on sys.path when run)."""
+    scripts = {p.stem: p for p in BENCH.glob("*.py")}
+    graph = {}
+    for name, path in scripts.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                found.add(node.module)
+        graph[name] = (found & set(scripts)) - {name}
+    return graph
+
+
+def test_no_bench_script_imports_one_that_imports_it_back():
+    assert bench_graph(), "bench/ has scripts that import each other"
+    assert cycles(bench_graph()) == []
+
+
+def test_no_module_name_repeats_its_folder():
+    """forge/recall/rank.py, not forge/recall/recall_rank.py: the folder already says it."""
+    repeating = [str(p.relative_to(PKG)) for p in SOURCES
+                 if p.parent != PKG and p.stem.startswith(p.parent.name + "_")]
+    assert repeating == []

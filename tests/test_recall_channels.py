@@ -13,7 +13,7 @@ import pytest
 
 from forge.store import rag
 from forge.recall import channels
-from forge.recall import recall_rank
+from forge.recall import rank
 from forge.core.errors import DamagedStoreError
 from scan_store import copy_answers, scan_settings, store  # noqa: F401  (fixtures)
 
@@ -52,7 +52,7 @@ def test_the_word_channel_beside_the_scan_gives_the_same_rows_order_and_scores(s
     seen = word_threads(store, monkeypatch)
     vectors = {q: store.checked_embedder().embed_query(q) for q in QUERIES}
     calls = [dict(limit=10), dict(limit=10, project="homelab"), dict(limit=5, kind="fact")]
-    beside = {(q, i): recall_rank.search(store, q, query_vector=vectors[q], **kw)
+    beside = {(q, i): rank.search(store, q, query_vector=vectors[q], **kw)
               for q in QUERIES for i, kw in enumerate(calls)}
     hybrid = {q: channels.search_hybrid(store, q, query_vector=vectors[q], vector_k=8, lexical_k=8)
               for q in QUERIES}
@@ -61,7 +61,7 @@ def test_the_word_channel_beside_the_scan_gives_the_same_rows_order_and_scores(s
     assert any(r.bm25 is not None for res in beside.values() for r in res.rows)
     in_turn(store, monkeypatch)
     for (q, i), result in beside.items():
-        again = recall_rank.search(store, q, query_vector=vectors[q], **calls[i])
+        again = rank.search(store, q, query_vector=vectors[q], **calls[i])
         assert rows(result) == rows(again), (q, calls[i])
         assert result.admitted_words == again.admitted_words
     for q, result in hybrid.items():
@@ -87,7 +87,7 @@ def test_small_stores_read_in_turn_on_one_connection(built_store, settings):
 
 def test_a_word_written_by_this_store_is_found_beside_the_scan(store, copy_answers):
     rag.remember(store, "fact", "Le xylophone bleu est rangé dans le grenier")
-    result = recall_rank.search(store, "où est le xylophone ?", limit=5)
+    result = rank.search(store, "où est le xylophone ?", limit=5)
     assert store.backend.word_reader() is not None
     assert "xylophone" in result.admitted_words
     assert result.rows[0].entry.content.startswith("Le xylophone")
@@ -111,11 +111,11 @@ def test_a_damaged_word_index_fails_with_the_same_error_beside_the_scan(store, s
     assert store.backend.word_reader() is not None   # opened before the damage
     damage_word_index(scan_settings.rag_db_file)
     with pytest.raises(DamagedStoreError) as beside:
-        recall_rank.search(store, query, query_vector=qvec, limit=10)
+        rank.search(store, query, query_vector=qvec, limit=10)
     assert [t.name for t in threading.enumerate() if t.name == "forge-word-channel"] == []
     in_turn(store, monkeypatch)
     with pytest.raises(DamagedStoreError) as turn:
-        recall_rank.search(store, query, query_vector=qvec, limit=10)
+        rank.search(store, query, query_vector=qvec, limit=10)
     assert str(beside.value) == str(turn.value)
     assert str(scan_settings.rag_db_file) in str(beside.value)
 
@@ -124,9 +124,9 @@ def test_an_error_in_the_vector_scan_waits_for_the_word_thread(store, monkeypatc
     query = "Quel est mon chat ?"
     short = store.checked_embedder().embed_query(query)[:100]   # a query of the wrong size
     with pytest.raises(Exception) as beside:
-        recall_rank.search(store, query, query_vector=short, limit=10)
+        rank.search(store, query, query_vector=short, limit=10)
     assert [t.name for t in threading.enumerate() if t.name == "forge-word-channel"] == []
     in_turn(store, monkeypatch)
     with pytest.raises(Exception) as turn:
-        recall_rank.search(store, query, query_vector=short, limit=10)
+        rank.search(store, query, query_vector=short, limit=10)
     assert type(beside.value) is type(turn.value) and str(beside.value) == str(turn.value)

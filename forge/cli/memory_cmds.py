@@ -255,13 +255,13 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
     """
     from ..store import rag
     from ..recall import channels
-    from ..recall import recall_rank
+    from ..recall import rank
 
     if limit is not None and (vector_k is not None or lexical_k is not None):
         raise click.UsageError("give --limit (fused rows budget) or --vector-k/--lexical-k "
                                "(per-channel budgets), not both")
     if limit is None and vector_k is None and lexical_k is None:
-        limit = recall_rank.DEFAULT_LIMIT
+        limit = rank.DEFAULT_LIMIT
     timing = _recall_time(since, until, as_of)
     if queries_file is not None:
         if query is not None:
@@ -283,10 +283,10 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
             "characters (a question, not a document): shorten it to the words that matter",
             param_hint="QUERY")
     with _open(mode="read") as store:
-        result = recall_rank.recall(store, query, limit=limit, vector_k=vector_k,
-                                    lexical_k=lexical_k, project=project, kind=kind,
-                                    neighbours=neighbours, replaced=all_,
-                                    read_time=not no_time, **timing)
+        result = rank.recall(store, query, limit=limit, vector_k=vector_k,
+                             lexical_k=lexical_k, project=project, kind=kind,
+                             neighbours=neighbours, replaced=all_,
+                             read_time=not no_time, **timing)
         if not result.rows:
             _note_unknown_project(store, project)
     rows = [row.to_dict() for row in result.rows]
@@ -310,12 +310,12 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
 
 
 def _recall_time(since: str | None, until: str | None, as_of: str | None) -> dict[str, Any]:
-    """--since/--until/--as-of as recall_rank.recall's arguments (recall_time.arguments)."""
+    """--since/--until/--as-of as rank.recall's arguments (timeline.arguments)."""
     if since is None and until is None and as_of is None:
         return {}
-    from ..recall import recall_time
+    from ..recall import timeline
 
-    return recall_time.arguments(get_settings(), since, until, as_of)
+    return timeline.arguments(get_settings(), since, until, as_of)
 
 
 def _date(created: str) -> str:
@@ -352,7 +352,7 @@ BATCH_COLUMNS = ["n", "id", "query", "entry", "channel", "distance", "fused", "c
 def _recall_many(stream: Any, project: str | None, vector_k: int | None, lexical_k: int | None,
                  kind: str | None, limit: int | None, neighbours: bool, fmt: str,
                  **timing: Any) -> None:
-    from ..recall import recall_batch
+    from ..recall import many
     from ..core.errors import ForgeError
 
     name = getattr(stream, "name", "-")
@@ -361,14 +361,14 @@ def _recall_many(stream: Any, project: str | None, vector_k: int | None, lexical
         text = stream.read().decode("utf-8-sig")
     except UnicodeDecodeError:
         raise ForgeError(f"{source} is not UTF-8") from None
-    queries = recall_batch.parse_queries(text, source=source)
+    queries = many.parse_queries(text, source=source)
     if not queries:
         raise click.UsageError(f"{source} holds no query")
     with _open(mode="read") as store:
-        batch = recall_batch.search_many(store, queries, project=project,
-                                         vector_k=vector_k, lexical_k=lexical_k,
-                                         kind=kind, limit=limit, neighbours=neighbours,
-                                         **timing)
+        batch = many.search_many(store, queries, project=project,
+                                 vector_k=vector_k, lexical_k=lexical_k,
+                                 kind=kind, limit=limit, neighbours=neighbours,
+                                 **timing)
     answers = [a.to_dict() for a in batch.answers]
     if fmt == "nl":
         emit(answers, fmt, columns=[])
@@ -488,7 +488,7 @@ def memory_scan(redact: bool, yes: bool, fmt: str) -> None:
     place, the old text's bytes erased from the store's file (asks on a terminal; --yes
     otherwise)."""
     from ..core.secret_scan import describe
-    from ..memory.memory_scan import scan
+    from ..memory.scan import scan
 
     settings = get_settings()
     report = scan(settings)

@@ -1,7 +1,7 @@
 """Two notes read as facts: what each one is about, and whether they say otherwise about the same
 thing. The one reading shared by `forge memory conflicts` (forge/memory/conflicts.py: a whole
 store, `forge remember`'s note, the aggregation gate) and recall's newer of two facts first
-(forge/recall/recall_time.py); pure functions of the notes' text, no store, no embedding.
+(forge/recall/timeline.py); pure functions of the notes' text, no store, no embedding.
 
 A note is read as the aggregation tier reads it (A1: an optional label, comma-separated
 details; the first detail is its *head*, which says what the note is about). Two notes of one

@@ -116,21 +116,21 @@ def recall(settings: Any, query: Any, limit: Any = None, project: Any = None,
            kind: Any = None, since: Any = None, until: Any = None) -> dict[str, Any]:
     from ..store import rag
     from ..recall import channels
-    from ..recall import recall_rank, recall_time
+    from ..recall import rank, timeline
 
     query = check_text(query, "query").strip()
     if len(query) > channels.MAX_QUERY_CHARS:
         raise _invalid("query", f"the query is {len(query)} characters; recall takes at most "
                                 f"{channels.MAX_QUERY_CHARS} characters (a question, not a document): "
                                 "shorten it to the words that matter")
-    limit = check_limit(limit) or recall_rank.DEFAULT_LIMIT
+    limit = check_limit(limit) or rank.DEFAULT_LIMIT
     kind = check_kind(kind, archive=True)
     project = check_project(project)
-    timing = recall_time.arguments(settings, _text_or_none(since, "since"),
-                                   _text_or_none(until, "until"), prefix="")
+    timing = timeline.arguments(settings, _text_or_none(since, "since"),
+                                _text_or_none(until, "until"), prefix="")
     with rag.open_store(settings, mode="read") as store:
-        return recall_rank.recall(store, query, limit=limit, project=project, kind=kind,
-                                  **timing).to_dict()
+        return rank.recall(store, query, limit=limit, project=project, kind=kind,
+                           **timing).to_dict()
 
 
 def _text_or_none(value: Any, name: str) -> str | None:
@@ -150,10 +150,10 @@ def memory_list(settings: Any, kind: Any = None, project: Any = None, limit: Any
     limit = check_limit(limit) or LIST_LIMIT   # the cursor and the filter: rag.list_page's checks
     window = None
     if since is not None or until is not None:
-        from ..recall import recall_time
+        from ..recall import timeline
 
-        window = recall_time.arguments(settings, _text_or_none(since, "since"),
-                                       _text_or_none(until, "until"), prefix="").get("window")
+        window = timeline.arguments(settings, _text_or_none(since, "since"),
+                                    _text_or_none(until, "until"), prefix="").get("window")
     with rag.open_store(settings, mode="rows") as store:
         page, by_kind = rag.listing(store, kind=kind, project=project, query=query,
                                     cursor=cursor, limit=limit, window=window)

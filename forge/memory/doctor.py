@@ -278,7 +278,7 @@ def check_cutoff(settings: Settings) -> list[Row]:
 def check_secrets(settings: Settings) -> list[Row]:
     """How many entries hold a detected secret (a store written before Forge redacted them, or
     under FORGE_KEEP_SECRETS): read-only, every entry's text through the scanner."""
-    from ..memory.memory_scan import entries_holding_secrets
+    from ..memory.scan import entries_holding_secrets
     from ..store import rag
     from ..core.secret_scan import Redactions, describe
 

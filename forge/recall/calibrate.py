@@ -217,7 +217,7 @@ def calibrate(store: "Store", cases: Cases, *, vector_k: int = 5, lexical_k: int
     import numpy as np
 
     from ..store import rag
-    from . import recall_batch
+    from . import many
 
     if not cases.hits or not cases.misses:
         raise ForgeError("calibrate needs at least one hit (--hit QUESTION --expect ID) and one "
@@ -235,10 +235,10 @@ def calibrate(store: "Store", cases: Cases, *, vector_k: int = 5, lexical_k: int
                              f"{project!r}, so no recall with --project {project!r} can return it")
     questions = [h.question for h in cases.hits] + list(cases.misses)
     started = time.perf_counter()
-    vectors = recall_batch.embed_queries(store, questions)
+    vectors = many.embed_queries(store, questions)
     embedded = time.perf_counter()
-    batch = recall_batch.search_many(store, questions, project=project, vector_k=vector_k,
-                                     lexical_k=lexical_k, vectors=vectors)
+    batch = many.search_many(store, questions, project=project, vector_k=vector_k,
+                             lexical_k=lexical_k, vectors=vectors)
     stored = entry_vectors(store, expected)
     missing = [i for i in expected if i not in stored]
     if missing:

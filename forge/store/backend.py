@@ -295,12 +295,12 @@ class Backend(Protocol):
     def holders(self, groups: Mapping[str, Sequence[str]], ids: Sequence[int]
                 ) -> dict[str, set[int]]:
         """For each key of `groups`, the entries among `ids` whose text holds any of its words
-        (folded index words: a question's word and its inflected forms): recall_rank's
+        (folded index words: a question's word and its inflected forms): rank's
         coverage of a question's words by the word channel's candidates."""
 
     def words_with_prefix(self, prefix: str, *, limit: int) -> list[str]:
         """Up to `limit` words of the store's word index (as `query_words` folds them) that
-        start with `prefix`, in order: the inflected forms recall_words looks a stem up in."""
+        start with `prefix`, in order: the inflected forms query_words looks a stem up in."""
 
     def search_words(self, words: Sequence[str], *, k: int, project: str | None = None,
                      kind: str | None = None, since: str | None = None,

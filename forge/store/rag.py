@@ -1001,7 +1001,7 @@ def _reindex(store: Store, batch_size: int,
             with backend.transaction():
                 backend.stage_vectors([(i, v) for (i, _), v in zip(batch, vectors)])
                 # the latent terms go straight to the index: until the swap records an identity
-                # with this head, recall does not read them (recall_sparse.admitted)
+                # with this head, recall does not read them (sparse.admitted)
                 for n, (i, _) in enumerate(batch if terms is not None else ()):
                     backend.write_sparse(i, terms[n])
             done += len(batch)

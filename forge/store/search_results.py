@@ -11,10 +11,10 @@ from .common import Entry
 @dataclass
 class SearchRow:
     entry: Entry
-    channel: str            # "vector" | "lexical" | "both" | "latent" | "neighbour" (recall_rank)
+    channel: str            # "vector" | "lexical" | "both" | "latent" | "neighbour" (rank)
     distance: float | None  # L2 between unit vectors; None for word-only rows
     bm25: float | None
-    fused: float | None = None  # recall_rank's fused score; None from search_hybrid
+    fused: float | None = None  # rank's fused score; None from search_hybrid
     neighbour_of: int | None = None   # channel "neighbour": the strong hit it sits beside
     sparse: float | None = None  # the latent-term channel's dot product, when it found the row
     newer: int | None = None     # a row that states this row's fact as it changed since
@@ -42,7 +42,7 @@ class SearchResult:
     fingerprint: str
     admitted_words: list[str] = field(default_factory=list)
     coverage: dict[str, Any] | None = None   # RECALL_MIN_COVERAGE's verdict (forge/recall/refusal.py)
-    # The time window the recall searched in (forge/recall/recall_time.py): since, until,
+    # The time window the recall searched in (forge/recall/timeline.py): since, until,
     # from_query, as_of, excluded; None when it searched the whole store.
     time: dict[str, Any] | None = None
 

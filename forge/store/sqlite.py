@@ -394,7 +394,7 @@ class SQLiteBackend:
     LATENT_READER_MIN_ENTRIES = 5000
 
     def latent_reader(self) -> "SQLiteBackend | None":
-        """word_reader's twin for the latent-term channel (recall_sparse.search_beside), on a
+        """word_reader's twin for the latent-term channel (sparse.search_beside), on a
         connection of its own, from LATENT_READER_MIN_ENTRIES entries; None: run it in turn."""
         if self.missing or self.conn.in_transaction:
             return None

@@ -80,12 +80,12 @@ def run(settings: Any, question: str, *, client: Any, usage: LLMUsage,
         project: str | None = None,
         on_token: Callable[[str], None] | None = None) -> ToolResult:
     from ...store import rag
-    from ...recall import recall_rank
+    from ...recall import rank
 
     try:
         with rag.open_store(settings, mode="read") as store:
-            found = recall_rank.recall(store, question, limit=recall_rank.DEFAULT_LIMIT,
-                                       project=project)
+            found = rank.recall(store, question, limit=rank.DEFAULT_LIMIT,
+                                project=project)
             hot = render_hot_block(rag.hot_entries(store, project=project),
                                    max_tokens=settings.recall_hot_max_tokens)
     except ForgeError as e:

@@ -5,7 +5,7 @@ the entry's own transaction; `forge reindex` builds the index of an older store)
 latent terms (its 256 heaviest, through e5_engine: no numpy) are admitted by V5's rule, as the
 word channel's words are: a term held by at most RECALL_LEXICAL_MAX_DF x N of the store's N
 entries (`store.common.is_informative`); an entry's score is the dot product over the admitted
-terms (on a large store, those of them whose postings fit POSTINGS_BUDGET). recall_rank adds
+terms (on a large store, those of them whose postings fit POSTINGS_BUDGET). rank adds
 it as a third normalised share (SPEC V6 as issue 22 amends it).
 
 Fires only when the store's recorded identity names the same sparse head the configured

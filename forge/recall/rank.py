@@ -1,13 +1,13 @@
 """The rows budget: ONE fused ranking of both channels fills `limit` rows (`forge recall --limit`).
 
 Wave 2's default ordering (SPEC V6, issue 12), used by `forge recall`, `recall --queries`
-(recall_batch), the chat recall graph (V8) and bench/locomo.py. `channels.search_hybrid` with its
+(many), the chat recall graph (V8) and bench/locomo.py. `channels.search_hybrid` with its
 per-channel budgets stays for calibration (`--vector-k/--lexical-k`).
 
 How a row earns its place (`fused`, printed with every row):
 - Each channel searches a deeper pool than the budget: `pool(limit)` = max(30, limit)
   candidates, the vector channel by distance, the word channel by bm25 over the admitted words
-  (V5 as wave 3 amends it: forge/recall/recall_words.py).
+  (V5 as wave 3 amends it: forge/recall/query_words.py).
 - Normalised-score fusion (the default, `fusion="normalised"`): within the vector pool a
   candidate's score is its place between the pool's best and the pool's last,
   (last - x) / (last - best): 1 for the nearest, 0 for the pool's last, 1 when the pool holds
@@ -98,7 +98,7 @@ class Candidate:
     bm25: float | None = None
     vector_rank: int | None = None
     lexical_rank: int | None = None
-    sparse: float | None = None   # the latent-term channel's dot product (recall_sparse)
+    sparse: float | None = None   # the latent-term channel's dot product (sparse)
 
     @property
     def channel(self) -> str:
@@ -179,14 +179,14 @@ def word_coverage(store: "Store", query: str, lexical: list[tuple[int, float]]
     about three others weighs a quarter of one that holds them all."""
     import math
 
-    from . import recall_words
+    from . import query_words
 
     if not lexical:
         return {}
     backend = store.backend
     total = rag.count_entries(store)
-    groups = {w: set(recall_words.forms(backend, w, recall_words.POLICY.stems))
-              for w in recall_words.query_forms(backend, query)}
+    groups = {w: set(query_words.forms(backend, w, query_words.POLICY.stems))
+              for w in query_words.query_forms(backend, query)}
     df = backend.document_frequency([f for forms in groups.values() for f in forms])
     idf = {w: math.log(1 + (total - d + 0.5) / (d + 0.5))
            for w, forms in groups.items() for d in [max((df.get(f, 0) for f in forms), default=0)]}
@@ -212,28 +212,28 @@ def recall(store: "Store", query: str, *, limit: int | None = None,
     `replaced`: entries a newer one replaced (A9) are rows too (`recall --all`); by default
     they are not.
 
-    Time (forge/recall/recall_time.py): `window` (recall --since/--until) narrows every
+    Time (forge/recall/timeline.py): `window` (recall --since/--until) narrows every
     channel's query to what was said in it; without one, a time expression in the question
     (`read_time`, the default; recall --no-time turns it off) names a period, and every channel
-    searches what may tell of it (recall_time.told: said in it, after it, or in the fortnight
+    searches what may tell of it (timeline.told: said in it, after it, or in the fortnight
     before it), what was said in the period first; its words leave the word channels. `as_of`
     (a stored time): the store as it stood then. With no window, the newer of two rows that
-    state a changed fact comes first (recall_time.newer_first)."""
+    state a changed fact comes first (timeline.newer_first)."""
     words_query = period = None
     if window is None and read_time:
         from ..core import when   # ~0.2 ms; dateparser only when the question names a time
 
         found = when.find(query, now=store.settings.now) if when.may_hold_time(query) else None
         if found is not None:
-            from . import recall_time
+            from . import timeline
 
             period, words_query = found.window, found.rest or None
-            window = recall_time.told(period)
+            window = timeline.told(period)
     asked = window if period is None else period
     if as_of is not None:
-        from . import recall_time
+        from . import timeline
 
-        window = recall_time.until_as_of(window, as_of)
+        window = timeline.until_as_of(window, as_of)
 
     def run(within: "Window | None") -> "SearchResult":
         if limit is None and (vector_k is not None or lexical_k is not None):
@@ -248,17 +248,17 @@ def recall(store: "Store", query: str, *, limit: int | None = None,
 
     result = run(window)
     if asked is not None or window is not None:
-        from . import recall_time
+        from . import timeline
 
-        result.time = recall_time.describe(period or window, as_of, searched=window)
+        result.time = timeline.describe(period or window, as_of, searched=window)
         if not result.rows and window is not None:   # say what it left out; never widen it
             result.time["excluded"] = len(run(None).rows)
         if period is not None:
-            recall_time.period_first(result.rows, period)
+            timeline.period_first(result.rows, period)
     if asked is None and len(result.rows) > 1:
-        from . import recall_time
+        from . import timeline
 
-        recall_time.newer_first(result.rows)
+        timeline.newer_first(result.rows)
     return result
 
 
@@ -271,7 +271,7 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
            window: "Window | None" = None, words_query: str | None = None,
            as_of: str | None = None) -> "SearchResult":
     """`limit` rows (fewer only when the store has fewer passing candidates), best fused first.
-    `latent`: the latent-term channel when the store has its index (recall_sparse; False for
+    `latent`: the latent-term channel when the store has its index (sparse; False for
     the ablation's two-channel rows). `window`: a time window inside every channel's query;
     `words_query`: what the word and latent-term channels read instead of `query` (the question
     without its time expression; the vector channel reads VECTOR_READS); `as_of`: an entry
@@ -279,19 +279,19 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
 
     Raises ServerError when the embedder is down, like channels.search_hybrid.
     """
-    from . import recall_sparse
+    from . import sparse
 
     words_text = words_query or query
     vector_text = words_text if VECTOR_READS == "rest" else query
     latent = latent and fusion != "rrf"   # rrf is the two-channel ablation
     # the latent pass runs beside the query's dense embedding, and both beside the word channel
-    pending = recall_sparse.query_terms(store, words_text) if latent else None
+    pending = sparse.query_terms(store, words_text) if latent else None
     qvec = channels.query_vector_later(store, vector_text, query_vector)
     cutoff, fingerprint = channels.query_cutoff(store)
     depth = pool(limit)
     # on a large store the latent channel's dot product runs beside the two others
-    latent_rows = (recall_sparse.search_beside(store, words_text, k=depth, project=project,
-                                               kind=kind, terms=pending, window=window)
+    latent_rows = (sparse.search_beside(store, words_text, k=depth, project=project,
+                                        kind=kind, terms=pending, window=window)
                    if latent else None)
     weights: dict[int, float] = {}
     covered = fusion != "rrf" and (word_weight or WORD_WEIGHT) == "coverage"
@@ -401,9 +401,9 @@ def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
         start += len(chunk)
         entries = rag.entries_by_id(store, [c.entry_id for c, _ in chunk])
         if as_of is not None and not replaced:
-            from . import recall_time
+            from . import timeline
 
-            entries = recall_time.as_they_stood(store, entries, as_of)
+            entries = timeline.as_they_stood(store, entries, as_of)
         for candidate, score in chunk:
             entry = entries.get(candidate.entry_id)
             if entry is not None and len(rows) < limit and (replaced or not rag.is_replaced(entry)):

@@ -1,6 +1,6 @@
 """Many recalls in one process: `forge recall --queries FILE|-`, calibration and the benchmarks.
 
-Every query goes through the code `forge recall QUERY` runs — `recall_rank.search` (the fused
+Every query goes through the code `forge recall QUERY` runs — `rank.search` (the fused
 rows budget, `limit`), or `channels.search_hybrid` when per-channel budgets are given — with its
 vector embedded beforehand: one `embed_queries` call for the whole batch, so a script pays the
 model load (or the server round trip) once, not once per question.
@@ -97,14 +97,14 @@ def search_many(store: "Store", queries: Iterable[Query | str], *, project: str 
                 on_progress: Callable[[int], None] | None = None,
                 limit: int | None = None, neighbours: bool = True, read_time: bool = True,
                 window: Any = None, as_of: str | None = None) -> BatchRecall:
-    """Run `recall_rank.recall` (what `forge recall` runs) for every query, in input order, on
+    """Run `rank.recall` (what `forge recall` runs) for every query, in input order, on
     one connection: the fused budget when `limit` is given, else the per-channel budgets.
 
     `vectors`: the queries' vectors when the caller already has them (no embedding call).
-    `read_time`, `window`, `as_of`: as recall_rank.recall's (recall --no-time, --since/
+    `read_time`, `window`, `as_of`: as rank.recall's (recall --no-time, --since/
     --until, --as-of).
     """
-    from . import recall_rank
+    from . import rank
 
     items = [q if isinstance(q, Query) else Query(q) for q in queries]
     started = time.perf_counter()
@@ -113,10 +113,10 @@ def search_many(store: "Store", queries: Iterable[Query | str], *, project: str 
     embedded = time.perf_counter()
     answers = []
     for index, (query, vector) in enumerate(zip(items, vectors)):
-        result = recall_rank.recall(store, query.q, limit=limit, vector_k=vector_k,
-                                    lexical_k=lexical_k, project=project, kind=kind,
-                                    neighbours=neighbours, query_vector=vector,
-                                    read_time=read_time, window=window, as_of=as_of)
+        result = rank.recall(store, query.q, limit=limit, vector_k=vector_k,
+                             lexical_k=lexical_k, project=project, kind=kind,
+                             neighbours=neighbours, query_vector=vector,
+                             read_time=read_time, window=window, as_of=as_of)
         answers.append(BatchAnswer(query, result))
         if on_progress:
             on_progress(index + 1)

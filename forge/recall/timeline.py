@@ -3,7 +3,7 @@ tell of it) and which rows come first (`period_first`), what the JSON says of th
 `--as-of` (the store as it stood then), and the newer of two facts first.
 
 The window itself is read by forge/core/when.py (from the question, or --since/--until) and
-goes into every channel's query (recall_rank.recall, channels, recall_sparse, the backends);
+goes into every channel's query (rank.recall, channels, sparse, the backends);
 nothing here cuts rows afterwards.
 
 The newer of two facts (with no window): two rows state a changed fact about the same thing
@@ -35,7 +35,7 @@ ANNOUNCED = timedelta(days=14)
 def arguments(settings: Any, since: str | None = None, until: str | None = None,
               as_of: str | None = None, *, prefix: str = "--") -> dict[str, Any]:
     """`since`/`until`/`as_of` as typed (recall --since/--until/--as-of, GET /search, the MCP
-    tools; each WHEN an ISO date or datetime or an expression) as recall_rank.recall's
+    tools; each WHEN an ISO date or datetime or an expression) as rank.recall's
     `window` and `as_of` ({} when none is given), read against FORGE_NOW or the clock. The one
     check of these arguments at every door: ForgeError, one line naming the argument (its
     name after `prefix`: "--since" for the CLI, "since" for HTTP and MCP)."""
