@@ -333,3 +333,43 @@ def test_the_readme_holds_nothing_the_site_does_not():
         assert command in site, command
     for line in re.findall(r"^(forge .+|tools/\S+.*|\*/30 .+)$", README, re.M):
         assert line.split("#")[0].strip() in site, line
+
+
+# --- recall's channels ---------------------------------------------------------------------
+
+def test_every_channel_a_row_can_carry_is_documented_in_the_manual_and_the_help():
+    """Each value of SearchRow.channel is a row of docs/recall.md's table and a word of `forge
+    recall --help`, which also says what `fused` ranges over."""
+    from click.testing import CliRunner
+
+    from forge.store.search_results import CHANNELS
+
+    page = (DOCS / "recall.md").read_text(encoding="utf-8")
+    help_text = " ".join(CliRunner().invoke(cli, ["recall", "--help"]).output.split())
+    assert set(CHANNELS) == {"vector", "lexical", "both", "latent", "neighbour"}
+    assert [c for c in CHANNELS if f"| `{c}` |" not in page] == []
+    tags = help_text.split("channel says what found it:", 1)[1].split(". ", 1)[0]
+    assert [c for c in CHANNELS if not re.search(rf"(?<![-\w]){c}(?![-\w])", tags)] == []
+    assert "[0, 3]" in help_text and "**[0, 3]**" in page
+
+
+def test_the_code_tags_rows_only_with_documented_channels():
+    """Every tag the fusion gives (each mix of the three channels finding a row) and every tag
+    written as a literal where a row is built is one of CHANNELS."""
+    from itertools import product
+
+    from forge.recall.rank import Candidate
+    from forge.store.search_results import CHANNELS
+
+    tags = set()
+    for v, w, s in product((None, 1), (None, 1), (None, 0.5)):
+        if v or w or s:
+            tags.add(Candidate(1, vector_rank=v, lexical_rank=w, sparse=s).channel)
+    assert tags == {"vector", "lexical", "both", "latent"}
+    literals = set()
+    for path in (ROOT / "forge").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        literals |= set(re.findall(r'SearchRow\([^,()]+(?:\[[^\]]*\])?, "(\w+)"', text))
+        literals |= set(re.findall(r'channel = "(\w+)" if .* else "(\w+)"', text)[0]
+                        if re.search(r'channel = "(\w+)" if', text) else ())
+    assert literals and literals <= set(CHANNELS), literals - set(CHANNELS)

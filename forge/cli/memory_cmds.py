@@ -212,18 +212,18 @@ def _read_batch(stream: Any, project: str | None) -> list[Any]:
                    "with --nl one JSON line per query, in input order.")
 @click.option("--project", "-p", help="Search this project only.")
 @click.option("--limit", "-n", type=Number(1, 1000), default=None,
-              help="Rows budget [default: 10]: one fused ranking of both channels fills it.")
+              help="Rows budget [default: 10]: one fused ranking of the three channels fills it.")
 @click.option("--vector-k", type=Number(0, 1000), default=None,
-              help="Calibration: the seed's per-channel budgets instead of --limit; rows the "
+              help="Calibration: a budget per channel instead of --limit (no latent terms); rows the "
                    "vector channel may return (taken before the cutoff) [5 when only "
                    "--lexical-k is given].")
 @click.option("--lexical-k", type=Number(0, 1000), default=None,
               help="Calibration: rows the word channel may return [5 when only --vector-k "
                    "is given].")
 @click.option("--neighbours/--no-neighbours", default=True, show_default=True,
-              help="With --limit: the archived exchanges beside the best row, when both "
-                   "channels found it, join the rows, tagged neighbour (after the first five "
-                   "when one channel put another row first).")
+              help="With --limit: the archived exchanges beside the best row, when the vector "
+                   "and word channels both found it, join the rows, tagged neighbour (after "
+                   "the first five when one channel put another row first).")
 @click.option("--kind", "-k", type=Kind(archive=True), help="Search entries of this kind only.")
 @click.option("--all", "all_", is_flag=True,
               help="Also entries a newer one replaced (`remember --replaces`, `memory "
@@ -243,11 +243,14 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
            vector_k: int | None, lexical_k: int | None, neighbours: bool, kind: str | None,
            all_: bool, since: str | None, until: str | None, no_time: bool, as_of: str | None,
            fmt: str) -> None:
-    """Hybrid search of the deliberate memory: both channels fused into one ranking.
+    """Search the deliberate memory: three channels fused into one ranking.
 
-    Each row says which channel found it (vector, lexical or both), its date, its distance
-    and word score when it has them, and its fused score (both channels' normalised ranks),
-    which orders the rows. --since/--until narrow every channel to that window. A time
+    The vector channel reads the question's meaning (distance), the word channel its rare
+    words (bm25), the latent-term channel the terms of meaning it shares with an entry
+    (sparse, embedded embedder only). Each row's channel says what found it: vector, lexical,
+    both (vector and word channels), latent (the latent-term channel alone) or neighbour (an
+    archived exchange beside the best row). Its fused score orders the rows: each channel
+    that found it adds a share in [0, 1], so fused is in [0, 3]. --since/--until narrow every channel to that window. A time
     expression in QUERY ("last week", "en mars 2024") names a period: every channel searches
     what was said from 14 days before it on, and the rows said in it come first. With no
     time, the newer of two rows that state a changed fact comes first (the older says which).

