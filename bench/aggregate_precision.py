@@ -15,7 +15,7 @@ what --apply would write), and prints:
     python bench/aggregate_precision.py            # a temporary store
     python bench/aggregate_precision.py --keep DIR # keep the store in DIR (re-used if there)
 
-Issue 21 added negations inside longer lines (the `negation-long-*` cases: never folded, the
+The set holds negations inside longer lines (the `negation-long-*` cases: never folded, the
 `conflict` gate refuses them) and own negations that must still be absorbed (`own-negation-*`).
 """
 from __future__ import annotations

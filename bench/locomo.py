@@ -60,7 +60,7 @@ def rows_budget(budget: int) -> dict:
 
 
 def seed_split(budget: int) -> tuple[int, int]:
-    """(vector_k, lexical_k) of the seed's fixed split (V6), the ablation's baseline."""
+    """(vector_k, lexical_k) of the fixed per-channel split, the ablation's baseline."""
     return {5: (3, 2), 10: (5, 5)}.get(budget, (budget - budget // 2, budget // 2))
 
 

@@ -10,8 +10,9 @@ caller scores any@k as for the shipped ranking. Variants that need something the
 hold (context-embedded vectors, the sparse head) compute it once per store and cache it beside
 the store (`ablation-*.npz` in the conversation's folder), so a second run only ranks.
 
-  seed-split         the seed's V6: vector rows by distance then word-only rows by bm25,
-                     budgets 3+2 (5) and 5+5 (10): what `forge recall` did before --limit
+  seed-split         the union with fixed per-channel budgets: vector rows by distance then
+                     word-only rows by bm25, budgets 3+2 (5) and 5+5 (10): what
+                     `forge recall --vector-k/--lexical-k` does
   seed-split-cut     the same with 3+3 / 7+7, cut to the budget
   shipped            `forge recall --limit` as shipped: norm + the neighbours of a hit (right
                      after an agreed hit, after the first 5 rows for a weak `both` one)
@@ -37,10 +38,10 @@ the store (`ablation-*.npz` in the conversation's folder), so a second run only 
                      -docD-queryQ: each entry's D heaviest latent terms, the query's Q (an
                      inverted index's size and the postings a query reads shrink with them);
                      -doc64-query-df<=xN: the query's latent terms in at most x N of the
-                     store's N entries only (V5's rule for words, on latent terms)
+                     store's N entries only (the word channel's rarity rule, on latent terms)
   shipped-admit-df<=N*N/(N+K)  the shipped ranking with the word channel admitting a word in
                      at most max(1, 0.2 x N x N/(N+K)) entries (K=100, 200), instead of the
-                     seed's bound with its ramp below 50 entries: a smoothed share for small stores
+                     flat bound with its ramp below 50 entries: a smoothed share for small stores
 
 rrf+ctx-prev and the sparse variants re-run the model over every entry (minutes per conversation):
 they run only with LOCOMO_ABLATION_HEAVY=1 (both indexes) or LOCOMO_ABLATION_HEAVY=sparse /
@@ -181,7 +182,7 @@ def neighbours(store, q, vec, budget, base=None, after=1, only_both=False):
 
 def admit_smoothed(store, q: str, k: float, max_df: float = 0.2) -> list[str]:
     """The query's words in at most max(1, max_df x N x N/(N+k)) of the store's N entries: the
-    seed's share once N >> k, a smaller one while a document frequency is counted on few entries."""
+    flat share once N >> k, a smaller one while a document frequency is counted on few entries."""
     from forge.store import rag
 
     total = rag.count_entries(store)
@@ -375,7 +376,7 @@ def variants(store, asked: list[dict]) -> dict[str, Callable]:
             s, q, v, b, third=sparse_scores(index, matrix, qmap[q]))
         doc64 = sparse_matrix(index, 64)
         df = (doc64 > 0).sum(axis=0)
-        for share in (0.2, 0.05):   # the word channel's V5 rule, on latent terms
+        for share in (0.2, 0.05):   # the word channel's rarity rule, on latent terms
             rare = {int(t) for t in (df <= max(1, share * doc64.shape[0])).nonzero()[0]}
             out[f"shipped+sparse-doc64-query-df<={share}N"] = (
                 lambda s, q, v, b, rare=rare: shipped_with(s, q, v, b, third=sparse_scores(

@@ -13,14 +13,14 @@ it on the next run), then:
   any@5 = it is among the first 5;
 - `forge calibrate`'s code on the same cases: worst hit, best miss, the gap, the proposal;
 - refusal rules a user can turn on, each scored as the share of hits whose entry is still
-  returned (kept) and the share of misses left with no row at all (refused: V8 answers
-  "nothing found" without an LLM call):
-  * `RECALL_MAX_DISTANCE=D@fingerprint` (V4: a distance on vector-only rows; word matches are
+  returned (kept) and the share of misses left with no row at all (refused: the recall graph
+  answers "nothing found" without an LLM call):
+  * `RECALL_MAX_DISTANCE=D@fingerprint` (a distance on vector-only rows; word matches are
     spared), through `forge recall --limit 10` itself, swept over D = 0 (only word matches
     survive) and every hit's distance;
   * for comparison only, never shipped: the same D judging every row (a hit kept when its own
     distance is within D, a miss refused when its nearest entry is beyond D).
-  The hot block (V7) is reported too: with every deliberate entry in it, a refused recall in
+  The hot block is reported too: with every deliberate entry in it, a refused recall in
   chat still reaches synthesis, which answers from the block.
 - what else could separate hits from misses (`signals`): for each signal a refusal rule could
   read, where a hit is the question the store answers and a miss the one it does not, the AUC
@@ -78,7 +78,8 @@ def build(folder: Path, data: dict) -> dict[str, int]:
 def kept_and_refused(settings, questions: list[str], vectors, expected: list[int],
                      cutoff: float) -> tuple[float, float]:
     """`forge recall` (--limit 10) with RECALL_MAX_DISTANCE=cutoff@fingerprint: the share of
-    hits whose entry is still among the rows, of misses left with no row (V8 refuses)."""
+    hits whose entry is still among the rows, of misses left with no row (which the recall graph
+    refuses)."""
     from dataclasses import replace
 
     from forge.store import rag
@@ -257,7 +258,7 @@ def sparse_extras(store, questions: list[str], vectors, sparse: dict, entry_ids:
                   ) -> dict[str, list[float]]:
     """Coverage (forge/recall/refusal.py's score) with the question's m heaviest latent terms, by the
     best of the 5 nearest entries or by the nearest alone; and the weight of the question's
-    latent terms rare in the store (in <= 0.2 N entries, V5's rule) that no one of its 5
+    latent terms rare in the store (in <= 0.2 N entries, the rarity rule) that no one of its 5
     nearest entries holds (negated)."""
     import numpy as np
 
@@ -467,7 +468,7 @@ def run(folder: Path, with_sparse: bool = True) -> dict:
     sweep = []
     for d in sorted({0.0, *hit_d}):
         kept, refused = kept_and_refused(settings, questions, vectors, expected, d)
-        # for comparison only, never shipped (the seed's category error): a distance that
+        # for comparison only, never shipped (a category error): a distance that
         # also judged word matches, i.e. refuse whenever the nearest entry is beyond d
         kept_all = sum(n <= d for n in nearest[:len(hits)]) / len(hits)
         refused_all = sum(n > d for n in nearest[len(hits):]) / len(data["misses"])

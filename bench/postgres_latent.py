@@ -1,4 +1,4 @@
-"""Issue 22's latent-term channel on SQLite and on PostgreSQL: its database side at 10k entries.
+"""The latent-term channel on SQLite and on PostgreSQL: its database side at 10k entries.
 
     python bench/postgres_latent.py [--sizes 10000] [--queries 30] [--url postgresql://…]
 
@@ -13,7 +13,7 @@ ANALYZE` (what autovacuum does soon after a bulk write).
 
 The terms: an entry's 64 drawn without repetition from a Zipf law (a = 1.2) over the head's
 16,384 (the common latent terms most entries share), a query's 32 heaviest from the same law and
-224 uniformly (its specific ones), weights exponential: V5's rule then reads postings of the
+224 uniformly (its specific ones), weights exponential: the rarity rule then reads postings of the
 same order as the real head's terms of 10,304 LoCoMo entries did (10,300: docs/design.md); the
 output says how many.
 """

@@ -8,9 +8,9 @@ figure is the median of `--runs` fresh processes, printed with its ratio to the 
 `python -c "import click"` measured in the same run, interleaved with the commands (one of each
 per round), so a machine shared with other work still gives comparable numbers.
 
-Targets (issue 11): `--help` <= 1.1x import click; `recall` and `remember` <= 250 ms at 10k
-with the embedded embedder; `memory ls KIND --nl` and `trace tail --nl` <= 1.5x import click.
-Issue 22: `recall` <= 3.0x import click. `recall Q (time in it)`: a question naming a time
+Targets: `--help` <= 1.1x import click; `recall` and `remember` <= 250 ms at 10k with the
+embedded embedder; `memory ls KIND --nl` and `trace tail --nl` <= 1.5x import click; `recall`
+<= 3.0x import click. `recall Q (time in it)`: a question naming a time
 ("this year"), whose window is read with dateparser and filters every channel; with
 `--compare`, `recall Q` new / old is what a question with no time costs now.
 
@@ -155,7 +155,7 @@ def main() -> None:
 
 
 def report(args: argparse.Namespace, commands: dict, times: dict[str, list[float]]) -> None:
-    if True:   # the figures, as printed since issue 11
+    if True:   # the figures
         base = statistics.median(times['python -c "import click"'])
         load = os.getloadavg()
         if args.markdown:

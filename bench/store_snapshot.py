@@ -1,4 +1,4 @@
-"""The one helper every store harness uses: a fresh snapshot of the store, never the store (C2).
+"""The one helper every store harness uses: a fresh snapshot of the store, never the store.
 
     from store_snapshot import fresh_snapshot, refuse_live
 

@@ -11,7 +11,7 @@ For each case (a block, a question, and whether the block holds the answer) the 
 the block and the question as the sysadmin tool shows them (forge.chat.tools.sysadmin.answer_messages)
 and asked for one word, YES (the block answers) or NO. The script prints each case and the
 verdict matrix: truth (answers / does not answer) against the model's YES / NO / unclear.
-This is a model's judgement, measured, not a phrase rule: nothing of it filters the store (H7).
+This is a model's judgement, measured, not a phrase rule: nothing of it filters the store.
 
 The model is the one at LLAMA_CPP_URL (the settings, `.env` included), or `--url`; `--start`
 starts the small test model through tools/llama_server.py and stops it at the end. It reads no
