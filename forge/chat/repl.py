@@ -1,4 +1,4 @@
-"""The chat REPL (K3): chat turns, and `!` commands that are the CLI's own commands.
+"""The chat REPL: chat turns, and `!` commands that are the CLI's own commands.
 
 Each `!` command is translated into the argument list of its CLI twin (`!recall x` is
 `forge recall x`, `!clear` is `forge history clear`) and run by the caller's `run_command`, so

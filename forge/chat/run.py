@@ -3,7 +3,7 @@
     result = run_turn(settings, "Remember that the NAS runs Debian")
 
 The router prompt is system + enabled tools + history + this turn (forge.memory.router_prompt), a stable
-prefix so the server's cache is reused (K4). The model answers with a JSON envelope or plain text
+prefix so the server's cache is reused. The model answers with a JSON envelope or plain text
 (forge.chat.router.envelope). With `done: false` and MAX_STEPS > 1 a tool result folds into the
 conversation and the router runs again; at the last step a tool result is the answer as it came.
 
@@ -164,7 +164,7 @@ class _Turn:
         self.started = time.monotonic()
         self.usage = LLMUsage()
         self.steps: list[Step] = []
-        self.folded: list[str] = []       # tool results folded into the conversation (K2)
+        self.folded: list[str] = []       # tool results folded into the conversation (MAX_STEPS)
         self.filters: list[StreamFilter] = []
 
     def _filter(self) -> Callable[[str], None] | None:
@@ -249,7 +249,7 @@ class _Turn:
             new = [history.NewMessage("user", user_text, answered=answered)]
             new += [history.NewMessage("tool", t, answered=answered) for t in self.folded]
             new.append(history.NewMessage("assistant", reply, answered=answered))
-            # The cap waits for the compaction check (H3): applied now, it could drop the oldest
+            # The history cap waits for the compaction check: applied now, it could drop the oldest
             # exchange that compaction is about to archive.
             stored = history.append(self.settings.memory_file, new, max_history=sys.maxsize,
                                     redactions=found)
@@ -266,7 +266,7 @@ class _Turn:
         if verdict.not_answered in outcome.NOT_PERSISTED:
             notice = f"no answer: {traces.NOT_ANSWERED_REASONS[verdict.not_answered]}; nothing was kept"
         elif verdict.not_answered == "non_answer_reply":
-            # H7: the model wrote one of Forge's fixed strings (e.g. an `[error]` from the
+            # The model wrote one of Forge's fixed strings (e.g. an `[error]` from the
             # history); it is shown, kept marked unanswered, never archived: say so.
             notice = ("this reply is one of Forge's fixed non-answers; it was not kept as an "
                       "answer (the history marks it unanswered and compaction leaves it out)")
@@ -280,8 +280,8 @@ class _Turn:
 
 
 def _compaction_check(settings: Any) -> Any:
-    """After persisting: compaction when a trigger fires, then the hard cap (H3: the cap waits
-    for compaction, so it never drops what compaction was about to archive). The turn is
+    """After persisting: compaction when a trigger fires, then the hard cap (MEMORY_MAX_HISTORY,
+    which waits for compaction, so it never drops what compaction was about to archive). The turn is
     persisted and traced already, so any failure here is a warning, never a failed turn."""
     from ..memory import compaction
 

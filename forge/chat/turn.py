@@ -1,11 +1,12 @@
-"""What a user turn is. The question rule (V9) reads the TURN, never the router's payload.
+"""What a user turn is. The question rule (a question never writes memory) reads the TURN,
+never the router's payload.
 
 A payload like {"op": "remember", "content": "Possède un serveur"} has lost the question mark
 of "Je possède un serveur ?"; the turn text is the one thing the payload cannot lose.
 """
 from __future__ import annotations
 
-# A message longer than this that merely ends with "?" is not treated as a question (V9):
+# A message longer than this that merely ends with "?" is not treated as a question:
 # a long statement with a trailing aside still writes.
 QUESTION_MAX_CHARS = 200
 

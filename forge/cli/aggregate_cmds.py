@@ -1,4 +1,5 @@
-"""`forge aggregate` (the aggregation tier, A1–A7) and `forge resplit` (R1, R2)."""
+"""`forge aggregate` (the aggregation tier) and `forge resplit` (one archive entry per
+exchange)."""
 from __future__ import annotations
 
 from typing import Any

@@ -3,7 +3,7 @@ thing. The one reading shared by `forge memory conflicts` (forge/memory/conflict
 store, `forge remember`'s note, the aggregation gate) and recall's newer of two facts first
 (forge/recall/timeline.py); pure functions of the notes' text, no store, no embedding.
 
-A note is read as the aggregation tier reads it (A1: an optional label, comma-separated
+A note is read as the aggregation tier reads it (an optional label, comma-separated
 details; the first detail is its *head*, which says what the note is about). Two notes of one
 kind and project *conflict* when they are about the same thing and
 
@@ -395,7 +395,7 @@ def _named_alike(a: "Side", i: int, b: "Side", j: int) -> bool:
 # --------------------------------------------------------------------------- notes
 
 class Side:
-    """A note as the conflict rules read it. Its head (A1: the first detail, which names what
+    """A note as the conflict rules read it. Its head (the first detail, which names what
     the note is about) is part of every other detail's context: `Desktop: Ryzen tower, 64 GB
     RAM` says 64 GB of the Ryzen tower's RAM."""
 

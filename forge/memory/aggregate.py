@@ -1,22 +1,22 @@
-"""The aggregation tier (A1–A7): fold overlapping deliberate notes into one line, by arithmetic.
+"""The aggregation tier: fold overlapping deliberate notes into one line, by arithmetic.
 
 No model call. The writer only copies: an aggregate is an optional label and details taken
 verbatim from its sources, so every rule below can be checked on words.
 
-- A1 A note reads as an optional label (`Matériel : …`, a few words before a colon) and
+- Notes: a note reads as an optional label (`Matériel : …`, a few words before a colon) and
   comma-separated details (a comma between two digits, `1,5 To`, does not separate).
 - Words: one tokenizer (`words`) folds case and accents and splits digit runs from letter runs,
   so `SSD 256Go` and `SSD 256 Go` are one word set (FTS5's unicode61 keeps `256go` whole).
   Document frequency (`DocumentFrequency`) counts with the same tokenizer over the whole store,
   archive and superseded entries included. A word is *informative* when it is rare in this store
   by document frequency (`is_informative`, the word channel's rule); no stopword list.
-- A2 `distinct`: a detail is dropped only in favour of a detail containing every one of its
+- `distinct`: a detail is dropped only in favour of a detail containing every one of its
   words, connectives included, so a negation is never dropped in favour of its positive. Equal
   word sets keep the spelled-out surface (more separate pieces, then longer). A strictly larger
   detail must also add an informative word, and hold a phrase (4+ words) as one run of words:
   one that adds only common words, or inserts words inside a phrase (`n'a pas`), may say the
   opposite, so both stay and the repetition gate refuses the subject.
-- A3 Subjects, over every deliberate, active entry (never a recent window), never across kinds
+- Subjects, over every deliberate, active entry (never a recent window), never across kinds
   or projects: two notes are linked when a detail of one is contained in the other's head (its
   first detail) and their heads share a word; a subject is a connected group of two or more.
   So `Le NiPoGi a 32 Go de RAM` joins `NiPoGi AM06PRO, …, 32 Go de RAM`, while `services Podman`
@@ -25,17 +25,17 @@ verbatim from its sources, so every rule below can be checked on words.
 - Gates, each named in the output when it decides: conflict (two notes of the subject say
   opposite things, forge/memory/conflicts.py: a negation bearing on words the other states, or two
   values for the same thing) refuses the subject before anything else, so absorption and
-  containment never cross a negation (A2 as amended by issue 21); closure (every word of the aggregate is in
-  its sources), repetition (no two kept details share two informative words, contain one
-  another, or differ only by their numbers) abandon the subject; coverage (every informative word of a source is in the
-  aggregate) keeps that source active while the rest fold; quorum (at least
-  COMPACTION_AGGREGATE_MIN_SOURCES sources) and budget (the line is shorter than what it folds by
-  more than the token estimator's measured worst error) write nothing.
-- A4 Absorption: when every kept detail is a detail of one source, that entry speaks for the
+  containment never cross a negation; closure (every word of the aggregate is in its
+  sources), repetition (no two kept details share two informative words, contain one
+  another, or differ only by their numbers) abandon the subject; coverage (every informative
+  word of a source is in the aggregate) keeps that source active while the rest fold; quorum
+  (at least COMPACTION_AGGREGATE_MIN_SOURCES sources) and budget (the line is shorter than what
+  it folds by more than the token estimator's measured worst error) write nothing.
+- Absorption: when every kept detail is a detail of one source, that entry speaks for the
   others, nothing is written; quorum and budget do not apply (subjects never cross projects).
-- A5 Sources are linked with `superseded_by` (rag.apply_folds, one transaction that re-checks
+- Links: sources are linked with `superseded_by` (rag.apply_folds, one transaction that re-checks
   every source), never deleted; every fold is an event; `undo` unfolds one.
-- A7 The dry run is this pass with the write off: `run(..., apply=False)`.
+- Dry run: this pass with the write off: `run(..., apply=False)`.
 """
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from ..store.rag import Entry, Store
 
 # The budget gate's margin: the offline token estimate's worst measured error on one short
-# text (README, "The token estimate, and its measured error"); the seed measured 21.5%.
+# text (README, "The token estimate, and its measured error"; the design seed measured 21.5%).
 BUDGET_MARGIN = ESTIMATE_WORST_ERROR
 # A detail of this many words or more is a phrase: it is dropped only in favour of a detail
 # holding it as one run of words (a word inserted inside a phrase may negate it).
@@ -92,14 +92,14 @@ class DocumentFrequency:
 
 def is_informative(doc_count: int, total: int, max_share: float) -> bool:
     """"Informative" = rare in this store by document frequency: the word channel's admission
-    rule (V5), through the one function that states it, so both follow it when it changes."""
+    rule, through the one function that states it, so both follow it when it changes."""
     from ..store.rag import rare_by_document_frequency
 
     return rare_by_document_frequency(doc_count, total, max_share)
 
 
 def document_frequency(store: "Store") -> DocumentFrequency:
-    """Scan every entry once (archive and superseded included, as V5 counts them)."""
+    """Scan every entry once (archive and superseded included, as the word channel counts them)."""
     counts: Counter = Counter()
     total = 0
     from ..store import rag
@@ -110,7 +110,7 @@ def document_frequency(store: "Store") -> DocumentFrequency:
     return DocumentFrequency(total, counts, store.settings.recall_lexical_max_df)
 
 
-# --------------------------------------------------------------------------- subjects (A3)
+# --------------------------------------------------------------------------- subjects
 
 def subjects(notes: Sequence[Note]) -> list[list[Note]]:
     """Connected groups (two or more) of linked notes of one kind and project, oldest first."""
@@ -162,7 +162,7 @@ def subject_name(group: Sequence[Note], df: DocumentFrequency) -> str:
     return best
 
 
-# --------------------------------------------------------------------------- distinct (A2)
+# --------------------------------------------------------------------------- distinct
 
 @dataclass
 class _Detail:
@@ -186,7 +186,7 @@ class Distinct:
 
 
 def distinct(notes: Sequence[Note], informative: "Any") -> Distinct:
-    """Drop every detail another detail says entirely (A2), in reading order."""
+    """Drop every detail another detail says entirely, in reading order."""
     pairs = [(i, j, s, w) for i, n in enumerate(notes)
              for j, (s, w) in enumerate(zip(n.details, n.detail_words))]
     details = [_Detail(i, j, k, s, w, words(s)) for k, (i, j, s, w) in enumerate(pairs)]
@@ -311,7 +311,7 @@ class _Line:
 
 
 def evaluate(group: Sequence[Note], df: DocumentFrequency, *, min_sources: int) -> SubjectPlan:
-    """Run A2 and the five gates on one subject. Pure: reads nothing, writes nothing."""
+    """Run `distinct` and the gates on one subject. Pure: reads nothing, writes nothing."""
     informative = df.informative
     first = group[0].entry
     plan = SubjectPlan(name=subject_name(group, df), kind=first.kind, project=first.project,
@@ -443,7 +443,7 @@ def plan_pass(store: "Store", *, project: str | None = None, min_sources: int | 
 
 def run(store: "Store", *, project: str | None = None, apply: bool = False,
         min_sources: int | None = None) -> AggregateReport:
-    """The pass. `apply=False` is the dry run: the same plan, nothing written (A7)."""
+    """The pass. `apply=False` is the dry run: the same plan, nothing written."""
     from ..store import rag
 
     started = time.perf_counter()
@@ -508,7 +508,7 @@ def undo(store: "Store", entry_id: int) -> dict[str, Any]:
     return rag.unfold(store, entry_id)
 
 
-# --------------------------------------------------------------------------- hook (A6)
+# --------------------------------------------------------------------------- hook
 
 def after_compaction(settings: Any, store: "Store | None" = None) -> dict[str, Any] | None:
     """Run the pass after a compaction that committed, when COMPACTION_AGGREGATE is on.
@@ -529,7 +529,7 @@ def after_compaction(settings: Any, store: "Store | None" = None) -> dict[str, A
         log.info("aggregation after compaction: %d written, %d absorbed, %d refused",
                  counts[WRITTEN], counts[ABSORBED], counts[REFUSED])
         return counts
-    except Exception as e:  # noqa: BLE001 — A6: swallowed, said
+    except Exception as e:  # noqa: BLE001 — swallowed, said
         log.warning("the aggregation pass after compaction failed (the compaction stands): %s", e)
         return {"error": str(e)}
     finally:

@@ -1,4 +1,4 @@
-"""Compaction: triggers, the two strategies, and the crash-safe order of writes (H3–H9).
+"""Compaction: triggers, the two strategies, and the crash-safe order of writes.
 
 The order is what makes it safe:
 
@@ -10,9 +10,9 @@ The order is what makes it safe:
    appended meanwhile by another process survives.
 
 A crash between 3 and 4 loses nothing and duplicates nothing: the store recognises an archive
-entry by the history message ids it holds (V11), so the next run finds the exchanges already
+entry by the history message ids it holds, so the next run finds the exchanges already
 stored and only rewrites the history. If step 3 fails, the history is left as it was and
-`compaction_pending` is set, so the hard cap drops nothing that was never archived (H3).
+`compaction_pending` is set, so the hard cap drops nothing that was never archived.
 """
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ class CompactionReport:
     token_source: str = "estimate"
     messages_before: int = 0
     messages_after: int = 0
-    aggregate: dict | None = None  # what the aggregation pass did after it (A6), when it ran
+    aggregate: dict | None = None  # what the aggregation pass did after it, when it ran
     secrets_redacted: dict[str, int] = field(default_factory=dict)  # by type, before the writes
 
     @property
@@ -113,7 +113,7 @@ def prompt_weight(settings: Any, messages: Sequence[Any], counter: TokenCounter 
 
 def needs_compaction(settings: Any, doc: HistoryDoc, *, counter: TokenCounter | None = None) -> str | None:
     """"count" when the non-pinned messages reach COMPACTION_THRESHOLD, "tokens" when the rendered
-    router prompt reaches COMPACTION_TOKEN_THRESHOLD, else None (H4). The count is checked first:
+    router prompt reaches COMPACTION_TOKEN_THRESHOLD, else None. The count is checked first:
     it needs no tokenizer."""
     if sum(1 for m in doc.messages if not m.pinned) >= settings.compaction_threshold:
         return "count"
@@ -156,7 +156,8 @@ def token_cut(messages: Sequence[Message], costs: Sequence[int], fixed: int, tar
 
 
 def select_window(settings: Any, doc: HistoryDoc, trigger: str, counter: TokenCounter) -> list[Message]:
-    """The non-pinned messages compaction evicts, in history order (H4)."""
+    """The non-pinned messages compaction evicts, in history order: the oldest beyond
+    COMPACTION_KEEP_RECENT (or down to COMPACTION_TOKEN_TARGET), cut at a user turn."""
     messages = doc.messages
     if trigger == "tokens":
         costs = [counter(m.content) + _MESSAGE_OVERHEAD for m in messages]
@@ -318,7 +319,7 @@ def _rewrite(settings: Any, remove: list[int], new_message: Message | None,
     drop = set(remove)
     inserted = None
     with history.edit(settings.memory_file, redactions=found) as doc:
-        # Pinned since the snapshot (H8): it stays; its exchange is stored already and a later
+        # Pinned since the snapshot: it stays; its exchange is stored already and a later
         # compaction finds it there by its message ids.
         drop -= {m.id for m in doc.messages if m.pinned}
         if any(m.id in drop for m in doc.messages) and new_message is not None \
@@ -347,7 +348,7 @@ def compact(settings: Any, *, strategy: str | None = None, if_needed: bool = Fal
 
     `store` (an open rag store) and `counter` let a caller that compacts many times (import)
     open them once. Raises ForgeError when the store write or the summary fails; the history
-    is then unchanged except for `compaction_pending` (H3).
+    is then unchanged except for `compaction_pending`.
     """
     strategy = strategy or settings.compaction_strategy
     if strategy not in ("rag_pointer", "llm_summary"):
@@ -397,7 +398,7 @@ def compact(settings: Any, *, strategy: str | None = None, if_needed: bool = Fal
     log.info("compaction (%s, %s): %d exchanges archived, %d left out, %d messages removed",
              trigger, strategy, len(report.archived), len(report.left_out), len(report.removed_ids))
     if report.did_something and settings.compaction_aggregate:
-        # A6: after the compaction committed, only when one happened; never raises.
+        # After the compaction committed, only when one happened; never raises.
         from .aggregate import after_compaction
 
         report.aggregate = after_compaction(settings, store)

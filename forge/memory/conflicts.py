@@ -1,4 +1,4 @@
-"""Conflicts (A2 amended, A8): two notes that say opposite things are found and shown, never folded.
+"""Conflicts: two notes that say opposite things are found and shown, never folded.
 
 What a conflict is (a negation, two values for the same thing; the same thing: the head in
 every detail's context, the names the notes give, what a value measures) is read by
@@ -174,7 +174,7 @@ def against(store: "Store", entry: "Entry") -> list[Conflict]:
 
 
 
-# --------------------------------------------------------------------------- remember (A8)
+# --------------------------------------------------------------------------- remember
 
 @dataclass
 class Noted:

@@ -258,13 +258,13 @@ def check_store(settings: Settings) -> list[Row]:
 
 
 def check_embedding_match(settings: Settings) -> list[Row]:
-    """SPEC §1: does the configured embedding match the store (model, dimension, probe)."""
+    """Does the configured embedding match the store (model, dimension, probe)."""
     verdict = check_embedding(None, settings)
     return [] if verdict is None else [_row("embedding match", *verdict)]
 
 
 def check_cutoff(settings: Settings) -> list[Row]:
-    """V4: the configured RECALL_MAX_DISTANCE's tag against the current fingerprint (matching,
+    """The configured RECALL_MAX_DISTANCE's tag against the current fingerprint (matching,
     missing or stale), computed from settings and the store's recorded identity: no network."""
     from ..store import rag
     from ..recall.calibrate import tag_status

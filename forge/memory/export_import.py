@@ -97,8 +97,8 @@ def known_keys(settings: Any) -> set[str]:
 
 
 def _read_ledger(ledger: Path) -> tuple[set[str], set[str]]:
-    """(committed keys, pending keys not settled). A line is a committed key; `?K1<TAB>K2...`
-    lists the keys of a write about to happen; `-K1<TAB>K2...` settles pending keys never
+    """(committed keys, pending keys not settled). A line is a committed key; `?KEY<TAB>KEY...`
+    lists the keys of a write about to happen; `-KEY<TAB>KEY...` settles pending keys never
     written."""
     committed: set[str] = set()
     pending: set[str] = set()

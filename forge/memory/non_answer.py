@@ -1,4 +1,4 @@
-"""Forge's own fixed non-answer strings, and the prefix test that keeps them out of the store (H7).
+"""Forge's own fixed non-answer strings, and the prefix test that keeps them out of the store.
 
 Every refusal or failure string Forge itself writes as a reply lives here and starts with one of
 `MARKERS`, so compaction (and resplit, whose old input carries no `answered` flag) can recognise
@@ -36,14 +36,14 @@ NO_TARGET_FR = TARGET_NOT_FOUND + " Ce message ne nomme aucune cible de l'invent
 COLLECT_FAILED_EN = COLLECT_FAILED + " Could not collect from {target}: {why}."
 COLLECT_FAILED_FR = COLLECT_FAILED + " Collecte impossible sur {target} : {why}."
 
-# What recall answers when the distance cutoff dropped every row it found (V8).
+# What recall answers when the distance cutoff dropped every row it found.
 CUTOFF_MARKER = "[nothing close enough]"
 CUTOFF_REFUSAL = (
     f"{CUTOFF_MARKER} Memory holds entries, but none is close enough to this question "
     "(every match was beyond RECALL_MAX_DISTANCE)."
 )
 
-# What recall answers when the search found nothing at all (V8).
+# What recall answers when the search found nothing at all.
 NOTHING_FOUND = f"{NO_MEMORY} Nothing in memory matches this question."
 
 

@@ -1,4 +1,4 @@
-"""Router placeholders (H2): model output that dispatch accepts but that is not an answer.
+"""Router placeholders: model output that dispatch accepts but that is not an answer.
 
 Four kinds, each a documented `not_answered` reason in `forge.store.traces`:
 - placeholder_empty: nothing, or only whitespace/punctuation/template tokens;

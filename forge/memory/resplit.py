@@ -1,4 +1,4 @@
-"""Resplit (R1, R2): re-slice archive entries that hold more than one exchange into one entry
+"""Resplit: re-slice archive entries that hold more than one exchange into one entry
 per exchange, with the same `transcript.split` / non-answer test that live compaction uses.
 
 Input: archive entries in Forge's transcript rendering holding several exchanges (stores
@@ -137,8 +137,9 @@ def pieces(entry: "Entry", block: BlockPlan) -> list[Any]:
 def resplit(store: "Store", *, apply: bool = False, backup: Path | str | None = None,
             on_progress: Callable[[int], None] | None = None,
             planned: ResplitReport | None = None) -> ResplitReport:
-    """Dry run by default; `apply` writes, and needs `backup` (R2). `planned`: this store's
-    `plan`, when the caller already made it (to size a progress bar)."""
+    """Dry run by default; `apply` writes, and needs `backup` (the pieces are inserted before
+    the block is deleted). `planned`: this store's `plan`, when the caller already made it (to
+    size a progress bar)."""
     from ..store import rag, transfer
 
     report = planned if planned is not None else plan(store)

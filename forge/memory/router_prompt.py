@@ -1,4 +1,5 @@
-"""Renders the router prompt: system, descriptions of the enabled tools, then the history (K1, K4).
+"""Renders the router prompt: system, descriptions of the enabled tools, then the history,
+in that order so the prefix stays stable for the server's cache.
 
 It lives in the core package so compaction's token trigger can weigh the next prompt without any
 chat code. The prefix (system + tools) is byte-identical from turn to turn and the history only

@@ -1,4 +1,4 @@
-"""Transcript units: cutting a window of messages into exchanges, and back (H6, H7).
+"""Transcript units: cutting a window of messages into exchanges, and back.
 
 An exchange is a user turn plus every non-user message up to the next user turn: the smallest
 piece of a conversation that still stands on its own, so it is what compaction stores, one
@@ -173,7 +173,7 @@ def split(text: str) -> list[Unit]:
 
 
 def left_out_reason(unit: Unit, *, text_only: bool = False) -> str | None:
-    """Why this exchange must not be stored, or None (H7).
+    """Why this exchange must not be stored, or None.
 
     Two rules, different in kind: the run said so (`answered: false` on any of its messages),
     or the reply starts with one of Forge's fixed markers. `text_only` is for resplit, whose old

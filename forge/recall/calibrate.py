@@ -1,4 +1,4 @@
-"""`forge calibrate` (C1): measure where a store's hits and misses sit, propose a cutoff.
+"""`forge calibrate`: measure where a store's hits and misses sit, propose a cutoff.
 
 Cases are hit questions, each with the id of the entry that answers it, and miss questions
 (nothing in the store answers them). All questions are embedded in ONE call, then each runs
@@ -14,8 +14,8 @@ through `channels.search_hybrid` (the code `forge recall` runs) on one read-only
   questions are longer and messier than the ones a user writes down to calibrate), rounded to
   two decimals when that stays strictly between the midpoint and the best miss, else to the
   fewest of 4, 6, 8 or 10 that do.
-  The seed's 0.88 sits at 0.8392 + 0.18 × 0.2206. With a gap of zero or less no distance
-  separates these questions and nothing is proposed.
+  The design seed's reference store measured 0.88 = 0.8392 + 0.18 × 0.2206. With a gap of
+  zero or less no distance separates these questions and nothing is proposed.
 - For the proposed cutoff (or with none) it counts how many hits each channel still returns
   and how many misses still get rows.
 
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from ..store.rag import SearchRow, Store
     from ..core.settings import Settings
 
-FRACTION = 0.18       # of the gap, above the midpoint (the seed: 0.88 = 0.8392 + 0.18 × 0.2206)
+FRACTION = 0.18       # of the gap, above the midpoint (the design seed's 0.8392 + 0.18 × 0.2206)
 RANK_CHUNK = 8192     # vectors read per step when a hit's rank is counted over the whole store
 
 
@@ -357,7 +357,7 @@ def format_distance(value: float) -> str:
 
 
 def _kept(rows: Sequence["SearchRow"], cutoff: float | None) -> list["SearchRow"]:
-    """The rows a recall returns under `cutoff` (V6: it judges vector-only rows)."""
+    """The rows a recall returns under `cutoff` (the cutoff judges vector-only rows)."""
     from ..store import rag
 
     return [r for r in rows if not rag.beyond_cutoff(r.channel, r.distance, cutoff)]
@@ -428,7 +428,7 @@ def write_cutoff(result: Calibration, env_file: Path | str) -> Any:
 
 
 def tag_status(settings: "Settings", fingerprint: str) -> tuple[str, str]:
-    """doctor: the configured cutoff's tag against the current fingerprint (V4), no network.
+    """doctor: the configured cutoff's tag against the current query fingerprint, no network.
     (status, detail) with status matching / missing / stale / unset."""
     cutoff = settings.recall_max_distance
     if cutoff is None:

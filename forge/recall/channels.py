@@ -1,8 +1,9 @@
 """The channels of one recall, over the store's primitives (forge/store/rag.py): the query
 prepared (its vector, the cutoff in force, the fingerprint), the vector channel, the word
 channel's admitted words (query_words) and its query, both channels side by side
-(search_channels), and the seed's union on entry id (search_hybrid: recall --vector-k/
---lexical-k, calibrate, GET /search). rank fuses the same channels into one ranking.
+(search_channels), and their union on entry id with a budget per channel (search_hybrid:
+recall --vector-k/--lexical-k, calibrate, GET /search). rank fuses the same channels into one
+ranking.
 A recall's query goes down from here to the store and never climbs back."""
 from __future__ import annotations
 
@@ -74,12 +75,12 @@ def search_vector(store: "Store", qvec: "np.ndarray | None", *, k: int,
 
 
 def admitted_words(store: "Store", text: str) -> list[str]:
-    """V5: the query's words that `is_informative` admits in this store."""
+    """The query's words the word channel searches in this store (`is_informative` admits them)."""
     return _admitted_words(store.backend, store.settings.recall_lexical_max_df, text)
 
 
 def _admitted_words(backend: "Backend", max_df: float, text: str) -> list[str]:
-    """V5 as wave 3 amends it (query_words.py): no function word, rare in the store,
+    """The word channel's admission (query_words.py): no function word, rare in the store,
     with the store's inflected forms of each word."""
     from . import query_words
 
@@ -166,11 +167,12 @@ def search_hybrid(store: "Store", query: str, *, project: str | None = None, vec
                   kind: str | None = None, replaced: bool = False,
                   window: "Window | None" = None, words_query: str | None = None,
                   as_of: str | None = None) -> "SearchResult":
-    """V6: a union on entry id — vector rows by distance, then word-only rows by bm25; the
-    cutoff (V4) applies to vector-only rows. Raises ServerError when the embedder is down.
+    """The union of the channels on entry id, each within its own budget — vector rows by
+    distance, then word-only rows by bm25; the distance cutoff applies to vector-only rows.
+    Raises ServerError when the embedder is down.
 
     `query_vector`: an already embedded query (calibration, benchmarks) — no embedding call.
-    `kind`: that kind's entries only. `replaced`: keep entries a newer one replaced (A9).
+    `kind`: that kind's entries only. `replaced`: keep entries a newer one replaced.
     `window`: a time window inside each channel's query; `words_query`: what the word channel
     reads instead of `query` (the question without its time expression); `as_of`: an entry
     replaced by one created after it is a row again.

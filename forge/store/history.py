@@ -1,4 +1,5 @@
-"""The rolling conversation history: one readable JSON file (H1, H3, H8, H9).
+"""The rolling conversation history: one readable JSON file (stable message ids, the cap,
+pinning, a lock held only to read and rewrite).
 
 Layout of `memory.json`::
 
@@ -87,7 +88,7 @@ class NewMessage:
 class HistoryDoc:
     next_id: int = 1
     messages: list[Message] = field(default_factory=list)
-    # Set when compaction should have archived messages and could not (H3): the cap then
+    # Set when compaction should have archived messages and could not: the cap then
     # drops nothing until a compaction succeeds.
     compaction_pending: bool = False
     history_id: str | None = None   # None until the first write (or in an older file)
@@ -128,7 +129,7 @@ def parse(path: Path, data: bytes) -> HistoryDoc:
                                "the file was left untouched") from None
     try:
         if isinstance(raw, list):
-            # The seed's older layout: a bare list of {role, content}. Ids are assigned in order.
+            # The older layout: a bare list of {role, content}. Ids are assigned in order.
             doc = HistoryDoc()
             for item in raw:
                 doc.messages.append(Message(id=doc.new_id(), role=item["role"],
@@ -213,7 +214,7 @@ def ensure_history_id(path: Path) -> str | None:
 
 
 def apply_cap(doc: HistoryDoc, max_history: int) -> list[Message]:
-    """H3: drop the oldest non-pinned messages beyond the cap; return what was dropped.
+    """The hard cap: drop the oldest non-pinned messages beyond it; return what was dropped.
 
     Never drops while a compaction is pending (those messages were never archived).
     """
@@ -272,7 +273,7 @@ def grep(messages: Iterable[Message], text: str) -> list[Message]:
 
 
 def clear(path: Path, *, everything: bool = False) -> list[Message]:
-    """Discard without archiving (H8); pinned messages stay unless `everything`."""
+    """Discard without archiving; pinned messages stay unless `everything`."""
     with edit(path) as doc:
         removed = clear_plan(doc, everything=everything)
         doc.messages = [] if everything else [m for m in doc.messages if m.pinned]
@@ -283,7 +284,7 @@ def clear(path: Path, *, everything: bool = False) -> list[Message]:
 
 def exchange_ids(doc: HistoryDoc, message_id: int) -> list[int]:
     """The exchange a message belongs to: its user turn and every non-user message after it,
-    up to the next user turn (H6). A message before any user turn stands alone."""
+    up to the next user turn. A message before any user turn stands alone."""
     index = next((i for i, m in enumerate(doc.messages) if m.id == message_id), None)
     if index is None:
         raise NotFoundError(f"no message #{message_id} in the history")
@@ -300,7 +301,7 @@ def exchange_ids(doc: HistoryDoc, message_id: int) -> list[int]:
 
 def set_pinned(path: Path, message_id: int, pinned: bool, *, only: bool = False) -> list[int]:
     """Pin (or unpin) a message. Pinning pins its whole exchange unless `only`;
-    unpinning acts on the one message (H8). Returns the ids whose flag changed."""
+    unpinning acts on the one message. Returns the ids whose flag changed."""
     with edit(path) as doc:
         doc.by_id(message_id)  # raises NotFoundError for an unknown id
         ids = [message_id] if (only or not pinned) else exchange_ids(doc, message_id)

@@ -1,6 +1,6 @@
-"""The embedding identity (SPEC §5), compared the same way whatever the backend: what is
+"""The embedding identity, compared the same way whatever the backend: what is
 recorded, how two identities are compared (family, model, dimension, prefix, the probe
-sentence's cosine), the query fingerprint (V4) and the cutoff it tags."""
+sentence's cosine), the query fingerprint and the cutoff it tags."""
 from __future__ import annotations
 
 import json
@@ -77,7 +77,7 @@ def compare_identity(recorded: dict[str, Any], current: dict[str, Any], probe: "
     if recorded.get("document_prefix") != current.get("document_prefix"):
         differs.append(f"document prefix {recorded.get('document_prefix')!r} -> "
                        f"{current.get('document_prefix')!r}")
-    if recorded.get("sparse") != current.get("sparse"):   # issue 22's latent-term index
+    if recorded.get("sparse") != current.get("sparse"):   # the latent-term index
         differs.append(f"latent-term index {recorded.get('sparse') or 'none'} -> "
                        f"{current.get('sparse') or 'none'} (RECALL_SPARSE)")
     if not differs and recorded.get("probe"):
@@ -95,7 +95,7 @@ def compare_identity(recorded: dict[str, Any], current: dict[str, Any], probe: "
 
 
 def query_fingerprint(settings: "Settings", identity: dict | None) -> str:
-    """Six hex of SHA-256 over the query wrapper and the store's embedding identity (V4).
+    """Six hex of SHA-256 over the query wrapper and the store's embedding identity.
 
     No network call: the wrapper comes from settings, the identity from the store's meta
     table. With no identity recorded yet (an empty store), only the backend kind stands in.

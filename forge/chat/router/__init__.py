@@ -1,1 +1,2 @@
-"""The router's JSON envelope (K1, K2); its prompt and placeholder detection sit in forge/memory/."""
+"""The router's JSON envelope (a tool and its payload, `done`); its prompt and placeholder
+detection sit in forge/memory/."""

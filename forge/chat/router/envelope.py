@@ -1,4 +1,4 @@
-"""The router's reply: a small JSON envelope, or plain text that is a chat reply (K1).
+"""The router's reply: a small JSON envelope, or plain text that is a chat reply.
 
     {"action": "chat", "content": "..."}
     {"action": "<tool>", "payload": {...}, "done": true}

@@ -1,4 +1,4 @@
-"""The router's tools (K1). Each takes a payload and returns a result string, never raises.
+"""The router's tools. Each takes a payload and returns a result string, never raises.
 
 A failure is a result string that starts with one of Forge's fixed markers (`Tool error:` or
 `[error]`, see `forge.memory.non_answer`) and carries a `not_answered` reason: the router treats it as
@@ -25,7 +25,7 @@ class ToolContext:
     """What a tool may use besides its payload."""
 
     settings: Any
-    turn_text: str                       # the user's turn, for the question rule (V9)
+    turn_text: str                       # the user's turn, for the question rule
     interactive: bool = False            # a human can answer y/N (the REPL)
     confirm: Callable[[str], bool] | None = None
     client: Any = None                   # forge.core.llm.ChatClient, for the recall graph's synthesis
@@ -42,7 +42,7 @@ class ToolResult:
     from_model: bool = False             # model output: checked for placeholders like the router's
     instructions: tuple[str, ...] = ()   # prompt texts a from_model answer must not echo
     trace: dict[str, Any] | None = None  # names only (a host, a target, command names) for the
-                                         # trace step; never content (T1)
+                                         # trace step; never content
 
 
 def failure(message: str, *, reason: str = "tool_error") -> ToolResult:
@@ -61,7 +61,7 @@ def dispatch(name: str, payload: dict[str, Any], ctx: ToolContext) -> ToolResult
         return module.run(ctx, payload)
     except ForgeError as e:
         return failure(f"{name}: {e}")
-    except Exception as e:  # K1: whatever a tool raises is a result, never a failed turn
+    except Exception as e:  # whatever a tool raises is a result, never a failed turn
         log.info("tool %s failed: %s: %s", name, type(e).__name__, e)
         text = str(e).splitlines()[0] if str(e) else ""
         return failure(f"{name}: {type(e).__name__}: {text}" if text else f"{name}: {type(e).__name__}")

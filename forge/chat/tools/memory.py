@@ -3,7 +3,7 @@
 
 - a missing kind is `fact` (a small model asked to classify on the fly won't always say), and so
   is a kind outside rag.KINDS, reported in the result;
-- the question rule (V9): a turn whose text is a question never writes, whatever the payload
+- the question rule: a turn whose text is a question never writes, whatever the payload
   says; it is answered with a recall of the turn instead. The test is on the turn
   (forge.chat.turn.is_question), never on the payload, which has already lost the question mark.
 
@@ -43,7 +43,8 @@ def run(ctx: ToolContext, payload: dict[str, Any]) -> ToolResult:
 
 def remember(ctx: ToolContext, payload: dict[str, Any]) -> ToolResult:
     """Write through `conflicts.remember`: the result names every active entry the new one
-    may contradict (A8), so the model can tell the user and ask which one holds."""
+    may contradict (conflicts are listed, never folded), so the model can tell the user and
+    ask which one holds."""
     from ...memory import conflicts
     from ...store import rag
 
