@@ -373,3 +373,41 @@ def test_the_code_tags_rows_only_with_documented_channels():
         literals |= set(re.findall(r'channel = "(\w+)" if .* else "(\w+)"', text)[0]
                         if re.search(r'channel = "(\w+)" if', text) else ())
     assert literals and literals <= set(CHANNELS), literals - set(CHANNELS)
+
+
+# --- the manual and the code speak of what Forge does ---------------------------------------
+
+# An issue number, a wave, the SPEC or one of its ids (H1-H9, V1-V11, A1-A9, R1-R2, T1-T3,
+# C1-C2, K1-K4): a reader of the repository or the site can open none of them (the history is
+# in git; design notes may cite a commit). `rrf-K1` names an RRF variant, not an id.
+HISTORY = re.compile(r"\b[Ii]ssues? ?#?\d+|\b[Ww]aves? ?\d|\bSPEC\b|(?<![-\w])(?:H[1-9]|V(?:1[01]|[1-9])"
+                     r"|A[1-9]|R[12]|T[1-3]|C[12]|K[1-4])(?!\w)")
+
+
+def test_the_manual_and_the_code_name_no_issue_wave_or_spec_id():
+    """docs/ (pages and the figures they include), README, ARCHITECTURE, forge/ and bench/ say what
+    Forge does and why; tests may keep their references."""
+    files = [ROOT / "README.md", ROOT / "ARCHITECTURE.md"]
+    files += [p for p in DOCS.rglob("*") if p.suffix in (".md", ".txt", ".py")
+              and "_build" not in p.parts]
+    for folder in ("forge", "bench", "tools", "deploy"):
+        files += [p for p in (ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in
+                  p.parts and p.suffix in (".py", ".md", ".txt", ".html", ".js", ".css", "")]
+    found = []
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            if HISTORY.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:80]}")
+    assert found == []
+
+
+def test_the_history_pattern_sees_each_kind_of_mention():
+    for line in ("Since issue 22 the channel", "(SPEC V6)", "as wave 3 amends it", "V5's rule",
+                 "A9; a fold", "Issue 11's rows", "K4: the prefix"):
+        assert HISTORY.search(line), line
+    for line in ("rrf-K1", "ThinkPad T14", "Mac mini M2", "IPv4", "the L2 distance", "v5.2"):
+        assert not HISTORY.search(line), line

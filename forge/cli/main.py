@@ -54,7 +54,7 @@ SUMMARIES: dict[str, str] = {
     'mcp': 'Serve the memory to MCP clients (Claude Desktop, Claude Code, editors, agents).',
     'memory': 'List, show, edit, export and forget deliberate memories.',
     'pin': 'Pin a message: compaction and the cap leave it alone.',
-    'recall': 'Hybrid search of the deliberate memory: both channels fused into one ranking.',
+    'recall': 'Search the deliberate memory: three channels fused into one ranking.',
     'reindex': 'Re-embed every entry from its text with the configured embedder.',
     'remember': 'Write one deliberate memory: KIND (decision, todo, fact, preference, correction; fact when left out) and CONTENT (`-` reads it from stdin).',
     'resplit': 'Re-slice archive entries that hold several exchanges into one entry per exchange.',
