@@ -8,9 +8,10 @@ figure is the median of `--runs` fresh processes, printed with its ratio to the 
 `python -c "import click"` measured in the same run, interleaved with the commands (one of each
 per round), so a machine shared with other work still gives comparable numbers.
 
-Targets: `--help` <= 1.1x import click; `recall` and `remember` <= 250 ms at 10k with the
-embedded embedder; `memory ls KIND --nl` and `trace tail --nl` <= 1.5x import click; `recall`
-<= 3.0x import click. `recall Q (time in it)`: a question naming a time
+Targets: `--help` <= 1.2x import click; `recall` at 10k with the embedded embedder <= 300 ms
+or <= 3.5x import click; `remember` <= 250 ms; `memory ls KIND --nl`, `trace tail --nl` and
+`config --json` <= 1.5x import click. Commands end the ordinary way (the interpreter's teardown
+included: no os._exit), and tabulate is whatever release pip picks. `recall Q (time in it)`: a question naming a time
 ("this year"), whose window is read with dateparser and filters every channel; with
 `--compare`, `recall Q` new / old is what a question with no time costs now.
 
@@ -115,7 +116,7 @@ def main() -> None:
         counter = iter(range(10**9))
         commands: dict[str, tuple[list[str] | None, float | None]] = {
             'python -c "import click"': ([sys.executable, "-c", "import click"], None),
-            "forge --help": (forge + ["--help"], 1.1),
+            "forge --help": (forge + ["--help"], 1.2),
             "forge recall Q": (forge + ["recall", QUERY], None),
             "forge recall Q (time in it)": (forge + ["recall", QUERY_TIMED], None),
             "forge remember fact NEW": (None, None),
@@ -131,7 +132,9 @@ def main() -> None:
             old_work = work / "old"
             old_work.mkdir()
             db.snapshot(args.store / "forge_rag.db", old_work / "forge_rag.db")
-            _before_created_index(old_work / "forge_rag.db")
+            if not any("memory_entries_created" in p.read_text(encoding="utf-8")
+                       for p in (args.compare / "forge").rglob("*.py")):
+                _before_created_index(old_work / "forge_rag.db")
             shutil.copy(work / "traces.jsonl", old_work / "traces.jsonl")
             old_env = {**env, "PYTHONPATH": str(args.compare), "FORGE_DATA_DIR": str(old_work)}
             for name, (cmd, target) in list(commands.items()):
@@ -155,39 +158,38 @@ def main() -> None:
 
 
 def report(args: argparse.Namespace, commands: dict, times: dict[str, list[float]]) -> None:
-    if True:   # the figures
-        base = statistics.median(times['python -c "import click"'])
-        load = os.getloadavg()
+    base = statistics.median(times['python -c "import click"'])
+    load = os.getloadavg()
+    if args.markdown:
+        print("| command | median ms | × `import click` | target |")
+        print("|---|---:|---:|---|")
+    else:
+        print(f"{'command':40} {'median ms':>10} {'min ms':>8} {'x import click':>15}")
+    for name, (_, target) in commands.items():
+        if name.endswith(" [old]"):
+            continue
+        med = statistics.median(times[name])
+        goal = (f"<= {target}x" if target else "<= 300 ms or 3.5x" if "recall" in name
+                else "<= 250 ms" if "remember" in name else "")
         if args.markdown:
-            print("| command | median ms | × `import click` | target |")
-            print("|---|---:|---:|---|")
+            print(f"| `{name}` | {med:.0f} | {med / base:.2f} | {goal} |")
         else:
-            print(f"{'command':40} {'median ms':>10} {'min ms':>8} {'x import click':>15}")
-        for name, (_, target) in commands.items():
+            print(f"{name:40} {med:10.1f} {min(times[name]):8.1f} {med / base:15.2f}  {goal}")
+    if args.compare:
+        print(f"\nagainst the forge package in {args.compare}, same run, interleaved:")
+        for name in commands:
             if name.endswith(" [old]"):
-                continue
-            med = statistics.median(times[name])
-            goal = (f"<= {target}x" if target else "<= 250 ms" if "recall" in name or
-                    "remember" in name else "")
-            if args.markdown:
-                print(f"| `{name}` | {med:.0f} | {med / base:.2f} | {goal} |")
-            else:
-                print(f"{name:40} {med:10.1f} {min(times[name]):8.1f} {med / base:15.2f}  {goal}")
-        if args.compare:
-            print(f"\nagainst the forge package in {args.compare}, same run, interleaved:")
-            for name in commands:
-                if name.endswith(" [old]"):
-                    new_ms = statistics.median(times[name[:-6]])
-                    old_ms = statistics.median(times[name])
-                    print(f"  {name[:-6]:40} {old_ms:8.1f} -> {new_ms:8.1f} ms  "
-                          f"(new / old {new_ms / old_ms:.2f})")
-        print(f"\n{args.runs} runs each, interleaved; store {args.store} copied; "
-              f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs")
-        editable = _editable_finders()
-        if editable:
-            print("warning: this interpreter's site-packages hold an editable install "
-                  f"({', '.join(editable)}): its finder's imports are charged to "
-                  "`import click` too and flatter every ratio; run from a non-editable install")
+                new_ms = statistics.median(times[name[:-6]])
+                old_ms = statistics.median(times[name])
+                print(f"  {name[:-6]:40} {old_ms:8.1f} -> {new_ms:8.1f} ms  "
+                      f"(new / old {new_ms / old_ms:.2f})")
+    print(f"\n{args.runs} runs each, interleaved; store {args.store} copied; "
+          f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs")
+    editable = _editable_finders()
+    if editable:
+        print("warning: this interpreter's site-packages hold an editable install "
+              f"({', '.join(editable)}): its finder's imports are charged to "
+              "`import click` too and flatter every ratio; run from a non-editable install")
 
 
 if __name__ == "__main__":
