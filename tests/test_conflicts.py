@@ -470,3 +470,40 @@ def test_the_docs_tables_give_the_reasons_conflict_gives():
     rows = re.findall(r"^\| `([^`]+)` \| `([^`]+)` \| `([^`]+)`", page, re.M)
     assert len(rows) >= 12
     assert [pair_conflict(a, b) for a, b, _ in rows] == [reason for _, _, reason in rows]
+
+
+@pytest.mark.parametrize("a, b, reason", [
+    # a kind and its members: a note denying a kind (`Animaux : aucun`, `We don't have a dog`)
+    # says otherwise than a note about one of its members, the member said first
+    ("Animaux : aucun", "Le chat s'appelle Pixel", "negation: aucun"),
+    ("Animaux : aucun", "Our dog Biscuit is a beagle born in 2021", "negation: aucun"),
+    ("Animaux : aucun", "Notre chatte Mimi mange des croquettes sans céréales", "negation: aucun"),
+    ("Allergies: none", "I'm allergic to penicillin", "negation: none"),
+    ("We don't have a dog", "Chien : Rex, labrador", "negation: not"),
+    ("Pets: none", "The cat sleeps on the sofa", "negation: none"),
+    # ... not a note about something else that mentions one, nor a person's note
+    ("Animaux : aucun", "Voiture : Clio, le chien de la voisine monte dedans", None),
+    ("Animaux : aucun", "Caroline: my dog is a beagle", None),
+    ("We don't have a dog", "Melanie: our dog Biscuit is a beagle", None),
+    ("We don't have a dog", "Chat : Pixel, 4 ans", None),
+    # the thing a value measures said first in both notes, one value of its unit in each:
+    # what is said after the value (when it is debited, since when) does not make two things
+    ("Loyer : 850 €", "Le loyer de 980 € est prélevé le 3 du mois", "number: 850 / 980 €"),
+    ("Abonnement : 35 € par mois", "L'abonnement passe à 39 € en septembre", "number: 35 / 39 €"),
+    ("Backup at 04:30 every night", "The backups run nightly at 03:00", "number: 04:30 / 03:00"),
+    ("Nightly backup at 03:00", "Backup at 04:30 every night", "number: 03:00 / 04:30"),
+    ("Nightly backup at 04:30", "Backups, restic, 03:00", "number: 04:30 / 03:00"),
+    # ... a common noun: the notes write it in lowercase somewhere (not `Caroline:`)
+    ("Caroline: I ran 5 km today", "Caroline: I ran 10 km on Sunday", None),
+    # ... not two things of one kind, two moments, two weekly events, nor a person's values
+    ("Assurance habitation : 22 € par mois", "Assurance auto : 48 € par mois", None),
+    ("Backup at 03:00 every night", "Backup at 04:00 on 3 May", None),
+    ("Yoga le mardi à 18:30", "Yoga le jeudi à 19:00", None),
+    ("Piscine à 12:30", "Yoga à 18:30", None),
+    ("Le loyer de 980 € est prélevé le 3 du mois", "Loyer du garage : 80 €", None),
+    # a number between a name and a joining word names which thing: two Raspberry Pis
+    ("Le Raspberry Pi 4 a 4 Go de RAM", "Le Raspberry Pi 3 du salon a 1 Go de RAM", None),
+    ("Le Raspberry Pi 4 a 4 Go de RAM", "Le Raspberry Pi 4 a 8 Go de RAM", "number: 4 / 8 Go"),
+])
+def test_the_thing_a_note_is_about_said_first(a, b, reason):
+    assert pair_conflict(a, b) == reason

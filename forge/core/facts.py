@@ -110,7 +110,7 @@ SAME_THING = {
     "porte": "door", "fenetre": "window", "chaudiere": "boiler", "loyer": "rent",
     "facture": "bill", "assurance": "insurance", "banque": "bank", "compte": "account",
     "medecin": "doctor", "docteur": "doctor", "dentiste": "dentist", "vaccin": "vaccine",
-    "allergie": "allergy", "animaux": "animal", "chien": "dog", "enfant": "child",
+    "allergie": "allergy", "allergique": "allergy", "allergic": "allergy", "animaux": "animal", "chien": "dog", "enfant": "child",
     "frere": "brother", "soeur": "sister", "pere": "father", "mari": "husband",
     "ecole": "school", "travail": "work", "reunion": "meeting", "anniversaire": "birthday",
     "voyage": "trip", "vacance": "holiday", "billet": "ticket", "avion": "plane",
@@ -139,6 +139,27 @@ SPELLED.update({"thirty": "30", "trente": "30", "forty": "40", "quarante": "40",
 # only join a thing to what is said of it (`has`, `is`, `est`) or to its name (`s'appelle`).
 GRAMMAR = frozenset({"the", "les", "des", "une", "aux", "with", "avec", "have", "be", "est",
                      "sont", "ont", "appelle", "called", "named", "nomme"})
+
+# What a note is about, said first: its label's first word, or its head's, that is not an
+# article, a possessive or a word saying how often (`Our dog Biscuit` -> dog, `Nightly backup
+# at 03:00` -> backup, `Le loyer de 980 €` -> loyer); none when a number comes first.
+DETERMINERS = frozenset({"the", "our", "your", "his", "her", "their", "its", "this", "that",
+                         "these", "those", "les", "une", "des", "mon", "mes", "ton", "tes",
+                         "son", "ses", "notre", "nos", "votre", "vos", "leur", "leurs", "cet",
+                         "cette", "ces"})
+RECURRING = frozenset({"every", "each", "nightly", "daily", "weekly", "monthly", "yearly",
+                       "chaque", "tous", "toutes", "quotidien", "quotidienne", "hebdomadaire",
+                       "mensuel", "mensuelle"})
+# A kind and its members, as the notes say them (stems: plural `s` dropped, the French words of
+# SAME_THING read as the English ones): a note denying the kind (`Animaux : aucun`, `We don't
+# have a dog`) says otherwise than a note about one of them, said first (`Le chat s'appelle
+# Pixel`, `Our dog Biscuit...`). Every word is also a kind of itself (`Allergies: none` /
+# `I'm allergic to penicillin`).
+_PETS = frozenset({"dog", "cat", "chat", "chatte", "chaton", "kitten", "chiot", "puppy",
+                   "lapin", "rabbit", "hamster", "cheval", "horse", "perroquet", "parrot",
+                   "tortue", "turtle", "furet", "ferret"})
+KINDS = {"animal": _PETS, "pet": _PETS, "dog": frozenset({"chiot", "puppy"}),
+         "cat": frozenset({"chat", "chatte", "chaton", "kitten"})}
 
 _NT = re.compile(r"(?<=[a-z])n['\u2019]t\b")
 _TOKEN = re.compile(r"\d+(?:[.,:h]\d+)*|[^\W\d_]+|[%€$£°]", re.UNICODE)
@@ -259,6 +280,10 @@ def read_clause(surface: str) -> Clause:
                   before=frozenset(letters) if before is None else before)
 
 
+# A number between a name and one of these words names which thing (a model), it measures
+# nothing: `Le Raspberry Pi 4 a 4 Go`, `The Dell XPS 13 has 32 GB`, `Pi 3 du salon`.
+JOINING = frozenset({"a", "has", "have", "is", "est", "du", "in", "of", "at", "with", "avec",
+                     "dans", "en"})
 _DIGIT = re.compile(r"\d")
 _DOTTED = re.compile(r"\d[.,]\d")   # `192.168.1.10`, `8.2`: a value, never which thing
 
@@ -289,6 +314,10 @@ def _number_role(text: str, surface: str, spans: list, i: int) -> tuple[str, str
         return "value", "time", ""
     if prev is not None and prev[0].isalpha() and prev[2] == start:       # v3, t14
         return "value", "^" + prev[0], prev[0]
+    if prev is not None and prev[2] < start and nxt is not None and nxt[0] in JOINING \
+            and len(surface) == len(text) and surface[prev[1]].isupper() \
+            and not surface[prev[1]:prev[2]].isupper():
+        return "name", "", ""               # `Raspberry Pi 4 a 4 Go`, `Dell XPS 13 has 32 GB`
     if nxt is not None and not nxt[0][0].isdigit() and not text[end:nxt[1]].strip():
         unit = _stem(nxt[0])                                              # 8 Go, 3 avril, 90 %
         return "value", SAME_UNIT.get(unit, unit), _surface(surface, text, nxt)
@@ -319,6 +348,7 @@ def _surface(surface: str, folded: str, span: tuple) -> str:
 WEEKDAYS = frozenset({"monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
                       "sunday", "lundi", "mardi", "mercredi", "jeudi", "vendredi", "samedi",
                       "dimanche"})
+WEEKDAY_STEMS = frozenset(SAME_THING.get(d, d) for d in WEEKDAYS)
 _SURFACE = re.compile(r"[^\W_]+", re.UNICODE)
 _MODEL = re.compile(r"[^\W\d_]\d|^\d+[A-Z]$")
 
@@ -327,11 +357,19 @@ class Evidence:
     """How the notes compared write their words: which ones appear in lowercase, which ones
     with a capital after a note's first word (what tells a name from a capitalised first word)."""
 
-    __slots__ = ("lower", "inner")
+    __slots__ = ("lower", "inner", "_lower_stems")
 
     def __init__(self, lower: frozenset[str] = frozenset(), inner: frozenset[str] = frozenset()):
         self.lower = lower
         self.inner = inner
+        self._lower_stems: frozenset[str] | None = None
+
+    def common(self, stem: str) -> bool:
+        """The notes compared write this word (as compared: `_stem`) in lowercase somewhere:
+        a common noun, not a person (`Caroline: ...`)."""
+        if self._lower_stems is None:
+            self._lower_stems = frozenset(map(_stem, self.lower))
+        return stem in self._lower_stems
 
 
 def evidence(contents: Iterable[str]) -> Evidence:
@@ -400,11 +438,12 @@ class Side:
     RAM` says 64 GB of the Ryzen tower's RAM."""
 
     __slots__ = ("id", "content", "label", "label_all", "label_names", "clauses", "words",
-                 "names", "_attributes")
+                 "names", "thing", "common", "_attributes")
 
     def __init__(self, id: int, content: str, label: frozenset[str], label_all: frozenset[str],
                  label_names: frozenset[str], clauses: list[Clause],
-                 words: frozenset[str] = frozenset(), names: list[frozenset[str]] | None = None):
+                 words: frozenset[str] = frozenset(), names: list[frozenset[str]] | None = None,
+                 thing: str | None = None, common: bool = False):
         self.id = id
         self.content = content
         self.label = label                # the label's content stems
@@ -413,6 +452,8 @@ class Side:
         self.clauses = clauses
         self.words = words                # every word of the note (candidate checks)
         self.names = names or []          # per detail: label, head, its own
+        self.thing = thing                # what it is about, said first (`said_first`)
+        self.common = common              # ... a word the notes compared write in lowercase
         self._attributes: dict[int, frozenset[str]] = {}
 
     def around(self, i: int) -> frozenset[str]:
@@ -467,8 +508,24 @@ def read_side(entry: Any, seen: Evidence | None = None) -> Side | None:
     own = [_names(d, i == 0 and label is None, seen) for i, d in enumerate(note.details)]
     common = (_names(note.label, True, seen) if label else frozenset()) | own[0]
     words = frozenset(label_all.union(*(c.letters | c.content for c in clauses), common, *own))
+    thing = said_first(note.label or note.details[0])
+    if thing is not None and thing[1] in common:
+        thing = None      # a name (`Caroline: ...`): a person's values are moments
     return Side(entry.id, entry.content, label.content if label else frozenset(), label_all,
-                names, clauses, words, [common | n for n in own])
+                names, clauses, words, [common | n for n in own], thing and thing[0],
+                bool(thing) and seen.common(thing[0]))
+
+
+def said_first(surface: str) -> tuple[str, str] | None:
+    """What a label or a head is about, said first: (its stem, the word as folded), or None
+    when a number comes before it (`La 308 a 131 000 km`)."""
+    for t in _TOKEN.findall(_fold(surface)):
+        if t[0].isdigit():
+            return None
+        if len(t) >= 3 and t.isalpha() and t not in DETERMINERS and t not in RECURRING \
+                and t not in NEGATIONS and _stem(t) not in GRAMMAR:
+            return _stem(t), t
+    return None
 
 
 class Conflict:
@@ -553,9 +610,15 @@ def negated_clause(neg: Side, i: int, pos: Side) -> tuple[str, list[str], str, s
             for j, p in enumerate(pos.clauses):
                 if not p.negated and not _different(neg.names[i], pos.names[j]):
                     return reason, list(c.negations), c.surface, p.surface
+        if set(c.negations) <= LABEL_NEGATIONS and len(neg.label) == 1:
+            return _member(neg, i, next(iter(neg.label)), pos)   # `Animaux : aucun`
         return None
     if not c.scope:
         return None
+    if len(c.content) == 1 and not neg.label_all and c.content <= KINDS.keys():
+        found = _member(neg, i, next(iter(c.content)), pos)      # `We don't have a dog`
+        if found:
+            return found
     # The allowance counts the details' own words: a label (`John:`) makes no detail longer.
     allowed = MAX_EXTRA_WORDS if len(c.content) >= 2 else 0
     for j, p in enumerate(pos.clauses):
@@ -574,6 +637,19 @@ def negated_clause(neg: Side, i: int, pos: Side) -> tuple[str, list[str], str, s
     return None
 
 
+def _member(neg: Side, i: int, kind: str, pos: Side) -> tuple[str, list[str], str, str] | None:
+    """Detail i of `neg` denies a kind (`Animaux : aucun`, `We don't have a dog`); `pos` is
+    about one of its members, said first and not denied (`Le chat s'appelle Pixel`), and the
+    two name no two different things."""
+    c, head = neg.clauses[i], pos.clauses[0]
+    if pos.thing is None or (pos.thing != kind and pos.thing not in KINDS.get(kind, ())):
+        return None
+    if pos.thing in head.scope or (pos.label and head.negated) \
+            or _different(neg.names[i], pos.names[0]):
+        return None
+    return f"negation: {c.negations[0]}", list(c.negations), c.surface, head.surface
+
+
 def names_a_thing(around: frozenset[str], c: Clause) -> bool:
     return any(len(w) >= 3 and w.isalpha() and w not in MONTHS and w not in c.values
                for w in around)
@@ -586,6 +662,47 @@ def _naming(words: frozenset[str], ca: Clause, cb: Clause) -> set[str]:
 
 
 def numbers(a: Side, i: int, b: Side, j: int) -> tuple[str, list[str], str, str] | None:
+    """Two values for the same thing: in the same context or of one named thing
+    (`_in_context`), or of the thing both notes are about, said first (`_said_first`)."""
+    return _in_context(a, i, b, j) or _said_first(a, i, b, j)
+
+
+def _said_first(a: Side, i: int, b: Side, j: int) -> tuple[str, list[str], str, str] | None:
+    """Two values of one unit for the thing both notes are about, said first and not a name
+    (`Loyer : 850 €` / `Le loyer de 980 € est prélevé le 3 du mois`; `Backup at 04:30 every
+    night` / `Backups, restic, 03:00`): one value of that unit in each note, the same numbers
+    naming which thing, the same names, and where each says what it is about (label, head, the
+    words before the value) one inside the other; what follows the value (when it is debited,
+    since when) is said of it. Not a date (two moments), not an hour when either note gives a
+    date or both give different weekdays (`Yoga le mardi à 18:30` / `Yoga le jeudi à 19:00`)."""
+    ca, cb = a.clauses[i], b.clauses[j]
+    if not (a.common and b.common) or a.thing != b.thing or ca.negated != cb.negated \
+            or ca.names | a.label_names != cb.names | b.label_names or a.names[i] != b.names[j]:
+        return None
+    differ = [u for u in ca.values.keys() & cb.values.keys() if ca.values[u] != cb.values[u]]
+    if len(differ) != 1 or not differ[0] or differ[0] in MONTHS:
+        return None
+    unit = differ[0]
+    if any(len(c.values.get(unit, ())) > (c is side.clauses[n])
+           for side, n in ((a, i), (b, j)) for c in side.clauses):
+        return None   # several values of the unit: which one is the thing's?
+    if unit == "time":
+        if any(u in MONTHS for side in (a, b) for c in side.clauses for u in c.values):
+            return None
+        days_a, days_b = (side.words & WEEKDAY_STEMS for side in (a, b))
+        if days_a and days_b and days_a != days_b:
+            return None
+    sa, sb = (frozenset(w for w in side.subject(n) if len(w) >= 3 and w.isalpha()
+                        and w != unit and w not in MONTHS and w not in GRAMMAR
+                        and w not in RECURRING)
+              for side, n in ((a, i), (b, j)))
+    if not (sa <= sb or sb <= sa) or (a.label and not a.label <= sb) \
+            or (b.label and not b.label <= sa):
+        return None   # a label says which thing: `Loyer du garage :` is not `Le loyer`
+    return _number_reason(ca, cb, unit)
+
+
+def _in_context(a: Side, i: int, b: Side, j: int) -> tuple[str, list[str], str, str] | None:
     """Two values for the same thing. The same thing: two notes that name no two different
     things, the same unit, the same numbers naming which thing, and either the same context
     (one detail's words with its label and head inside the other's, their subjects sharing a
@@ -626,7 +743,10 @@ def numbers(a: Side, i: int, b: Side, j: int) -> tuple[str, list[str], str, str]
             return None
         if when and not (attr_a and attr_a == attr_b):
             return None   # two moments of one named thing, unless the same event is dated
-    unit = differ[0]
+    return _number_reason(ca, cb, differ[0])
+
+
+def _number_reason(ca: Clause, cb: Clause, unit: str) -> tuple[str, list[str], str, str]:
     va, vb = ca.values[unit], cb.values[unit]
     shown = ca.units.get(unit) or ""
     glued = unit.startswith("^")

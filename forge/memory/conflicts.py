@@ -10,11 +10,12 @@ writes.
 """
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from ..core.facts import (MONTHS, Conflict, Side, conflict, evidence, names_a_thing,
+from ..core.facts import (KINDS, MONTHS, Conflict, Side, conflict, evidence, names_a_thing,
                           negated_clause, numbers, ordered, read_clause, read_side)
 from ..core.notes import parse_note
 from ..core.words import NEGATIONS
@@ -87,7 +88,8 @@ def _space_conflicts(sides: list[Side]) -> list[Conflict]:
     the other, so the pair is found from the smaller one's side), and at notes holding every
     name it gives and its unit (two notes of one named thing: one names all the other does)."""
     postings: dict[str, list[int]] = {}
-    keys = [s.words | {UNIT_KEY + u for c in s.clauses for u in c.values} for s in sides]
+    keys = [s.words | {UNIT_KEY + u for c in s.clauses for u in c.values}
+            | ({THING_KEY + s.thing} if s.thing else set()) for s in sides]
     for i, held in enumerate(keys):
         for w in held:
             postings.setdefault(w, []).append(i)
@@ -103,8 +105,14 @@ def _space_conflicts(sides: list[Side]) -> list[Conflict]:
         for n, c in enumerate(s.clauses):
             if c.negated:
                 # its partner states every word of it (with the label and head, unless the
-                # two notes name their thing: then the detail's own words)
-                for j in candidates(i, c.content or s.stated(n)):
+                # two notes name their thing: then the detail's own words); or it denies a
+                # kind and its partner is about a member, said first
+                kind = (s.label if c.bare else c.content) if len(c.content or s.label) == 1 \
+                    else frozenset()
+                members = [frozenset({THING_KEY + m}) for k in kind
+                           for m in (k, *KINDS.get(k, ()))]
+                for j in itertools.chain(candidates(i, c.content or s.stated(n)),
+                                         *(candidates(i, key) for key in members)):
                     pair = (min(i, j), max(i, j))
                     if pair not in found:
                         hit = negated_clause(s, n, sides[j])
@@ -114,6 +122,9 @@ def _space_conflicts(sides: list[Side]) -> list[Conflict]:
                 continue
             around = frozenset(w for w in s.around(n) if not w[0].isdigit())
             searches = [around] if names_a_thing(around, c) else []
+            if s.common:
+                # the thing both notes are about, said first, and the unit
+                searches += [frozenset({THING_KEY + s.thing, UNIT_KEY + u}) for u in c.values if u]
             if s.names[n]:
                 # a date or a time of one named thing dates the same event: its words too; a
                 # bare number is a value only in the same context
@@ -135,8 +146,9 @@ def _space_conflicts(sides: list[Side]) -> list[Conflict]:
     return [found[k] for k in sorted(found)]
 
 
-# A unit in the candidate index (no word starts with it).
+# A unit, and what a note is about said first, in the candidate index (no word starts with them).
 UNIT_KEY = "\x00"
+THING_KEY = "\x01"
 
 
 def against(store: "Store", entry: "Entry") -> list[Conflict]:
