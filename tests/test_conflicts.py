@@ -507,3 +507,13 @@ def test_the_docs_tables_give_the_reasons_conflict_gives():
 ])
 def test_the_thing_a_note_is_about_said_first(a, b, reason):
     assert pair_conflict(a, b) == reason
+
+
+@pytest.mark.parametrize("a, b, reason", [
+    # a word saying a thing is switched on is no more than having it
+    ("VPS: Hetzner CX22, IPv6", "Le VPS Hetzner n'a pas d'IPv6 activé", "negation: pas"),
+    ("The router has no IPv6 enabled", "Router: Turris Omnia, IPv6", "negation: no"),
+    ("Le VPS Hetzner n'a pas d'IPv6 activé", "VPS: Scaleway, IPv6", None),
+])
+def test_a_state_word_says_no_more_than_the_thing(a, b, reason):
+    assert pair_conflict(a, b) == reason

@@ -137,8 +137,11 @@ SPELLED.update({"thirty": "30", "trente": "30", "forty": "40", "quarante": "40",
                 "fifty": "50", "cinquante": "50", "sixty": "60", "soixante": "60"})
 # Grammar, not content, though three letters long: articles, `with`/`avec`, the verbs that
 # only join a thing to what is said of it (`has`, `is`, `est`) or to its name (`s'appelle`).
+# A word saying a thing is switched on says no more than having it (`n'a pas d'IPv6 activé` /
+# `IPv6`): grammar too.
 GRAMMAR = frozenset({"the", "les", "des", "une", "aux", "with", "avec", "have", "be", "est",
-                     "sont", "ont", "appelle", "called", "named", "nomme"})
+                     "sont", "ont", "appelle", "called", "named", "nomme",
+                     "enabled", "activated", "active", "activee"})
 
 # What a note is about, said first: its label's first word, or its head's, that is not an
 # article, a possessive or a word saying how often (`Our dog Biscuit` -> dog, `Nightly backup
