@@ -124,7 +124,8 @@ def secret_types_table() -> str:
 
 
 def same_thing_table() -> str:
-    """forge.core.facts' closed lists: SAME_THING by the word it reads them as, SPELLED, GRAMMAR."""
+    """forge.core.facts' closed lists: SAME_THING by the word it reads them as, SPELLED, GRAMMAR,
+    KINDS, what is not said first (DETERMINERS, RECURRING), JOINING."""
     from forge.core import facts
 
     by_word: dict[str, list[str]] = {}
@@ -141,6 +142,13 @@ def same_thing_table() -> str:
         f"{n}: " + ", ".join(f"`{w}`" for w in words) for n, words in sorted(by_number.items())),
         "", "Grammar, not content: " + ", ".join(f"`{w}`" for w in sorted(facts.GRAMMAR))
         + " (`has`, `had` are read as `have`; `is`, `are`, `was`, `were` as `be`)."]
+    lines += ["", "A kind and its members: " + "; ".join(
+        f"`{kind}`: " + ", ".join(f"`{w}`" for w in sorted(members))
+        for kind, members in facts.KINDS.items()) + " (every word is also a kind of itself).",
+        "", "Not what a note is about, said first: " + ", ".join(
+            f"`{w}`" for w in sorted(facts.DETERMINERS | facts.RECURRING)) + ".",
+        "", "A number between a name and one of these words names a model: " + ", ".join(
+            f"`{w}`" for w in sorted(facts.JOINING)) + "."]
     return "\n".join(lines)
 
 
