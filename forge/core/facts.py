@@ -61,6 +61,14 @@ closed list SAME_THING reads the French words notes use for things (`serveur`, `
 `Serveur maison : Proxmox` and `Home server: Proxmox` share their words; names are not
 translated.
 
+What a note is about, said first (`said_first`: its label's first word, or its head's, that
+is not an article, a possessive, grammar or a word saying how often; a common noun, written in
+lowercase somewhere in the notes compared, never a name) gives two more readings: one value of
+one unit for the thing both notes say first (`Loyer : 850 €` / `Le loyer de 980 € est prélevé
+le 3 du mois`; an hour only undated: `Backup at 04:30 every night` / `Backups, restic, 03:00`),
+and a kind denied against a note about one of its members (KINDS: `Animaux : aucun` / `Le chat
+s'appelle Pixel`, `We don't have a dog` / `Chien : Rex`).
+
 `read_side` reads a note, `evidence` how the notes compared write their words, `conflict`
 the first conflict between two notes.
 """
