@@ -92,6 +92,54 @@ def variants() -> dict[str, dict]:
             "shares from the pool's mean": {"patch": "mean_shares"},
             "latent share on the vector's first 10": {"patch": "agreement"},
         }.items()},
+        # hubs (bench/hub_variants.py): each candidate's score rescaled by how near the entry
+        # stands to every reference (generic questions, or the store's other entries)
+        **{f"shipped + hubs: {name}": {**shipped, "patch": change}
+           for name, change in hub_variants().items()},
+    }
+
+
+def hub_variants() -> dict:
+    import functools
+
+    import hub_variants as hubs
+
+    vector, latent = hubs.vector, hubs.latent
+
+    def v(**kw):
+        return functools.partial(vector, **kw)
+
+    def lat(**kw):
+        return functools.partial(latent, **kw)
+
+    return {
+        "vector CSLS, questions k=10": v(k=10),
+        "vector CSLS, questions k=3": v(k=3),
+        "vector CSLS, questions k=30": v(k=30),
+        "vector CSLS, questions k=10, pool of 60": v(k=10, deeper=True),
+        "vector CSLS, questions k=3, pool of 60": v(k=3, deeper=True),
+        "vector CSLS, questions k=5, pool of 60": v(k=5, deeper=True),
+        "vector CSLS, questions k=10, r_e x 0.5, pool of 60": v(k=10, deeper=True, weight=0.5),
+        "vector CSLS, entries k=10": v(refs="store", k=10),
+        "vector CSLS, entries k=10, pool of 60": v(refs="store", k=10, deeper=True),
+        "vector CSLS, entries k=3": v(refs="store", k=3),
+        "vector local scaling (NICDM), questions k=10": v(k=10, how="nicdm"),
+        "vector inverted softmax, questions beta=20": v(how="isoftmax", beta=20.0),
+        "vector mutual proximity, questions": v(how="mp"),
+        "vector mutual proximity, questions, pool of 60": v(how="mp", deeper=True),
+        "latent CSLS, questions k=10": lat(k=10),
+        "latent CSLS, questions k=3": lat(k=3),
+        "latent CSLS, questions k=10, pool of 60": lat(k=10, deeper=True),
+        "vector + latent CSLS, questions k=10": functools.partial(
+            hubs.both, {"k": 10}, {"k": 10}),
+        "vector + latent CSLS, questions k=10, vector pool of 60": functools.partial(
+            hubs.both, {"k": 10, "deeper": True}, {"k": 10}),
+        "vector + latent CSLS, questions k=10, vector pool of 60, latent r_e x 0.5":
+            functools.partial(hubs.both, {"k": 10, "deeper": True}, {"k": 10, "weight": 0.5}),
+        "vector + latent CSLS, questions k=10, r_e x 0.5": functools.partial(
+            hubs.both, {"k": 10, "weight": 0.5}, {"k": 10, "weight": 0.5}),
+        "vector + latent CSLS, questions k=10, r_e x 2": functools.partial(
+            hubs.both, {"k": 10, "weight": 2.0}, {"k": 10, "weight": 2.0}),
     }
 
 
@@ -183,7 +231,8 @@ class Runner:
             patch = variant.get("patch")
             key = (str(folder), len(questions), patch == "question_both_ways")
             with rag.open_store(open_settings(folder, {"FORGE_NOW": now} if now else None)) as store, \
-                    (getattr(latent_variants, patch)() if patch else contextlib.nullcontext()):
+                    (patch() if callable(patch) else getattr(latent_variants, patch)() if patch
+                     else contextlib.nullcontext()):
                 if key not in self.vectors:
                     self.vectors[key] = many.embed_queries(store, questions)
                 old = (query_words.POLICY, rank.WORD_WEIGHT, rank.WORD_SHARE,
