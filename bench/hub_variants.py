@@ -36,6 +36,8 @@ import math
 from pathlib import Path
 from typing import Iterator
 
+from latent_variants import _patched
+
 REFERENCES = Path(__file__).resolve().parent / "hub_references.json"
 
 _ref_vectors = None            # (R, dim) unit rows: the reference questions embedded as queries
@@ -51,15 +53,21 @@ def _store_key(store) -> str:
     return str(getattr(store.backend, "path", id(store.backend)))
 
 
-def _reference_vectors(store):
+def reference_vectors(embedder=None):
+    """The reference questions embedded as queries, (R, dim) unit rows: embedded by `embedder`
+    the first time, then kept for the process."""
     import numpy as np
 
     global _ref_vectors
     if _ref_vectors is None:
-        embedder = store.checked_embedder()
         _ref_vectors = np.asarray([np.asarray(embedder.embed_query(q), dtype=np.float32)
                                    for q in references()])
     return _ref_vectors
+
+
+def _refs(store):
+    """reference_vectors, embedded by the store's embedder only the first time."""
+    return _ref_vectors if _ref_vectors is not None else reference_vectors(store.checked_embedder())
 
 
 def _reference_terms(store) -> list[dict[int, float]]:
@@ -110,7 +118,7 @@ def _vector_hubness(store, ids, matrix, refs: str, k: int, how: str, beta: float
     import numpy as np
 
     if refs == "refs":
-        sims = matrix @ _reference_vectors(store).T
+        sims = matrix @ _refs(store).T
     else:
         sims = matrix @ matrix.T
         np.fill_diagonal(sims, -np.inf)
@@ -136,7 +144,7 @@ def _query_spread(store, qvec) -> tuple[float, float]:
     """The mean and spread of the question's distances to every reference question."""
     import numpy as np
 
-    d = np.sqrt(np.maximum(0.0, 2.0 - 2.0 * (_reference_vectors(store)
+    d = np.sqrt(np.maximum(0.0, 2.0 - 2.0 * (_refs(store)
                                               @ np.asarray(qvec, dtype=np.float32))))
     return float(d.mean()), float(d.std())
 
@@ -163,16 +171,6 @@ def latent_hubness(store, refs: str, k: int) -> dict[int, float]:
             values[entry_id] = sum(dots) / max(1, len(dots))
         _hubness[key] = values
     return _hubness[key]
-
-
-@contextlib.contextmanager
-def _patched(owner, name: str, value) -> Iterator[None]:
-    old = getattr(owner, name)
-    setattr(owner, name, value)
-    try:
-        yield
-    finally:
-        setattr(owner, name, old)
 
 
 def vector(refs: str = "refs", k: int = 10, how: str = "csls", deeper: bool = False,
