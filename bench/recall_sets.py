@@ -27,7 +27,8 @@ set. The stores are built once under --keep DIR and reused. The `shipped + …` 
 measured for the latent channel outvoting the vector channel on a small store
 (bench/latent_variants.py): each changes one thing in-process, or reads a copy of every store (the
 small ones and LoCoMo's) made once under --keep DIR/<copy>/ with its vectors or its latent-term
-index written another way.
+index written another way. The `shipped + hubs: …` variants rescale one channel's scores by how
+near each candidate stands to every reference (bench/hub_variants.py says how).
 """
 from __future__ import annotations
 
@@ -96,6 +97,12 @@ def variants() -> dict[str, dict]:
         # stands to every reference (generic questions, or the store's other entries)
         **{f"shipped + hubs: {name}": {**shipped, "patch": change}
            for name, change in hub_variants().items()},
+        # the two that lift both no-word sets, together: the entries embedded both ways and the
+        # vector channel's hubs rescaled
+        **{f"shipped + entries both ways + hubs: {name}": {
+            **shipped, "copy": "both_ways_copy", "patch": hub_variants()[name]}
+           for name in ("vector CSLS, questions k=5, pool of 60",
+                        "vector mutual proximity, questions, pool of 60")},
     }
 
 
