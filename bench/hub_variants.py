@@ -2,6 +2,8 @@
 as bench/recall_sets.py variants (`shipped + hubs: …`), each a context manager that changes
 one thing in-process while a variant runs (nothing here is Forge's shipped behaviour).
 
+bench/hub_time.py runs bench/time_questions.py's set under one of them.
+
 A hub is an entry whose similarity to every question is high (short entries near many short
 questions). Each treatment reads an entry's *hubness* r_e, how near it stands to a set of
 references, and rescales the channel's score by it:
@@ -181,6 +183,7 @@ def vector(refs: str = "refs", k: int = 10, how: str = "csls", deeper: bool = Fa
     from forge.recall import channels
 
     shipped = channels.search_vector
+    K = k   # the references' k (the function below takes the pool's k)
 
     def search_vector(store, qvec, *, k: int, **filters):
         hits = shipped(store, qvec, k=2 * k if deeper else k, **filters)
@@ -206,7 +209,6 @@ def vector(refs: str = "refs", k: int = 10, how: str = "csls", deeper: bool = Fa
         scored.sort(key=lambda p: (p[1], p[0]))
         return scored[:k]
 
-    K = k
     return _patched(channels, "search_vector", search_vector)
 
 
@@ -215,6 +217,7 @@ def latent(refs: str = "refs", k: int = 10, deeper: bool = False, weight: float 
     from forge.recall import sparse
 
     shipped = sparse._search_on
+    K = k   # the references' k (the function below takes the pool's k)
 
     def search_on(store, backend, query, k, project, kind, terms, window=None):
         hits = shipped(store, backend, query, 2 * k if deeper else k, project, kind, terms,
@@ -227,7 +230,6 @@ def latent(refs: str = "refs", k: int = 10, deeper: bool = False, weight: float 
         # a share is min-max over the pool: a negative value is fine; keep the best k
         return scored[:k]
 
-    K = k
     return _patched(sparse, "_search_on", search_on)
 
 
@@ -235,3 +237,45 @@ def latent(refs: str = "refs", k: int = 10, deeper: bool = False, weight: float 
 def both(vector_args: dict, latent_args: dict) -> Iterator[None]:
     with vector(**vector_args), latent(**latent_args):
         yield
+
+
+def variants() -> dict:
+    """name -> what to call for the context manager: the variants bench/recall_sets.py scores
+    (as `shipped + hubs: NAME`)."""
+    import functools
+
+    def v(**kw):
+        return functools.partial(vector, **kw)
+
+    def lat(**kw):
+        return functools.partial(latent, **kw)
+
+    return {
+        "vector CSLS, questions k=10": v(k=10),
+        "vector CSLS, questions k=3": v(k=3),
+        "vector CSLS, questions k=30": v(k=30),
+        "vector CSLS, questions k=10, pool of 60": v(k=10, deeper=True),
+        "vector CSLS, questions k=3, pool of 60": v(k=3, deeper=True),
+        "vector CSLS, questions k=5, pool of 60": v(k=5, deeper=True),
+        "vector CSLS, questions k=10, r_e x 0.5, pool of 60": v(k=10, deeper=True, weight=0.5),
+        "vector CSLS, entries k=10": v(refs="store", k=10),
+        "vector CSLS, entries k=10, pool of 60": v(refs="store", k=10, deeper=True),
+        "vector CSLS, entries k=3": v(refs="store", k=3),
+        "vector local scaling (NICDM), questions k=10": v(k=10, how="nicdm"),
+        "vector inverted softmax, questions beta=20": v(how="isoftmax", beta=20.0),
+        "vector mutual proximity, questions": v(how="mp"),
+        "vector mutual proximity, questions, pool of 60": v(how="mp", deeper=True),
+        "latent CSLS, questions k=10": lat(k=10),
+        "latent CSLS, questions k=3": lat(k=3),
+        "latent CSLS, questions k=10, pool of 60": lat(k=10, deeper=True),
+        "vector + latent CSLS, questions k=10": functools.partial(
+            both, {"k": 10}, {"k": 10}),
+        "vector + latent CSLS, questions k=10, vector pool of 60": functools.partial(
+            both, {"k": 10, "deeper": True}, {"k": 10}),
+        "vector + latent CSLS, questions k=10, vector pool of 60, latent r_e x 0.5":
+            functools.partial(both, {"k": 10, "deeper": True}, {"k": 10, "weight": 0.5}),
+        "vector + latent CSLS, questions k=10, r_e x 0.5": functools.partial(
+            both, {"k": 10, "weight": 0.5}, {"k": 10, "weight": 0.5}),
+        "vector + latent CSLS, questions k=10, r_e x 2": functools.partial(
+            both, {"k": 10, "weight": 2.0}, {"k": 10, "weight": 2.0}),
+    }

@@ -46,6 +46,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 
 
 def variants() -> dict[str, dict]:
+    import hub_variants
     from forge.recall.query_words import Policy
 
     none = Policy(function_words="none", stems="none")
@@ -96,57 +97,13 @@ def variants() -> dict[str, dict]:
         # hubs (bench/hub_variants.py): each candidate's score rescaled by how near the entry
         # stands to every reference (generic questions, or the store's other entries)
         **{f"shipped + hubs: {name}": {**shipped, "patch": change}
-           for name, change in hub_variants().items()},
+           for name, change in hub_variants.variants().items()},
         # the two that lift both no-word sets, together: the entries embedded both ways and the
         # vector channel's hubs rescaled
         **{f"shipped + entries both ways + hubs: {name}": {
-            **shipped, "copy": "both_ways_copy", "patch": hub_variants()[name]}
+            **shipped, "copy": "both_ways_copy", "patch": hub_variants.variants()[name]}
            for name in ("vector CSLS, questions k=5, pool of 60",
                         "vector mutual proximity, questions, pool of 60")},
-    }
-
-
-def hub_variants() -> dict:
-    import functools
-
-    import hub_variants as hubs
-
-    vector, latent = hubs.vector, hubs.latent
-
-    def v(**kw):
-        return functools.partial(vector, **kw)
-
-    def lat(**kw):
-        return functools.partial(latent, **kw)
-
-    return {
-        "vector CSLS, questions k=10": v(k=10),
-        "vector CSLS, questions k=3": v(k=3),
-        "vector CSLS, questions k=30": v(k=30),
-        "vector CSLS, questions k=10, pool of 60": v(k=10, deeper=True),
-        "vector CSLS, questions k=3, pool of 60": v(k=3, deeper=True),
-        "vector CSLS, questions k=5, pool of 60": v(k=5, deeper=True),
-        "vector CSLS, questions k=10, r_e x 0.5, pool of 60": v(k=10, deeper=True, weight=0.5),
-        "vector CSLS, entries k=10": v(refs="store", k=10),
-        "vector CSLS, entries k=10, pool of 60": v(refs="store", k=10, deeper=True),
-        "vector CSLS, entries k=3": v(refs="store", k=3),
-        "vector local scaling (NICDM), questions k=10": v(k=10, how="nicdm"),
-        "vector inverted softmax, questions beta=20": v(how="isoftmax", beta=20.0),
-        "vector mutual proximity, questions": v(how="mp"),
-        "vector mutual proximity, questions, pool of 60": v(how="mp", deeper=True),
-        "latent CSLS, questions k=10": lat(k=10),
-        "latent CSLS, questions k=3": lat(k=3),
-        "latent CSLS, questions k=10, pool of 60": lat(k=10, deeper=True),
-        "vector + latent CSLS, questions k=10": functools.partial(
-            hubs.both, {"k": 10}, {"k": 10}),
-        "vector + latent CSLS, questions k=10, vector pool of 60": functools.partial(
-            hubs.both, {"k": 10, "deeper": True}, {"k": 10}),
-        "vector + latent CSLS, questions k=10, vector pool of 60, latent r_e x 0.5":
-            functools.partial(hubs.both, {"k": 10, "deeper": True}, {"k": 10, "weight": 0.5}),
-        "vector + latent CSLS, questions k=10, r_e x 0.5": functools.partial(
-            hubs.both, {"k": 10, "weight": 0.5}, {"k": 10, "weight": 0.5}),
-        "vector + latent CSLS, questions k=10, r_e x 2": functools.partial(
-            hubs.both, {"k": 10, "weight": 2.0}, {"k": 10, "weight": 2.0}),
     }
 
 
