@@ -27,7 +27,8 @@ set. The stores are built once under --keep DIR and reused. The `shipped + …` 
 measured for the latent channel outvoting the vector channel on a small store
 (bench/latent_variants.py): each changes one thing in-process, or reads a copy of every store (the
 small ones and LoCoMo's) made once under --keep DIR/<copy>/ with its vectors or its latent-term
-index written another way.
+index written another way. The `shipped + hubs: …` variants rescale one channel's scores by how
+near each candidate stands to every reference (bench/hub_variants.py says how).
 """
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 
 
 def variants() -> dict[str, dict]:
+    import hub_variants
     from forge.recall.query_words import Policy
 
     none = Policy(function_words="none", stems="none")
@@ -92,6 +94,16 @@ def variants() -> dict[str, dict]:
             "shares from the pool's mean": {"patch": "mean_shares"},
             "latent share on the vector's first 10": {"patch": "agreement"},
         }.items()},
+        # hubs (bench/hub_variants.py): each candidate's score rescaled by how near the entry
+        # stands to every reference (generic questions, or the store's other entries)
+        **{f"shipped + hubs: {name}": {**shipped, "patch": change}
+           for name, change in hub_variants.variants().items()},
+        # the two that lift both no-word sets, together: the entries embedded both ways and the
+        # vector channel's hubs rescaled
+        **{f"shipped + entries both ways + hubs: {name}": {
+            **shipped, "copy": "both_ways_copy", "patch": hub_variants.variants()[name]}
+           for name in ("vector CSLS, questions k=5, pool of 60",
+                        "vector mutual proximity, questions, pool of 60")},
     }
 
 
@@ -183,7 +195,8 @@ class Runner:
             patch = variant.get("patch")
             key = (str(folder), len(questions), patch == "question_both_ways")
             with rag.open_store(open_settings(folder, {"FORGE_NOW": now} if now else None)) as store, \
-                    (getattr(latent_variants, patch)() if patch else contextlib.nullcontext()):
+                    (patch() if callable(patch) else getattr(latent_variants, patch)() if patch
+                     else contextlib.nullcontext()):
                 if key not in self.vectors:
                     self.vectors[key] = many.embed_queries(store, questions)
                 old = (query_words.POLICY, rank.WORD_WEIGHT, rank.WORD_SHARE,
