@@ -148,12 +148,10 @@ def memory_list(settings: Any, kind: Any = None, project: Any = None, limit: Any
     kind = check_kind(kind, archive=True)
     project = check_project(project)
     limit = check_limit(limit) or LIST_LIMIT   # the cursor and the filter: rag.list_page's checks
-    window = None
-    if since is not None or until is not None:
-        from ..recall import timeline
+    from ..recall import timeline
 
-        window = timeline.arguments(settings, _text_or_none(since, "since"),
-                                    _text_or_none(until, "until"), prefix="").get("window")
+    window = timeline.arguments(settings, _text_or_none(since, "since"),
+                                _text_or_none(until, "until"), prefix="").get("window")
     with rag.open_store(settings, mode="rows") as store:
         page, by_kind = rag.listing(store, kind=kind, project=project, query=query,
                                     cursor=cursor, limit=limit, window=window)

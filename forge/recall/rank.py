@@ -67,7 +67,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..store import rag
 from ..store.common import ARCHIVE_KIND, beyond_cutoff
-from . import channels
+from . import channels, timeline
 from .fuller import fuller_first
 
 if TYPE_CHECKING:
@@ -234,14 +234,10 @@ def recall(store: "Store", query: str, *, limit: int | None = None,
 
         found = when.find(query, now=store.settings.now) if when.may_hold_time(query) else None
         if found is not None:
-            from . import timeline
-
             period, words_query = found.window, found.rest or None
             window = timeline.told(period)
     asked = window if period is None else period
     if as_of is not None:
-        from . import timeline
-
         window = timeline.until_as_of(window, as_of)
 
     def run(within: "Window | None") -> "SearchResult":
@@ -257,16 +253,12 @@ def recall(store: "Store", query: str, *, limit: int | None = None,
 
     result = run(window)
     if asked is not None or window is not None:
-        from . import timeline
-
         result.time = timeline.describe(period or window, as_of, searched=window)
         if not result.rows and window is not None:   # say what it left out; never widen it
             result.time["excluded"] = len(run(None).rows)
         if period is not None:
             timeline.period_first(result.rows, period)
     if asked is None and len(result.rows) > 1:
-        from . import timeline
-
         timeline.newer_first(result.rows)
     return result
 
@@ -410,8 +402,6 @@ def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
         start += len(chunk)
         entries = rag.entries_by_id(store, [c.entry_id for c, _ in chunk])
         if as_of is not None and not replaced:
-            from . import timeline
-
             entries = timeline.as_they_stood(store, entries, as_of)
         for candidate, score in chunk:
             entry = entries.get(candidate.entry_id)

@@ -222,11 +222,9 @@ def do_memory_ls(settings: Any, kind: str | None, project: str | None, query: st
                  since: str | None = None, until: str | None = None) -> dict:
     from ..store import rag
 
-    window = None
-    if since is not None or until is not None:
-        from ..recall import timeline
+    from ..recall import timeline
 
-        window = timeline.arguments(settings, since, until, prefix="").get("window")
+    window = timeline.arguments(settings, since, until, prefix="").get("window")
     with rag.open_store(settings, mode="rows") as store:
         page, by_kind = rag.listing(store, kind=kind, project=project, query=query,
                                     cursor=cursor, limit=limit, window=window)
