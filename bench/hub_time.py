@@ -1,13 +1,19 @@
-"""bench/time_questions.py's set under one hub variant of bench/hub_variants.py.
+"""bench/time_questions.py's set under one variant of bench/hub_variants.py or
+bench/sentence_variants.py.
 
     python bench/hub_time.py --variant NAME [bench/time_questions.py's options]
 
 NAME as `hub_variants.variants()` lists it (the `shipped + hubs: NAME` rows of
-bench/recall_sets.py), e.g. "vector CSLS, questions k=5, pool of 60".
+bench/recall_sets.py), e.g. "vector CSLS, questions k=5, pool of 60", or "sentence model: "
+and a name `sentence_variants.variants()` lists (the `shipped + sentence model: NAME` rows),
+e.g. "sentence model: an exchange by its nearest line", or "RECALL_SENTENCE=on" (the sentence
+model as shipped, forge/recall/sentence.py).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -16,14 +22,37 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 
-def main(argv: list[str] | None = None) -> int:
+def variants() -> dict:
     import hub_variants
+    import sentence_variants
+
+    return {**hub_variants.variants(),
+            **{f"sentence model: {name}": patch
+               for name, patch in sentence_variants.variants().items()},
+            "RECALL_SENTENCE=on": sentence_on}
+
+
+@contextlib.contextmanager
+def sentence_on():
+    """time_questions' store opened with RECALL_SENTENCE=on."""
+    import time_questions
+
+    shipped = time_questions.settings_for
+    time_questions.settings_for = lambda folder, data: dataclasses.replace(
+        shipped(folder, data), recall_sentence=True)
+    try:
+        yield
+    finally:
+        time_questions.settings_for = shipped
+
+
+def main(argv: list[str] | None = None) -> int:
     import time_questions
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--variant", required=True, choices=sorted(hub_variants.variants()))
+    parser.add_argument("--variant", required=True, choices=sorted(variants()))
     args, rest = parser.parse_known_args(argv)
-    with hub_variants.variants()[args.variant]():
+    with variants()[args.variant]():
         return time_questions.main(rest)
 
 

@@ -183,7 +183,8 @@ def _fused_with(vector_share, latent_mask=None):
 
     shipped = rank.normalised
 
-    def normalised(vector, lexical, word_weights=None, word_share="minmax", sparse=None):
+    def normalised(vector, lexical, word_weights=None, word_share="minmax", sparse=None,
+                   sentence=None):   # the variants read the shipped channels (sentence off)
         ranked = shipped([], lexical, word_weights, word_share, sparse=None)
         base = {c.entry_id: c for c, _ in shipped(vector, lexical, word_weights, word_share,
                                                   sparse=sparse)}

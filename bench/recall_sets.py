@@ -28,7 +28,9 @@ measured for the latent channel outvoting the vector channel on a small store
 (bench/latent_variants.py): each changes one thing in-process, or reads a copy of every store (the
 small ones and LoCoMo's) made once under --keep DIR/<copy>/ with its vectors or its latent-term
 index written another way. The `shipped + hubs: …` variants rescale one channel's scores by how
-near each candidate stands to every reference (bench/hub_variants.py says how).
+near each candidate stands to every reference (bench/hub_variants.py says how). The `shipped +
+sentence model: …` variants add a second embedded model's share (bench/sentence_variants.py;
+`pip install -e '.[sentence]'`).
 """
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 
 def variants() -> dict[str, dict]:
     import hub_variants
+    import sentence_variants
     from forge.recall.query_words import Policy
 
     none = Policy(function_words="none", stems="none")
@@ -104,6 +107,11 @@ def variants() -> dict[str, dict]:
             **shipped, "copy": "both_ways_copy", "patch": hub_variants.variants()[name]}
            for name in ("vector CSLS, questions k=5, pool of 60",
                         "vector mutual proximity, questions, pool of 60")},
+        # the sentence model as shipped (RECALL_SENTENCE=on, forge/recall/sentence.py)
+        "shipped + RECALL_SENTENCE=on": {**shipped, "settings": {"RECALL_SENTENCE": "on"}},
+        # a second embedded model (bench/sentence_variants.py): its share added as a fourth
+        **{f"shipped + sentence model: {name}": {**shipped, "patch": change}
+           for name, change in sentence_variants.variants().items()},
     }
 
 
@@ -194,7 +202,8 @@ class Runner:
                     folder, self.keep / copy / folder.parent.name / folder.name)
             patch = variant.get("patch")
             key = (str(folder), len(questions), patch == "question_both_ways")
-            with rag.open_store(open_settings(folder, {"FORGE_NOW": now} if now else None)) as store, \
+            extra = {**({"FORGE_NOW": now} if now else {}), **variant.get("settings", {})}
+            with rag.open_store(open_settings(folder, extra)) as store, \
                     (patch() if callable(patch) else getattr(latent_variants, patch)() if patch
                      else contextlib.nullcontext()):
                 if key not in self.vectors:
@@ -220,7 +229,10 @@ class Runner:
         return run
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, names: list[str] | None = None,
+         figures: str = "recall_sets") -> int:
+    """`names`: exactly these variants (bench/recall_sentence.py's rows), whatever --only says;
+    `figures`: the docs/bench/NAME.txt that --write-docs writes."""
     import docs_figures
     from tabulate import tabulate
 
@@ -241,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     runner = Runner(args.keep)
     table, notes = [], []
     chosen = {k: v for k, v in variants().items()
-              if not args.only or any(k.startswith(p) for p in args.only.split(","))}
+              if (k in names if names is not None else
+                  not args.only or any(k.startswith(p) for p in args.only.split(",")))}
     for name, variant in chosen.items():
         started = time.perf_counter()
         run = runner(variant)
@@ -269,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
                "any@5", "held-out top-1", "any@5"]
     if convs:
         headers += ["LoCoMo any@5", "any@10", "per conversation any@5/any@10"]
-    with docs_figures.tee("recall_sets", args.write_docs):
+    with docs_figures.tee(figures, args.write_docs):
         print(f"personal: {len(personal['entries'])} entries, {len(personal['hits'])} questions; "
               f"french: {len(french['entries'])} entries, {len(french['hits'])} questions; "
               f"no-word: {len(no_word['entries'])} entries, {len(no_word['hits'])} questions; "

