@@ -2,10 +2,17 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
 import pytest
+
+# A test suite started with Ctrl-C ignored (`nohup tools/test &`, a cron line) would hand that to
+# every child: a `forge` that ignores SIGINT never stops, and the tests that press Ctrl-C on one
+# wait for nothing. A handler, unlike SIG_IGN, is not inherited across exec.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 pytest_plugins = [
     "servers",       # real llama-server fixtures and the fake server
@@ -18,7 +25,7 @@ FORGE_VARS = (
     "COMPACTION_THRESHOLD", "COMPACTION_KEEP_RECENT", "COMPACTION_TOKEN_THRESHOLD",
     "COMPACTION_TOKEN_TARGET", "COMPACTION_STRATEGY", "COMPACTION_AGGREGATE",
     "COMPACTION_AGGREGATE_MIN_SOURCES", "EMBEDDING_URL", "EMBEDDING_DIM",
-    "EMBEDDING_QUERY_INSTRUCT", "RECALL_MAX_DISTANCE", "RECALL_LEXICAL_MAX_DF", "RECALL_SPARSE",
+    "EMBEDDING_QUERY_INSTRUCT", "RECALL_MAX_DISTANCE", "RECALL_LEXICAL_MAX_DF", "RECALL_SPARSE", "RECALL_SENTENCE",
     "RECALL_HOT_MAX_TOKENS", "RECALL_SCAN_MIN_ENTRIES", "LLAMA_CPP_URL", "LLAMA_CPP_ID_SLOT", "ENABLED_TOOLS", "MAX_STEPS",
     "API_TOKEN", "FORGE_WORKSPACE", "FORGE_SHELL_AUTO", "FORGE_DEBUG", "LLAMA_CPP_TIMEOUT",
     "EMBEDDING_TIMEOUT", "WEB_FETCH_ALLOW_HOSTS", "WEB_FETCH_ALLOW_PRIVATE", "WEB_FETCH_TIMEOUT",
