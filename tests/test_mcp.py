@@ -31,8 +31,11 @@ FACT = "Les sauvegardes restic du NAS partent chaque nuit vers un bucket Backbla
 
 def forge_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """What the test's own CLI calls see (FORGE_DATA_DIR, a closed chat URL), for the server."""
-    keep = ("FORGE_DATA_DIR", "LLAMA_CPP_URL", "PATH", "HOME")
-    return {**{k: os.environ[k] for k in keep if k in os.environ}, **(extra or {})}
+    keep = ("FORGE_DATA_DIR", "LLAMA_CPP_URL", "PATH", "HOME", "XDG_CACHE_HOME")
+    # and OpenBLAS's settings (OPENBLAS_CORETYPE picks its kernels): recall's sentence model
+    # multiplies matrices, whose last bits follow the kernel, and the twins compare bytes
+    return {**{k: os.environ[k] for k in os.environ if k in keep or k.startswith("OPENBLAS_")},
+            **(extra or {})}
 
 
 def stdio(extra: dict[str, str] | None = None) -> Client:

@@ -46,9 +46,10 @@ def test_the_fused_ranking_fills_the_budget_and_tags_every_row(store):
         result = rank.search(store, "Quel processeur a mon NiPoGi ?", limit=limit)
         assert len(result.rows) == limit
         fused = [r.fused for r in result.rows]
-        # three shares since issue 22 (vector, words, latent terms), each at most 1; best first,
-        # but for a row that says in full, and more, what a row it moved above says
-        assert all(0 <= f <= 3 for f in fused)
+        # four shares (vector, words, latent terms, the sentence model's on notes), each at most
+        # 1; best first, but for a row that says in full, and more, what a row it moved above
+        # says
+        assert all(0 <= f <= 4 for f in fused)
         for i, j in ((i, j) for i in range(limit) for j in range(i + 1, limit)
                      if fused[i] < fused[j]):
             assert word_set(result.rows[i].entry.content) > word_set(result.rows[j].entry.content)
@@ -69,7 +70,17 @@ def test_a_budget_larger_than_the_store_returns_the_store_once(store):
     assert len(ids) == len(set(ids)) == rag.count_entries(store)
 
 
-def test_a_row_both_channels_found_is_one_row_with_both_scores(store):
+def test_a_row_both_channels_found_is_one_row_with_both_scores(built_store, settings):
+    """The three channels' arithmetic (RECALL_SENTENCE=off: the sentence model's share is
+    tests/test_recall_sentence.py's)."""
+    from fixtures.memory_entries import copy_store
+
+    copy_store(built_store, settings.rag_db_file)
+    with rag.open_store(replace(settings, recall_sentence=False)) as store:
+        both_scores(store)
+
+
+def both_scores(store):
     keywords = content_id(store, "Steam Deck, SteamOS, conteneurs Podman")
     result = rank.search(store, "Est-ce que j'utilise SteamOS ?", limit=10)
     ids = [r.entry.id for r in result.rows]
@@ -126,6 +137,9 @@ def test_the_cutoff_frees_slots_that_the_next_passing_rows_refill(settings, buil
     # a shallow vector pool so that word-only rows exist in a 52-entry store (10: since issue
     # 22 a word row weighs the share of the question's words it holds, so with 5 no
     # vector-only row ranks among the word rows)
+    # the sentence model off: its depth, max(20, limit), would differ between the budget of 60
+    # and the cut's, and with it the order this test compares
+    settings = replace(settings, recall_sentence=False)
     with with_cutoff(settings, None) as store:
         everything = rank.search(store, question, limit=60, vector_pool=10).rows
     assert {"vector", "lexical"} <= {r.channel for r in everything}

