@@ -38,20 +38,6 @@ FORGE_VARS = (
 )
 
 
-@pytest.fixture(scope="session", autouse=True)
-def user_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The user's cache folder for the session (the sentence model writes its uncompressed
-    weights there once): never the developer's own ~/.cache."""
-    folder = tmp_path_factory.mktemp("xdg-cache")
-    old = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(folder)
-    yield folder
-    if old is None:
-        os.environ.pop("XDG_CACHE_HOME", None)
-    else:
-        os.environ["XDG_CACHE_HOME"] = old
-
-
 @pytest.fixture(autouse=True)
 def forge_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Run every test in an empty working directory with its own data folder.
