@@ -110,9 +110,10 @@ def pool(limit: int) -> int:
     return max(MIN_POOL, limit)
 
 
-# The sentence share's depth: the 20 candidate notes nearest the question (min-max over them).
-# Measured on every set (docs/recall.md): 15 to 25 answer the same no-word questions, 30 one
-# fewer (its range reaches farther notes, which flattens the first ones' shares).
+# The sentence share's depth: the 20 notes it read nearest the question (min-max over them).
+# Measured on every set (docs/recall.md): of 30 read, 10 to 20 answer the same no-word
+# questions, 25 and 30 one fewer (a range reaching farther notes flattens the first ones'
+# shares); 15 and 20 the most held-out ones.
 SENTENCE_DEPTH = 20
 
 

@@ -20,10 +20,11 @@ the `depth` nearest the question (cosine) get a share in [0, 1], min-max over th
 latent channel's; a row no other channel found gets none (the model adds evidence to a
 candidate, it brings none of its own).
 
-Its cost: a process loads the model once (~0.15 s for the tokenizer, the weights mapped from
-an uncompressed copy in the user's cache folder, written by the first load: see `_unpack`) in a
-second thread while the channels run, and embeds the candidate notes (~1-2 ms each; a long-running
-front, the chat, `forge serve`, the MCP server, keeps the rows it embedded: `rows_of`).
+Its cost: a process loads the model once (~0.3 s: numpy, the 0.15 s tokenizer, the weights
+mapped from an uncompressed copy in the user's cache folder that the first load writes: see
+`_unpack`) in a second thread while the channels run, and embeds the notes it reads (~1-3.5 ms
+each; a long-running front, the chat, `forge serve`, the MCP server, keeps the rows it
+embedded: `rows_of`). docs/recall.md measures a fresh recall with it and without it.
 RECALL_SENTENCE=off leaves the three channels alone and imports none of it.
 """
 from __future__ import annotations
