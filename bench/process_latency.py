@@ -127,9 +127,9 @@ def main() -> None:
             f"forge trace tail --nl ({args.trace_mb} MB)": (forge + ["trace", "tail", "--nl"], 1.5),
             "forge config --json": (forge + ["config", "--json"], 1.5),
         }
-        envs = {name: env for name in commands}
         # the three channels alone: the sentence model's load and passes left out
-        envs["forge recall Q (RECALL_SENTENCE=off)"] = {**env, "RECALL_SENTENCE": "off"}
+        settings = {"forge recall Q (RECALL_SENTENCE=off)": {"RECALL_SENTENCE": "off"}}
+        envs = {name: {**env, **settings.get(name, {})} for name in commands}
         if args.compare:
             # the old package gets a copy of its own: this one's migrations (a newer schema)
             # would make it refuse the store
@@ -144,8 +144,7 @@ def main() -> None:
             for name, (cmd, target) in list(commands.items()):
                 if name.startswith("forge"):
                     commands[f"{name} [old]"] = (cmd, target)
-                    envs[f"{name} [old]"] = {**old_env, **{k: v for k, v in envs[name].items()
-                                                           if k == "RECALL_SENTENCE"}}
+                    envs[f"{name} [old]"] = {**old_env, **settings.get(name, {})}
         times: dict[str, list[float]] = {name: [] for name in commands}
         for name, (cmd, _) in commands.items():  # warm the page cache once
             subprocess.run(cmd or forge + ["remember", "fact", f"warm-up {name}"], env=envs[name],

@@ -148,13 +148,7 @@ def shipped_reads(exchanges: bool = False, depth: int | None = None,
         from forge.store import rag
 
         found = rag.entries_by_id(store, list(ids)[:reads])
-        owners, texts = shipped.units(found.values())
-        rows = shipped.rows_of(encoder or shipped.model(), [question, *texts])
-        sims = (rows[1:] * rows[0]).sum(axis=1)
-        best: dict[int, float] = {}
-        for owner, sim in zip(owners, sims.tolist()):
-            best[owner] = max(sim, best.get(owner, -2.0))
-        return sorted(best.items(), key=lambda item: (-item[1], item[0]))[:d]
+        return shipped.cosines(encoder or shipped.model(), question, found.values())[:d]
 
     shipped.nearest = near
     if depth:

