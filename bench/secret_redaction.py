@@ -10,7 +10,9 @@ shadow the standard library's `secrets`, which Forge imports.)
 
 1. bench/secrets_set.json (secrets pasted the way people paste them, English and French, and
    look-alikes): caught (every secret string of a message gone once redacted), look-alikes kept
-   (nothing found), by type and by language.
+   (nothing found), by type and by language; then, scored the same way beside it, the held-out
+   prose set bench/secrets_prose_heldout.json (written before the prose rules were last changed,
+   and not tuned on: the secret after a longer phrase naming its kind).
 2. Each of Forge's plugins and filters (forge/core/secret_rules.py) left out in turn: what the
    set loses. A rule whose removal changes nothing would have no measured reason to exist.
 3. Texts that hold no secret: every LoCoMo message, caption, question and answer, and the
@@ -20,7 +22,7 @@ shadow the standard library's `secrets`, which Forge imports.)
    the scan per message over LoCoMo's messages, and an import — `history import --compact` of
    LoCoMo's first conversation on the embedded model — with the scan (the default) against the
    same import with FORGE_KEEP_SECRETS=1 (no scan), in the same run, rounds interleaved; the
-   ratio of their medians.
+   ratio of their medians (`--rounds 0` leaves the import out).
 """
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import docs_figures  # noqa: E402
 
 SET = ROOT / "bench" / "secrets_set.json"
+HELDOUT = ROOT / "bench" / "secrets_prose_heldout.json"
 LOCOMO = Path(os.environ.get("FORGE_LOCOMO", "/work/shared/data/locomo"))
 
 
@@ -67,6 +70,19 @@ def score(data: dict) -> tuple[int, int, dict[str, list[int]], list[str], list[s
     return caught, kept, by, missed, flagged
 
 
+def report(title: str, data: dict) -> None:
+    caught, kept, by, missed, flagged = score(data)
+    n, m = len(data["secrets"]), len(data["lookalikes"])
+    types = len({s["type"] for s in data["secrets"]})
+    print(f"{title}: {n} secrets of {types} types, {m} look-alikes")
+    print(f"  caught {caught}/{n} = {caught / n:.2f}   look-alikes kept {kept}/{m} = "
+          f"{kept / m:.2f}")
+    print("  " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(by.items(),
+                                                                   key=lambda kv: kv[0].lower())))
+    for line in missed + flagged:
+        print(f"  {line}")
+
+
 def found_again(data: dict) -> int:
     """Secrets found when the set's redacted messages are scanned again (`memory scan` on a
     store Forge wrote): a marker must never be taken for a secret."""
@@ -75,22 +91,24 @@ def found_again(data: dict) -> int:
     return sum(len(redact(redact(item["text"])[0])[1]) for item in data["secrets"])
 
 
-def ablation(data: dict) -> list[tuple[str, int, int, int]]:
+def ablation(data: dict, heldout: dict) -> list[tuple]:
     """Forge's configuration, then each of its own plugins and each filter left out:
-    (rule, caught, kept, found again)."""
+    (rule, caught, kept, found again, held-out caught, held-out kept)."""
     from forge.core import secret_scan
 
+    def row(rule: str) -> tuple:
+        return (rule, *score(data)[:2], found_again(data), *score(heldout)[:2])
+
     plugins, filters = secret_scan._engine()
-    rows = [("all of them", *score(data)[:2], found_again(data))]
+    rows = [row("all of them")]
     try:
         for name in secret_scan.OWN_PLUGINS:
             secret_scan._ENGINE = ([(p, l) for p, l in plugins if type(p).__name__ != name],
                                    filters)
-            rows.append((f"without {name}", *score(data)[:2], found_again(data)))
+            rows.append(row(f"without {name}"))
         for path in secret_scan.FILTERS:
             secret_scan._ENGINE = (plugins, [f for f in filters if f.path != path])
-            rows.append((f"without filter {path.rsplit('.', 1)[1]}", *score(data)[:2],
-                         found_again(data)))
+            rows.append(row(f"without filter {path.rsplit('.', 1)[1]}"))
     finally:
         secret_scan._ENGINE = (plugins, filters)
     return rows
@@ -159,22 +177,18 @@ def main() -> None:
     from forge.core import secret_scan
 
     data = json.loads(SET.read_text(encoding="utf-8"))
+    heldout = json.loads(HELDOUT.read_text(encoding="utf-8"))
     with docs_figures.tee("secret_redaction", args.write_docs):
         loaded = load_ms()
-        caught, kept, by, missed, flagged = score(data)
         n, m = len(data["secrets"]), len(data["lookalikes"])
-        types = len({s["type"] for s in data["secrets"]})
-        print(f"labelled set: {n} secrets of {types} types, {m} look-alikes")
-        print(f"  caught {caught}/{n} = {caught / n:.2f}   look-alikes kept {kept}/{m} = "
-              f"{kept / m:.2f}")
-        print("  " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(by.items(),
-                                                                       key=lambda kv: kv[0].lower())))
-        for line in missed + flagged:
-            print(f"  {line}")
-        print("\nForge's own plugins and the filters, each left out (caught, look-alikes kept, "
-              "secrets found again in the redacted set):")
-        for rule, c, k, again in ablation(data):
-            print(f"  {rule:<50} {c:>3}/{n}  {k:>3}/{m}  {again:>3}")
+        hn, hm = len(heldout["secrets"]), len(heldout["lookalikes"])
+        report("labelled set", data)
+        report("held-out prose set", heldout)
+        print("\nForge's own plugins and the filters, each left out (labelled set: caught, "
+              "look-alikes kept, secrets found again in the redacted set; held-out prose set: "
+              "caught, look-alikes kept):")
+        for rule, c, k, again, hc, hk in ablation(data, heldout):
+            print(f"  {rule:<50} {c:>3}/{n}  {k:>3}/{m}  {again:>3}   {hc:>3}/{hn}  {hk:>3}/{hm}")
         texts, conversations = locomo_texts(args.locomo)
         personal = personal_texts()
         for name, pool in (("LoCoMo texts", texts), ("personal sets", personal)):
@@ -190,6 +204,8 @@ def main() -> None:
         per = (time.perf_counter() - started) / len(texts)
         print(f"\nscanner load (fresh process, import + configure): {loaded:.0f} ms")
         print(f"scan per LoCoMo text (pre-filter included): {per * 1e6:.0f} µs")
+        if args.rounds < 1:
+            return
         messages = conversations[0]
         timings: dict[bool, list[float]] = {True: [], False: []}
         for _ in range(args.rounds):
