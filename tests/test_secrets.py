@@ -433,3 +433,122 @@ def test_an_append_that_waits_for_a_log_rewrite_lands_in_the_new_file(tmp_path):
     lines = log.read_bytes().splitlines()
     assert [json.loads(line)["run_id"] for line in lines] == ["old", "new"]
     assert GHP.encode() not in log.read_bytes()
+
+
+# ------------------------------------------------------------------ what the scan reads
+
+DB_PASSWORD = "Hq7vLw2pXz9"
+
+
+def test_memory_scan_finds_a_database_password_in_the_trace_log_and_rewrites_the_line(
+        runner, settings):
+    """The scan reads the trace log as it is on disk: a database URL's password written by an
+    older version is counted and its line rewritten, not hidden from the scan by the `***` that
+    display applies."""
+    from forge.core.fileio import append_line
+
+    url = f"postgresql://forge:{DB_PASSWORD}@db.lan:5432/forge"
+    append_line(settings.trace_file, json.dumps(
+        {"run_id": "old1", "user_input_preview": f"connect to {url}", "ok": True,
+         "error": None}).encode())
+    listed = json.loads(invoke(runner, "memory", "scan", "--json").stdout)
+    assert (listed["traces"], listed["secrets"]) == (1, {"password in URL": 1})
+    done = invoke(runner, "memory", "scan", "--redact", "--yes", "--json")
+    assert done.exit_code == 0, done.stderr
+    assert DB_PASSWORD.encode() not in settings.trace_file.read_bytes()
+    shown = invoke(runner, "trace", "tail", "--json")
+    assert shown.exit_code == 0 and DB_PASSWORD not in shown.stdout
+    assert json.loads(shown.stdout)[0]["user_input_preview"] == (
+        "connect to postgresql://forge:[secret: password in URL]@db.lan:5432/forge")
+
+
+def claude_export(path: Path, title: str, texts: list[str]) -> None:
+    """One Claude conversation named `title`: the user pastes each text, the assistant says Noted."""
+    messages = []
+    for n, text in enumerate(texts):
+        for sender, body in (("human", text), ("assistant", "Noted.")):
+            messages.append({"uuid": f"m-{len(messages):04d}", "sender": sender, "text": body,
+                             "content": [], "created_at": "2024-11-03T10:00:00Z"})
+    path.write_text(json.dumps([{"uuid": "c-0001", "name": title, "chat_messages": messages}]),
+                    encoding="utf-8")
+
+
+# A title whose token straddles the cut a message's ref makes (its first 99 characters): cut
+# first, the half left is no longer a GitHub token and would be written as it is.
+LONG_TITLE = "notes on the deployment of the new backup server and its CI runner, " + \
+             f"with token {GHP}"
+
+
+@pytest.mark.parametrize("source", ["chatgpt", "claude"])
+def test_a_long_title_is_redacted_before_it_is_cut_for_each_ref(runner, settings, tmp_path,
+                                                                monkeypatch, source):
+    assert LONG_TITLE.index(GHP) < 99 < LONG_TITLE.index(GHP) + len(GHP)
+    export = tmp_path / "conversations.json"
+    if source == "chatgpt":
+        chatgpt_export(export, ["what should the runner do first?"])
+        doc = json.loads(export.read_text(encoding="utf-8"))
+        doc[0]["title"] = LONG_TITLE
+        export.write_text(json.dumps(doc), encoding="utf-8")
+    else:
+        claude_export(export, LONG_TITLE, ["what should the runner do first?"])
+    done = invoke(runner, "history", "import", "--from", source, str(export), "--json")
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["secrets_redacted"] == {"GitHub token": 1}
+    for piece in (GHP, GHP[:12], GHP[4:14]):
+        assert piece.encode() not in all_bytes(settings.data_dir), piece
+    messages = history_messages(settings)
+    assert messages[0].content.startswith(
+        "[conversation: notes on the deployment of the new backup server and its CI runner, "
+        "with token [secret: GitHub token]]")
+    # the ref cuts the redacted title, and before the marker rather than through it
+    assert all(m.ref.endswith(' its CI runner, with token…"') for m in messages)
+    # compacted, the archive keeps the history's refs: still no piece of the token anywhere
+    monkeypatch.setenv("COMPACTION_KEEP_RECENT", "0")
+    compacted = invoke(runner, "compact", "--json")
+    assert compacted.exit_code == 0, compacted.stderr
+    assert stored_entries(settings)
+    for piece in (GHP, GHP[:12], GHP[4:14]):
+        assert piece.encode() not in all_bytes(settings.data_dir), piece
+
+
+def test_a_plain_chatgpt_import_of_pasted_secrets_leaves_none_in_the_data_folder(
+        runner, settings, tmp_path):
+    """Without --compact, the import's own history write is the one place the pasted secrets
+    are replaced: nothing else would catch them."""
+    export = tmp_path / "conversations.json"
+    chatgpt_export(export, [s["text"] for s in SET["secrets"]])
+    done = invoke(runner, "history", "import", "--from", "chatgpt", str(export), "--json")
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["imported"] == 2 * len(SET["secrets"])
+    data = all_bytes(settings.data_dir)
+    assert [s for s in planted() if s.encode() in data] == []
+
+
+@pytest.mark.parametrize("door", ["table", "json", "dry-run", "POST /compact"])
+def test_compact_never_shows_the_secret_it_archives_in_its_preview(runner, settings, door,
+                                                                   monkeypatch):
+    """The preview of an archived (or left-out) exchange is built from the redacted text: the
+    command would otherwise print what it has just redacted in the store."""
+    from starlette.testclient import TestClient
+
+    from forge.serve.app import create_app
+    from forge.store import history
+    from forge.store.history import NewMessage
+
+    history.append(settings.memory_file,
+                   [NewMessage("user", f"token {GHP}"), NewMessage("assistant", "Noted."),
+                    NewMessage("user", f"and {AWS}?"), NewMessage("assistant", "")],
+                   max_history=200, redactions=Redactions(keep=True))   # an older Forge's file
+    monkeypatch.setenv("COMPACTION_KEEP_RECENT", "0")
+    if door == "POST /compact":
+        client = TestClient(create_app(load()), base_url="http://127.0.0.1:8765")
+        answer = client.post("/compact", json={})
+        assert answer.status_code == 200, answer.text
+        shown = answer.text
+    else:
+        args = {"table": [], "json": ["--json"], "dry-run": ["--dry-run", "--json"]}[door]
+        done = invoke(runner, "compact", *args)
+        assert done.exit_code == 0, done.stderr
+        shown = done.stdout
+    assert "token [secret: GitHub token]" in shown
+    assert GHP not in shown and GHP[:20] not in shown and AWS not in shown

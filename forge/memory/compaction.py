@@ -217,8 +217,15 @@ class _Plan:
         return sum(int((p.meta or {}).get("exchanges", 0)) for p in self.old_pointers)
 
 
-def _preview(unit: transcript.Unit) -> str:
-    text = " ".join((unit.question or unit.reply).split())
+def _preview(settings: Any, unit: transcript.Unit) -> str:
+    """The exchange as the report shows it: its secrets replaced first (as the archive entry
+    stores it; uncounted, the write counts them), then cut, so no piece of one is shown."""
+    text = unit.question or unit.reply
+    if not getattr(settings, "keep_secrets", False):
+        from ..core.secret_scan import redact
+
+        text = redact(text)[0]
+    text = " ".join(text.split())
     return text if len(text) <= 70 else text[:69] + "…"
 
 
@@ -262,7 +269,7 @@ def _store_exchanges(settings: Any, plan: _Plan, store: Any,
             store.close()
     for r in results:
         found.merge(r.secrets_redacted)
-    return [ArchivedExchange(u.message_ids, r.id, not r.created, u.external_refs, _preview(u))
+    return [ArchivedExchange(u.message_ids, r.id, not r.created, u.external_refs, _preview(settings, u))
             for u, r in zip(plan.keep, results)]
 
 
@@ -369,7 +376,7 @@ def compact(settings: Any, *, strategy: str | None = None, if_needed: bool = Fal
         if doc.compaction_pending and not dry_run:
             _rewrite(settings, [], None)  # nothing is waiting to be archived: lift the hold
         return report
-    report.left_out = [LeftOutExchange(u.message_ids, why, _preview(u)) for u, why in plan.left]
+    report.left_out = [LeftOutExchange(u.message_ids, why, _preview(settings, u)) for u, why in plan.left]
     report.removed_ids = plan.removed_ids
     if dry_run:
         return _dry_run(settings, report, doc, plan, store, counter)
@@ -434,7 +441,7 @@ def _dry_run(settings: Any, report: CompactionReport, doc: HistoryDoc, plan: _Pl
     report.archived = [
         ArchivedExchange(u.message_ids, existing.get(u.message_ids[0]) if u.message_ids else None,
                          bool(u.message_ids) and u.message_ids[0] in existing, u.external_refs,
-                         _preview(u))
+                         _preview(settings, u))
         for u in plan.keep
     ]
     if report.strategy == "rag_pointer":

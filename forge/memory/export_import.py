@@ -33,7 +33,7 @@ from typing import Any, Callable
 from ..store import history
 from ..core.errors import ForgeError
 from ..core.secret_scan import Redactions
-from .exports import Bad, BadExportError, Conversation, conversations, key_of, sniff
+from .exports import Bad, BadExportError, Conversation, conversations, key_of, ref_of, sniff
 from ..core.fileio import append_line, locked
 from ..store.history import NewMessage
 from .history_import import ImportReport, _run
@@ -194,16 +194,23 @@ def _validate(path: Path, kind: str, known: set[str], report: ExportReport,
     return new
 
 
-def _new_messages(conversation: Conversation, known: set[str]) -> list[tuple[str, NewMessage]]:
+def _new_messages(conversation: Conversation, known: set[str],
+                  found: Redactions) -> list[tuple[str, NewMessage]]:
+    """The messages not imported yet. The title is redacted here, whole, before each ref cuts
+    it (counted once): cut first, half a token would no longer be recognised."""
+    if all(m.key in known for m in conversation.messages):
+        return []
+    title = found.text(conversation.title)
     out = []
     for i, m in enumerate(conversation.messages):
         if m.key in known:
             continue
         content = m.content
-        if i == 0 and conversation.title:
+        if i == 0 and title:
             # The title is searchable through the conversation's first exchange.
-            content = f"[conversation: {conversation.title}]\n{content}"
-        out.append((m.key, NewMessage(role=m.role, content=content, ref=m.ref, ts=m.ts)))
+            content = f"[conversation: {title}]\n{content}"
+        ref = ref_of(m.key, title) if title != conversation.title else m.ref
+        out.append((m.key, NewMessage(role=m.role, content=content, ref=ref, ts=m.ts)))
     return out
 
 
@@ -229,7 +236,7 @@ def _write(settings: Any, path: Path, kind: str, known: set[str], report: Export
             store.checked_embedder()   # an embedding outage fails here, before any write
         for done, item in enumerate(conversations(path, kind), 1):
             if isinstance(item, Conversation):
-                pending = _new_messages(item, known)
+                pending = _new_messages(item, known, found)
                 while pending:
                     pending = _write_piece(settings, pending, known, report, tally, compact,
                                            strategy, store, counter, found)

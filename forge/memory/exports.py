@@ -92,9 +92,21 @@ def key_of(ref: str | None) -> str | None:
 
 
 def make_ref(kind: str, conversation_id: str, message_id: str, title: str) -> str:
+    return ref_of(f"{kind}:{conversation_id}/{message_id}", title)
+
+
+def ref_of(key: str, title: str) -> str:
+    """A message's ref: its key and the title cut to REF_TITLE_CHARS. Hand the title over
+    redacted: a token cut in two is no longer recognised by the scan the history write runs.
+    A marker is never cut in two either (`[secret: GitHub tok…` would read as a keyword and
+    its value): the cut falls before it."""
     if len(title) > REF_TITLE_CHARS:
-        title = title[:REF_TITLE_CHARS - 1] + "…"
-    return f"{kind}:{conversation_id}/{message_id} {json.dumps(title, ensure_ascii=False)}"
+        cut = title[:REF_TITLE_CHARS - 1]
+        start = cut.rfind("[secret: ")
+        if start >= 0 and "]" not in cut[start:]:
+            cut = cut[:start].rstrip()
+        title = cut + "…"
+    return f"{key} {json.dumps(title, ensure_ascii=False)}"
 
 
 # -- opening --------------------------------------------------------------------------------------

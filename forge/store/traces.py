@@ -128,10 +128,12 @@ def append(path: Path, record: TraceRecord | dict[str, Any], *,
 
 
 def redact_record(value: Any, found: Redactions) -> Any:
-    """A record (any JSON value) with every string's secrets replaced, counted in `found`; a
-    database URL's password is `***` first, as everywhere Forge shows one (settings.scrub)."""
+    """A record (any JSON value) with every string's secrets replaced, counted in `found`; then
+    a database URL's password left (FORGE_KEEP_SECRETS) is `***`, as everywhere Forge shows one
+    (settings.scrub). The scanner reads the text as it is: scrubbed first, a URL's password
+    would be `***` already, neither counted nor rewritten by `memory scan`."""
     if isinstance(value, str):
-        return found.text(scrub(value))
+        return scrub(found.text(value))
     if isinstance(value, dict):
         return {k: redact_record(v, found) for k, v in value.items()}
     if isinstance(value, list):
