@@ -552,3 +552,41 @@ def test_compact_never_shows_the_secret_it_archives_in_its_preview(runner, setti
         shown = done.stdout
     assert "token [secret: GitHub token]" in shown
     assert GHP not in shown and GHP[:20] not in shown and AWS not in shown
+
+
+def latent_terms(store, entry_id: int) -> dict[int, float]:
+    """An entry's latent terms as its store holds them (memory_sparse, either backend)."""
+    sql = "select term, weight from memory_sparse where entry_id = " + str(int(entry_id))
+    return {int(t): float(w) for t, w in store.backend.conn.execute(sql).fetchall()}
+
+
+def test_a_redacted_entry_gets_its_vector_and_latent_terms_from_the_redacted_text(
+        runner, settings, monkeypatch, backend):
+    """`memory scan --redact` computes an entry's vector and latent terms again from the text
+    it writes: the ones computed with the secret in it would keep its meaning."""
+    import numpy as np
+
+    from forge.store import rag
+
+    monkeypatch.setenv("FORGE_KEEP_SECRETS", "1")   # a store written before the scan existed
+    text = f"the GitHub token of the deploy bot is {GHP}, rotate it in March"
+    assert invoke(runner, "remember", text).exit_code == 0
+    assert invoke(runner, "remember", "the NAS runs Debian 12").exit_code == 0
+    monkeypatch.delenv("FORGE_KEEP_SECRETS")
+    with rag.open_store(load()) as store:
+        entry = next(e for e in rag.list_entries(store) if "deploy bot" in e.content)
+        before = latent_terms(store, entry.id)
+    done = invoke(runner, "memory", "scan", "--redact", "--yes", "--json")
+    assert done.exit_code == 0, done.stderr
+    with rag.open_store(load()) as store:
+        [entry] = [e for e in rag.list_entries(store) if "deploy bot" in e.content]
+        assert entry.content == ("the GitHub token of the deploy bot is "
+                                 "[secret: GitHub token], rotate it in March")
+        after = latent_terms(store, entry.id)
+        assert after and after != before
+        expected = dict(rag.sparse_documents(store, [entry.content])[0])
+        assert after.keys() == expected.keys()
+        assert np.allclose([after[t] for t in expected], [expected[t] for t in expected])
+        vector = rag.entry_vectors(store, [entry.id])[entry.id]
+        assert np.allclose(vector, store.embedder.embed_documents([entry.content])[0], atol=1e-6)
+        assert not np.allclose(vector, store.embedder.embed_documents([text])[0], atol=1e-3)
