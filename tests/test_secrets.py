@@ -47,6 +47,19 @@ def test_the_labelled_set_is_caught_whole_and_every_look_alike_is_left_untouched
         assert redact(item["text"]) == (item["text"], []), item["kind"]
 
 
+def test_the_held_out_prose_set_is_caught_and_no_look_alike_is_lost():
+    """Sentences written before the prose rules were changed, not tuned on: the secret after a
+    longer phrase naming its kind (bench/secrets_prose_heldout.json)."""
+    held = json.loads((ROOT / "bench" / "secrets_prose_heldout.json").read_text(encoding="utf-8"))
+    assert len(held["secrets"]) >= 40 and {s["lang"] for s in held["secrets"]} == {"en", "fr"}
+    missed = [item["text"] for item in held["secrets"]
+              if any(s in redact(item["text"])[0] for s in item["secret"])]
+    assert len(missed) <= 0.05 * len(held["secrets"]), missed
+    assert [item["text"] for item in held["lookalikes"] if redact(item["text"])[1]] == []
+    for item in held["secrets"]:   # a redacted sentence is never redacted again
+        assert redact(redact(item["text"])[0])[1] == []
+
+
 # a type whose example pastes another type's secret beside its own
 ALSO = {"AWS secret key": ["AWS access key", "AWS secret key"]}
 

@@ -52,27 +52,96 @@ class _ValueDetector(RegexBasedDetector):
         return looks_like_password(value)
 
 
+# What a sentence names before it gives a secret, in English and French. A password's kind
+# names one outright; a code's names one whose value may be a few digits (a PIN, a door code);
+# a plain "code" or "key" names one only beside what it opens (a door, an alarm, the Wi-Fi).
+_PASSWORD_KINDS = (
+    r"passwords?|passwd|pwd|pass(?:[^\S\n]?phrase)?|wi-?fi[^\S\n]+key"
+    r"|mots?[^\S\n]+de[^\S\n]+passe|mdp|phrase[^\S\n]+(?:de[^\S\n]+passe|secrète)")
+# A token's kind: what a machine generates, so its value must read as one (looks_like_token):
+# "the secret of the recipe is Grandma's butter" gives none.
+_TOKEN_KINDS = (
+    r"api[^\S\n]?key|access[^\S\n]+key|secret|token|jeton(?:[^\S\n]+d['’]api)?"
+    r"|clé[^\S\n]+(?:d['’])?api")
+_CODE_KINDS = (
+    r"passcode|code[^\S\n]+(?:pin|secret|d['’]accès)|digicode"
+    r"|(?:access|security|unlock)[^\S\n]+code|combination|combinaison")
+_PLAIN_KINDS = r"code|key|clé|cle"
+# "pin" is a noun only after a determiner ("my pin is", "le code pin"), or written "PIN": "pin
+# it: image: nginx@sha256:…" names no code.
+_CODE_KINDS = (r"(?-i:PIN)\b|(?:" + "|".join(f"(?<={d} )" for d in (
+    "my", "your", "the", "our", "mon", "ton", "son", "ma", "le", "la", "code")) +
+    rf")(?-i:pin)\b|{_CODE_KINDS}")
+_KIND = re.compile(rf"\b(?:(?P<code>{_CODE_KINDS})|(?P<password>{_PASSWORD_KINDS})"
+                   rf"|(?P<token>{_TOKEN_KINDS})|(?P<plain>{_PLAIN_KINDS}))\b", re.IGNORECASE)
+# What a plain code or key opens, named before it or between it and its value.
+_OPENS = re.compile(r"(?i)\b(?:doors?|porte|gate|portail|alarme?s?|garage|building|immeuble"
+                    r"|entrée|entrance|locks?|cadenas|safe|coffre|wi-?fi|wpa2?|wlan)\b")
+# Then what gives the value: a copula (with what may qualify it), a colon, an equals sign.
+_GIVES = re.compile(
+    r"(?i)(?:(?<![\w'’])(?:is(?:[^\S\n]+(?:now|still|also))?|was(?:[^\S\n]+(?:changed|set)"
+    r"[^\S\n]+to)?|(?:has[^\S\n]+been[^\S\n]+)?changed[^\S\n]+to|will[^\S\n]+be"
+    r"|(?:c['’])?est(?:[^\S\n]+(?:désormais|maintenant|toujours))?|était|sera)(?!\w)"
+    r"|[:=]|->|→)")
+_VALUE = re.compile(rf"{_GAP}*(?:(?:le|la){_GAP}+)?(?:{_QUOTED}|{_BARE})", re.IGNORECASE)
+_PHRASE_CHARS = 60   # how far from its kind the value may be given ("…, in case I forget, is")
+_STOP = re.compile(r"[.!?;\n](?:\s|$)|\n")
+
+
+def looks_like_token(value: str) -> bool:
+    """A generated key or token: eight characters or more, letters and digits."""
+    return len(value) >= 8 and any(c.isdigit() for c in value) and \
+        any(c.isalpha() for c in value)
+
+
+def looks_like_code(value: str) -> bool:
+    """A PIN or a door code: four to twelve letters, digits, `#` or `*`, at least three of them
+    digits (`8362`, `4B719`, `1984#`)."""
+    return bool(re.fullmatch(r"[0-9A-Za-z#*]{4,12}", value)) and \
+        sum(c.isdigit() for c in value) >= 3
+
+
 class ProsePasswordDetector(_ValueDetector):
-    """A password given in a sentence, in English or French: "the wifi password is X",
-    "my password for the NAS is X", "le mot de passe du wifi est X", "mdp de la box : X".
-    detect-secrets' keyword plugin needs `password:` or `password=` right before the value."""
+    """A secret given in a sentence, in English or French: a phrase that names its kind ("the
+    wifi password", "le code de la porte d'entrée", "my PIN", "the API key they gave me"), then
+    within the sentence a copula, a colon or an equals sign ("is", "is now", "was changed to",
+    "c'est", "est désormais", ":"), then the value: "the wifi pass is X", "Le mot de passe du
+    Wi-Fi, c'est X", "my bank password, in case I forget, is X", "mon code de la porte est X".
+    A value that reads as prose ("is on the sticker", "est dans le gestionnaire") is no secret,
+    and the next copula of the sentence is tried ("is the same as always: X"). detect-secrets'
+    keyword plugin needs `password:` or `password=` right before the value."""
 
     secret_type = "Forge: password in prose"
-    denylist = (
-        re.compile(
-            r"\b(?:password|passphrase|pass[^\S\n]phrase|passcode|pwd|wi-?fi[^\S\n](?:key|code))\b"
-            rf"(?:{_GAP}+(?:for|of|to|on)\b[^.,:;!?\n]{{0,40}}?)?"
-            rf"{_GAP}*(?:is(?:{_GAP}+now)?|was|will{_GAP}+be|:|=|->){_GAP}*"
-            rf"(?:{_QUOTED}|{_BARE})",
-            re.IGNORECASE),
-        re.compile(
-            rf"(?:\bmot{_GAP}+de{_GAP}+passe|\bmdp\b|\bphrase{_GAP}+de{_GAP}+passe"
-            rf"|\bcode{_GAP}+(?:wi-?fi|pin|d['’]accès)|\bclé{_GAP}+(?:wi-?fi|wpa))"
-            r"(?:[^\S\n]+[^.,:;!?\n]{0,40}?)?"
-            rf"{_GAP}*(?:est|c['’]est|était|sera|:|=|->){_GAP}*(?:(?:le|la){_GAP}+)?"
-            rf"(?:{_QUOTED}|{_BARE})",
-            re.IGNORECASE),
-    )
+    denylist = (_KIND,)
+
+    def analyze_string(self, string: str) -> Generator[str, None, None]:
+        # a marker's own words ("[secret: password]") name no kind and give no value
+        text = re.sub(r"\[secret: [^\]\n]{1,40}\]", lambda m: "\0" * len(m.group()), string)
+        for kind in _KIND.finditer(text):
+            stop = _STOP.search(text, kind.end())
+            end = min(kind.end() + _PHRASE_CHARS, stop.start() if stop else len(text))
+            before = text[max(0, kind.start() - 24):kind.start()]
+            for gives in _GIVES.finditer(text, kind.end(), end):
+                if kind.group("plain") and not _OPENS.search(before + text[kind.end():gives.start()]):
+                    continue
+                value = _VALUE.match(text, gives.end())
+                if value is None:
+                    continue
+                if value.group("quoted"):
+                    yield value.group("quoted").strip()
+                    break
+                bare = value.group("bare").rstrip(".,;:)»”’")
+                if "\0" not in bare and self.gives(kind, bare):
+                    yield bare
+                    break
+
+    @staticmethod
+    def gives(kind: re.Match, value: str) -> bool:
+        if kind.group("token"):
+            return looks_like_token(value)
+        if kind.group("password"):
+            return looks_like_password(value)
+        return looks_like_password(value) or looks_like_code(value)
 
 
 class KeyedTokenDetector(_ValueDetector):

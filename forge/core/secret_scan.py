@@ -118,6 +118,12 @@ FILTERS = (
     "forge.core.secret_rules.is_plain_value",
 )
 
+# The filters that drop a value for having no letter or for reading as a number (`*****`,
+# `TIMEOUT=6000`): a PIN or a door code that a sentence names as one (`my PIN is 8362`) is
+# digits, so they do not apply to the prose plugin's finds, which name their kind.
+DIGITS_ALLOWED = {"ProsePasswordDetector": ("detect_secrets.filters.heuristic.is_not_alphanumeric_string",
+                                            "forge.core.secret_rules.is_plain_value")}
+
 # A line is read as a configuration file: the keyword plugin then finds `password: x`,
 # `password = x` and `PASSWORD=x` without quotes.
 FILENAME = "message.conf"
@@ -130,8 +136,8 @@ GENERIC = frozenset({"password", "secret key", "token"})
 # on). tests/test_secrets.py holds it to every type's example and the labelled set.
 _COULD_HOLD = re.compile(
     r"[A-Za-z0-9+/=_.~-]{16,}|://|"
-    r"(?i:key|pass|pwd|mdp|secret|token|bearer|cred|auth|cookie|code|clé|xox|contrase|"
-    r"cloudant|softlayer|ibm)")
+    r"(?i:key|pass|pwd|mdp|secr|token|jeton|bearer|cred|auth|cookie|code|clé|\bpin\b|combina|"
+    r"xox|contrase|cloudant|softlayer|ibm)")
 
 # A long line (a minified file, a log pasted whole) is scanned in windows that overlap by more
 # than any token is long: some of the library's regexes take quadratic time on a long line
@@ -311,8 +317,10 @@ def _scan_line(text: str, line: str, offset: int, number: int,
                   if s.secret_value}
         if name == "KeywordDetector":
             values = {_first_word(line, v) for v in values}
+        allowed = DIGITS_ALLOWED.get(name, ())
+        active = [f for f in filters if getattr(f, "path", "") not in allowed]
         for value in values:
-            if not value or _filtered(filters, value, plugin, line):
+            if not value or _filtered(active, value, plugin, line):
                 continue
             found = list(re.finditer(re.escape(value), line))
             if any(m.start() < b and m.end() > a for m in found for a, b in markers):
