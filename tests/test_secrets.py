@@ -603,3 +603,51 @@ def test_a_redacted_entry_gets_its_vector_and_latent_terms_from_the_redacted_tex
         vector = rag.entry_vectors(store, [entry.id])[entry.id]
         assert np.allclose(vector, store.embedder.embed_documents([entry.content])[0], atol=1e-6)
         assert not np.allclose(vector, store.embedder.embed_documents([text])[0], atol=1e-3)
+
+
+def test_compaction_archives_an_old_secret_ref_redacted(settings):
+    """An older history's ref may hold a secret (an export's title written before titles were
+    redacted): the archive entry compaction writes carries the refs, redacted like its text."""
+    from forge.memory.compaction import compact
+    from forge.store import history
+    from forge.store.history import NewMessage
+
+    ref = f'chatgpt:c1/m1 "deploy notes, token {GHP}"'
+    history.append(settings.memory_file, [NewMessage("user", "what runs first?", ref=ref),
+                                          NewMessage("assistant", "The backup.", ref=ref)],
+                   max_history=200, redactions=Redactions(keep=True))   # an older Forge's file
+    report = compact(load(COMPACTION_KEEP_RECENT="0"))
+    assert report.archived and report.secrets_redacted == {"GitHub token": 1}
+    [entry] = stored_entries(settings)
+    assert entry.refs["external"] == ['chatgpt:c1/m1 "deploy notes, token [secret: GitHub token]"']
+    assert report.archived[0].external_refs == entry.refs["external"]   # what compact shows
+    assert GHP.encode() not in all_bytes(settings.data_dir)
+
+
+def test_memory_scan_finds_and_redacts_a_secret_in_an_archive_entrys_refs(runner, settings,
+                                                                        backend):
+    """An archive entry repeats its messages' refs (a conversation's title): the scan reads
+    them as it reads the text, and --redact rewrites them in place."""
+    from forge.memory.compaction import compact
+    from forge.store import history, rag
+    from forge.store.history import NewMessage
+
+    ref = f'claude:c1/m1 "deploy notes, token {GHP}"'
+    history.append(settings.memory_file, [NewMessage("user", "what runs first?", ref=ref),
+                                          NewMessage("assistant", "The backup.", ref=ref)],
+                   max_history=200, redactions=Redactions(keep=True))
+    compact(load(COMPACTION_KEEP_RECENT="0", FORGE_KEEP_SECRETS="1"))   # as an older Forge did
+    [entry] = stored_entries(load())
+    assert GHP in json.dumps(entry.refs)
+    listed = json.loads(invoke(runner, "memory", "scan", "--json").stdout)
+    assert (listed["entries"], listed["secrets"]) == (1, {"GitHub token": 1})
+    done = invoke(runner, "memory", "scan", "--redact", "--yes", "--json")
+    assert done.exit_code == 0, done.stderr
+    [after] = stored_entries(load())
+    assert after.refs["external"] == ['claude:c1/m1 "deploy notes, token [secret: GitHub token]"']
+    assert after.content == entry.content and after.refs["messages"] == entry.refs["messages"]
+    with rag.open_store(load()) as store:
+        assert rag.entry_events(store, after.id)[-1]["info"]["changed"] == ["refs"]
+    if backend == "sqlite":
+        assert GHP.encode() not in all_bytes(settings.data_dir)
+    assert json.loads(invoke(runner, "memory", "scan", "--json").stdout)["entries"] == 0

@@ -217,16 +217,25 @@ class _Plan:
         return sum(int((p.meta or {}).get("exchanges", 0)) for p in self.old_pointers)
 
 
-def _preview(settings: Any, unit: transcript.Unit) -> str:
-    """The exchange as the report shows it: its secrets replaced first (as the archive entry
-    stores it; uncounted, the write counts them), then cut, so no piece of one is shown."""
-    text = unit.question or unit.reply
-    if not getattr(settings, "keep_secrets", False):
-        from ..core.secret_scan import redact
+def _shown(settings: Any, text: str) -> str:
+    """A text of the window as the report shows it: its secrets replaced, as the archive entry
+    stores them (uncounted: the write counts them)."""
+    if getattr(settings, "keep_secrets", False):
+        return text
+    from ..core.secret_scan import redact
 
-        text = redact(text)[0]
-    text = " ".join(text.split())
+    return redact(text)[0]
+
+
+def _preview(settings: Any, unit: transcript.Unit) -> str:
+    """The exchange as the report shows it: redacted first, then cut, so no piece of a secret
+    is shown."""
+    text = " ".join(_shown(settings, unit.question or unit.reply).split())
     return text if len(text) <= 70 else text[:69] + "…"
+
+
+def _refs_shown(settings: Any, unit: transcript.Unit) -> list[str]:
+    return [_shown(settings, r) for r in unit.external_refs]
 
 
 def _plan(window: list[Message], strategy: str) -> _Plan:
@@ -269,7 +278,7 @@ def _store_exchanges(settings: Any, plan: _Plan, store: Any,
             store.close()
     for r in results:
         found.merge(r.secrets_redacted)
-    return [ArchivedExchange(u.message_ids, r.id, not r.created, u.external_refs, _preview(settings, u))
+    return [ArchivedExchange(u.message_ids, r.id, not r.created, _refs_shown(settings, u), _preview(settings, u))
             for u, r in zip(plan.keep, results)]
 
 
@@ -440,7 +449,7 @@ def _dry_run(settings: Any, report: CompactionReport, doc: HistoryDoc, plan: _Pl
     existing = _existing(settings, plan, store) if report.strategy == "rag_pointer" else {}
     report.archived = [
         ArchivedExchange(u.message_ids, existing.get(u.message_ids[0]) if u.message_ids else None,
-                         bool(u.message_ids) and u.message_ids[0] in existing, u.external_refs,
+                         bool(u.message_ids) and u.message_ids[0] in existing, _refs_shown(settings, u),
                          _preview(settings, u))
         for u in plan.keep
     ]

@@ -1,7 +1,7 @@
 """`forge memory scan [--redact]`: the secrets that a store, a history and a trace log written
 before Forge redacted them (or under FORGE_KEEP_SECRETS) still hold, and their rewrite in place.
 
-The scan reads every entry's text, every history message and every trace record with the same
+The scan reads every entry's text and refs, every history message and every trace record with the same
 scanner the writes use (forge/core/secret_scan.py), and lists where each secret is, by type,
 with a preview in which it is already replaced: nothing it prints holds a secret. `--redact`
 rewrites what it found: the entries through `rag.redact_entries` (text, words, vector and latent
@@ -88,15 +88,46 @@ def entries_holding_secrets(texts: Any) -> dict[int, tuple[str, dict[str, int]]]
 
 
 def _entries(settings: Any, redact_them: bool) -> list[Holder]:
+    """Each entry's text, and its refs (an archive entry repeats its messages' refs, which name
+    a conversation's title)."""
     from ..store import rag
 
     if not settings.database_url and not settings.rag_db_file.exists():
         return []
+    ids: list[int] = []
+
+    def texts() -> Any:
+        for entry_id, text in rag.texts(store):
+            ids.append(entry_id)
+            yield entry_id, text
+
     with rag.open_store(settings, mode="write" if redact_them else "rows") as store:
-        found = entries_holding_secrets(rag.texts(store))
+        found = entries_holding_secrets(texts())
+        new_refs: dict[int, dict] = {}
+        for start in range(0, len(ids), 500):
+            for entry_id, entry in store.backend.entries_by_id(ids[start:start + 500]).items():
+                tally = Redactions()
+                cleaned = _redacted_value(entry.refs, tally)
+                if not tally.counts:
+                    continue
+                new_refs[entry_id] = cleaned
+                text, counts = found.get(entry_id, (entry.content, {}))
+                found[entry_id] = (text, Redactions(counts=dict(counts)).merge(tally).to_dict())
         if redact_them and found:
-            rag.redact_entries(store, found)
-    return [Holder("entry", i, counts, _preview(text)) for i, (text, counts) in found.items()]
+            rag.redact_entries(store, found, new_refs)
+    return [Holder("entry", i, counts, _preview(text))
+            for i, (text, counts) in sorted(found.items())]
+
+
+def _redacted_value(value: Any, found: Redactions) -> Any:
+    """A JSON value with every string's secrets replaced, counted in `found`."""
+    if isinstance(value, str):
+        return found.text(value)
+    if isinstance(value, dict):
+        return {k: _redacted_value(v, found) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted_value(v, found) for v in value]
+    return value
 
 
 def _messages(settings: Any, redact_them: bool) -> list[Holder]:

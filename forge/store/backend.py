@@ -203,6 +203,9 @@ class Backend(Protocol):
         """Change an entry's kind, content and dedup key in place; the word index follows the
         new content (the old words are gone at once)."""
 
+    def update_refs(self, entry_id: int, refs: dict) -> None:
+        """Change an entry's refs in place (their secrets redacted: `memory scan --redact`)."""
+
     def replace_vector(self, entry_id: int, vector: "np.ndarray", project: str | None) -> None:
         """The entry's new vector; a vector staged for it by a reindex under way is dropped
         (the reindex embeds it again)."""

@@ -658,6 +658,11 @@ class PostgresBackend:
                           "updated = %s, words = %s::tsvector, word_count = %s where id = %s",
                           (kind, content, dedup_key, updated, tsv, length, entry_id))
 
+    def update_refs(self, entry_id: int, refs: dict) -> None:
+        self._writable()
+        self.conn.execute("update memory_entries set refs = %s where id = %s",
+                          (json.dumps(refs, ensure_ascii=False), entry_id))
+
     def replace_vector(self, entry_id: int, vector: "np.ndarray", project: str | None) -> None:
         self._writable()
         self.conn.execute("insert into memory_vectors(id, project, embedding) values "

@@ -361,8 +361,8 @@ def remember_many(store: Store, items: list[NewEntry], *, batch_size: int = 32,
 
 
 def _redacted(store: Store, item: NewEntry) -> tuple[NewEntry, dict[str, int]]:
-    """The entry with every secret in its text replaced by a marker (FORGE_KEEP_SECRETS:
-    unchanged), and what was replaced, by type. Every write of a text into the store calls it
+    """The entry with every secret in its text and its refs replaced by a marker
+    (FORGE_KEEP_SECRETS: unchanged), and what was replaced, by type. Every write of a text into the store calls it
     before embedding, so no vector or latent term is computed from a secret."""
     from dataclasses import replace
 
@@ -370,7 +370,20 @@ def _redacted(store: Store, item: NewEntry) -> tuple[NewEntry, dict[str, int]]:
 
     found = Redactions.for_settings(store.settings)
     content = found.text(item.content)
-    return (item if content == item.content else replace(item, content=content)), found.counts
+    refs = _redacted_refs(item.refs, found)   # an older history's ref may hold one too
+    if content == item.content and refs == item.refs:
+        return item, found.counts
+    return replace(item, content=content, refs=refs), found.counts
+
+
+def _redacted_refs(value: Any, found: Any) -> Any:
+    if isinstance(value, str):
+        return found.text(value)
+    if isinstance(value, dict):
+        return {k: _redacted_refs(v, found) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted_refs(v, found) for v in value]
+    return value
 
 
 def _write_new(store: Store, cleaned: list[NewEntry], keys: list[str | None], todo: list[int],
@@ -669,9 +682,11 @@ def edit(store: Store, entry_id: int, *, content: str | None = None,
     return Edited(get_entry(store, entry_id), changed, found)
 
 
-def redact_entries(store: Store, texts: dict[int, tuple[str, dict[str, int]]]) -> list[int]:
+def redact_entries(store: Store, texts: dict[int, tuple[str, dict[str, int]]],
+                   refs: dict[int, dict] | None = None) -> list[int]:
     """Put each entry's redacted text in place of its text (`forge memory scan --redact`): id ->
-    (the new text, its secrets' types). The same id, kind and links, a new dedup key, words,
+    (the new text, its secrets' types), and its redacted refs where `refs` has them (id -> the
+    new refs). The same id, kind and links, a new dedup key, words,
     vector and latent terms computed from the new text, and an `edit` event naming the types
     (never the text). Archive entries, folded sources and aggregates too: the secret goes
     wherever it is.
@@ -703,11 +718,16 @@ def redact_entries(store: Store, texts: dict[int, tuple[str, dict[str, int]]]) -
                 key = None
             backend.update_entry(i, kind=entry.kind, content=new_texts[n], dedup_key=key,
                                  updated=now)
+            changed = ["content"] if new_texts[n] != entry.content else []
+            if refs and i in refs:
+                backend.update_refs(i, refs[i])
+                changed.append("refs")
             backend.replace_vector(i, vectors[n], entry.project)
             if terms is not None:
                 backend.write_sparse(i, terms[n])
             backend.log_event("edit", i, entry.kind,
-                              info={"changed": ["content"], "secrets_redacted": texts[i][1]})
+                              info={"changed": changed or ["content"],
+                                    "secrets_redacted": texts[i][1]})
             done.append(i)
     return done
 

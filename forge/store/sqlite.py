@@ -661,6 +661,10 @@ class SQLiteBackend:
         self.conn.execute("update memory_entries set kind = ?, content = ?, dedup_key = ?, "
                           "updated = ? where id = ?", (kind, content, dedup_key, updated, entry_id))
 
+    def update_refs(self, entry_id: int, refs: dict) -> None:
+        self.conn.execute("update memory_entries set refs = ? where id = ?",
+                          (json.dumps(refs, ensure_ascii=False), entry_id))
+
     def replace_vector(self, entry_id: int, vector: "np.ndarray", project: str | None) -> None:
         conn = self.conn
         conn.execute("delete from memory_vectors where rowid = ?", (entry_id,))
