@@ -651,3 +651,18 @@ def test_memory_scan_finds_and_redacts_a_secret_in_an_archive_entrys_refs(runner
     if backend == "sqlite":
         assert GHP.encode() not in all_bytes(settings.data_dir)
     assert json.loads(invoke(runner, "memory", "scan", "--json").stdout)["entries"] == 0
+
+
+def test_trace_tail_never_shows_a_database_password_an_older_trace_line_holds(runner, settings):
+    """Before `memory scan --redact` rewrites it, an older line's database URL password is
+    shown as `***`, as everywhere Forge shows a URL (table, --json, and -f's lines)."""
+    from forge.core.fileio import append_line
+
+    append_line(settings.trace_file, json.dumps(
+        {"run_id": "old2", "ok": False, "user_input_preview": "hi",
+         "error": f"could not connect to postgresql://forge:{DB_PASSWORD}@db.lan/forge"}).encode())
+    for args in ([], ["--json"], ["--csv"]):
+        shown = invoke(runner, "trace", "tail", *args)
+        assert shown.exit_code == 0, shown.stderr
+        assert DB_PASSWORD not in shown.stdout and "postgresql://forge:***@db.lan" in shown.stdout
+    assert DB_PASSWORD.encode() in settings.trace_file.read_bytes()   # shown, not rewritten

@@ -48,7 +48,7 @@ def tail(count: int, follow: bool, fmt: str) -> None:
 
     path = get_settings().trace_file
     start = traces.end_offset(path)  # tail stops and follow starts here: no run lost or shown twice
-    records = traces.tail(path, count, end=start)
+    records = [traces.shown(r) for r in traces.tail(path, count, end=start)]
     if fmt == "table":
         emit([_row(r) for r in records], fmt, columns=COLUMNS, wide=("input", "error"),
              empty=None if follow else "no traces yet")
@@ -57,7 +57,7 @@ def tail(count: int, follow: bool, fmt: str) -> None:
     if not follow:
         return
     try:
-        for record in traces.follow(path, start=start):
+        for record in map(traces.shown, traces.follow(path, start=start)):
             if fmt == "table":
                 r = _row(record)
                 click.echo("  ".join(str(r[c]) if r[c] is not None else "" for c in COLUMNS))

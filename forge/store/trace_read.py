@@ -37,6 +37,21 @@ def _parse_lines(lines: list[bytes], path: Path, torn_ok_index: int | None) -> l
     return records
 
 
+def shown(record: Any) -> Any:
+    """A record as a command shows it: every database URL's password `***` (settings.scrub), as
+    everywhere Forge shows a URL; a line written before traces were scrubbed may hold one. Only
+    for display: `memory scan` reads the line as it is, and rewrites it."""
+    from ..core.settings import scrub
+
+    if isinstance(record, str):
+        return scrub(record)
+    if isinstance(record, dict):
+        return {k: shown(v) for k, v in record.items()}
+    if isinstance(record, list):
+        return [shown(v) for v in record]
+    return record
+
+
 def end_offset(path: Path) -> int:
     """Where the file ends now (0 when it does not exist): hand it to `tail(end=)` and
     `follow(start=)` so that a record appended in between is shown exactly once."""
