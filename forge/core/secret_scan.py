@@ -237,6 +237,16 @@ class Redactions:
         self.add(found)
         return cleaned
 
+    def value(self, value: Any) -> Any:
+        """A JSON value (an entry's refs) with `text()` applied to every string in it."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {k: self.value(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.value(v) for v in value]
+        return value
+
     def add(self, found: Iterable[str]) -> None:
         for label in found:
             self.counts[label] = self.counts.get(label, 0) + 1

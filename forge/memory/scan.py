@@ -1,8 +1,8 @@
 """`forge memory scan [--redact]`: the secrets that a store, a history and a trace log written
 before Forge redacted them (or under FORGE_KEEP_SECRETS) still hold, and their rewrite in place.
 
-The scan reads every entry's text and refs, every history message and every trace record with the same
-scanner the writes use (forge/core/secret_scan.py), and lists where each secret is, by type,
+The scan reads every entry's text and refs, every history message and every trace record with
+the same scanner the writes use (forge/core/secret_scan.py), and lists where each secret is, by type,
 with a preview in which it is already replaced: nothing it prints holds a secret. `--redact`
 rewrites what it found: the entries through `rag.redact_entries` (text, words, vector and latent
 terms, one erasing transaction), the history under its lock (each message scanned again there),
@@ -107,7 +107,7 @@ def _entries(settings: Any, redact_them: bool) -> list[Holder]:
         for start in range(0, len(ids), 500):
             for entry_id, entry in store.backend.entries_by_id(ids[start:start + 500]).items():
                 tally = Redactions()
-                cleaned = _redacted_value(entry.refs, tally)
+                cleaned = tally.value(entry.refs)
                 if not tally.counts:
                     continue
                 new_refs[entry_id] = cleaned
@@ -117,17 +117,6 @@ def _entries(settings: Any, redact_them: bool) -> list[Holder]:
             rag.redact_entries(store, found, new_refs)
     return [Holder("entry", i, counts, _preview(text))
             for i, (text, counts) in sorted(found.items())]
-
-
-def _redacted_value(value: Any, found: Redactions) -> Any:
-    """A JSON value with every string's secrets replaced, counted in `found`."""
-    if isinstance(value, str):
-        return found.text(value)
-    if isinstance(value, dict):
-        return {k: _redacted_value(v, found) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redacted_value(v, found) for v in value]
-    return value
 
 
 def _messages(settings: Any, redact_them: bool) -> list[Holder]:

@@ -370,20 +370,10 @@ def _redacted(store: Store, item: NewEntry) -> tuple[NewEntry, dict[str, int]]:
 
     found = Redactions.for_settings(store.settings)
     content = found.text(item.content)
-    refs = _redacted_refs(item.refs, found)   # an older history's ref may hold one too
+    refs = found.value(item.refs)   # an older history's ref may hold one too
     if content == item.content and refs == item.refs:
         return item, found.counts
     return replace(item, content=content, refs=refs), found.counts
-
-
-def _redacted_refs(value: Any, found: Any) -> Any:
-    if isinstance(value, str):
-        return found.text(value)
-    if isinstance(value, dict):
-        return {k: _redacted_refs(v, found) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redacted_refs(v, found) for v in value]
-    return value
 
 
 def _write_new(store: Store, cleaned: list[NewEntry], keys: list[str | None], todo: list[int],
