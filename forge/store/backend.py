@@ -88,9 +88,14 @@ class Backend(Protocol):
 
         `erase=True`: the transaction deletes entries and the deletion must be real (a
         forget is a forget): SQLite zeroes freed pages (`secure_delete`), drops the entry's
-        tokens from the word index at once (FTS5 `secure-delete`) and checkpoints the WAL
-        after the commit; PostgreSQL deletes the rows (dead tuples stay until VACUUM: the
-        README says so and how to force it)."""
+        tokens from the word index at once (FTS5 `secure-delete`), and after the commit
+        rewrites the file (VACUUM) and empties the WAL; PostgreSQL deletes the rows (dead
+        tuples stay until VACUUM: `vacuum`, docs/postgres.md)."""
+
+    def vacuum(self) -> None:
+        """Make what erasing transactions deleted unreadable from the files, outside any
+        transaction: PostgreSQL's VACUUM FULL of the tables that hold an entry's text, words,
+        vector and terms; nothing on SQLite (every erasing transaction has done it)."""
 
     def schema_version(self) -> int:
         """The store's migration count (0: no schema yet)."""
