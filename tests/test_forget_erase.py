@@ -182,3 +182,67 @@ def test_a_reader_holding_the_store_past_the_timeout_gets_a_clear_line_and_the_n
     with rag.open_store(settings) as store:
         rag.forget_many(store, ids[1:])
     assert_gone(settings, store_copy)
+
+
+# ------------------------------------------------------------------ PostgreSQL
+
+def database_files(conn) -> list[Path]:
+    """Every file of the current database's folder (tables, TOAST, indexes, catalogs), but
+    the planner's statistics (pg_statistic): an ANALYZE (autovacuum's, on its own schedule)
+    copies sample values there, which docs/postgres.md says and forge cannot clear."""
+    folder = Path(conn.execute("show data_directory").fetchone()[0])
+    oid = conn.execute("select oid from pg_database where datname = current_database()").fetchone()[0]
+    stats = conn.execute("select pg_relation_filenode('pg_statistic')").fetchone()[0]
+    return [p for p in (folder / "base" / str(oid)).iterdir()
+            if p.is_file() and p.name.split("_")[0].split(".")[0] != str(stats)]
+
+
+def holding(conn, token: str) -> list[str]:
+    conn.execute("checkpoint")   # the shared buffers written to the files
+    return sorted(p.name for p in database_files(conn)
+                  if token.encode() in p.read_bytes() or token[-24:].lower().encode() in p.read_bytes())
+
+
+@pytest.mark.postgres
+def test_postgres_keeps_a_forgotten_row_in_its_table_file_until_forget_vacuum(
+        runner, monkeypatch, postgres_url):
+    import psycopg
+
+    _, tokens = texts_and_tokens()
+    monkeypatch.setenv("FORGE_DATABASE_URL", postgres_url)
+    monkeypatch.setenv("FORGE_KEEP_SECRETS", "1")
+    for n, token in enumerate(tokens[:3]):
+        done = invoke(runner, "remember", f"token {n} is {token}")
+        assert done.exit_code == 0, done.stderr
+    assert invoke(runner, "remember", "the NAS runs Debian 12").exit_code == 0
+    monkeypatch.delenv("FORGE_KEEP_SECRETS")
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        ids = [r[0] for r in conn.execute("select id from memory_entries where content like "
+                                          "'token %' order by id")]
+        assert invoke(runner, "memory", "forget", str(ids[0])).exit_code == 0
+        assert holding(conn, tokens[0])          # a dead tuple: the bytes are still in the file
+        done = invoke(runner, "memory", "forget", str(ids[1]), "--vacuum")
+        assert done.exit_code == 0, done.stderr
+        assert "vacuumed memory_entries" in done.stderr
+        assert holding(conn, tokens[0]) == [] and holding(conn, tokens[1]) == []
+        assert holding(conn, tokens[2])          # what is not forgotten stays
+        assert invoke(runner, "memory", "scan", "--redact", "--yes").exit_code == 0
+        assert holding(conn, tokens[2])          # the redaction left a dead tuple
+        done = invoke(runner, "memory", "scan", "--redact", "--yes", "--vacuum")
+        assert done.exit_code == 0, done.stderr
+        assert holding(conn, tokens[2]) == []
+        assert [r[0] for r in conn.execute("select content from memory_entries order by id")] == [
+            "token 2 is [secret: GitHub token]", "the NAS runs Debian 12"]
+
+
+def test_vacuum_on_sqlite_is_accepted_and_needs_no_more_work(runner, settings, store_copy):
+    target = secret_ids(settings)[0]
+    done = invoke(runner, "memory", "forget", str(target), "--vacuum")
+    assert done.exit_code == 0, done.stderr
+    assert "vacuumed" not in done.stderr     # the forget has rewritten the file already
+    refused = invoke(runner, "memory", "scan", "--vacuum")
+    assert refused.exit_code == 2 and "--vacuum goes with --redact" in refused.stderr
+    done = invoke(runner, "memory", "scan", "--redact", "--yes", "--vacuum")
+    assert done.exit_code == 0, done.stderr
+    assert "vacuumed forge_rag.db" in done.stderr
+    assert_gone(settings, store_copy)

@@ -92,10 +92,12 @@ class Backend(Protocol):
         rewrites the file (VACUUM) and empties the WAL; PostgreSQL deletes the rows (dead
         tuples stay until VACUUM: `vacuum`, docs/postgres.md)."""
 
-    def vacuum(self) -> None:
-        """Make what erasing transactions deleted unreadable from the files, outside any
-        transaction: PostgreSQL's VACUUM FULL of the tables that hold an entry's text, words,
-        vector and terms; nothing on SQLite (every erasing transaction has done it)."""
+    def vacuum(self) -> list[str]:
+        """Outside any transaction, rewrite what holds the entries so no byte of what erasing
+        transactions deleted stays in its files; returns what was rewritten. PostgreSQL: VACUUM
+        FULL of the tables that hold an entry's text, words, vector and terms. SQLite: the
+        file rewrite every erasing transaction already runs (this finishes one that another
+        process held past the busy timeout)."""
 
     def schema_version(self) -> int:
         """The store's migration count (0: no schema yet)."""

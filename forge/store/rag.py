@@ -726,6 +726,20 @@ def forget(store: Store, entry_id: int) -> "Forgotten":
     return forget_many(store, [entry_id])[0]
 
 
+def vacuum(store: Store, *, after_erase: bool = False) -> dict[str, Any]:
+    """`--vacuum` of `forge memory forget` and `memory scan --redact`: rewrite the store's files
+    so no byte of what was forgotten or redacted stays in them (Backend.vacuum): PostgreSQL's
+    VACUUM FULL of the entries' tables, SQLite's file rewrite. `after_erase`: right after an
+    erasing transaction, which on SQLite has just rewritten the file (nothing to do again).
+    Returns {"vacuumed": what was rewritten, "seconds": how long it took}."""
+    import time
+
+    started = time.perf_counter()
+    backend = store.backend
+    done = [] if after_erase and backend.name == "sqlite" else backend.vacuum()
+    return {"vacuumed": done, "seconds": round(time.perf_counter() - started, 3)}
+
+
 def forget_many(store: Store, entry_ids: Sequence[int]) -> list["Forgotten"]:
     """`forget` several entries in one transaction: every id is checked first, so a missing
     one forgets nothing. Each Forgotten names what that forget released, and only that."""

@@ -490,8 +490,13 @@ class SQLiteBackend:
         if erase:
             erase_leftovers(self.conn, self.path)
 
-    def vacuum(self) -> None:
-        """Nothing more to do: every erasing transaction rewrites the file (erase_leftovers)."""
+    def vacuum(self) -> list[str]:
+        """Rewrite the file now (erase_leftovers), as every erasing transaction does after its
+        commit: this finishes one that a reader or writer held past the busy timeout."""
+        if self.missing or self.readonly:
+            return []
+        erase_leftovers(self.conn, self.path)
+        return [Path(self.path).name]
 
     def _copy_follows(self) -> bool:
         """A write must bring the vector copy in step: there is one, or the store has reached
