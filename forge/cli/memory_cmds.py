@@ -510,6 +510,8 @@ def memory_scan(redact: bool, yes: bool, vacuum: bool, fmt: str) -> None:
             f"{'y' if report.count('entry') == 1 else 'ies'}, {report.count('message')} "
             f"message(s) and {report.count('trace')} trace(s)", yes,
             preview="`forge memory scan` without --redact lists them")
+        if report.count("entry"):
+            _note_rewrite(settings)
         report = scan(settings, redact_them=True)
     data = [h.to_dict() for h in report.holders]
     rows = [{**h.to_dict(), "secrets": ", ".join(f"{k} ×{n}" if n > 1 else k
@@ -622,6 +624,7 @@ def memory_forget(entry_ids: tuple[int, ...], kind: str | None, project: str | N
                                  (("kind", kind), ("project", project)) if value is not None)
             confirm_destructive(f"forget {len(targets)} entr{'y' if len(targets) == 1 else 'ies'} "
                           f"of {scope}", yes)
+        _note_rewrite(get_settings())
         results = [f.to_dict() for f in rag.forget_many(store, [e.id for e in targets])]
         if vacuum:
             _vacuum_note(rag.vacuum(store, after_erase=True))
@@ -633,6 +636,23 @@ def memory_forget(entry_ids: tuple[int, ...], kind: str | None, project: str | N
             click.echo(_forgot_line(r))
     else:
         emit(results, fmt, columns=("id", "kind", "released"))
+
+
+LARGE_STORE_BYTES = 100_000_000   # ~25k entries: the rewrite after a forget takes a second or more
+
+
+def _note_rewrite(settings: Any) -> None:
+    """A forget, redaction or edit rewrites the SQLite file after its commit (no byte of the old
+    text stays): on a large file, say so first rather than look stuck."""
+    if settings.database_url:
+        return
+    try:
+        size = settings.rag_db_file.stat().st_size
+    except OSError:
+        return
+    if size >= LARGE_STORE_BYTES:
+        note(f"rewriting {settings.rag_db_file.name} ({size / 1e6:.0f} MB) afterwards so that no "
+             "byte of the old text stays: this takes a few seconds")
 
 
 def _vacuum(settings: Any) -> None:

@@ -712,7 +712,7 @@ def redact_entries(store: Store, texts: dict[int, tuple[str, dict[str, int]]]) -
     return done
 
 
-def forget(store: Store, entry_id: int) -> "Forgotten":
+def forget(store: Store, entry_id: int, *, erase: bool = True) -> "Forgotten":
     """Remove an entry: its row, its vector and its words; release what it superseded (the
     Forgotten names them). Needs no embedder.
 
@@ -722,8 +722,11 @@ def forget(store: Store, entry_id: int) -> "Forgotten":
     rewritten (VACUUM: the copies of old records that page splits left in unused space go too)
     and the WAL emptied (sqlite.erase_leftovers; ~0.2 s on a 10k-entry store). On PostgreSQL
     the row versions stay in the table files until VACUUM (`vacuum`).
+
+    `erase=False`: a plain delete, for a caller that keeps the same text elsewhere in the
+    store (resplit's pieces), where rewriting the file would cost time and erase nothing.
     """
-    return forget_many(store, [entry_id])[0]
+    return forget_many(store, [entry_id], erase=erase)[0]
 
 
 def vacuum(store: Store, *, after_erase: bool = False) -> dict[str, Any]:
@@ -740,14 +743,16 @@ def vacuum(store: Store, *, after_erase: bool = False) -> dict[str, Any]:
     return {"vacuumed": done, "seconds": round(time.perf_counter() - started, 3)}
 
 
-def forget_many(store: Store, entry_ids: Sequence[int]) -> list["Forgotten"]:
-    """`forget` several entries in one transaction: every id is checked first, so a missing
-    one forgets nothing. Each Forgotten names what that forget released, and only that."""
+def forget_many(store: Store, entry_ids: Sequence[int], *,
+                erase: bool = True) -> list["Forgotten"]:
+    """`forget` several entries in one transaction (one file rewrite): every id is checked
+    first, so a missing one forgets nothing. Each Forgotten names what that forget released,
+    and only that."""
     from .results import Forgotten
 
     entry_ids = list(dict.fromkeys(entry_ids))
     backend = store.backend
-    with backend.transaction(erase=True):
+    with backend.transaction(erase=erase):
         found = backend.entries_by_id(entry_ids)
         missing = [i for i in entry_ids if i not in found]
         if missing:
