@@ -165,7 +165,8 @@ def files(folder: Path) -> str:
     return ", ".join(f"{p.name} {p.stat().st_size / 1e6:.1f} MB" for p in sorted(folder.iterdir()))
 
 
-def run(source: Path, work: Path, op: str, erase: bool, tokens: list[str]) -> tuple[float, int, int]:
+def run(source: Path, work: Path, op: str, erase: bool,
+        tokens: list[str]) -> tuple[float, int, int]:
     """One operation on a fresh copy: (seconds, tokens left whole, FTS5 words left)."""
     from forge.memory.scan import entries_holding_secrets
     from forge.store import rag, sqlite

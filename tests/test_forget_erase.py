@@ -189,9 +189,10 @@ def test_a_reader_holding_the_store_past_the_timeout_gets_a_clear_line_and_the_n
 def database_files(conn) -> list[Path]:
     """Every file of the current database's folder (tables, TOAST, indexes, catalogs), but
     the planner's statistics (pg_statistic): an ANALYZE (autovacuum's, on its own schedule)
-    copies sample values there, which docs/postgres.md says and forge cannot clear."""
+    copies sample values there, which docs/secrets.md says and forge cannot clear."""
     folder = Path(conn.execute("show data_directory").fetchone()[0])
-    oid = conn.execute("select oid from pg_database where datname = current_database()").fetchone()[0]
+    oid = conn.execute("select oid from pg_database where datname = current_database()"
+                       ).fetchone()[0]
     stats = conn.execute("select pg_relation_filenode('pg_statistic')").fetchone()[0]
     return [p for p in (folder / "base" / str(oid)).iterdir()
             if p.is_file() and p.name.split("_")[0].split(".")[0] != str(stats)]
@@ -199,8 +200,9 @@ def database_files(conn) -> list[Path]:
 
 def holding(conn, token: str) -> list[str]:
     conn.execute("checkpoint")   # the shared buffers written to the files
+    wanted = (token.encode(), token[-24:].lower().encode())
     return sorted(p.name for p in database_files(conn)
-                  if token.encode() in p.read_bytes() or token[-24:].lower().encode() in p.read_bytes())
+                  if any(w in p.read_bytes() for w in wanted))
 
 
 @pytest.mark.postgres

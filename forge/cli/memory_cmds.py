@@ -489,7 +489,10 @@ SCAN_COLUMNS = ("place", "id", "secrets", "preview")
                    "entries' text, word index, vector and latent terms, the history, the trace "
                    "log (asks first).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask (--redact).")
-@click.option("--vacuum", is_flag=True, help=VACUUM_HELP + " Runs even when nothing is found.")
+@click.option("--vacuum", is_flag=True,
+              help="Then VACUUM FULL the entries' tables (PostgreSQL: the old row versions "
+                   "leave the table files; takes a lock) or rewrite the SQLite file again (what "
+                   "finishes a rewrite another process held up); even when nothing is found.")
 @output_options
 def memory_scan(redact: bool, yes: bool, vacuum: bool, fmt: str) -> None:
     """List the entries, history messages and trace records that hold a secret (an API key,

@@ -720,7 +720,7 @@ def forget(store: Store, entry_id: int, *, erase: bool = True) -> "Forgotten":
     SQLite freed pages are zeroed (`secure_delete`), the word index drops the entry's tokens at
     once (FTS5 `secure-delete`) instead of leaving them in older segments, then the file is
     rewritten (VACUUM: the copies of old records that page splits left in unused space go too)
-    and the WAL emptied (sqlite.erase_leftovers; ~0.2 s on a 10k-entry store). On PostgreSQL
+    and the WAL emptied (sqlite.erase_leftovers; 0.5-1.8 s on a 10k-entry store). On PostgreSQL
     the row versions stay in the table files until VACUUM (`vacuum`).
 
     `erase=False`: a plain delete, for a caller that keeps the same text elsewhere in the

@@ -207,10 +207,10 @@ def erase_leftovers(conn: Any, path: Path | str) -> None:
     VACUUM wrote them. (VACUUM builds the new file in a temporary database first: it holds the
     live rows only, never what was deleted.)
 
-    Measured on a 10k-entry store of 41 MB: ~0.2 s (bench/forget_erase.py). VACUUM takes the
-    write lock (another writer is waited for, the busy timeout); a reader does not stop it,
-    but the checkpoint waits for readers of older snapshots to finish. Either failing past the
-    busy timeout is a StoreError saying the forget is done and its old bytes are not yet
+    Measured on a 10k-entry store of 43 MB: 0.5-1.8 s (bench/forget_erase.py, a shared
+    machine). VACUUM takes the write lock (another writer is waited for, the busy timeout); a
+    reader does not stop it, but the checkpoint waits for readers of older snapshots to finish.
+    Either failing past the busy timeout is a StoreError saying the forget is done and its old bytes are not yet
     overwritten: the next erase (or `forge memory scan --redact --vacuum`) finishes it."""
     try:
         conn.execute("vacuum")
