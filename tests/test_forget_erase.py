@@ -143,6 +143,23 @@ def test_an_edit_of_the_text_leaves_no_byte_of_the_old_one(runner, settings, sto
     assert_gone(settings, [token])
 
 
+def test_undoing_an_aggregate_leaves_no_byte_of_its_line(runner, settings, store_copy):
+    from forge.store.results import Fold
+
+    token = "ghp_" + "Aggr3gat3dT0k3nQ" * 2 + "xY9z"
+    with rag.open_store(settings) as store:
+        sources = rag.entries_by_id(store, secret_ids(settings)[:2])
+        line = f"two notes, one line: the token is {token}"
+        [result] = rag.apply_folds(store, [Fold(
+            sources=sorted(sources), expected={i: e.content for i, e in sources.items()},
+            aggregate=rag.NewEntry("fact", line, source="aggregate"),
+            vector=store.embedder.embed_documents([line])[0])])
+    assert copies(settings.data_dir, [token])
+    done = invoke(runner, "aggregate", "--undo", str(result.id))
+    assert done.exit_code == 0, done.stderr
+    assert_gone(settings, [token])
+
+
 def test_the_http_and_mcp_forgets_give_the_same_guarantee(settings, store_copy):
     from starlette.testclient import TestClient
 
