@@ -475,6 +475,11 @@ def memory_conflicts(project: str | None, kind: str | None, fmt: str) -> None:
              "`forge memory supersede OLD --by NEW` keeps the newer")
 
 
+VACUUM_HELP = ("PostgreSQL: then VACUUM FULL the entries' tables, so the old row versions "
+               "leave the table files (takes a lock; seconds on a large store). SQLite "
+               "always rewrites its file after a forget or redaction: nothing more to do.")
+
+
 SCAN_COLUMNS = ("place", "id", "secrets", "preview")
 
 
@@ -484,8 +489,12 @@ SCAN_COLUMNS = ("place", "id", "secrets", "preview")
                    "entries' text, word index, vector and latent terms, the history, the trace "
                    "log (asks first).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask (--redact).")
+@click.option("--vacuum", is_flag=True,
+              help="Then VACUUM FULL the entries' tables (PostgreSQL: the old row versions "
+                   "leave the table files; takes a lock) or rewrite the SQLite file again (what "
+                   "finishes a rewrite another process held up); even when nothing is found.")
 @output_options
-def memory_scan(redact: bool, yes: bool, fmt: str) -> None:
+def memory_scan(redact: bool, yes: bool, vacuum: bool, fmt: str) -> None:
     """List the entries, history messages and trace records that hold a secret (an API key,
     a token, a private key, a password): written before Forge redacted them, or under
     FORGE_KEEP_SECRETS. Nothing it prints holds the secret itself. --redact rewrites them in
@@ -494,6 +503,8 @@ def memory_scan(redact: bool, yes: bool, fmt: str) -> None:
     from ..core.secret_scan import describe
     from ..memory.scan import scan
 
+    if vacuum and not redact:
+        raise click.UsageError("--vacuum goes with --redact")
     settings = get_settings()
     report = scan(settings)
     if redact and report.holders:
@@ -502,6 +513,8 @@ def memory_scan(redact: bool, yes: bool, fmt: str) -> None:
             f"{'y' if report.count('entry') == 1 else 'ies'}, {report.count('message')} "
             f"message(s) and {report.count('trace')} trace(s)", yes,
             preview="`forge memory scan` without --redact lists them")
+        if report.count("entry"):
+            _note_rewrite(settings)
         report = scan(settings, redact_them=True)
     data = [h.to_dict() for h in report.holders]
     rows = [{**h.to_dict(), "secrets": ", ".join(f"{k} ×{n}" if n > 1 else k
@@ -515,6 +528,8 @@ def memory_scan(redact: bool, yes: bool, fmt: str) -> None:
         note(f"{describe(report.secrets)} {where}" if report.redacted else
              f"{describe(report.secrets, 'found')} {where}; `forge memory scan --redact` "
              "replaces them")
+    if vacuum:
+        _vacuum(settings)
 
 
 @memory.command("supersede")
@@ -575,9 +590,10 @@ def memory_show(entry_id: int, fmt: str) -> None:
 @click.option("--project", "-p", help="Forget every entry of this project.")
 @click.option("--dry-run", is_flag=True, help="List what would be forgotten; change nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask (--kind/--project).")
+@click.option("--vacuum", is_flag=True, help=VACUUM_HELP)
 @output_options
 def memory_forget(entry_ids: tuple[int, ...], kind: str | None, project: str | None,
-                  dry_run: bool, yes: bool, fmt: str) -> None:
+                  dry_run: bool, yes: bool, vacuum: bool, fmt: str) -> None:
     """Remove entries from the rows, vectors and words: each ID, or every entry of --kind
     and/or --project (which asks first; --yes when stdin is not a terminal). The event log
     keeps only that an id was forgotten; entries one superseded are released back into the
@@ -611,7 +627,10 @@ def memory_forget(entry_ids: tuple[int, ...], kind: str | None, project: str | N
                                  (("kind", kind), ("project", project)) if value is not None)
             confirm_destructive(f"forget {len(targets)} entr{'y' if len(targets) == 1 else 'ies'} "
                           f"of {scope}", yes)
+        _note_rewrite(get_settings())
         results = [f.to_dict() for f in rag.forget_many(store, [e.id for e in targets])]
+        if vacuum:
+            _vacuum_note(rag.vacuum(store, after_erase=True))
     if len(entry_ids) == 1:  # one ID: one object, as scripts have always read it
         r = results[0]
         emit_one(r, fmt, text=_forgot_line(r))
@@ -620,6 +639,37 @@ def memory_forget(entry_ids: tuple[int, ...], kind: str | None, project: str | N
             click.echo(_forgot_line(r))
     else:
         emit(results, fmt, columns=("id", "kind", "released"))
+
+
+LARGE_STORE_BYTES = 100_000_000   # ~25k entries: the rewrite after a forget takes a second or more
+
+
+def _note_rewrite(settings: Any) -> None:
+    """A forget, redaction or edit rewrites the SQLite file after its commit (no byte of the old
+    text stays): on a large file, say so first rather than look stuck."""
+    if settings.database_url:
+        return
+    try:
+        size = settings.rag_db_file.stat().st_size
+    except OSError:
+        return
+    if size >= LARGE_STORE_BYTES:
+        note(f"rewriting {settings.rag_db_file.name} ({size / 1e6:.0f} MB) afterwards so that no "
+             "byte of the old text stays: this takes a few seconds")
+
+
+def _vacuum(settings: Any) -> None:
+    from ..store import rag
+
+    if not settings.database_url and not settings.rag_db_file.exists():
+        return
+    with rag.open_store(settings) as store:
+        _vacuum_note(rag.vacuum(store))
+
+
+def _vacuum_note(done: dict[str, Any]) -> None:
+    if done["vacuumed"]:
+        note(f"vacuumed {', '.join(done['vacuumed'])} in {done['seconds']:.1f} s")
 
 
 def _entries_or_none(store: Any, entry_ids: list[int]) -> list[Any]:

@@ -158,7 +158,8 @@ def resplit(store: "Store", *, apply: bool = False, backup: Path | str | None = 
         block.written = [r.id for r in results]
         block.already = sum(not r.created for r in results)
         _pause("resplit_insert")
-        rag.forget(store, block.id)
+        # its pieces hold the same text: nothing to erase, and no file rewrite per block
+        rag.forget(store, block.id, erase=False)
         block.deleted = True
         if on_progress:
             on_progress(1)

@@ -88,9 +88,16 @@ class Backend(Protocol):
 
         `erase=True`: the transaction deletes entries and the deletion must be real (a
         forget is a forget): SQLite zeroes freed pages (`secure_delete`), drops the entry's
-        tokens from the word index at once (FTS5 `secure-delete`) and checkpoints the WAL
-        after the commit; PostgreSQL deletes the rows (dead tuples stay until VACUUM: the
-        README says so and how to force it)."""
+        tokens from the word index at once (FTS5 `secure-delete`), and after the commit
+        rewrites the file (VACUUM) and empties the WAL; PostgreSQL deletes the rows (dead
+        tuples stay until VACUUM: `vacuum`, docs/postgres.md)."""
+
+    def vacuum(self) -> list[str]:
+        """Outside any transaction, rewrite what holds the entries so no byte of what erasing
+        transactions deleted stays in its files; returns what was rewritten. PostgreSQL: VACUUM
+        FULL of the tables that hold an entry's text, words, vector and terms. SQLite: the
+        file rewrite every erasing transaction already runs (this finishes one that another
+        process held past the busy timeout)."""
 
     def schema_version(self) -> int:
         """The store's migration count (0: no schema yet)."""

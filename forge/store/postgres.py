@@ -380,6 +380,48 @@ class PostgresBackend:
             finally:
                 self._depth = 0
 
+    # The tables whose rows hold an entry's text or its words (memory_entries: content and
+    # words, their TOAST and indexes; memory_words: each word), and what recall keeps of it.
+    VACUUM_TABLES = ("memory_entries", "memory_words", "memory_vectors", "memory_sparse",
+                     "memory_sparse_terms", "memory_reindex")
+
+    def vacuum(self) -> list[str]:
+        """VACUUM FULL the tables that held what erasing transactions deleted: each is written
+        anew (its TOAST and indexes too) and its old files are removed, so a deleted row
+        version's bytes are in no file of the table any more. A plain VACUUM only marks them
+        reusable: their bytes stay in the page until a new row lands on them. Takes an ACCESS
+        EXCLUSIVE lock table by table (other sessions wait; one holding a lock past
+        `lock_timeout`, 10 s, is a StoreError line); only the tables' owner may."""
+        if self.missing or self.readonly:
+            return []
+        with self._errors():
+            rows = self.conn.execute(
+                "select c.relname, pg_has_role(c.relowner, 'USAGE') from pg_class c "
+                "where c.oid = any(array(select to_regclass(t) from unnest(%s::text[]) t))",
+                (list(self.VACUUM_TABLES),)).fetchall()
+            refused = sorted(name for name, owner in rows if not owner)
+            if refused:
+                raise StoreError(f"PostgreSQL at {self.location}: only the owner of "
+                                 f"{', '.join(refused)} may VACUUM them; ask its owner to run "
+                                 f"VACUUM FULL {', '.join(refused)}")
+            tables = sorted(name for name, _ in rows)
+            if not tables:
+                return []
+            import psycopg
+
+            self.conn.execute("set lock_timeout = '10s'")
+            try:
+                # Not ANALYZE: it would copy a sample of the live texts into pg_statistic,
+                # whose old row versions stay in its file when the next ANALYZE replaces them.
+                self.conn.execute(f"vacuum full {', '.join(tables)}")
+            except psycopg.errors.LockNotAvailable as e:
+                raise StoreError(f"PostgreSQL at {self.location}: VACUUM FULL waited 10s for "
+                                 f"another session's lock ({_first_line(e)}); nothing is lost, "
+                                 "run it again when the store is idle") from None
+            finally:
+                self.conn.execute("reset lock_timeout")
+        return tables
+
     @contextlib.contextmanager
     def _errors(self) -> Iterator[None]:
         import psycopg
