@@ -439,3 +439,22 @@ def test_remember_at_reads_alike_on_the_cli_post_remember_and_the_mcp_tool(runne
         assert cli.exit_code == 0 and web.status_code == 200 and not tool.is_error
         assert {e["created"] for e in json.loads(invoke(runner, "memory", "ls", "--json")
                                                  .stdout)["entries"]} == {stored}
+
+
+@pytest.mark.parametrize("ts, refused", [
+    ("0999-06-15T10:00:00Z", None), ("2024-03-05", None),
+    ("9999-12-31", "is after today"), ("20240305", "write the date with dashes"),
+    ("٢٠٢٤-٠٣-٠٥", "write its digits 0-9"), ("0001-01-01T00:00:00+14:00", "is before"),
+])
+def test_history_import_reads_a_messages_ts_as_at_does(runner, paris, tmp_path, ts, refused):
+    """A message's `ts` dates its exchange when it is archived: the rule of --at, one line per
+    record naming `ts`, nothing imported."""
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"role": "user", "content": "bonjour", "ts": ts},
+                               ensure_ascii=False) + "\n", encoding="utf-8")
+    result = invoke(runner, "history", "import", str(path))
+    if refused is None:
+        assert result.exit_code == 0, result.stderr
+    else:
+        assert result.exit_code == 1 and f"line 1: ts {ts!r} " in result.stderr, result.stderr
+        assert refused in result.stderr and "nothing was imported" in result.stderr
