@@ -185,6 +185,8 @@ def to_stored(text: str, *, tz: tzinfo | None = None, what: str = "time",
     if utc == _BEFORE:
         raise ForgeError(f"{what} {raw[:40]!r} is before {FIRST}, the first time Forge stores "
                          f"({RANGE})")
+    if now is None and isinstance(utc, datetime) and utc <= datetime.now(timezone.utc):
+        return utc_text(utc)   # the past: no need to find where today ends (~25 µs)
     tomorrow = _tomorrow(now, tz)
     if not isinstance(utc, datetime) or (tomorrow is not None and utc >= tomorrow):
         raise ForgeError(f"{what} {raw[:40]!r} is after today: it says when something happened "
