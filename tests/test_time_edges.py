@@ -458,3 +458,30 @@ def test_history_import_reads_a_messages_ts_as_at_does(runner, paris, tmp_path, 
     else:
         assert result.exit_code == 1 and f"line 1: ts {ts!r} " in result.stderr, result.stderr
         assert refused in result.stderr and "nothing was imported" in result.stderr
+
+
+@pytest.mark.parametrize("value, refused", [
+    ("2026-03-18T15:00", None), ("2026-03-18", None), ("9999-12-31T23:59:59-14:00", None),
+    ("0001-01-01T00:00:00+14:00", None),
+    ("20260318", "FORGE_NOW: '20260318' is not an ISO 8601 date or datetime: write the date "
+                 "with dashes"),
+    ("2026", "FORGE_NOW: '2026' names a year, not a day"),
+    ("٢٠٢٦-٠٣-١٨", "write its digits 0-9"),
+])
+def test_forge_now_takes_what_at_takes_and_any_now_reads_every_expression(value, refused):
+    """FORGE_NOW (the "now" expressions are read against) is read as --at reads a time; at
+    the calendar's edges every expression is still a window or one line, never an error."""
+    from forge.core.errors import SettingsError
+    from forge.core.settings import load_settings
+
+    if refused is not None:
+        with pytest.raises(SettingsError) as bad:
+            load_settings({"FORGE_NOW": value})
+        assert refused in str(bad.value) and "\n" not in str(bad.value)
+        return
+    now = load_settings({"FORGE_NOW": value}).now
+    for text in ("yesterday", "today", "last week", "last month", "last year", "in June",
+                 "since June", "il y a 3 jours", "between March and May 2024", "this week"):
+        kind, got = outcome(when.period, text, now=now, what="--since")
+        assert kind == "ok" or got.startswith("--since "), got
+        when.find(f"what did I do {text}", now=now)

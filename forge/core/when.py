@@ -159,14 +159,11 @@ def _why(raw: str) -> str:
 _AT_FORMS = "(2024-03-05, 2024-03-05T14:30, 2024-03-05T13:30:00Z)"
 
 
-def to_stored(text: str, *, tz: tzinfo | None = None, what: str = "time",
-              now: datetime | str | None = None) -> str:
-    """An ISO 8601 date or datetime (when something happened: `remember --at`, POST /remember's
-    and the MCP tool's `at`, a batch line's "created") as a stored time. A datetime without an
-    offset is local time; a date alone is noon of that day, local time (it stays that day in
-    every zone within 11 hours of this one). Refused (ForgeError, one line naming `what`):
-    anything else, a moment before FIRST, and one after today (local; `now`, else the clock):
-    a stored time says when something happened or was said."""
+def read_moment(text: str, *, what: str = "time") -> datetime:
+    """An ISO 8601 date (its noon) or datetime as typed: naive (local time) or aware (an offset
+    or `Z`). What `--at` and FORGE_NOW take; ForgeError (one line naming `what`) for anything
+    else: a month or a year, no dashes (20240305), digits other than 0-9, a year not of four
+    digits, a day or a time that does not exist."""
     raw = str(text).strip()
     lead = f"{what} {raw[:40]!r} is not an ISO 8601 date or datetime"
     try:
@@ -175,13 +172,24 @@ def to_stored(text: str, *, tz: tzinfo | None = None, what: str = "time",
         raise ForgeError(f"{lead}: {e}") from None
     if read is None:
         raise ForgeError(f"{lead}{_why(raw) or ' ' + _AT_FORMS}")
-    grain, moment = read
+    grain, typed = read
     if grain in ("year", "month"):
         raise ForgeError(f"{what} {raw!r} names a {grain}, not a day: give a date or a "
                          f"datetime {_AT_FORMS}")
-    if grain == "day":
-        moment = moment.replace(hour=12)
-    utc = _utc(moment if moment.tzinfo is not None else _aware(moment, tz))
+    return typed.replace(hour=12) if grain == "day" else typed
+
+
+def to_stored(text: str, *, tz: tzinfo | None = None, what: str = "time",
+              now: datetime | str | None = None) -> str:
+    """An ISO 8601 date or datetime (when something happened: `remember --at`, POST /remember's
+    and the MCP tool's `at`, a batch line's "created", a history message's `ts`) as a stored
+    time. A datetime without an offset is local time; a date alone is noon of that day, local
+    time (it stays that day in every zone within 11 hours of this one). Refused (ForgeError,
+    one line naming `what`): what `read_moment` refuses, a moment before FIRST, and one after today
+    (local; `now`, else the clock): a stored time says when something happened or was said."""
+    raw = str(text).strip()
+    typed = read_moment(raw, what=what)
+    utc = _utc(typed if typed.tzinfo is not None else _aware(typed, tz))
     if utc == _BEFORE:
         raise ForgeError(f"{what} {raw[:40]!r} is before {FIRST}, the first time Forge stores "
                          f"({RANGE})")
@@ -237,17 +245,12 @@ def local_now(now: datetime | str | None = None, tz: tzinfo | None = None) -> da
     aware or naive datetime, or an ISO text: FORGE_NOW; a date alone is its noon), else the
     clock."""
     if now is None:
-        moment = datetime.now(timezone.utc)
+        moment_ = datetime.now(timezone.utc)
     elif isinstance(now, str):
-        raw = now.strip()
-        read = _iso(raw)
-        if read is None:
-            moment = datetime.fromisoformat(raw)
-        else:
-            moment = read[1].replace(hour=12) if read[0] != "time" else read[1]
+        moment_ = read_moment(now, what="FORGE_NOW")
     else:
-        moment = now
-    return _naive(moment, tz)
+        moment_ = now
+    return _naive(moment_, tz)
 
 
 # --------------------------------------------------------------------------- the grammar
