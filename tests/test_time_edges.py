@@ -317,10 +317,10 @@ def test_the_three_doors_agree_on_every_value(text):
         if cli[0] == "ok":
             assert repr(cli[1]) == repr(http_mcp[1])
         else:
-            spelled = {"as_of": "--as-of"}.get(door, f"--{door}")
-            assert cli[1] == "--" + http_mcp[1] if door != "as_of" else \
-                cli[1] == http_mcp[1].replace("as_of", spelled, 1)
+            spelled = {"as_of": "--as-of"}.get(door, f"--{door}")   # the CLI's; HTTP, MCP: door
+            assert cli[1] == spelled + http_mcp[1].removeprefix(door)
             one_line(cli[1], spelled)
+            one_line(http_mcp[1], door)
     at_cli = outcome(when.to_stored, text, what="--at", now=FAR)
     at_api = outcome(when.to_stored, text, what="at", now=FAR)
     assert at_cli[0] == at_api[0] and (at_cli[0] == "refused" or at_cli == at_api)

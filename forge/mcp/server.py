@@ -62,8 +62,9 @@ Replaces = argument("ids of entries this one makes obsolete (a newer fact, a cha
 Query = argument("a question or the words that matter, at most 2000 characters",
                  {"type": "string"})
 Cursor = argument("next_cursor of the previous page", {"type": "string"}, optional=True)
-When = argument("a date or time: an ISO date or datetime (2024-03-05), or an expression in "
-                "English or French (last week, 2024, en mars 2024, il y a deux ans)",
+When = argument("a date or time: an ISO date or datetime (2024-03-05; years 0001 to 9999, "
+                "four digits), or an expression in English or French (last week, 2024, en mars "
+                "2024, il y a deux ans)",
                 {"type": "string"}, optional=True)
 At = argument("when it happened, for a note written after the fact: an ISO date or datetime "
               "(2024-03-05, 2024-03-05T14:30 local time, 2024-03-05T13:30:00Z), years 0001 to "
