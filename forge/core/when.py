@@ -19,8 +19,10 @@ patterns compiled on first use), so it is imported only when the grammar found a
 `forge --help` and a question naming no time never load it, and an ISO date is read by the
 standard library alone.
 
-Stored times are UTC, `%Y-%m-%dT%H:%M:%S.%fZ` (core/timestamps.py): a window's bounds are
-written the same way, so a store compares them as text.
+Stored times are UTC, `YYYY-MM-DDTHH:MM:SS.ffffffZ` with a four-digit year (core/timestamps.py):
+a window's bounds are written the same way, so a store compares them as text. Every time value
+a user gives, at every door, is read here: the years 0001 to 9999, ASCII digits, ISO 8601 with
+dashes (docs/time.md, "One rule at every door").
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ from typing import Any
 from .errors import ForgeError
 from .timestamps import FIRST, LAST, utc_text
 
-STAMP = "%Y-%m-%dT%H:%M:%S.%fZ"
+STAMP = "%Y-%m-%dT%H:%M:%S.%fZ"   # to read a stored time (strptime); written by utc_text
 
 
 class Window:
