@@ -51,7 +51,7 @@ def test_bad_records_are_reported_by_line_and_nothing_is_imported(settings, runn
     assert result.exit_code == 1
     assert "line 2: role must be one of" in result.stderr
     assert "line 4: not JSON" in result.stderr
-    assert "line 5: ts is not an ISO 8601 time" in result.stderr
+    assert "line 5: ts 'yesterday' is not an ISO 8601 date or datetime" in result.stderr
     assert "nothing was imported" in result.stderr and "--skip-bad" in result.stderr
     assert history.read(settings.memory_file).messages == []
 

@@ -93,7 +93,7 @@ class Kind(click.ParamType):
 @click.option("--at", "at", metavar="WHEN",
               help="When it happened, for a note written after the fact: an ISO date or "
                    "datetime (2024-03-05, 2024-03-05T14:30; local time unless it has an "
-                   "offset) [default: now].")
+                   "offset), years 0001 to 9999, not after today [default: now].")
 @output_options
 def remember(kind_or_content: str | None, content: str | None, project: str | None,
              batch: Any, replaces: tuple[int, ...], at: str | None, fmt: str) -> None:

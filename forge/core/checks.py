@@ -133,7 +133,9 @@ def epoch_time(value: Any, name: str) -> str:
         raise BadValue(name, f"{shown(value)} is not a time Forge can store (seconds since "
                              "1970, within the years 1 to 9999)")
     moment = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=value)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    from .timestamps import utc_text
+
+    return utc_text(moment)
 
 
 def iso_time(value: Any, name: str) -> str:
@@ -150,4 +152,6 @@ def iso_time(value: Any, name: str) -> str:
         parsed = parsed.astimezone(timezone.utc)
     except (ValueError, OverflowError):
         raise BadValue(name, f"{shown(value)} is not an ISO 8601 time") from None
-    return parsed.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    from .timestamps import utc_text
+
+    return utc_text(parsed)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple
 
-from .errors import SettingsError
+from .errors import ForgeError, SettingsError
 
 # Qwen3-Embedding's documented retrieval instruction: an instruction is on by default for
 # servers, in the model card's own wording.
@@ -182,17 +182,16 @@ def _origins(name: str, raw: str) -> tuple[str, ...] | None:
 
 
 def _moment(name: str, raw: str) -> str | None:
-    """An ISO 8601 date or datetime (checked here, read by forge/core/when.py)."""
-    from datetime import datetime
+    """An ISO 8601 date or datetime, as `remember --at` reads one (forge/core/when.py)."""
+    from .when import read_moment
 
     text = raw.strip()
     if not text:
         return None
     try:
-        datetime.fromisoformat(text)
-    except ValueError:
-        raise SettingsError(name, f"expected an ISO 8601 date or datetime like 2024-06-10 or "
-                                  f"2024-06-10T09:00, got {text!r}") from None
+        read_moment(text, what=name)
+    except ForgeError as e:   # "NAME '2024' names a year...": NAME said once
+        raise SettingsError(name, str(e).removeprefix(f"{name} ")) from None
     return text
 
 

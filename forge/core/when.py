@@ -19,8 +19,10 @@ patterns compiled on first use), so it is imported only when the grammar found a
 `forge --help` and a question naming no time never load it, and an ISO date is read by the
 standard library alone.
 
-Stored times are UTC, `%Y-%m-%dT%H:%M:%S.%fZ` (core/timestamps.py): a window's bounds are
-written the same way, so a store compares them as text.
+Stored times are UTC, `YYYY-MM-DDTHH:MM:SS.ffffffZ` with a four-digit year (core/timestamps.py):
+a window's bounds are written the same way, so a store compares them as text. Every time value
+a user gives, at every door, is read here: the years 0001 to 9999, ASCII digits, ISO 8601 with
+dashes (docs/time.md, "One rule at every door").
 """
 from __future__ import annotations
 
@@ -29,8 +31,9 @@ from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Any
 
 from .errors import ForgeError
+from .timestamps import FIRST, LAST, utc_text
 
-STAMP = "%Y-%m-%dT%H:%M:%S.%fZ"
+STAMP = "%Y-%m-%dT%H:%M:%S.%fZ"   # to read a stored time (strptime); written by utc_text
 
 
 class Window:
@@ -77,84 +80,199 @@ class Found:
 
 # --------------------------------------------------------------------------- stored times
 
+# The range: the years 0001 to 9999, written with four digits (Python's calendar). A stored
+# time lies between FIRST and LAST (UTC); a window's bound beyond them is open, or empty.
+RANGE = "years 0001 to 9999"
+_BEFORE, _AFTER = "before", "after"    # a moment outside [FIRST, LAST], on that side
+_ONE = timedelta(microseconds=1)
+
+
 def stamp(moment: datetime) -> str:
-    """An aware datetime as a stored time (UTC, microseconds, `Z`)."""
-    return moment.astimezone(timezone.utc).strftime(STAMP)
+    """An aware datetime as a stored time (UTC, microseconds, `Z`, a four-digit year)."""
+    return utc_text(moment.astimezone(timezone.utc))
+
+
+def _utc(moment: datetime) -> datetime | str:
+    """An aware datetime in UTC, or _BEFORE/_AFTER when UTC has no such day (0001-01-01T00:00
+    at +14:00 is the year 0)."""
+    try:
+        return moment.astimezone(timezone.utc)
+    except (OverflowError, ValueError):
+        return _BEFORE if moment.year < 5000 else _AFTER
 
 
 def _aware(naive: datetime, tz: tzinfo | None) -> datetime:
     """A local wall-clock time made aware: in `tz`, or the system's zone (TZ honoured, its
-    offset on that date, daylight saving time included)."""
-    return naive.replace(tzinfo=tz) if tz is not None else naive.astimezone()
-
-
-def to_stored(text: str, *, tz: tzinfo | None = None, what: str = "time") -> str:
-    """An ISO 8601 date or datetime as a stored time. A datetime without an offset is local
-    time; a date alone is noon of that day, local time (it stays that day in every zone
-    within 11 hours of this one). ForgeError (one line, naming `what`) otherwise."""
-    raw = str(text).strip()
+    offset on that date, daylight saving time included). On the calendar's first and last days
+    the system cannot say it (its probe steps out of the years 1 to 9999): the offset of two
+    days further in is taken."""
+    if tz is not None:
+        return naive.replace(tzinfo=tz)
     try:
-        if re.fullmatch(_DATE_ONLY, raw):
-            return stamp(_aware(datetime.fromisoformat(raw).replace(hour=12), tz))
-        moment = datetime.fromisoformat(raw)
-    except ValueError:
-        raise ForgeError(f"{what} {raw[:40]!r} is not an ISO 8601 date or datetime "
-                         "(2024-03-05, 2024-03-05T14:30, 2024-03-05T13:30:00Z)") from None
-    return stamp(moment if moment.tzinfo is not None else _aware(moment, tz))
+        return naive.astimezone()
+    except (OverflowError, ValueError):
+        inward = naive + timedelta(days=2) if naive.year < 5000 else naive - timedelta(days=2)
+        offset = inward.astimezone().utcoffset()
+        return naive.replace(tzinfo=timezone(offset or timedelta(0)))
+
+
+def _naive(moment: datetime, tz: tzinfo | None) -> datetime:
+    """A moment as the local wall-clock time (naive) it compares with; the calendar's first or
+    last moment when that is outside it."""
+    if moment.tzinfo is None:
+        return moment
+    try:
+        return moment.astimezone(tz).replace(tzinfo=None)
+    except (OverflowError, ValueError):
+        return datetime.min if moment.year < 5000 else datetime.max
+
+
+def _iso(raw: str) -> tuple[str, datetime] | None:
+    """The one reading of an ISO 8601 text at every door (--at, --since, --until, --as-of,
+    HTTP, MCP, a batch line's "created"): its granularity (year, month, day or time) and its
+    first moment (naive: local time; aware when it has an offset or `Z`). None when `raw` has
+    not that shape; ValueError when it has it but names no real day or time (2024-02-30,
+    0000-01-01, 25:00)."""
+    m = re.fullmatch(_ISO, raw)
+    if m is None:
+        return None
+    if m["t"]:
+        return "time", datetime.fromisoformat(raw)
+    if m["d"]:
+        return "day", datetime(int(m["y"]), int(m["m"]), int(m["d"]))
+    if m["m"]:
+        return "month", datetime(int(m["y"]), int(m["m"]), 1)
+    return "year", datetime(int(m["y"]), 1, 1)
+
+
+def _why(raw: str) -> str:
+    """What is wrong with a value that is not a date, when its shape says it ('' otherwise)."""
+    if any(c.isdecimal() and not c.isascii() for c in raw):
+        return ": write its digits 0-9"
+    if re.fullmatch(r"[+-][0-9]+(?:-.*)?|[0-9]{5,}-.*|[0-9]{5,7}|[0-9]{9,}", raw):
+        return f": a year has four digits ({RANGE})"
+    if re.fullmatch(r"[0-9]{1,3}(?:-[0-9]{1,2}){0,2}(?:[T ].*)?", raw):
+        return f": a year has four digits: 0999, not 999 ({RANGE})"
+    if re.fullmatch(r"[0-9]{8}(?:T.*)?", raw):
+        return ": write the date with dashes (2024-03-05)"
+    return ""
+
+
+_AT_FORMS = "(2024-03-05, 2024-03-05T14:30, 2024-03-05T13:30:00Z)"
+
+
+def read_moment(text: str, *, what: str = "time") -> datetime:
+    """An ISO 8601 date (its noon) or datetime as typed: naive (local time) or aware (an offset
+    or `Z`). What `--at` and FORGE_NOW take; ForgeError (one line naming `what`) for anything
+    else: a month or a year, no dashes (20240305), digits other than 0-9, a year not of four
+    digits, a day or a time that does not exist."""
+    raw = str(text).strip()
+    lead = f"{what} {raw[:40]!r} is not an ISO 8601 date or datetime"
+    try:
+        read = _iso(raw)
+    except ValueError as e:
+        raise ForgeError(f"{lead}: {e}") from None
+    if read is None:
+        raise ForgeError(f"{lead}{_why(raw) or ' ' + _AT_FORMS}")
+    grain, typed = read
+    if grain in ("year", "month"):
+        raise ForgeError(f"{what} {raw!r} names a {grain}, not a day: give a date or a "
+                         f"datetime {_AT_FORMS}")
+    return typed.replace(hour=12) if grain == "day" else typed
+
+
+def to_stored(text: str, *, tz: tzinfo | None = None, what: str = "time",
+              now: datetime | str | None = None) -> str:
+    """An ISO 8601 date or datetime (when something happened: `remember --at`, POST /remember's
+    and the MCP tool's `at`, a batch line's "created", a history message's `ts`) as a stored
+    time. A datetime without an offset is local time; a date alone is noon of that day, local
+    time (it stays that day in every zone within 11 hours of this one). Refused (ForgeError,
+    one line naming `what`): what `read_moment` refuses, a moment before FIRST, and one after today
+    (local; `now`, else the clock): a stored time says when something happened or was said."""
+    raw = str(text).strip()
+    typed = read_moment(raw, what=what)
+    utc = _utc(typed if typed.tzinfo is not None else _aware(typed, tz))
+    if utc == _BEFORE:
+        raise ForgeError(f"{what} {raw[:40]!r} is before {FIRST}, the first time Forge stores "
+                         f"({RANGE})")
+    if now is None and isinstance(utc, datetime) and utc <= datetime.now(timezone.utc):
+        return utc_text(utc)   # the past: no need to find where today ends (~25 µs)
+    tomorrow = _tomorrow(now, tz)
+    if not isinstance(utc, datetime) or (tomorrow is not None and utc >= tomorrow):
+        raise ForgeError(f"{what} {raw[:40]!r} is after today: it says when something happened "
+                         "or was said (a plan's date goes in its text)")
+    return utc_text(utc)
+
+
+def _tomorrow(now: datetime | str | None, tz: tzinfo | None) -> datetime | None:
+    """The start of tomorrow, local time, in UTC (None past the calendar's end)."""
+    day = local_now(now, tz).date()
+    try:
+        start = datetime.combine(day + timedelta(days=1), datetime.min.time())
+    except OverflowError:
+        return None
+    utc = _utc(_aware(start, tz))
+    return utc if isinstance(utc, datetime) else None
 
 
 def local_date(created: str, tz: tzinfo | None = None) -> str:
     """A stored time's date (YYYY-MM-DD) in the local time zone: what tables, the hot block
-    and the chat's lines show. An unreadable value is shown as its first ten characters."""
+    and the chat's lines show. An unreadable value is shown as its first ten characters; one
+    whose local day is outside the calendar (0001-01-01T00:00Z west of Greenwich), as its UTC
+    date."""
     try:
         moment = datetime.fromisoformat(created)
     except (TypeError, ValueError):
         return str(created)[:10]
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(tz).strftime("%Y-%m-%d")
+    try:
+        moment = moment.astimezone(tz)
+    except (OverflowError, ValueError):
+        pass
+    return _day(moment)
+
+
+def _day(moment: datetime) -> str:
+    return f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
 
 
 def today(now: datetime | str | None = None, tz: tzinfo | None = None) -> str:
     """Today's local date, YYYY-MM-DD (the chat tells the model)."""
-    return local_now(now, tz).strftime("%Y-%m-%d")
+    return _day(local_now(now, tz))
 
 
 def local_now(now: datetime | str | None = None, tz: tzinfo | None = None) -> datetime:
     """The naive local wall-clock time expressions are read against: `now` when given (an
-    aware or naive datetime, or an ISO text: FORGE_NOW), else the clock."""
+    aware or naive datetime, or an ISO text: FORGE_NOW; a date alone is its noon), else the
+    clock."""
     if now is None:
-        moment = datetime.now(timezone.utc)
+        moment_ = datetime.now(timezone.utc)
     elif isinstance(now, str):
-        raw = now.strip()
-        moment = datetime.fromisoformat(raw)
-        if re.fullmatch(_DATE_ONLY, raw):
-            moment = moment.replace(hour=12)
-        if moment.tzinfo is None:
-            return moment
+        moment_ = read_moment(now, what="FORGE_NOW")
     else:
-        moment = now
-        if moment.tzinfo is None:
-            return moment
-    return moment.astimezone(tz).replace(tzinfo=None)
+        moment_ = now
+    return _naive(moment_, tz)
 
 
 # --------------------------------------------------------------------------- the grammar
 
-_DATE_ONLY = r"\d{4}-\d\d-\d\d"
-_ISO = (r"(?P<y>\d{4})(?:-(?P<m>\d\d)(?:-(?P<d>\d\d)(?P<t>[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?"
-        r"(?:Z|[+-]\d\d:?\d\d)?)?)?)?")
+# ISO 8601 as Forge reads it, ASCII digits only: a year (four digits), a month, a day, a
+# time of day (minutes, seconds, a fraction; an offset or `Z`), the extended format (dashes).
+_ISO = (r"(?P<y>[0-9]{4})(?:-(?P<m>[0-9]{2})(?:-(?P<d>[0-9]{2})(?P<t>[T ][0-9]{2}:[0-9]{2}"
+        r"(?::[0-9]{2}(?:\.[0-9]+)?)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?)?)?")
 
 _EN_MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|"
               "december")
 _FR_MONTHS = ("janvier|f[ée]vrier|mars|avril|mai|juin|juillet|ao[uû]t|septembre|octobre|"
               "novembre|d[ée]cembre")
-_YEAR = r"(?:19[7-9]\d|20\d\d)"
-_DAY = r"(?:3[01]|[12]\d|0?[1-9])"
+_YEAR = r"(?:19[7-9][0-9]|20[0-9][0-9])"
+_DAY = r"(?:3[01]|[12][0-9]|0?[1-9])"
 _AP = "['’]"
-_EN_NUM = r"(?:\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
-_FR_NUM = r"(?:\d{1,3}|une?|deux|trois|quatre|cinq|six|sept|huit|neuf|dix|onze|douze)"
-_ISO_TEXT = r"\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?"
+_EN_NUM = r"(?:[0-9]{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+_FR_NUM = r"(?:[0-9]{1,3}|une?|deux|trois|quatre|cinq|six|sept|huit|neuf|dix|onze|douze)"
+_ISO_TEXT = (r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?"
+             r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?")
 
 # A date that stands on its own, in each language (no preposition needed).
 _EN_POINT = (
@@ -163,7 +281,7 @@ _EN_POINT = (
     rf"|(?:last|this|previous)\s+(?:week|month|year)"
     rf"|{_EN_NUM}\s+(?:days?|weeks?|months?|years?)\s+ago"
     rf"|(?:the\s+)?{_DAY}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_EN_MONTHS})(?:,?\s+{_YEAR})?"
-    rf"|(?:{_EN_MONTHS})\s+{_DAY}(?:st|nd|rd|th)?(?:,?\s+{_YEAR})?(?!\d)"
+    rf"|(?:{_EN_MONTHS})\s+{_DAY}(?:st|nd|rd|th)?(?:,?\s+{_YEAR})?(?![0-9])"
     rf"|(?:{_EN_MONTHS})(?:\s+of)?\s+{_YEAR}"
 )
 _FR_POINT = (
@@ -229,7 +347,7 @@ def _languages(text: str) -> tuple[set[str], set[str]]:
         langs.add("en")
     if not words.isdisjoint(_FR_WORDS):
         langs.add("fr")
-    if any(len(w) == 4 and w.isdigit() and 1970 <= int(w) <= 2099 for w in words):
+    if any(len(w) == 4 and w.isascii() and w.isdigit() and 1970 <= int(w) <= 2099 for w in words):
         langs.update(("en", "fr"))
     return langs, words
 
@@ -262,10 +380,30 @@ def _match(text: str, *, whole: bool) -> tuple[str, str, re.Match[str]] | None:
 # --------------------------------------------------------------------------- reading
 
 class _Period:
-    __slots__ = ("start", "end")     # naive local times
+    """[start, end): local wall-clock times (naive), or a moment typed with its offset
+    (aware); `end` is _BEYOND when it is after the calendar's last day."""
+    __slots__ = ("start", "end")
 
     def __init__(self, start: datetime, end: datetime):
         self.start, self.end = start, end
+
+
+# The end of a period that ends with the calendar (9999, December 9999, 9999-12-31): after the
+# last local moment. Told apart by identity, never compared as a time.
+_BEYOND = datetime.max.replace(tzinfo=timezone.utc)
+_LAST_UTC = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc)
+
+
+def _next(start: datetime, **step: int) -> datetime:
+    try:
+        if "years" in step:
+            return start.replace(year=start.year + step["years"])
+        if "months" in step:
+            return start.replace(year=start.year + (start.month == 12),
+                                 month=start.month % 12 + 1)
+        return start + timedelta(**step)
+    except (OverflowError, ValueError):
+        return _BEYOND
 
 
 _parsers: dict[str, tuple[datetime, Any]] = {}   # language -> (its base, its parser)
@@ -287,44 +425,32 @@ def _dateparser(lang: str, base: datetime) -> Any:
 def _period(moment: datetime, granularity: str) -> _Period:
     if granularity == "year":
         start = datetime(moment.year, 1, 1)
-        return _Period(start, datetime(moment.year + 1, 1, 1))
+        return _Period(start, _next(start, years=1))
     if granularity == "month":
         start = datetime(moment.year, moment.month, 1)
-        nxt = datetime(moment.year + (moment.month == 12), moment.month % 12 + 1, 1)
-        return _Period(start, nxt)
+        return _Period(start, _next(start, months=1))
     if granularity == "week":
         monday = datetime.combine(moment.date() - timedelta(days=moment.weekday()), datetime.min.time())
-        return _Period(monday, monday + timedelta(days=7))
+        return _Period(monday, _next(monday, days=7))
     if granularity == "day":
         start = datetime.combine(moment.date(), datetime.min.time())
-        return _Period(start, start + timedelta(days=1))
-    return _Period(moment, moment)    # a time of day: a moment
+        return _Period(start, _next(start, days=1))
+    return _Period(moment, moment)    # a time of day: a moment (its offset kept)
 
 
-def _iso_period(text: str, tz: tzinfo | None) -> _Period | None:
+def _iso_period(text: str) -> _Period | None:
     """An ISO date (that day), year-month (that month), year (that year) or datetime (that
     moment, local when it has no offset); None when `text` is not one."""
-    m = re.fullmatch(_ISO, text.strip())
-    if m is None:
-        return None
     try:
-        if m["t"]:
-            moment = datetime.fromisoformat(text.strip())
-            if moment.tzinfo is not None:   # the local wall-clock time of that moment
-                moment = moment.astimezone(tz).replace(tzinfo=None)
-            return _Period(moment, moment)
-        if m["d"]:
-            return _period(datetime(int(m["y"]), int(m["m"]), int(m["d"])), "day")
-        if m["m"]:
-            return _period(datetime(int(m["y"]), int(m["m"]), 1), "month")
-        return _period(datetime(int(m["y"]), 1, 1), "year")
+        read = _iso(text.strip())
     except ValueError:
         return None
+    return None if read is None else _period(read[1], read[0])
 
 
-def _read(text: str, lang: str, base: datetime, tz: tzinfo | None) -> _Period | None:
+def _read(text: str, lang: str, base: datetime) -> _Period | None:
     """One date of an expression as its calendar period, read against `base`."""
-    iso = _iso_period(text, tz)
+    iso = _iso_period(text)
     if iso is not None:
         return iso
     data = _dateparser(lang, base).get_date_data(" ".join(text.split()))
@@ -336,30 +462,35 @@ def _read(text: str, lang: str, base: datetime, tz: tzinfo | None) -> _Period | 
     return _period(moment, data.period or "day")
 
 
+def _local(moment: datetime, tz: tzinfo | None) -> datetime:
+    """A period's bound as the naive local time it compares with (_BEYOND: the last one)."""
+    return datetime.max if moment is _BEYOND else _naive(moment, tz)
+
+
 def _read_match(name: str, lang: str, m: re.Match[str], now: datetime, tz: tzinfo | None
                 ) -> tuple[datetime | None, datetime | None] | None:
     """The local [start, end) an expression names; None when a date in it cannot be read."""
     if name == "range":
-        b = _read(m["b"], lang, now, tz)
+        b = _read(m["b"], lang, now)
         if b is None:
             return None
         a_text = m["a"].strip()
         if re.fullmatch(rf"1er|{_DAY}", a_text, re.IGNORECASE):   # "du 3 au 5 mars": b's month
-            day = int(re.sub(r"\D", "", a_text))
+            day = int(re.sub(r"[^0-9]", "", a_text))
             try:
-                a = _period(b.start.replace(day=day), "day")
+                a = _period(_local(b.start, tz).replace(day=day), "day")
             except ValueError:
                 return None
         else:
             # "between March and May 2024": March is read before May 2024
-            a = _read(a_text, lang, b.end - timedelta(microseconds=1)
-                      if not re.search(_YEAR, a_text) else now, tz)
+            a = _read(a_text, lang, _local(b.end, tz) - _ONE
+                      if not re.search(_YEAR, a_text) else now)
         if a is None:
             return None
-        if a.start > b.start:
+        if _local(a.start, tz) > _local(b.start, tz):
             return None
         return a.start, b.end
-    a = _read(m["a"], lang, now, tz)
+    a = _read(m["a"], lang, now)
     if a is None:
         return None
     if name == "since":
@@ -371,11 +502,29 @@ def _read_match(name: str, lang: str, m: re.Match[str], now: datetime, tz: tzinf
     return a.start, a.end
 
 
+def _bound(moment: datetime | None, tz: tzinfo | None, side: str) -> str | None:
+    """A period's bound as a stored time, for `side` (since, until or as_of). Beyond the range
+    a store holds: a since before FIRST is open (None), after LAST it is LAST (nothing is
+    after); an until before FIRST is FIRST (nothing is before), after LAST it is open (an
+    as_of, LAST)."""
+    if moment is None:
+        return None
+    if moment is _BEYOND:
+        last = _utc(_aware(datetime.max, tz))
+        utc = last + _ONE if isinstance(last, datetime) and last < _LAST_UTC else _AFTER
+    else:
+        utc = _utc(moment if moment.tzinfo is not None else _aware(moment, tz))
+    if utc == _BEFORE:
+        return None if side == "since" else FIRST
+    if not isinstance(utc, datetime):
+        return None if side == "until" else LAST
+    return utc_text(utc)
+
+
 def _window(bounds: tuple[datetime | None, datetime | None], tz: tzinfo | None,
             text: str | None) -> Window:
     start, end = bounds
-    return Window(None if start is None else stamp(_aware(start, tz)),
-                  None if end is None else stamp(_aware(end, tz)), text)
+    return Window(_bound(start, tz, "since"), _bound(end, tz, "until"), text)
 
 
 def find(question: str, *, now: datetime | str | None = None,
@@ -394,7 +543,7 @@ def find(question: str, *, now: datetime | str | None = None,
     bounds = _read_match(name, lang, m, moment, tz)
     if bounds is None:
         return None
-    if bounds[0] is not None and bounds[0] > moment:
+    if bounds[0] is not None and _local(bounds[0], tz) > moment:
         # a period that has not begun holds nothing written yet: the question is about what
         # is planned for it ("what is planned for December 2027?"), its words stay words
         return None
@@ -423,25 +572,28 @@ DOCS_EXAMPLES = (
 )   # None: ISO 8601, the same in every language
 
 
-def period(text: str, *, now: datetime | str | None = None, tz: tzinfo | None = None,
-           what: str = "WHEN") -> Window:
-    """The whole period `text` names (an ISO date, month, year or datetime, or one natural
-    expression, in English or French), as a window; ForgeError (one line naming `what`) when
-    it is not one."""
+def _bounds(text: str, now: datetime | str | None, tz: tzinfo | None, what: str
+            ) -> tuple[datetime | None, datetime | None]:
+    """The local [start, end) of the whole period `text` names; ForgeError (one line naming
+    `what`) when it names none."""
     raw = " ".join(str(text).split())
     if not raw:
         raise ForgeError(f"{what} is empty; give a date (2024-03-05) or an expression "
                          "(last week, en mars 2024)")
-    iso = _iso_period(raw, tz)
-    if iso is not None:
-        return _window((iso.start, iso.end), tz, None)
+    try:
+        read = _iso(raw)
+    except ValueError as e:
+        raise ForgeError(f"{what} {raw[:60]!r} is not a date: {e}") from None
+    if read is not None:
+        iso = _period(read[1], read[0])
+        return iso.start, iso.end
     found = _match(raw, whole=True) if may_hold_time(raw) else None
     if found is None:
         # a month or a year alone is a date here: nothing else stands around it
         bare = re.fullmatch(rf"(?:{_EN_BARE})|(?:{_FR_BARE})", raw, re.IGNORECASE)
         if bare is None:
             raise ForgeError(f"{what} {raw[:60]!r} is not a date or a time expression "
-                             f"Forge reads {_EXAMPLES}")
+                             f"Forge reads{_why(raw) or ' ' + _EXAMPLES}")
         lang = "fr" if re.fullmatch(_FR_BARE, raw, re.IGNORECASE) and not \
             re.fullmatch(_EN_BARE, raw, re.IGNORECASE) else "en"
         found = ("point", lang, re.fullmatch(rf"(?P<a>{re.escape(raw)})", raw))  # type: ignore[assignment]
@@ -449,7 +601,17 @@ def period(text: str, *, now: datetime | str | None = None, tz: tzinfo | None = 
     bounds = _read_match(name, lang, m, local_now(now, tz), tz)
     if bounds is None:
         raise ForgeError(f"{what} {raw[:60]!r} is not a date Forge can read {_EXAMPLES}")
-    return _window(bounds, tz, None)
+    return bounds
+
+
+def period(text: str, *, now: datetime | str | None = None, tz: tzinfo | None = None,
+           what: str = "WHEN") -> Window:
+    """The whole period `text` names (an ISO date, month, year or datetime, or one natural
+    expression, in English or French), as a window; ForgeError (one line naming `what`) when
+    it is not one. The one reading of --since, --until and --as-of at every door (the CLI,
+    GET /search and /memory, the MCP tools): years 0001 to 9999, four ASCII digits; a bound
+    beyond the times a store holds is open on that side, or leaves the window empty."""
+    return _window(_bounds(text, now, tz, what), tz, None)
 
 
 def options(since: str | None = None, until: str | None = None, *,
@@ -471,10 +633,8 @@ def options(since: str | None = None, until: str | None = None, *,
 def as_of(text: str, *, now: datetime | str | None = None, tz: tzinfo | None = None,
           name: str = "--as-of") -> str:
     """`--as-of WHEN`: the end of WHEN's period (as the store stood then: entries created
-    before it)."""
-    window = period(text, now=now, tz=tz, what=name)
-    if window.until is None:
+    before it); LAST when that is after the last time a store holds."""
+    end = _bounds(text, now, tz, name)[1]
+    if end is None:
         raise ForgeError(f"{name} {text!r} names no end (give a date or a period)")
-    return window.until
-
-
+    return _bound(end, tz, "as_of")  # type: ignore[return-value]

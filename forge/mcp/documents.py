@@ -86,9 +86,9 @@ def check_project(value: Any) -> str | None:
 # -- the documents -------------------------------------------------------------------------------
 
 def remember(settings: Any, content: Any, kind: Any = None, project: Any = None,
-             replaces: Any = None) -> dict[str, Any]:
-    """`forge remember KIND CONTENT [--replaces ID]... --json` ({id, created, replaced,
-    conflicts, secrets_redacted}): conflicts.remember, as the CLI calls it."""
+             replaces: Any = None, at: Any = None) -> dict[str, Any]:
+    """`forge remember KIND CONTENT [--replaces ID]... [--at WHEN] --json` ({id, created,
+    replaced, conflicts, secrets_redacted}): conflicts.remember, as the CLI calls it."""
     from ..memory import conflicts
     from ..store import rag
 
@@ -96,8 +96,14 @@ def remember(settings: Any, content: Any, kind: Any = None, project: Any = None,
     content = check_text(content, "content")
     project = check_project(project)
     ids = check_ids(replaces, "replaces")
+    created = None
+    if at is not None:
+        from ..core.when import to_stored
+
+        created = to_stored(check_text(at, "at"), what="at")
     with rag.open_store(settings) as store:
-        return conflicts.remember(store, kind, content, project=project, replaces=ids).to_dict()
+        return conflicts.remember(store, kind, content, project=project, replaces=ids,
+                                  created=created).to_dict()
 
 
 def memory_conflicts(settings: Any, project: Any = None, kind: Any = None) -> dict[str, Any]:

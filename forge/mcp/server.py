@@ -62,9 +62,13 @@ Replaces = argument("ids of entries this one makes obsolete (a newer fact, a cha
 Query = argument("a question or the words that matter, at most 2000 characters",
                  {"type": "string"})
 Cursor = argument("next_cursor of the previous page", {"type": "string"}, optional=True)
-When = argument("a date or time: an ISO date or datetime (2024-03-05), or an expression in "
-                "English or French (last week, 2024, en mars 2024, il y a deux ans)",
+When = argument("a date or time: an ISO date or datetime (2024-03-05; years 0001 to 9999, "
+                "four digits), or an expression in English or French (last week, 2024, en mars "
+                "2024, il y a deux ans)",
                 {"type": "string"}, optional=True)
+At = argument("when it happened, for a note written after the fact: an ISO date or datetime "
+              "(2024-03-05, 2024-03-05T14:30 local time, 2024-03-05T13:30:00Z), years 0001 to "
+              "9999, not after today; default now", {"type": "string"}, optional=True)
 Filter = argument(f"only entries whose text holds this (case-insensitive; at most "
                   f"{checks.MAX_FILTER_CHARS} characters)", {"type": "string"}, optional=True)
 
@@ -136,7 +140,7 @@ def create_server(settings: Any) -> MCPServer:
     @server.forge_tool(annotations=ToolAnnotations(title="Remember", destructive_hint=False,
                                              idempotent_hint=True, open_world_hint=False))
     async def remember(content: Content, kind: Kind = None, project: Project = None,
-                       replaces: Replaces = None) -> CallToolResult:
+                       replaces: Replaces = None, at: At = None) -> CallToolResult:
         """Save one durable memory the user will want used in later conversations: a decision,
         a todo, a fact (the default), a preference, or a correction of something remembered
         wrongly. Call it when the user states or confirms something worth knowing next time (a
@@ -144,11 +148,12 @@ def create_server(settings: Any) -> MCPServer:
         without this conversation. An exact duplicate writes nothing and returns the existing
         id. When it makes an older entry obsolete, pass that entry's id in `replaces`.
         `conflicts` lists active entries it may contradict (it is written all the same): ask
-        the user which holds, then forget or replace. Answers `forge remember --json`:
+        the user which holds, then forget or replace. `at`: when it happened, for something
+        the user tells after the fact (default now). Answers `forge remember --json`:
         {"id", "created", "replaced", "conflicts", "secrets_redacted"}: a secret in the content
         (an API key, a password) is replaced by a marker naming its type before the write."""
         return await answer(lambda: documents.remember(settings, content, kind, project,
-                                                       replaces), "remember")
+                                                       replaces, at), "remember")
 
     @server.forge_tool(annotations=ToolAnnotations(title="Recall", read_only_hint=True,
                                              open_world_hint=False))

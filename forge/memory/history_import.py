@@ -95,10 +95,14 @@ def _check(obj: Any) -> tuple[NewMessage | None, str | None, set[str]]:
         return None, "content must be a string", unknown
     ts = obj.get("ts")
     if ts is not None:
-        try:
-            checks.iso_time(ts, "ts")   # kept as written
-        except checks.BadValue:
+        if not isinstance(ts, str):
             return None, f"ts is not an ISO 8601 time ({shown(ts)})", unknown
+        from ..core.when import to_stored
+
+        try:   # the rule of remember --at (it dates the exchange); kept as written
+            to_stored(ts, what="ts")
+        except ForgeError as e:
+            return None, str(e), unknown
     ref = obj.get("ref")
     if ref is not None and not isinstance(ref, (str, int)) or isinstance(ref, bool):
         return None, "ref must be a string", unknown

@@ -73,14 +73,18 @@ def told(period: "Window") -> "Window | None":
     "before August 3" bounds nothing). Measured on bench/time_questions.py and LoCoMo
     (docs/time.md): the period alone as a window lost LoCoMo questions whose answer was told in
     a later session, or a few days before the date the question names."""
+    from ..core.timestamps import utc_text
     from ..core.when import STAMP, Window
 
     if period.since is None:
         return None
     from datetime import datetime
 
-    start = datetime.strptime(period.since, STAMP) - ANNOUNCED
-    return Window(start.strftime(STAMP), None, period.from_query)
+    try:
+        start = datetime.strptime(period.since, STAMP) - ANNOUNCED
+    except OverflowError:   # within a fortnight of the first day a store holds: all of it
+        return None
+    return Window(utc_text(start), None, period.from_query)
 
 
 def period_first(rows: list["SearchRow"], period: "Window") -> list["SearchRow"]:

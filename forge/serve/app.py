@@ -175,12 +175,17 @@ def _open(settings: Any) -> Any:
 # -- the library calls, one per CLI twin (each returns the twin's --json document) --------------
 
 def do_remember(settings: Any, kind: str | None, content: str, project: str | None,
-                replaces: list[int] | None = None) -> dict:
+                replaces: list[int] | None = None, at: str | None = None) -> dict:
     from ..memory import conflicts
 
+    created = None
+    if at is not None:   # read before the store opens: a refused time writes nothing
+        from ..core.when import to_stored
+
+        created = to_stored(at, what="at")
     with _open(settings) as store:
         return conflicts.remember(store, kind or "fact", content, project=project,
-                                  replaces=replaces or ()).to_dict()
+                                  replaces=replaces or (), created=created).to_dict()
 
 
 def do_conflicts(settings: Any, kind: str | None, project: str | None) -> dict:
@@ -365,14 +370,14 @@ async def status(request: Request) -> Response:
 @api
 async def remember(request: Request) -> Response:
     """
-    summary: Write one deliberate memory (forge remember KIND CONTENT --json)
+    summary: Write one deliberate memory (forge remember KIND CONTENT [--at WHEN] --json)
     requestBody:
       content:
         application/json:
-          schema: {type: object, required: [content], properties: {kind: {type: string}, content: {type: string}, project: {type: string}, replaces: {type: array, items: {type: integer}}}}
+          schema: {type: object, required: [content], properties: {kind: {type: string}, content: {type: string}, project: {type: string}, replaces: {type: array, items: {type: integer}}, at: {type: string, description: 'when it happened (remember --at): an ISO date or datetime, years 0001 to 9999, not after today'}}}
     responses:
       200: {description: '{"id", "created", "replaced", "conflicts", "secrets_redacted"}: created false for an exact duplicate; conflicts = the active entries it may contradict (written all the same); secrets_redacted = the secrets replaced by a marker before the write, by type'}
-      400: {description: bad input (unknown kind, over a cap, bad JSON, a refused replacement)}
+      400: {description: 'bad input (unknown kind, over a cap, bad JSON, a refused replacement, an "at" that is not a date Forge stores, or after today)'}
       404: {description: a replaced id that does not exist; nothing written}
       502: {description: the embedding server is down; nothing written}
     """
@@ -381,8 +386,9 @@ async def remember(request: Request) -> Response:
     kind = text_field(body, "kind", required=False)
     project = text_field(body, "project", required=False)
     replaces = _ids(body, "replaces", required=False)
+    at = text_field(body, "at", required=False)
     return JSONResponse(await call(do_remember, settings_of(request), kind, content, project,
-                                   replaces))
+                                   replaces, at))
 
 
 def _ids(body: dict[str, Any], name: str, *, required: bool = True) -> list[int]:
