@@ -94,14 +94,14 @@ def recall_rows(folder: Path, data: dict, sentence: str) -> list[list[int]]:
 
 
 def judge(data: dict, ids: dict[str, int], rows: list[list[int]]) -> list[dict]:
-    """Each question scored: its first row is the expected note (one expected), or every
-    expected note is in the first 3 rows (two expected)."""
+    """Each question scored: its first row is the expected note or a note it names `also` (one
+    expected), or every expected note is in the first 3 rows (two expected)."""
     key_of = {v: k for k, v in ids.items()}
     out = []
     for q, got in zip(data["questions"], rows):
         want = [ids[k] for k in expected(q)]
         ok = (all(w in got[:3] for w in want) if len(want) > 1
-              else bool(got) and got[0] == want[0])
+              else bool(got) and got[0] in [want[0], *(ids[k] for k in q.get("also", []))])
         out.append({**q, "ok": ok, "ranks": [got.index(w) + 1 if w in got else None for w in want],
                     "first": key_of.get(got[0], f"#{got[0]}") if got else None})
     return out
