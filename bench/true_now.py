@@ -269,10 +269,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.locomo and not args.all:
         parser.error("--locomo goes with --all")
-    if args.locomo and os.environ.get("FORGE_LOCOMO"):
+    if args.locomo:
         import locomo   # recall_sets reads LoCoMo's questions from locomo.DEFAULT_DATA
 
-        locomo.DEFAULT_DATA = Path(os.environ["FORGE_LOCOMO"])
+        if os.environ.get("FORGE_LOCOMO"):
+            locomo.DEFAULT_DATA = Path(os.environ["FORGE_LOCOMO"])
+        if not locomo.DEFAULT_DATA.is_file():
+            parser.error(f"no LoCoMo data at {locomo.DEFAULT_DATA} (set FORGE_LOCOMO)")
+        if not list(args.locomo.glob("conversation-*/locomo-built.json")):
+            parser.error(f"--locomo {args.locomo}: no store built there "
+                         "(bench/locomo.py --keep DIR builds them)")
     keep = args.keep or Path(tempfile.mkdtemp(prefix="forge-true-now-"))
     names = list(SETS) if args.all else [args.set]
     results = [run_set(name, keep) for name in names]
