@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                        ("question", "a question"),
                        ("note", "a note"), ("long", "a 1,000-character note")):
         w, f, m = (1000 * tmed[which][key] for which in ("whole", "first", "mapped"))
-        trows.append([label, f"{w:.2f} ms", f"{f:.2f} ms", f"{m:.2f} ms", f"{m / w:.2f}"])
+        trows.append([label, f"{w:.3f} ms", f"{f:.3f} ms", f"{m:.3f} ms", f"{m / w:.3f}"])
     checked = same_ids(args.locomo)
     with docs_figures.tee("sentence_cost", args.write_docs):
         print(f"median of {args.runs} fresh interpreters each (one BLAS thread); "

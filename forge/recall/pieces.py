@@ -18,9 +18,9 @@ Which pieces a text can use comes from an index the first process writes in the 
 folder (`write`: beside the sentence model's uncompressed weights, a folder written whole and
 renamed into place) and later ones map (`mapped`): the model's pieces as they stand in its
 file, and a hash table of every piece and every prefix of one (a walk along the text stops at
-the first prefix no piece has). A small model loads in ~0.3 ms; a process that tokenizes more
-than FULL_AFTER characters (a reindex, a batch) builds the whole tokenizer once and uses it from
-then on: the same ids, at its own speed.
+the first prefix no piece has). A small model loads in ~0.3 ms; a process that tokenizes much
+(FULL_AFTER: a reindex, a batch of notes) builds the whole tokenizer once and uses it from then
+on: the same ids, at its own speed.
 """
 from __future__ import annotations
 
@@ -34,9 +34,13 @@ from typing import Any
 from zlib import crc32
 
 FORMAT = "usem3-pieces-1"
-# Characters tokenized through small models before the whole tokenizer is built (~0.1 s, the
-# cost of ~25,000 characters walked: bench/sentence_cost.py)
+# The work done through small models, in characters walked (~1.5 us each; a small model's load,
+# ~0.25 ms, counts as SMALL_MODEL of them), before the whole tokenizer is built once: its ~0.1 s
+# build is ~70,000 of them; at 20,000, a process that tokenizes much (a reindex, a batch of
+# notes) spends ~30 ms before it, and a recall that reads 30 notes of 200 characters stays below
+# (bench/sentence_cost.py)
 FULL_AFTER = 20_000
+SMALL_MODEL = 170
 _FILES = ("spec.bin", "pieces.bin", "pieces.u32", "keys.bin", "keys.u32", "values.i32",
           "slots.u32")
 # sentencepiece's piece types (sentencepiece_model.proto)
@@ -221,28 +225,27 @@ class Pieces:
         proto = b"".join([pieces[ends[i]:ends[i + 1]] for i in ids] + [self._spec])
         return self._spm.SentencePieceProcessor(model_proto=proto)
 
-    def _find(self, key: bytes) -> int:
-        """`key`'s piece id; -1: a prefix of a piece only; -2: neither."""
-        slots, ends, keys, mask = self._slots, self._key_ends, self._keys, self._mask
-        slot = crc32(key) & mask
-        while True:
-            index = slots[slot]
-            if not index:
-                return -2
-            if keys[ends[index - 1]:ends[index]] == key:
-                return self._values[index - 1]
-            slot = (slot + 1) & mask
-
     def used(self, text: str) -> list[int]:
         """The ids of the pieces found in `text` once normalized, and the ones always kept."""
         normalized = self._base.normalize(text)
         found = set(self._always)
-        find, longest, length = self._find, self._longest, len(normalized)
+        longest, length = self._longest, len(normalized)
+        # the hash table's lookup written inline: it runs for each prefix at each position;
+        # a key that is neither a piece nor a prefix of one ends the walk at this position
+        slots, ends, keys, values, mask = (self._slots, self._key_ends, self._keys,
+                                           self._values, self._mask)
         for start in range(length):
             for end in range(start + 1, min(start + longest, length) + 1):
-                value = find(normalized[start:end].encode("utf-8"))
-                if value == -2:
+                key = normalized[start:end].encode("utf-8")
+                slot = crc32(key) & mask
+                while True:
+                    index = slots[slot]
+                    if not index or keys[ends[index - 1]:ends[index]] == key:
+                        break
+                    slot = (slot + 1) & mask
+                if not index:
                     break
+                value = values[index - 1]
                 if value >= 0:
                     found.add(value)
         return sorted(found)
@@ -256,10 +259,10 @@ class Pieces:
             return [self.encode(t, out_type, add_bos, add_eos) for t in text]
         with self._lock:
             whole = self._whole
-            if whole is None and self._walked + len(text) > FULL_AFTER:
+            self._walked += len(text) + SMALL_MODEL
+            if whole is None and self._walked > FULL_AFTER:
                 whole = self._whole = self._spm.SentencePieceProcessor(
                     model_file=self._model_file)
-            self._walked += len(text)
         if whole is not None:
             return whole.encode(text, out_type=int, add_bos=add_bos, add_eos=add_eos)
         ids = self.used(text)
