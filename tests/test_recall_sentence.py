@@ -340,10 +340,18 @@ def test_the_tokenizer_index_is_written_once_then_mapped(tmp_path, monkeypatch):
     assert {p.name: p.stat().st_mtime_ns for p in index.iterdir()} == written
     assert second.encode(text, add_bos=True, add_eos=True) == expected
 
-    (index / "slots.u32").write_bytes(b"\0" * 12)   # cut short
-    damaged = sentence._tokenizer(sentencepiece, model_file, "1.0")
-    assert not isinstance(damaged, pieces.Pieces)
-    assert damaged.encode(text, out_type=int, add_bos=True, add_eos=True) == expected
+    manifest = json.loads((index / "manifest.json").read_text(encoding="utf-8"))
+    pieces_bin = (index / "pieces.bin").read_bytes()
+    for name, damage in (("pieces.bin", pieces_bin[:1000] + bytes(len(pieces_bin) - 1000)),
+                         ("manifest.json", json.dumps({**manifest, "probe": [1, 2]}).encode()),
+                         ("slots.u32", b"\0" * 12)):   # zeroed, another model's, cut short
+        kept = (index / name).read_bytes()
+        (index / name).write_bytes(damage)
+        damaged = sentence._tokenizer(sentencepiece, model_file, "1.0")
+        assert not isinstance(damaged, pieces.Pieces), name
+        assert damaged.encode(text, out_type=int, add_bos=True, add_eos=True) == expected
+        (index / name).write_bytes(kept)
+    assert isinstance(sentence._tokenizer(sentencepiece, model_file, "1.0"), pieces.Pieces)
 
     blocked = tmp_path / "file"
     blocked.write_text("not a folder")

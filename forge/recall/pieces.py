@@ -41,6 +41,10 @@ FORMAT = "usem3-pieces-1"
 # (bench/sentence_cost.py)
 FULL_AFTER = 20_000
 SMALL_MODEL = 170
+# Tokenized by the whole model when the index is written, and through the index at each load:
+# an index that gives other ids is not used (a damaged file, another model's pieces)
+PROBE = ("Forge : où est le compteur d'eau ? The fuse box, 2×16 A — ﬁn 🚀 東京 مرحبا "
+         "extra_token_id_1\u3000Ⅻ")
 _FILES = ("spec.bin", "pieces.bin", "pieces.u32", "keys.bin", "keys.u32", "values.i32",
           "slots.u32")
 # sentencepiece's piece types (sentencepiece_model.proto)
@@ -150,9 +154,15 @@ def write(model_file: str, folder: Path) -> bool:
     piece_ends = array("I", [0])
     for _, _, _, raw in pieces:
         piece_ends.append(piece_ends[-1] + len(raw))
+    try:
+        import sentencepiece
+
+        probe = sentencepiece.SentencePieceProcessor(model_file=model_file).encode(PROBE)
+    except (OSError, RuntimeError):
+        return False
     manifest = {"format": FORMAT, "byteorder": sys.byteorder, "pieces": len(pieces),
                 "keys": len(values), "slots": size, "always": always,
-                "longest": max(len(p[0]) for p in pieces)}
+                "longest": max(len(p[0]) for p in pieces), "probe": probe}
     contents = {"spec.bin": spec, "pieces.bin": b"".join(p[3] for p in pieces),
                 "pieces.u32": piece_ends.tobytes(), "keys.bin": bytes(keys),
                 "keys.u32": key_ends.tobytes(), "values.i32": key_values.tobytes(),
@@ -219,6 +229,8 @@ class Pieces:
         self._whole: Any = None
         self._walked = 0
         self._lock = threading.Lock()
+        if self._small(PROBE) != manifest["probe"]:
+            raise ValueError("an index whose probe gives other ids than the whole model's")
 
     def _model(self, ids: list[int]) -> Any:
         ends, pieces = self._piece_ends, self._pieces
@@ -265,6 +277,9 @@ class Pieces:
                     model_file=self._model_file)
         if whole is not None:
             return whole.encode(text, out_type=int, add_bos=add_bos, add_eos=add_eos)
+        return self._small(text, add_bos, add_eos)
+
+    def _small(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[int]:
         ids = self.used(text)
         small = self._model(ids)
         return [ids[i] for i in small.encode(text, out_type=int, add_bos=add_bos,

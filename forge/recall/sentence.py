@@ -117,7 +117,8 @@ def _tokenizer(sentencepiece: Any, model_file: str, version: str) -> Any:
 
     folder = pieces.folder_for(cache_folder(), version, os.path.getsize(model_file))
     found = pieces.mapped(folder, model_file)
-    if found is None and pieces.write(model_file, folder):
+    if found is None and not folder.exists():
+        pieces.write(model_file, folder)   # or another process did, just now
         found = pieces.mapped(folder, model_file)
     return found or sentencepiece.SentencePieceProcessor(model_file=model_file)
 
