@@ -95,7 +95,9 @@ def _entries(settings: Any, redact_them: bool) -> list[Holder]:
     with rag.open_store(settings, mode="write" if redact_them else "rows") as store:
         found = entries_holding_secrets(rag.texts(store))
         if redact_them and found:
-            rag.redact_entries(store, found)
+            from ..recall.writing import rows_written
+
+            rag.redact_entries(rows_written(store), found)
     return [Holder("entry", i, counts, _preview(text)) for i, (text, counts) in found.items()]
 
 
