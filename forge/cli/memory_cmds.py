@@ -744,7 +744,7 @@ def reindex(batch_size: int, sentence: bool, fmt: str) -> None:
                      f"{ident['model']!r} ({ident['dim']} dims)"
                      + (f", resuming after {result.resumed_from} already done"
                         if result.resumed_from else ""))
-    if rows is not None:
+    if rows is not None and (sentence or rows["rows"] or rows["cleared"]):
         lines.append(f"wrote {rows['rows']} sentence rows with {rows['identity']['model']} "
                      f"{rows['identity']['version']}"
                      + (f" ({rows['cleared']} rows of another model dropped)"

@@ -11,9 +11,13 @@ personal store it knows what the other does not (a messaging app for `messagerie
 for `mise en production`), and where the latent-term channel lifts a neighbouring subject it
 takes the vector channel's side (docs/recall.md measures it on every set).
 
-What it reads: the question as the vector channel reads it, and the text of each deliberate
-note among the candidates, at recall time (nothing is stored: a store written before needs no
-reindex, and both backends read the same rows). Archived exchanges get no share: read whole or
+What it reads: the question as the vector channel reads it, embedded at recall time, and the
+row of each deliberate note among the candidates, stored when the note was written
+(`memory_sentence`, on both backends: `Writer`, through recall/writing.py) and read by one query
+(`stored_rows`); a note without one (a store written before rows were stored, or with
+RECALL_SENTENCE off) is embedded at recall time, the same bytes (`embedded_alone`), until
+`forge reindex --sentence` writes them. The store records the model that wrote its rows
+(`identity`); another model refuses until that reindex. Archived exchanges get no share: read whole or
 line by line, they lowered the conversation benchmark's rows at 10 and raised no set (measured
 in docs/recall.md); the vector and word channels read them as before. Of the candidate notes,
 the `depth` nearest the question (cosine) get a share in [0, 1], min-max over them as the
