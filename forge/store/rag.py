@@ -477,7 +477,8 @@ def _sentence_rows(store: Store, notes: Sequence[str | None]) -> list[bytes | No
 
 def _record_sentence(store: Store, rows: Sequence[bytes | None] | None) -> None:
     """(inside the transaction that writes `rows`) Record the sentence model's identity on a
-    store that had none; another process's record meanwhile is compared instead."""
+    store that had none; another process's record meanwhile is compared instead. Kept pending
+    for the store's life: a transaction that rolls back (a duplicate's retry) records it again."""
     pending = store._pending_sentence
     if rows is None or pending is None:
         return
@@ -486,7 +487,6 @@ def _record_sentence(store: Store, rows: Sequence[bytes | None] | None) -> None:
         store.backend.write_meta("sentence", pending)
     else:
         compare_sentence(recorded, pending)
-    store._pending_sentence = None
 
 
 def sentence_rows(store: Store, ids: Iterable[int]) -> dict[int, bytes]:
