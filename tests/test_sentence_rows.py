@@ -249,3 +249,25 @@ def test_off_a_remember_loads_none_of_it_and_on_a_remember_stores_its_row(forge_
     with rag.open_store(settings, mode="read") as store:
         rows = rag.sentence_rows(store, [1, 2])
     assert list(rows) == [2] and rows[2] == recall_row("Le disjoncteur est dans l'entrée.")
+
+
+def test_memory_scan_redact_and_memory_edit_write_the_row_of_the_new_text(runner, monkeypatch):
+    """The CLI doors: `forge memory scan --redact` stores the row of the redacted text (none of
+    the secret's text is left in a row), `forge memory edit` the row of the new text."""
+    from forge.store import rag
+
+    monkeypatch.setenv("FORGE_KEEP_SECRETS", "1")   # a store written before secrets were replaced
+    assert invoke(runner, "remember", "le mot de passe du NAS est Zq8-Wv3mKx7pLr2").exit_code == 0
+    assert invoke(runner, "remember", "the NAS runs Debian 12").exit_code == 0
+    monkeypatch.delenv("FORGE_KEEP_SECRETS")
+    settings = load_settings()
+    before = stored(settings, 1, 2)
+    assert before[1] == recall_row("le mot de passe du NAS est Zq8-Wv3mKx7pLr2")
+    done = invoke(runner, "memory", "scan", "--redact", "--yes")
+    assert done.exit_code == 0, done.stderr
+    edited = invoke(runner, "memory", "edit", "2", "the NAS runs Debian 13")
+    assert edited.exit_code == 0, edited.stderr
+    with rag.open_store(settings, mode="read") as store:
+        redacted = rag.get_entry(store, 1).content
+    assert "Zq8" not in redacted
+    assert stored(settings, 1, 2) == {1: recall_row(redacted), 2: recall_row("the NAS runs Debian 13")}
