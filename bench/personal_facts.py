@@ -59,7 +59,9 @@ FIXTURE = ROOT / "tests" / "fixtures" / "personal_facts.json"
 
 
 def build(folder: Path, data: dict) -> dict[str, int]:
-    """Remember the entries once; {key: entry id} (kept beside the store for reuse)."""
+    """Remember the entries once, each note with its sentence row as `forge remember --batch`
+    stores it; {key: entry id} (kept beside the store for reuse)."""
+    from forge.recall.writing import rows_written
     from forge.store import rag
     from forge.core.settings import load_settings
 
@@ -68,7 +70,7 @@ def build(folder: Path, data: dict) -> dict[str, int]:
         return json.loads(ids_file.read_text())
     settings = load_settings({"FORGE_DATA_DIR": str(folder)}, cwd=folder)
     with rag.open_store(settings) as store:
-        done = rag.remember_many(store, [rag.NewEntry(e["kind"], e["content"])
+        done = rag.remember_many(rows_written(store), [rag.NewEntry(e["kind"], e["content"])
                                          for e in data["entries"]])
     ids = {e["key"]: r.id for e, r in zip(data["entries"], done)}
     ids_file.write_text(json.dumps(ids))

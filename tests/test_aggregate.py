@@ -77,6 +77,14 @@ def test_the_nipogi_trio_folds_into_one_written_entry(runner, store):
     events = json.loads(run(runner, "memory", "show", str(new), "--json").stdout)["events"]
     fold = [e for e in events if e["event"] == "fold"]
     assert fold and fold[0]["info"] == {"mode": "written", "sources": nipogi}
+    # the written line's sentence row is stored with it, the row a recall would embed
+    from forge.core.settings import load_settings
+    from forge.recall import sentence
+    from forge.store import rag
+
+    with rag.open_store(load_settings(), mode="read") as opened:
+        row = rag.sentence_rows(opened, [new])[new]
+    assert row == sentence.embedded_alone(sentence.model(), [NIPOGI_LINE])[0].tobytes()
 
 
 def test_dry_run_and_apply_print_the_same_plan(runner, store):

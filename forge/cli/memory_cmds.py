@@ -719,8 +719,10 @@ def memory_edit(entry_id: int, content: str | None, kind: str | None, fmt: str) 
         content = _read_stdin_if_dash(content)
         if from_stdin and not content.strip():
             raise click.UsageError("stdin is empty: no new CONTENT (`-` reads it from stdin)")
+    from ..recall.writing import rows_written
+
     with _open() as store:
-        edited = rag.edit(store, entry_id, content=content, kind=kind)
+        edited = rag.edit(rows_written(store), entry_id, content=content, kind=kind)
     entry = edited.entry
     text = (f"edited #{entry.id} [{entry.kind}]: {' and '.join(edited.changed)} changed"
             if edited.changed else f"#{entry.id} already says that: nothing changed")
@@ -754,29 +756,72 @@ def memory_export(kind: str | None, project: str | None) -> None:
 @click.command()
 @click.option("--batch-size", default=64, show_default=True, type=Number(1, 4096),
               help="Entries embedded per request and committed per transaction.")
+@click.option("--sentence", is_flag=True,
+              help="Only the sentence model's rows (RECALL_SENTENCE): write those the notes "
+                   "lack (a store written before they were stored), or all of them again "
+                   "under another model than the one the store records.")
 @output_options
-def reindex(batch_size: int, fmt: str) -> None:
+def reindex(batch_size: int, sentence: bool, fmt: str) -> None:
     """Re-embed every entry from its text with the configured embedder.
 
     Needed after changing the embedding model. Resumable: an interrupted run continues
     where it stopped; the store keeps its old vectors until the last batch is written.
+    With RECALL_SENTENCE on (the default), the notes lacking their sentence row get it after.
     """
+    from ..recall.writing import rows_written
     from ..store import rag
     from .output import progress
 
+    settings = get_settings()
+    if sentence and not settings.recall_sentence:
+        raise click.UsageError("--sentence writes the sentence model's rows, but "
+                               "RECALL_SENTENCE is off")
+    result = rows = None
     with _open(check_identity=False) as store:
-        total = rag.count_entries(store)
-        with progress(range(total), length=total, label="re-embedding") as bar:
-            def advance(n: int, _total: int) -> None:
-                bar.update(n)
+        if not sentence:
+            total = rag.count_entries(store)
+            with progress(range(total), length=total, label="re-embedding") as bar:
+                def advance(n: int, _total: int) -> None:
+                    bar.update(n)
 
-            result = rag.reindex(store, batch_size=batch_size, on_progress=advance)
-    ident = result.identity
-    text = (f"re-embedded {result.entries} entries with {ident['backend']} model "
-            f"{ident['model']!r} ({ident['dim']} dims)")
-    if result.resumed_from:
-        text += f", resuming after {result.resumed_from} already done"
-    emit_one(result.to_dict(), fmt, text=text)
+                result = rag.reindex(store, batch_size=batch_size, on_progress=advance)
+        if settings.recall_sentence:
+            rows = _sentence_rows(rows_written(store), batch_size)
+    lines = []
+    if result is not None:
+        ident = result.identity
+        lines.append(f"re-embedded {result.entries} entries with {ident['backend']} model "
+                     f"{ident['model']!r} ({ident['dim']} dims)"
+                     + (f", resuming after {result.resumed_from} already done"
+                        if result.resumed_from else ""))
+    if rows is not None and (sentence or rows["rows"] or rows["cleared"]):
+        lines.append(f"wrote {rows['rows']} sentence rows with {rows['identity']['model']} "
+                     f"{rows['identity']['version']}"
+                     + (f" ({rows['cleared']} rows of another model dropped)"
+                        if rows["cleared"] else ""))
+    doc = {**(result.to_dict() if result is not None else {}),
+           **({"sentence": rows} if rows is not None else {})}
+    emit_one(doc, fmt, text="\n".join(lines))
+
+
+def _sentence_rows(store: Any, batch_size: int) -> dict[str, Any]:
+    """rag.reindex_sentence with its progress bar (stderr, on a terminal), drawn once the count
+    of rows to write is known."""
+    import contextlib
+
+    from ..store import rag
+    from .output import progress
+
+    with contextlib.ExitStack() as stack:
+        bars: list[Any] = []
+
+        def advance(n: int, total: int) -> None:
+            if not bars:
+                bars.append(stack.enter_context(progress(range(total), length=total,
+                                                         label="sentence rows")))
+            bars[0].update(n)
+
+        return rag.reindex_sentence(store, batch_size=batch_size, on_progress=advance)
 
 
 @memory.command("hot")

@@ -20,10 +20,10 @@ def store() -> None:
 def store_migrate(to: str, fmt: str) -> None:
     """Copy the configured store (FORGE_DATABASE_URL, else RAG_DB_FILE) to another backend.
 
-    Entries keep their ids, links, refs and times; the vectors, the latent-term index, the event
-    log and the embedding identity come along. One transaction on the target, then verified: the
-    counts, a content checksum and the digests of the vectors and latent terms of both stores
-    must be equal. The source is not changed. Examples:
+    Entries keep their ids, links, refs and times; the vectors, the latent-term index, the
+    notes' sentence rows, the event log and the embedding identity come along. One transaction
+    on the target, then verified: the counts, a content checksum and the digests of the
+    vectors, latent terms and sentence rows of both stores must be equal. The source is not changed. Examples:
     `forge store migrate --to postgresql://forge:PASSWORD@db.lan/forge`, and back:
     `FORGE_DATABASE_URL=postgresql://… forge store migrate --to sqlite:///snapshot.db`.
     """
@@ -38,5 +38,6 @@ def store_migrate(to: str, fmt: str) -> None:
          f"verified: counts and checksum equal")
     emit_one(result.to_dict(), fmt,
              text=f"{result.entries} entries, {result.vectors} vectors, {result.events} events, "
-                  f"{result.message_refs} message refs, {result.latent_terms} latent terms; "
+                  f"{result.message_refs} message refs, {result.latent_terms} latent terms, "
+                  f"{result.sentence_rows} sentence rows; "
                   f"checksum {result.checksum[:16]}")

@@ -477,6 +477,7 @@ def _after(entries: list, plans: Sequence[SubjectPlan]) -> list:
 
 
 def _write(store: "Store", plans: list[SubjectPlan]) -> None:
+    from ..recall.writing import rows_written
     from ..store import rag
 
     todo = [p for p in plans if p.outcome in (WRITTEN, ABSORBED)]
@@ -491,7 +492,7 @@ def _write(store: "Store", plans: list[SubjectPlan]) -> None:
                                               {"sources": p.sources}) if p.outcome == WRITTEN else None),
                       vector=vec_of.get(id(p)))
              for p in todo]
-    results = rag.apply_folds(store, folds)
+    results = rag.apply_folds(rows_written(store), folds)
     for p, result in zip(todo, results):
         if result.id is None:
             p.outcome, p.reason = SKIPPED, f"skipped: {result.why}"

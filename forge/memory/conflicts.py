@@ -221,20 +221,22 @@ def remember(store: "Store", kind: str | None, content: str, *, project: str | N
              replaces: Sequence[int] = (), created: str | None = None) -> Noted:
     """`rag.remember` (with `replaces`: insert and link in one transaction; `created`: when
     it happened), then the active entries the new one may contradict. The entry is written
-    either way."""
+    either way, with its sentence row (recall/writing.py)."""
+    from ..recall.writing import rows_written
     from ..store import rag
 
-    result = rag.remember(store, kind, content, project=project, source=source, refs=refs,
+    result = rag.remember(rows_written(store), kind, content, project=project, source=source, refs=refs,
                           replaces=replaces, created=created)
     return _noted(store, result)
 
 
 def remember_many(store: "Store", items: list[Any], **kwargs: Any) -> list[Noted]:
     """`rag.remember_many`, then each new entry's conflicts (the batch's own entries included:
-    they are written first)."""
+    they are written first), the notes with their sentence rows (recall/writing.py)."""
+    from ..recall.writing import rows_written
     from ..store import rag
 
-    return [_noted(store, r) for r in rag.remember_many(store, items, **kwargs)]
+    return [_noted(store, r) for r in rag.remember_many(rows_written(store), items, **kwargs)]
 
 
 def _noted(store: "Store", result: Any) -> Noted:

@@ -114,7 +114,9 @@ def _entries(settings: Any, redact_them: bool) -> list[Holder]:
                 text, counts = found.get(entry_id, (entry.content, {}))
                 found[entry_id] = (text, Redactions(counts=dict(counts)).merge(tally).to_dict())
         if redact_them and found:
-            rag.redact_entries(store, found, new_refs)
+            from ..recall.writing import rows_written
+
+            rag.redact_entries(rows_written(store), found, new_refs)
     return [Holder("entry", i, counts, _preview(text))
             for i, (text, counts) in sorted(found.items())]
 

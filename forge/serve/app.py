@@ -255,8 +255,10 @@ def do_forget(settings: Any, entry_id: int) -> dict:
 def do_edit(settings: Any, entry_id: int, content: str | None, kind: str | None) -> dict:
     from ..store import rag
 
+    from ..recall.writing import rows_written
+
     with _open(settings) as store:
-        return rag.edit(store, entry_id, content=content, kind=kind).to_dict()
+        return rag.edit(rows_written(store), entry_id, content=content, kind=kind).to_dict()
 
 
 def do_export(settings: Any, kind: str | None, project: str | None) -> list[dict]:

@@ -217,6 +217,30 @@ class Backend(Protocol):
         """The entry's new vector; a vector staged for it by a reindex under way is dropped
         (the reindex embeds it again)."""
 
+    def write_sentence(self, entry_id: int, row: bytes | None) -> None:
+        """(inside a transaction) Put an entry's sentence-model row (512 float32 as bytes, kept
+        byte for byte; None removes it). The row goes with the entry when it is deleted
+        (`delete_entry`, and a foreign client's DELETE)."""
+        ...
+
+    def sentence_rows(self, ids: Iterable[int]) -> dict[int, bytes]:
+        """entry id -> its stored sentence row, for those of `ids` that have one (a store
+        without the table: {})."""
+        ...
+
+    def notes_without_sentence(self, limit: int, after: int = 0) -> list[tuple[int, str]]:
+        """(id, content) of at most `limit` deliberate notes (not archives) after id `after`
+        that have no sentence row, by id."""
+        ...
+
+    def count_notes_without_sentence(self) -> int:
+        """How many deliberate notes have no sentence row."""
+        ...
+
+    def clear_sentence(self) -> None:
+        """(inside a transaction) Drop every sentence row (a reindex under another model)."""
+        ...
+
     sparse_index: bool   # the backend keeps the latent-term index
 
     def write_sparse(self, entry_id: int, terms: Sequence[tuple[int, float]]) -> None:

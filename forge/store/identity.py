@@ -123,3 +123,42 @@ def resolve_cutoff(settings: "Settings", fingerprint: str) -> tuple[float | None
     return None, (f"RECALL_MAX_DISTANCE={cutoff} was measured under fingerprint {cutoff.tag}, "
                   f"but this store and query wrapper are {fingerprint}: cutoff off; "
                   "re-measure it on this store with `forge calibrate --cases FILE --write`")
+
+
+# The sentence model's rows (RECALL_SENTENCE) are stored with each note, so the store records
+# which model wrote them, as it records the first model: its name, version and dimension, and
+# the row of a probe text, compared by cosine as the first model's probe (a shared store read
+# from machines whose BLAS kernels differ in the last bits of a row still matches).
+SENTENCE_KEYS = ("model", "dim")
+
+
+def describe_sentence(identity: dict[str, Any]) -> str:
+    return f"{identity.get('model')} {identity.get('version')} ({identity.get('dim')} dims)"
+
+
+def sentence_differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """What differs between the sentence model that wrote a store's rows and `current` (the
+    version alone is not a difference: the same weights under a new release write the same
+    rows, which the probe says)."""
+    import numpy as np
+
+    differs = [f"{key} {recorded.get(key)!r} -> {current.get(key)!r}" for key in SENTENCE_KEYS
+               if recorded.get(key) != current.get(key)]
+    if not differs and recorded.get("probe") and current.get("probe"):
+        old, new = decode_vec(recorded["probe"]), decode_vec(current["probe"])
+        cosine = float(np.dot(old, new)) if old.shape == new.shape else 0.0
+        if cosine < PROBE_MIN_COSINE:
+            differs.append(f"probe row cosine {cosine:.4f} < {PROBE_MIN_COSINE} "
+                           "(other weights behind the same name)")
+    return differs
+
+
+def compare_sentence(recorded: dict[str, Any], current: dict[str, Any]) -> None:
+    """Raise EmbeddingMismatch when the store's sentence rows were written by another model
+    than `current`."""
+    differs = sentence_differences(recorded, current)
+    if differs:
+        raise EmbeddingMismatch(
+            f"this store's sentence rows were written by {describe_sentence(recorded)}, not "
+            f"the installed {describe_sentence(current)} ({'; '.join(differs)}): run "
+            "`forge reindex --sentence` to re-embed them, or set RECALL_SENTENCE=off")

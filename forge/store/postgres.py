@@ -15,6 +15,8 @@ module keeps; forge/store/rag.py holds the logic above it). Tables, mirroring th
 - `memory_sparse`: the latent-term index (term, entry id, weight), SQLite's table and
   queries, `on delete cascade` from the entry; `memory_sparse_terms` holds each term's entry
   count (the rarity rule's admission), kept by statement triggers as `memory_words` is for words.
+- `memory_sentence`: each deliberate note's sentence-model row (entry id, float32 bytes),
+  `on delete cascade` from the entry.
 - `memory_events`, `memory_message_refs` (history id, message id → archive entry),
   `forge_meta` (identity, identity check, reindex progress, schema_version as JSON values),
   `memory_reindex` (a reindex's staging area).
@@ -40,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 from ..core.errors import StoreError
 from ..core.log import log
 from . import fold
-from .common import (BACKEND_MODES, DuplicateKey, Entry, NewEntry, entry_filters,
+from .common import (ARCHIVE_KIND, BACKEND_MODES, DuplicateKey, Entry, NewEntry, entry_filters,
                      like_pattern)
 
 if TYPE_CHECKING:
@@ -222,7 +224,15 @@ def _m5_created(cur: Any) -> None:
                 '(created collate "C"))')
 
 
-MIGRATIONS = (_m1_tables, _m2_word_counts, _m3_superseded_reason, _m4_sparse, _m5_created)
+def _m6_sentence(cur: Any) -> None:
+    """Each deliberate note's sentence-model row (RECALL_SENTENCE), SQLite's `memory_sentence`:
+    512 float32 as bytes, keyed by the entry id, gone with its entry (`on delete cascade`)."""
+    cur.execute("create table memory_sentence (entry_id bigint primary key references "
+                "memory_entries(id) on delete cascade, row bytea not null)")
+
+
+MIGRATIONS = (_m1_tables, _m2_word_counts, _m3_superseded_reason, _m4_sparse, _m5_created,
+              _m6_sentence)
 # Stored times compare as bytes (the created index's collation).
 BYTEWISE = ' collate "C"'
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -762,6 +772,46 @@ class PostgresBackend:
         rows = self.conn.execute(sql + " group by p.entry_id order by s desc, p.entry_id limit %s",
                                  [*args, k]).fetchall()
         return [(int(i), float(v)) for i, v in rows if v > 0]
+
+    # ------------------------------------------------------------------ sentence rows
+
+    def write_sentence(self, entry_id: int, row: bytes | None) -> None:
+        """Put `row` as `entry_id`'s sentence row (None: remove it), in the caller's
+        transaction."""
+        self._writable()
+        if row is None:
+            self.conn.execute("delete from memory_sentence where entry_id = %s", (entry_id,))
+        else:
+            self.conn.execute("insert into memory_sentence(entry_id, row) values (%s, %s) on "
+                              "conflict (entry_id) do update set row = excluded.row",
+                              (entry_id, bytes(row)))
+
+    def sentence_rows(self, ids: Iterable[int]) -> dict[int, bytes]:
+        """entry id -> its stored sentence row, for the ids that have one (one query)."""
+        ids = sorted({int(i) for i in ids})
+        if not ids or self.missing or not self._table_exists("memory_sentence"):
+            return {}
+        rows = self.conn.execute("select entry_id, row from memory_sentence where "
+                                 "entry_id = any(%s::bigint[])", (ids,)).fetchall()
+        return {int(i): bytes(r) for i, r in rows}
+
+    def notes_without_sentence(self, limit: int, after: int = 0) -> list[tuple[int, str]]:
+        """(id, content) of the deliberate notes after id `after` that have no sentence row,
+        by id, at most `limit`."""
+        return [(int(r[0]), r[1]) for r in self.conn.execute(
+            "select e.id, e.content from memory_entries e where e.id > %s and e.kind != %s and "
+            "not exists (select 1 from memory_sentence s where s.entry_id = e.id) "
+            "order by e.id limit %s", (after, ARCHIVE_KIND, limit)).fetchall()]
+
+    def count_notes_without_sentence(self) -> int:
+        return int(self.conn.execute(
+            "select count(*) from memory_entries e where e.kind != %s and not exists "
+            "(select 1 from memory_sentence s where s.entry_id = e.id)", (ARCHIVE_KIND,)
+        ).fetchone()[0])
+
+    def clear_sentence(self) -> None:
+        self._writable()
+        self.conn.execute("delete from memory_sentence")
 
     def set_superseded(self, entry_id: int, by: int | None, updated: str,
                        reason: str | None = None) -> None:

@@ -27,11 +27,13 @@ from .common import (ARCHIVE_KIND, ARCHIVE_SOURCES, FOLD, KINDS,  # noqa: F401
                      beyond_cutoff, dedup_key, is_informative,
                      normalize_kind, rare_by_document_frequency, validate_new)
 from .identity import (PROBE_MIN_COSINE, PROBE_TEXT, EmbeddingMismatch,  # noqa: F401
-                       compare_identity, describe, encode_vec, family, identity_core,
-                       query_fingerprint, same_probe)
+                       compare_identity, compare_sentence, describe, encode_vec, family,
+                       identity_core, query_fingerprint, same_probe, sentence_differences)
 from ..core.timestamps import utc_now
 
 if TYPE_CHECKING:
+    from typing import Protocol
+
     import numpy as np
 
     from ..embedders import Embedder, QueryVector
@@ -70,6 +72,21 @@ IDENTITY_RECHECK_SECONDS = 3600
 
 # --------------------------------------------------------------------------- the store
 
+if TYPE_CHECKING:
+    class SentenceWriter(Protocol):
+        """What embeds the notes' sentence-model rows at write time (forge/recall/sentence.py's
+        Writer): each text alone, the rows a recall would embed, byte for byte."""
+
+        def start(self) -> None:
+            """Begin loading the model (in a second thread) beside what the write does next."""
+
+        def identity(self) -> dict[str, Any]:
+            """The model's identity: model, version, dim, probe (a base64 float32 row)."""
+
+        def rows(self, texts: list[str]) -> list[bytes]:
+            """Each text's row, 512 float32 as bytes."""
+
+
 class Store:
     """An open deliberate store: a backend, the settings, and the embedder, created and
     checked on first vector use."""
@@ -84,6 +101,12 @@ class Store:
         self._pending_identity: dict[str, Any] | None = None
         self._cutoff_warned = False
         self._pending_check: dict[str, Any] | None = None
+        # What writes each note's sentence-model row (RECALL_SENTENCE): set by the recall ring
+        # (forge/recall/writing.py) on the stores its doors write through; None: no row is
+        # written (a recall embeds a note lacking one, `forge reindex --sentence` fills them).
+        self.sentence: SentenceWriter | None = None
+        self._sentence_checked = False
+        self._pending_sentence: dict[str, Any] | None = None
 
     @property
     def path(self) -> Path | None:
@@ -282,16 +305,22 @@ def _remember_replacing(store: Store, item: NewEntry, old_ids: list[int]) -> Rem
     # Refused before the embedding call when it can be (the same checks run again inside).
     existing = backend.id_for_dedup_key(key)
     _check_replace(backend, old_ids, existing, new=item)
+    if existing is None:
+        _start_sentence(store, [item.content])
     vec = None if existing is not None else _embed_batched(store, [item.content], 1, None)[0]
     terms = None if vec is None else sparse_documents(store, [item.content])
+    sentence = None if vec is None else _sentence_rows(store, [item.content])
     with backend.transaction():
         existing = backend.id_for_dedup_key(key)
         if existing is None:
             if vec is None:   # the duplicate was forgotten meanwhile
                 vec = store.checked_embedder().embed_documents([item.content])[0]
                 terms = sparse_documents(store, [item.content])
+                sentence = _sentence_rows(store, [item.content])
             _prepare_vectors(store, len(vec))
-            new_id, created = _insert(backend, item, key, vec, utc_now(), terms and terms[0]), True
+            _record_sentence(store, sentence)
+            new_id, created = _insert(backend, item, key, vec, utc_now(), terms and terms[0],
+                                      sentence and sentence[0]), True
         else:
             new_id, created = existing, False
         _pause_at("replace_link")
@@ -344,15 +373,18 @@ def remember_many(store: Store, items: list[NewEntry], *, batch_size: int = 32,
             if key is not None:
                 first_in_batch[key] = i
             todo.append(i)
+    notes = [None if cleaned[i].kind == ARCHIVE_KIND else cleaned[i].content for i in todo]
+    _start_sentence(store, notes)
     vectors, terms = _embed_new(store, [cleaned[i].content for i in todo], batch_size,
                                 on_progress)
+    sentence = _sentence_rows(store, notes)
     if todo:
         try:
-            _write_new(store, cleaned, keys, todo, vectors, results, terms)
+            _write_new(store, cleaned, keys, todo, vectors, results, terms, sentence)
         except DuplicateKey:
             # a writer that takes no lock stored one of these texts after our re-check: the
             # transaction rolled back; once more, and the re-check sees it ("already stored")
-            _write_new(store, cleaned, keys, todo, vectors, results, terms)
+            _write_new(store, cleaned, keys, todo, vectors, results, terms, sentence)
     for i, key in enumerate(keys):
         if results[i] is None:
             results[i] = Remembered(results[first_in_batch[key]].id, False)  # type: ignore[index,union-attr]
@@ -378,12 +410,14 @@ def _redacted(store: Store, item: NewEntry) -> tuple[NewEntry, dict[str, int]]:
 
 def _write_new(store: Store, cleaned: list[NewEntry], keys: list[str | None], todo: list[int],
                vectors: "Sequence[QueryVector]", results: list[Remembered | None],
-               terms: list[list[tuple[int, float]]] | None = None) -> None:
+               terms: list[list[tuple[int, float]]] | None = None,
+               sentence: list[bytes | None] | None = None) -> None:
     from .results import Remembered
 
     backend = store.backend
     with backend.transaction():
         _prepare_vectors(store, len(vectors[0]))
+        _record_sentence(store, sentence)
         now = utc_now()
         for n, (i, vec) in enumerate(zip(todo, vectors)):
             existing = backend.id_for_dedup_key(keys[i])  # a concurrent writer got there first
@@ -391,7 +425,8 @@ def _write_new(store: Store, cleaned: list[NewEntry], keys: list[str | None], to
                 results[i] = Remembered(existing, False)
                 continue
             results[i] = Remembered(_insert(backend, cleaned[i], keys[i], vec, now,
-                                            None if terms is None else terms[n]), True)
+                                            None if terms is None else terms[n],
+                                            None if sentence is None else sentence[n]), True)
 
 
 def sparse_documents(store: Store, texts: list[str]) -> list[list[tuple[int, float]]] | None:
@@ -408,11 +443,123 @@ def _writes_terms(store: Store) -> bool:
     return sparse_head(store.embedder) is not None and store.backend.sparse_index
 
 
+# --------------------------------------------------------------------------- sentence rows
+
+def _sentence_writer(store: Store) -> "SentenceWriter | None":
+    """What writes the notes' sentence rows: RECALL_SENTENCE on and a writer attached."""
+    return store.sentence if store.settings.recall_sentence else None
+
+
+def _start_sentence(store: Store, notes: Sequence[str | None]) -> None:
+    """Begin loading the sentence model beside the first model's pass, when a note is to be
+    written (`notes`: a text per note, None for an archived exchange, which gets no row)."""
+    writer = _sentence_writer(store)
+    if writer is not None and any(t is not None for t in notes):
+        writer.start()
+
+
+def _sentence_rows(store: Store, notes: Sequence[str | None]) -> list[bytes | None] | None:
+    """Each note's sentence row (None where `notes` holds None: an archived exchange), or None
+    when no row is written (RECALL_SENTENCE off, no writer, no note). The model that writes
+    them is checked first against the one the store records (`compare_sentence`)."""
+    writer = _sentence_writer(store)
+    wanted = [t for t in notes if t is not None]
+    if writer is None or not wanted:
+        return None
+    if not store._sentence_checked:
+        current = writer.identity()
+        recorded = store.backend.read_meta("sentence")
+        if recorded is None:
+            store._pending_sentence = current
+        else:
+            compare_sentence(recorded, current)
+        store._sentence_checked = True
+    made = iter(writer.rows(wanted))
+    return [None if t is None else next(made) for t in notes]
+
+
+def _record_sentence(store: Store, rows: Sequence[bytes | None] | None) -> None:
+    """(inside the transaction that writes `rows`) Record the sentence model's identity on a
+    store that had none; another process's record meanwhile is compared instead. Kept pending
+    for the store's life: a transaction that rolls back (a duplicate's retry) records it again."""
+    pending = store._pending_sentence
+    if rows is None or pending is None:
+        return
+    recorded = store.backend.read_meta("sentence")
+    if recorded is None:
+        store.backend.write_meta("sentence", pending)
+    else:
+        compare_sentence(recorded, pending)
+
+
+def sentence_rows(store: Store, ids: Iterable[int]) -> dict[int, bytes]:
+    """entry id -> its stored sentence row (512 float32 as bytes), for the ids that have one."""
+    if store.missing:
+        return {}
+    return store.backend.sentence_rows(ids)
+
+
+def sentence_identity(store: Store) -> dict[str, Any] | None:
+    """The sentence model that wrote the store's rows, as recorded (None: no row written yet)."""
+    if store.missing:
+        return None
+    return store.backend.read_meta("sentence")
+
+
+def reindex_sentence(store: Store, *, batch_size: int = REINDEX_BATCH,
+                     on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Write the sentence row of every note lacking one (a store written before rows were
+    stored, or with RECALL_SENTENCE off): one transaction a batch, so an interrupted run keeps
+    what it wrote and the next one goes on. Under another model than the recorded one, every
+    row is dropped and the new model recorded first (one transaction), then all are written.
+    `on_progress(done, total)`. Returns {"rows": written, "cleared": rows dropped first,
+    "identity": the model, without its probe}."""
+    writer = _sentence_writer(store)
+    if writer is None:
+        raise ForgeError("RECALL_SENTENCE is off: recall reads no sentence row, none to write")
+    backend = store.backend
+    current = writer.identity()
+    cleared = 0
+    with backend.transaction():
+        recorded = backend.read_meta("sentence")
+        if recorded is None or sentence_differences(recorded, current):
+            if recorded is not None:
+                cleared = backend.count_notes_without_sentence()
+                backend.clear_sentence()
+                cleared = backend.count_notes_without_sentence() - cleared
+            backend.write_meta("sentence", current)
+            backend.log_event("reindex", None, info={"sentence": current.get("model"),
+                                                     "version": current.get("version")})
+    store._sentence_checked, store._pending_sentence = True, None
+    total = backend.count_notes_without_sentence()
+    if on_progress:
+        on_progress(0, total)
+    written, after = 0, 0
+    while True:
+        batch = backend.notes_without_sentence(batch_size, after)
+        if not batch:
+            break
+        rows = writer.rows([text for _, text in batch])
+        with backend.transaction():
+            now = backend.entries_by_id([i for i, _ in batch])   # an edit meanwhile wrote its own
+            for (i, text), row in zip(batch, rows):
+                if i in now and now[i].content == text:
+                    backend.write_sentence(i, row)
+                    written += 1
+        after = batch[-1][0]
+        if on_progress:
+            on_progress(len(batch), total)
+    return {"rows": written, "cleared": cleared,
+            "identity": {k: v for k, v in current.items() if k != "probe"}}
+
+
 def _insert(backend: "Backend", item: NewEntry, key: str | None, vec: "np.ndarray", now: str,
-            terms: list[tuple[int, float]] | None = None) -> int:
+            terms: list[tuple[int, float]] | None = None, sentence: bytes | None = None) -> int:
     entry_id = backend.insert_entry(item, key, vec, now)
     if terms is not None:
         backend.write_sparse(entry_id, terms)
+    if sentence is not None:
+        backend.write_sentence(entry_id, sentence)
     backend.log_event("remember", entry_id, item.kind, info={"source": item.source})
     return entry_id
 
@@ -653,10 +800,12 @@ def edit(store: Store, entry_id: int, *, content: str | None = None,
     if other is not None and other != entry_id:
         raise ForgeError(f"the edit would make #{entry_id} a duplicate of #{other} (same kind, "
                          "project and text); nothing changed")
-    vec = terms = None
+    vec = terms = sentence = None
     if "content" in changed:
+        _start_sentence(store, [item.content])
         vec = store.checked_embedder().embed_documents([item.content])[0]
         terms = sparse_documents(store, [item.content])
+        sentence = _sentence_rows(store, [item.content])
     with backend.transaction(erase="content" in changed):  # the old text leaves every file
         other = backend.id_for_dedup_key(key)  # a concurrent writer
         if other is not None and other != entry_id:
@@ -668,6 +817,9 @@ def edit(store: Store, entry_id: int, *, content: str | None = None,
             backend.replace_vector(entry_id, vec, entry.project)
         if terms is not None:
             backend.write_sparse(entry_id, terms[0])
+        if "content" in changed:   # the old text's row goes, whether a new one is written or not
+            _record_sentence(store, sentence)
+            backend.write_sentence(entry_id, sentence and sentence[0])
         backend.log_event("edit", entry_id, item.kind,
                           info={"changed": changed, **({"was_kind": entry.kind} if "kind" in changed else {})})
     return Edited(get_entry(store, entry_id), changed, found)
@@ -690,13 +842,19 @@ def redact_entries(store: Store, texts: dict[int, tuple[str, dict[str, int]]],
     if not ids:
         return []
     new_texts = [texts[i][0] for i in ids]
+    backend = store.backend
+    kinds = backend.entries_by_id(ids)
+    notes = [None if i not in kinds or kinds[i].kind == ARCHIVE_KIND else new_texts[n]
+             for n, i in enumerate(ids)]
+    _start_sentence(store, notes)
     vectors = _embed_batched(store, new_texts, REINDEX_BATCH, None)
     terms = sparse_documents(store, new_texts)
-    backend = store.backend
+    sentence = _sentence_rows(store, notes)
     done: list[int] = []
     with backend.transaction(erase=True):
         found = backend.entries_by_id(ids)
         _prepare_vectors(store, len(vectors[0]))
+        _record_sentence(store, sentence)
         now = utc_now()
         for n, i in enumerate(ids):
             entry = found.get(i)
@@ -715,6 +873,9 @@ def redact_entries(store: Store, texts: dict[int, tuple[str, dict[str, int]]],
             backend.replace_vector(i, vectors[n], entry.project)
             if terms is not None:
                 backend.write_sparse(i, terms[n])
+            # the row of the text with its secret goes; the redacted text's is written
+            backend.write_sentence(i, None if sentence is None or entry.kind == ARCHIVE_KIND
+                                   else sentence[n])
             backend.log_event("edit", i, entry.kind,
                               info={"changed": changed or ["content"],
                                     "secrets_redacted": texts[i][1]})
@@ -827,7 +988,10 @@ def apply_folds(store: Store, folds: Sequence[Fold]) -> list[FoldResult]:
                 vec = np.asarray(fold.vector, dtype=np.float32)
                 _prepare_vectors(store, vec.shape[-1])
                 terms = sparse_documents(store, [item.content])
-                target = _insert(backend, item, key, vec, utc_now(), terms and terms[0])
+                sentence = _sentence_rows(store, [item.content])
+                _record_sentence(store, sentence)
+                target = _insert(backend, item, key, vec, utc_now(), terms and terms[0],
+                                 sentence and sentence[0])
                 mode = "written"
             now = utc_now()
             for sid in fold.sources:

@@ -11,6 +11,7 @@ Tables:
 - `memory_events`: append-only log of changes (ids, kinds, links — never content).
 - `memory_message_refs`: history message id -> archive entry (compaction's crash recovery).
 - `memory_reindex`: `forge reindex`'s staged vectors, while one is under way.
+- `memory_sentence`: each deliberate note's sentence-model row (entry id, float32 blob).
 - `meta`: the embedding identity (identity.py), the last identity check, reindex progress.
 
 Every SQL statement on the deliberate store lives in this module; forge/store/backend.py
@@ -143,8 +144,21 @@ def _m5_created(conn: Any) -> None:
     conn.execute("create index if not exists memory_entries_created on memory_entries(created)")
 
 
+def _m6_sentence(conn: Any) -> None:
+    """Each deliberate note's sentence-model row (RECALL_SENTENCE), written with the note so a
+    recall embeds only its question: 512 float32 as a blob, keyed by the entry id; a plain
+    table, so a plain shell's DELETE of an entry removes its row. A store written before holds
+    none: recall embeds a note lacking its row, `forge reindex --sentence` fills them."""
+    conn.execute("create table memory_sentence (entry_id integer primary key, row blob not null)")
+    conn.execute("""
+        create trigger memory_entries_ad_sentence after delete on memory_entries begin
+            delete from memory_sentence where entry_id = old.id;
+        end""")
+
+
 MIGRATIONS: tuple[Callable[[Any], None], ...] = (_m1_entries, _m2_superseded_reason,
-                                                  _m3_sparse, _m4_sparse_frequency, _m5_created)
+                                                  _m3_sparse, _m4_sparse_frequency, _m5_created,
+                                                  _m6_sentence)
 
 FTS_TRIGGERS = (
     """create trigger memory_fts_ai after insert on memory_entries begin
@@ -755,6 +769,47 @@ class SQLiteBackend:
         sql += " group by p.entry_id order by s desc, p.entry_id limit ?"
         args.append(k)
         return [(r[0], r[1]) for r in self.conn.execute(sql, args) if r[1] > 0]
+
+    # ------------------------------------------------------------------ sentence rows
+
+    def write_sentence(self, entry_id: int, row: bytes | None) -> None:
+        """Put `row` as `entry_id`'s sentence row (None: remove it), in the caller's
+        transaction."""
+        if row is None:
+            self.conn.execute("delete from memory_sentence where entry_id = ?", (entry_id,))
+        else:
+            self.conn.execute("insert or replace into memory_sentence(entry_id, row) values (?, ?)",
+                              (entry_id, bytes(row)))
+
+    def sentence_rows(self, ids: Iterable[int]) -> dict[int, bytes]:
+        """entry id -> its stored sentence row, for the ids that have one (one query a chunk)."""
+        ids = sorted({int(i) for i in ids})
+        out: dict[int, bytes] = {}
+        if self.missing or not _table_exists(self.conn, "memory_sentence"):
+            return out
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start:start + _CHUNK]
+            out.update(self.conn.execute(
+                f"select entry_id, row from memory_sentence where entry_id in "
+                f"({','.join('?' * len(chunk))})", chunk).fetchall())
+        return out
+
+    def notes_without_sentence(self, limit: int, after: int = 0) -> list[tuple[int, str]]:
+        """(id, content) of the deliberate notes after id `after` that have no sentence row,
+        by id, at most `limit`."""
+        return [(r[0], r[1]) for r in self.conn.execute(
+            "select e.id, e.content from memory_entries e where e.id > ? and e.kind != ? and "
+            "not exists (select 1 from memory_sentence s where s.entry_id = e.id) "
+            "order by e.id limit ?", (after, ARCHIVE_KIND, limit))]
+
+    def count_notes_without_sentence(self) -> int:
+        return self.conn.execute(
+            "select count(*) from memory_entries e where e.kind != ? and not exists "
+            "(select 1 from memory_sentence s where s.entry_id = e.id)", (ARCHIVE_KIND,)
+        ).fetchone()[0]
+
+    def clear_sentence(self) -> None:
+        self.conn.execute("delete from memory_sentence")
 
     def set_superseded(self, entry_id: int, by: int | None, updated: str,
                        reason: str | None = None) -> None:

@@ -3,6 +3,7 @@
 What is copied, with its ids: every entry (kind, project, content, source, refs, created,
 updated, dedup key, `superseded_by` links), every vector, every latent term (the
 identity names the head that wrote them, so the copy answers the latent channel at once),
+every note's sentence-model row (byte for byte, with the `sentence` identity that wrote them),
 the message refs (rebuilt from each entry's refs, as a write makes them), the event log with its
 times, and the identity metadata (`identity`, `identity_check`: the embedder that wrote the
 vectors, its probe, its fingerprint).
@@ -11,8 +12,8 @@ by forge/store/fold.py). The target must be empty; everything is written in ONE 
 the target, so a failure leaves it as empty as it was.
 
 Verified after the commit by reading the target back: the counts (entries, events, vectors,
-message refs, latent terms) and `checksum()` of both sides must be equal, and the digests of the
-vectors and of the latent terms too.
+message refs, latent terms, sentence rows) and `checksum()` of both sides must be equal, and the
+digests of the vectors, of the latent terms and of the sentence rows too.
 
 Each backend's side is a few SQL statements here (reading every row, and inserting rows with
 their own ids and times, which the Backend protocol's writes never do). Targets are named by
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
     from ..core.settings import Settings
 
-META_KEYS = ("identity", "identity_check")  # a reindex under way ("reindex") is refused
+META_KEYS = ("identity", "identity_check", "sentence")  # a reindex under way ("reindex") is refused
 ENTRY_COLUMNS = ("id", "kind", "project", "content", "source", "refs", "created", "updated",
                  "superseded_by", "dedup_key", "superseded_reason")
 LINK_COLUMNS = ("superseded_by", "superseded_reason")   # written after every entry
@@ -128,6 +129,17 @@ def vectors_digest(vectors: Iterable[tuple[int, "np.ndarray"]]) -> str:
     return digest.hexdigest()
 
 
+def sentence_digest(rows: Iterable[tuple[int, bytes]]) -> str:
+    """sha256 over (entry id, row bytes) by id: the copied sentence rows are byte for byte the
+    same."""
+    digest = hashlib.sha256()
+    for entry_id, row in sorted((int(i), bytes(r)) for i, r in rows):
+        digest.update(entry_id.to_bytes(8, "little", signed=True))
+        digest.update(len(row).to_bytes(4, "little"))
+        digest.update(row)
+    return digest.hexdigest()
+
+
 def latent_digest(rows: Iterable[tuple[int, int, float]]) -> str:
     """sha256 over (entry id, term, float64 weight) by entry and term: the copied latent-term
     index is bit for bit the same (both backends keep the weight as a double)."""
@@ -186,7 +198,8 @@ class _Side:
         return {"entries": self.count("memory_entries"), "events": self.count("memory_events"),
                 "vectors": self.count("memory_vectors"),
                 "message_refs": self.count("memory_message_refs"),
-                "latent_terms": self.count("memory_sparse")}
+                "latent_terms": self.count("memory_sparse"),
+                "sentence_rows": self.count("memory_sentence")}
 
     def vector_dim(self) -> int | None:
         return self.opened.vector_dim()
@@ -201,6 +214,17 @@ class _Side:
             return []
         return [(int(e), int(t), float(w)) for e, t, w in self._rows(
             "select entry_id, term, weight from memory_sparse order by entry_id, term")]
+
+    def sentence_rows(self) -> list[tuple[int, bytes]]:
+        """(entry id, row) of every stored sentence row, by id."""
+        if not self._table_exists("memory_sentence"):
+            return []
+        return [(int(i), bytes(r)) for i, r in self._rows(
+            "select entry_id, row from memory_sentence order by entry_id")]
+
+    def insert_sentence_rows(self, rows: list[tuple[int, bytes]]) -> None:
+        for entry_id, row in rows:
+            self.opened.write_sentence(entry_id, row)
 
     def staged(self) -> bool:
         return self.opened.staged_count() is not None or "reindex" in self.meta()
@@ -268,6 +292,9 @@ class _SqliteSide(_Side):
         self.conn.executemany("insert into memory_sparse(entry_id, term, weight) values (?, ?, ?)",
                               rows)
 
+    def insert_sentence_rows(self, rows: list[tuple[int, bytes]]) -> None:
+        self.conn.executemany("insert into memory_sentence(entry_id, row) values (?, ?)", rows)
+
     def insert_message_refs(self, entry_id: int, refs: dict) -> None:
         for message_id in sorted({int(m) for m in refs.get("messages") or []}):
             self.conn.execute("insert or ignore into memory_message_refs(message_id, entry_id) "
@@ -328,6 +355,13 @@ class _PostgresSide(_Side):
                               "unnest(%s::bigint[], %s::integer[], %s::float8[])",
                               ([r[0] for r in chunk], [r[1] for r in chunk], [r[2] for r in chunk]))
 
+    def insert_sentence_rows(self, rows: list[tuple[int, bytes]]) -> None:
+        for start in range(0, len(rows), 5_000):   # one statement a chunk, not one a row
+            chunk = rows[start:start + 5_000]
+            self.conn.execute("insert into memory_sentence(entry_id, row) select * from "
+                              "unnest(%s::bigint[], %s::bytea[])",
+                              ([r[0] for r in chunk], [r[1] for r in chunk]))
+
     def insert_message_refs(self, entry_id: int, refs: dict) -> None:
         message_ids = sorted({int(m) for m in refs.get("messages") or []})
         if message_ids:
@@ -381,9 +415,11 @@ class Migrated:
     vectors: int
     message_refs: int
     latent_terms: int    # rows of the latent-term index
+    sentence_rows: int   # the notes' sentence-model rows
     checksum: str        # equal on both sides: that is the verification
     vectors_digest: str
     latent_digest: str
+    sentence_digest: str
     seconds: float
 
     def to_dict(self) -> dict[str, Any]:
@@ -391,7 +427,8 @@ class Migrated:
 
 
 def store_summary(side: _Side) -> tuple[dict[str, int], str, str, str]:
-    """(counts, checksum, vectors digest, latent-term digest) of one store as it stands."""
+    """(counts, checksum, vectors digest, latent-term digest) of one store as it stands (the
+    sentence rows' digest: `sentence_digest(side.sentence_rows())`)."""
     meta = side.meta()
     return (side.counts(), checksum(side.entries(), side.events(), meta.get("identity")),
             vectors_digest(side.vectors()), latent_digest(side.latent_terms()))
@@ -440,8 +477,10 @@ def migrate(settings: "Settings", to: str | Target, *, progress=None) -> Migrate
             _copy(src, dst, progress)
             counts, sum_src, vec_src, latent_src = store_summary(src)
             counts_dst, sum_dst, vec_dst, latent_dst = store_summary(dst)
+            sentence_src = sentence_digest(src.sentence_rows())
+            sentence_dst = sentence_digest(dst.sentence_rows())
             if (counts != counts_dst or sum_src != sum_dst or vec_src != vec_dst
-                    or latent_src != latent_dst):
+                    or latent_src != latent_dst or sentence_src != sentence_dst):
                 raise StoreError(f"the copy at {dst.shown} does not match its source "
                                  f"({counts} vs {counts_dst}); it holds a partial store now: "
                                  "drop it before trying again")
@@ -450,8 +489,9 @@ def migrate(settings: "Settings", to: str | Target, *, progress=None) -> Migrate
     finally:
         src.close()
     return Migrated(source.shown, target.shown, counts["entries"], counts["events"],
-                    counts["vectors"], counts["message_refs"], counts["latent_terms"], sum_src,
-                    vec_src, latent_src, round(time.monotonic() - started, 3))
+                    counts["vectors"], counts["message_refs"], counts["latent_terms"],
+                    counts["sentence_rows"], sum_src, vec_src, latent_src, sentence_src,
+                    round(time.monotonic() - started, 3))
 
 
 def _copy(src: _Side, dst: _Side, progress) -> None:
@@ -474,6 +514,7 @@ def _copy(src: _Side, dst: _Side, progress) -> None:
             if progress and (n % 500 == 0 or n == total):
                 progress(n, total)
         dst.insert_latent_terms(src.latent_terms())   # after their entries (PostgreSQL's key)
+        dst.insert_sentence_rows(src.sentence_rows())
         for e in entries:  # links last: an aggregate has a higher id than what it speaks for
             if e["superseded_by"] is not None:
                 dst.link(int(e["id"]), int(e["superseded_by"]), e.get("superseded_reason"))
