@@ -203,7 +203,8 @@ def _new_messages(conversation: Conversation, known: set[str]) -> list[tuple[str
         if i == 0 and conversation.title:
             # The title is searchable through the conversation's first exchange.
             content = f"[conversation: {conversation.title}]\n{content}"
-        out.append((m.key, NewMessage(role=m.role, content=content, ref=m.ref, ts=m.ts)))
+        out.append((m.key, NewMessage(role=m.role, content=content, ref=m.ref, ts=m.ts,
+                                           ts_known=m.ts is not None)))
     return out
 
 
