@@ -241,3 +241,25 @@ def test_every_channel_s_window_clause_on_both_backends(on_backend, settings):
             "router firmware in 2026", "router firmware imported"}
         assert backend.count_unknown_time() == 1
         assert backend.count_unknown_time(kind="decision") == 0
+
+
+def test_an_export_message_without_a_time_is_marked_and_one_with_a_time_is_not(
+        runner, tmp_path, forge_env):
+    """A Claude export whose first conversation's messages lost `created_at`: those are dated
+    at the import and marked; the other conversations keep their times, unmarked."""
+    from pathlib import Path
+
+    from forge.core.settings import load_settings
+    from forge.store import history
+
+    source = Path(__file__).parent / "fixtures" / "exports" / "claude_conversations.json"
+    conversations = json.loads(source.read_text(encoding="utf-8"))
+    for m in conversations[0]["chat_messages"]:
+        m.pop("created_at", None)
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(conversations), encoding="utf-8")
+    assert invoke(runner, "history", "import", "--from", "claude", str(path)).exit_code == 0
+    messages = history.read(load_settings().memory_file).messages
+    first = len(conversations[0]["chat_messages"])
+    assert [m.ts_known for m in messages] == [False] * first + [True] * (len(messages) - first)
+    assert all(m.ts > "2026" for m in messages[:first]) and messages[first].ts < "2026"

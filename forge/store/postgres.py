@@ -649,10 +649,13 @@ class PostgresBackend:
 
     def _insert_row(self, item: NewEntry, dedup_key: str | None, vector: "np.ndarray", now: str,
                     tsv: str, length: int, refs: dict, message_ids: list[int]) -> Any:
+        # `created_known` is named only when false: the column's default says known
+        known, mark, value = ("", "", ()) if item.created_known else (", created_known", ", %s",
+                                                                      (False,))
         return self.conn.execute(
             "with e as (insert into memory_entries(kind, project, content, source, refs, created, "
-            "updated, dedup_key, words, word_count, created_known) values (%s, %s, %s, %s, %s, "
-            "%s, %s, %s, %s::tsvector, %s, %s) returning id), "
+            f"updated, dedup_key, words, word_count{known}) values (%s, %s, %s, %s, %s, %s, %s, "
+            f"%s, %s::tsvector, %s{mark}) returning id), "
             "v as (insert into memory_vectors(id, project, embedding) "
             "select id, %s, %b from e), "
             "r as (insert into memory_message_refs(history, message_id, entry_id) "
@@ -660,7 +663,8 @@ class PostgresBackend:
             "select id from e",
             (item.kind, item.project, item.content, item.source,
              json.dumps(refs, ensure_ascii=False), item.created or now, now, dedup_key, tsv, length,
-             bool(item.created_known), item.project or "", self._vector(vector), str(refs.get("history") or ""), message_ids)
+             *value, item.project or "", self._vector(vector), str(refs.get("history") or ""),
+             message_ids)
         ).fetchone()
 
     def update_entry(self, entry_id: int, *, kind: str, content: str, dedup_key: str | None,

@@ -657,12 +657,14 @@ class SQLiteBackend:
     def insert_entry(self, item: NewEntry, dedup_key: str | None, vector: "np.ndarray",
                      now: str) -> int:
         conn = self.conn
+        # `created_known` is named only when false: the column's default says known
+        known, mark, value = ("", "", ()) if item.created_known else (", created_known", ", ?", (0,))
         cur = conn.execute(
             "insert into memory_entries(kind, project, content, source, refs, created, updated, "
-            "dedup_key, created_known) values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"dedup_key{known}) values (?, ?, ?, ?, ?, ?, ?, ?{mark})",
             (item.kind, item.project, item.content, item.source,
              json.dumps(item.refs or {}, ensure_ascii=False), item.created or now, now, dedup_key,
-             1 if item.created_known else 0))
+             *value))
         entry_id = cur.lastrowid
         conn.execute("insert into memory_vectors(rowid, embedding, project) values (?, ?, ?)",
                      (entry_id, vector.tobytes(), item.project or ""))
