@@ -66,6 +66,9 @@ def test_an_import_without_times_marks_its_entries_unknown_and_shows_so(
     assert kept and all(not m.ts_known for m in kept if m.content.startswith("message"))
     raw = json.loads(settings.memory_file.read_text())["messages"]
     assert all(m["ts_known"] is False for m in raw if m["content"].startswith("message"))
+    shown = invoke(runner, "history").stdout   # its ts column says the time is the import's
+    assert all("Z? " in line for line in shown.splitlines() if "message 4" in line), shown
+    assert "ts_known" in invoke(runner, "history", "--csv").stdout
     entries = _json(runner, "memory", "ls")["entries"]
     nas = next(e for e in entries if "DS224" in e["content"])
     assert nas["kind"] == "archive" and nas["created_known"] is False
