@@ -266,3 +266,28 @@ def test_an_export_message_without_a_time_is_marked_and_one_with_a_time_is_not(
     first = len(conversations[0]["chat_messages"])
     assert [m.ts_known for m in messages] == [False] * first + [True] * (len(messages) - first)
     assert all(m.ts > "2026" for m in messages[:first]) and messages[first].ts < "2026"
+
+
+@pytest.mark.parametrize("to_backend", ["sqlite", pytest.param("postgres",
+                                                               marks=pytest.mark.postgres)])
+def test_store_migrate_carries_the_mark_and_its_checksum_sees_it(runner, tmp_path, forge_env,
+                                                                 to_backend, request):
+    from forge.store import transfer
+
+    batch = ('{"content": "Le NAS a 2 disques", "created": "2026-12-03", '
+             '"created_known": false}\n{"content": "Le serveur a 8 Go de RAM"}\n')
+    assert invoke(runner, "remember", "--batch", "-", input=batch).exit_code == 0
+    to = (request.getfixturevalue("postgres_url") if to_backend == "postgres"
+          else f"sqlite:///{tmp_path / 'copy.db'}")
+    done = invoke(runner, "store", "migrate", "--to", to)
+    assert done.exit_code == 0, done.stderr
+    env = ({"FORGE_DATABASE_URL": to} if to_backend == "postgres"
+           else {"RAG_DB_FILE": str(tmp_path / "copy.db")})
+    copied = json.loads(invoke(runner, "memory", "ls", "--json", env=env).stdout)["entries"]
+    assert [e["created_known"] for e in copied] == [False, True]
+    entries = [{"id": 1, "kind": "fact", "project": None, "content": "x", "source": "remember",
+                "refs": "{}", "created": "t", "updated": "t", "superseded_by": None,
+                "dedup_key": None, "created_known": known} for known in (True, False)]
+    assert transfer.checksum(entries[:1], []) != transfer.checksum(entries[1:], [])
+    without = {k: v for k, v in entries[0].items() if k != "created_known"}
+    assert transfer.checksum([without], []) == transfer.checksum(entries[:1], [])
