@@ -140,6 +140,9 @@ def test_a_note_of_unknown_time_is_neither_newer_nor_older(runner, tmp_path, for
     assert dated in [r["id"] for r in rows]
     assert all("newer" not in r for r in rows), rows
     assert "(older:" not in invoke(runner, "recall", "combien de RAM a le serveur ?").stdout
+    hot = invoke(runner, "memory", "hot").stdout   # the model never reads the import's date
+    assert "- [fact, date unknown] Le serveur a maintenant 24 Go de RAM" in hot, hot
+    assert "- [fact, 2026-11-01] Le serveur a 8 Go de RAM" in hot
     exported = invoke(runner, "memory", "export").stdout.splitlines()
     assert ['"created_known": false' in line for line in exported] == [False, True, False]
     monkeypatch.setenv("FORGE_DATA_DIR", str(tmp_path / "other"))
