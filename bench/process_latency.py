@@ -54,38 +54,37 @@ def _trace_file(path: Path, megabytes: int) -> None:
             fh.write(block)
 
 
-def _before_sentence_rows(path: Path) -> None:
-    """The old package's copy as a store of schema 5: migration 6 only added the notes'
-    sentence rows (`memory_sentence`, and the `sentence` meta naming their model), so dropping
-    them gives exactly what a package of 5 migrations wrote."""
+# What each migration the old package may lack added, newest first: (a name its code holds,
+# the schema version it made, what undoes it). Undoing them gives exactly what a package of
+# fewer migrations wrote; without it that package refuses the store ("newer than this forge").
+DOWNGRADES = (
+    ("created_known", 7, ("drop index if exists memory_entries_unknown",
+                          "alter table memory_entries drop column created_known")),
+    ("memory_sentence", 6, ("drop trigger if exists memory_entries_ad_sentence",
+                            "drop table if exists memory_sentence",
+                            "delete from meta where key = 'sentence'")),
+    ("memory_entries_created", 5, ("drop index if exists memory_entries_created",)),
+)
+
+
+def _as_old_package_wrote(path: Path, old: Path) -> None:
+    """The old package's copy of the store, each migration its code does not know undone (the
+    store's other rows untouched)."""
     import sqlite3
 
+    code = [p.read_text(encoding="utf-8") for p in (old / "forge").rglob("*.py")]
     conn = sqlite3.connect(path)
     try:
-        if conn.execute("pragma user_version").fetchone()[0] == 6:
-            conn.execute("drop trigger if exists memory_entries_ad_sentence")
-            conn.execute("drop table if exists memory_sentence")
-            conn.execute("delete from meta where key = 'sentence'")
-            conn.execute("update meta set value = '5' where key = 'schema_version'")
-            conn.execute("pragma user_version = 5")
-            conn.commit()
-    finally:
-        conn.close()
-
-
-def _before_created_index(path: Path) -> None:
-    """The old package's copy as a store of schema 4: migration 5 only added the `created`
-    index (time windows), so dropping it gives exactly what a package of 4 migrations wrote;
-    without it that package refuses the store ("newer than this forge")."""
-    import sqlite3
-
-    conn = sqlite3.connect(path)
-    try:
-        if conn.execute("pragma user_version").fetchone()[0] == 5:
-            conn.execute("drop index if exists memory_entries_created")
-            conn.execute("update meta set value = '4' where key = 'schema_version'")
-            conn.execute("pragma user_version = 4")
-            conn.commit()
+        for marker, version, statements in DOWNGRADES:
+            if any(marker in text for text in code):
+                break
+            if conn.execute("pragma user_version").fetchone()[0] == version:
+                for statement in statements:
+                    conn.execute(statement)
+                conn.execute("update meta set value = ? where key = 'schema_version'",
+                             (str(version - 1),))
+                conn.execute(f"pragma user_version = {version - 1}")
+                conn.commit()
     finally:
         conn.close()
 
@@ -159,12 +158,7 @@ def main() -> None:
             old_work = work / "old"
             old_work.mkdir()
             db.snapshot(args.store / "forge_rag.db", old_work / "forge_rag.db")
-            if not any("memory_sentence" in p.read_text(encoding="utf-8")
-                       for p in (args.compare / "forge").rglob("*.py")):
-                _before_sentence_rows(old_work / "forge_rag.db")
-            if not any("memory_entries_created" in p.read_text(encoding="utf-8")
-                       for p in (args.compare / "forge").rglob("*.py")):
-                _before_created_index(old_work / "forge_rag.db")
+            _as_old_package_wrote(old_work / "forge_rag.db", args.compare)
             shutil.copy(work / "traces.jsonl", old_work / "traces.jsonl")
             old_env = {**env, "PYTHONPATH": str(args.compare), "FORGE_DATA_DIR": str(old_work)}
             for name, (cmd, target) in list(commands.items()):

@@ -17,17 +17,23 @@ def _rows(messages: list[Any]) -> list[dict[str, Any]]:
     for m in messages:
         row = m.to_dict()
         row["pin"] = "pinned" if m.pinned else ""
+        if not m.ts_known:   # the table's ts: the import's time, not when it was said
+            row["shown_ts"] = f"{m.ts}?"
         rows.append(row)
     return rows
 
 
+def _table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**r, "ts": r.get("shown_ts", r["ts"])} for r in rows]
+
+
 def _strip_display(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in r.items() if k != "pin"} for r in rows]
+    return [{k: v for k, v in r.items() if k not in ("pin", "shown_ts")} for r in rows]
 
 
 def _show(messages: list[Any], fmt: str, empty: str) -> None:
     rows = _rows(messages)
-    emit(rows, fmt, columns=COLUMNS, empty=empty, data=_strip_display(rows))
+    emit(_table(rows), fmt, columns=COLUMNS, empty=empty, data=_strip_display(rows))
 
 
 @click.group(invoke_without_command=True)
@@ -72,7 +78,7 @@ def clear(everything: bool, dry_run: bool, yes: bool, fmt: str) -> None:
     doomed = store.clear_plan(store.read(path), everything=everything)
     kept = "" if everything else "; pinned messages kept"
     if dry_run:
-        emit(_rows(doomed), fmt, columns=COLUMNS, data=_strip_display(_rows(doomed)),
+        emit(_table(_rows(doomed)), fmt, columns=COLUMNS, data=_strip_display(_rows(doomed)),
              empty="nothing to discard")
         if doomed:
             note(f"would discard {len(doomed)} message(s){kept}; dry run, nothing changed")

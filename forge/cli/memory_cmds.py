@@ -197,7 +197,8 @@ def _read_batch(stream: Any, project: str | None) -> list[Any]:
         if not isinstance(obj, dict) or not isinstance(obj.get("content"), str):
             raise ForgeError(f'--batch line {number} needs an object with a "content" string')
         item = rag.NewEntry(kind=obj.get("kind") or "fact", content=obj["content"],
-                            project=obj.get("project", project), created=obj.get("created"))
+                            project=obj.get("project", project), created=obj.get("created"),
+                            created_known=obj.get("created_known", True))
         try:
             items.append(rag.validate_new(item))
         except ForgeError as e:
@@ -295,7 +296,7 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
             _note_unknown_project(store, project)
     rows = [row.to_dict() for row in result.rows]
     for row, r in zip(rows, result.rows):
-        row["date"] = _date(r.entry.created)
+        row["date"] = _date(r.entry.created, r.entry.created_known)
         if rag.is_replaced(r.entry):
             row["content"] = f"(replaced by #{r.entry.superseded_by}) {row['content']}"
         if r.newer is not None:
@@ -322,10 +323,10 @@ def _recall_time(since: str | None, until: str | None, as_of: str | None) -> dic
     return timeline.arguments(get_settings(), since, until, as_of)
 
 
-def _date(created: str) -> str:
-    from ..core.when import local_date
+def _date(created: str, known: bool = True) -> str:
+    from ..core.when import shown_date
 
-    return local_date(created)
+    return shown_date(created, known)
 
 
 def _note_window(time: dict[str, Any]) -> None:
@@ -341,6 +342,10 @@ def _note_window(time: dict[str, Any]) -> None:
             note(f"time {said}{span}; rows said in it first, then others said {told}")
         else:
             note(f"time window {said}{span}")
+            if time.get("unknown_time_excluded"):
+                note(f"{time['unknown_time_excluded']} entr"
+                     f"{'y' if time['unknown_time_excluded'] == 1 else 'ies'} whose time is "
+                     "unknown (imported without one) left out: a window filters known times")
     if time.get("as_of"):
         from ..core.when import local_date
 
@@ -436,7 +441,8 @@ def memory_ls(kind: str | None, project: str | None, query: str | None, limit: i
         if not entries:
             _note_unknown_project(store, project)
     data = [e.to_dict() for e in entries]
-    rows = [{**d, "entry": _entry_label(e)} for d, e in zip(data, entries)]
+    rows = [{**d, "entry": _entry_label(e), "created": e.created + ("" if e.created_known else "?")}
+            for d, e in zip(data, entries)]
     emit(rows, fmt, columns=LS_COLUMNS, data=data,
          document={**page.to_dict(), "by_kind": by_kind}, empty="no entries")
     if page.next_cursor and fmt == "table":
@@ -572,7 +578,10 @@ def memory_show(entry_id: int, fmt: str) -> None:
         entry = rag.get_entry(store, entry_id)
         events = rag.entry_events(store, entry_id)
     lines = [_entry_label(entry) + (f" project {entry.project}" if entry.project else ""),
-             f"source {entry.source}, created {entry.created}, updated {entry.updated}"]
+             f"source {entry.source}, created {entry.created}"
+             + ("" if entry.created_known else
+                " (time unknown: when an import without times stored it)")
+             + f", updated {entry.updated}"]
     if entry.refs:
         lines.append("refs " + dumps(entry.refs))
     lines += ["", entry.content, "", "events:"]
@@ -746,8 +755,11 @@ def memory_export(kind: str | None, project: str | None) -> None:
             _note_unknown_project(store, project)
     kept = [e for e in entries if e.kind != rag.ARCHIVE_KIND]
     for e in kept:
-        click.echo(dumps({"kind": e.kind, "project": e.project, "content": e.content,
-                          "id": e.id, "created": e.created}))
+        line = {"kind": e.kind, "project": e.project, "content": e.content, "id": e.id,
+                "created": e.created}
+        if not e.created_known:   # only then: a store whose times are all known exports as before
+            line["created_known"] = False
+        click.echo(dumps(line))
     note(f"exported {len(kept)} entr{'y' if len(kept) == 1 else 'ies'}"
          + (f"; {len(entries) - len(kept)} archive entries left out" if len(kept) < len(entries)
             else ""))

@@ -38,17 +38,22 @@ STAMP = "%Y-%m-%dT%H:%M:%S.%fZ"   # to read a stored time (strptime); written by
 
 class Window:
     """[since, until) in stored UTC times (None: open on that side) and the words it was read
-    from (`from_query`: the question's own words; None for options). A plain class: importing
-    this module is on every recall's path (a NamedTuple costs ~0.15 ms to create)."""
+    from (`from_query`: the question's own words; None for options). `unknown_time`: whether an
+    entry whose time is unknown is searched (bounded by `until` only: a question's period, the
+    store at --as-of) or left out (False: --since/--until filter known times). A plain class:
+    importing this module is on every recall's path (a NamedTuple costs ~0.15 ms to create)."""
 
-    __slots__ = ("since", "until", "from_query")
+    __slots__ = ("since", "until", "from_query", "unknown_time")
 
-    def __init__(self, since: str | None, until: str | None, from_query: str | None = None):
+    def __init__(self, since: str | None, until: str | None, from_query: str | None = None,
+                 unknown_time: bool = False):
         self.since, self.until, self.from_query = since, until, from_query
+        self.unknown_time = unknown_time
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Window) and \
-            (self.since, self.until, self.from_query) == (other.since, other.until, other.from_query)
+            (self.since, self.until, self.from_query, self.unknown_time) == \
+            (other.since, other.until, other.from_query, other.unknown_time)
 
     def __repr__(self) -> str:
         return f"Window({self.since!r}, {self.until!r}, {self.from_query!r})"
@@ -63,6 +68,13 @@ class Window:
     def holds(self, created: str) -> bool:
         return (self.since is None or created >= self.since) and \
             (self.until is None or created < self.until)
+
+    def admits(self, created: str, known: bool = True) -> bool:
+        """What the channels' window clause keeps: a known time in [since, until); an unknown
+        one when `unknown_time`, before `until`."""
+        if known:
+            return self.holds(created)
+        return self.unknown_time and (self.until is None or created < self.until)
 
 
 class Found:
@@ -213,6 +225,13 @@ def _tomorrow(now: datetime | str | None, tz: tzinfo | None) -> datetime | None:
         return None
     utc = _utc(_aware(start, tz))
     return utc if isinstance(utc, datetime) else None
+
+
+def shown_date(created: str, known: bool = True, tz: tzinfo | None = None) -> str:
+    """The date column of every table (recall, `memory ls`): local_date, with `?` after it when
+    the time is unknown (`2026-12-02?`: the day an import without times stored it, not when it
+    was said)."""
+    return local_date(created, tz) + ("" if known else "?")
 
 
 def local_date(created: str, tz: tzinfo | None = None) -> str:

@@ -264,10 +264,11 @@ def _store_exchanges(settings: Any, plan: _Plan, store: Any,
     if not plan.keep:
         return []
     history_id = history.ensure_history_id(settings.memory_file)
-    # created: when the exchange happened (its first message's time), not when it is archived
+    # created: when the exchange happened (its first message's time), not when it is archived;
+    # unknown when that time is only the import's (a record without one)
     items = [rag.NewEntry(kind=rag.ARCHIVE_KIND, content=u.text(), source="compaction",
                           refs={**u.refs(), **({"history": history_id} if history_id else {})},
-                          created=u.first_ts)
+                          created=u.first_ts, created_known=u.first_ts_known)
              for u in plan.keep]
     own = store is None
     store = rag.open_store(settings) if own else store

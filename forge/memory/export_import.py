@@ -210,7 +210,8 @@ def _new_messages(conversation: Conversation, known: set[str],
             # The title is searchable through the conversation's first exchange.
             content = f"[conversation: {title}]\n{content}"
         ref = ref_of(m.key, title) if title != conversation.title else m.ref
-        out.append((m.key, NewMessage(role=m.role, content=content, ref=ref, ts=m.ts)))
+        out.append((m.key, NewMessage(role=m.role, content=content, ref=ref, ts=m.ts,
+                                      ts_known=m.ts is not None)))
     return out
 
 

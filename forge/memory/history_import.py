@@ -110,7 +110,8 @@ def _check(obj: Any) -> tuple[NewMessage | None, str | None, set[str]]:
     if not isinstance(answered, bool):
         return None, "answered must be true or false", unknown
     return NewMessage(role=role, content=content, answered=answered,
-                      ref=str(ref) if ref is not None else None, ts=ts), None, unknown
+                      ref=str(ref) if ref is not None else None, ts=ts,
+                      ts_known=ts is not None), None, unknown
 
 
 def _array_items(text: str) -> list[tuple[int, Any]]:

@@ -130,7 +130,8 @@ def pieces(entry: "Entry", block: BlockPlan) -> list[Any]:
         if refs.get("history"):  # whose message ids these are (a shared store)
             piece_refs["history"] = refs["history"]
         out.append(rag.NewEntry(kind=rag.ARCHIVE_KIND, content=unit.text(), project=entry.project,
-                                source=source, refs=piece_refs, created=entry.created))
+                                source=source, refs=piece_refs, created=entry.created,
+                                created_known=entry.created_known))
     return out
 
 

@@ -40,6 +40,7 @@ class Part:
     ref: str | None = None
     answered: bool = True
     ts: str = ""            # when it was said (the history message's ts; "" when unknown)
+    ts_known: bool = True   # False: `ts` is only when an import without times stored it
 
 
 @dataclass
@@ -74,6 +75,22 @@ class Unit:
                 except ForgeError:
                     continue
         return None
+
+    @property
+    def first_ts_known(self) -> bool:
+        """Whether `first_ts` is when it was said (False: an import without times stored the
+        message then)."""
+        from ..core.errors import ForgeError
+        from ..core.when import to_stored
+
+        for p in self.parts:
+            if p.ts:
+                try:
+                    to_stored(p.ts)
+                except ForgeError:
+                    continue
+                return p.ts_known
+        return True
 
     @property
     def question(self) -> str:
@@ -136,7 +153,8 @@ def units(messages: Sequence[Any]) -> list[Unit]:
             continue
         part = Part(role=m.role, content=unwrap_envelope(m.content), id=m.id,
                     ref=getattr(m, "ref", None), answered=bool(getattr(m, "answered", True)),
-                    ts=str(getattr(m, "ts", "") or ""))
+                    ts=str(getattr(m, "ts", "") or ""),
+                    ts_known=getattr(m, "ts_known", True) is not False)
         if part.role == "user" or not out:
             out.append(Unit([part]))
         else:

@@ -7,7 +7,7 @@ ranking.
 A recall's query goes down from here to the store and never climbs back."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..core.log import log
 from ..store import rag
@@ -59,9 +59,9 @@ def query_vector_later(store: "Store", query: str, query_vector: "QueryVector | 
     return Job(lambda: embedder.embed_query(query), "forge-query-vector").result
 
 
-def span(window: "Window | None") -> dict[str, str | None]:
+def span(window: "Window | None") -> dict[str, Any]:
     """A time window as the backend's filter arguments ({} without one)."""
-    return {} if window is None else window.bounds()
+    return {} if window is None else {**window.bounds(), "unknown_time": window.unknown_time}
 
 
 def search_vector(store: "Store", qvec: "np.ndarray | None", *, k: int,

@@ -49,12 +49,15 @@ class HotBlock:
 
 
 def entry_line(entry: Any) -> str:
-    """`- [kind/project, YYYY-MM-DD] content` (continuation lines indented)."""
+    """`- [kind/project, YYYY-MM-DD] content` (continuation lines indented); `date unknown`
+    in place of the date when the entry's time is unknown (an import without times: its
+    stored date is the import's, and a model would read it as when it was said)."""
     from ..core.when import local_date
 
     label = f"{entry.kind}/{entry.project}" if getattr(entry, "project", None) else entry.kind
     body = "\n  ".join(line for line in str(entry.content).strip().splitlines() if line.strip())
-    return f"- [{label}, {local_date(entry.created)}] {body}"
+    date = local_date(entry.created) if getattr(entry, "created_known", True) else "date unknown"
+    return f"- [{label}, {date}] {body}"
 
 
 def _cut_note(left_out: int, max_tokens: int) -> str:

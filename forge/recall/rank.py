@@ -301,6 +301,8 @@ def recall(store: "Store", query: str, *, limit: int | None = None,
         result.time = timeline.describe(period or window, as_of, searched=window)
         if not result.rows and window is not None:   # say what it left out; never widen it
             result.time["excluded"] = len(run(None).rows)
+        if window is not None and not window.unknown_time:
+            result.time["unknown_time_excluded"] = timeline.unknown_left_out(store, project, kind)
         if period is not None:
             timeline.period_first(result.rows, period)
     if asked is None and len(result.rows) > 1:
@@ -434,7 +436,7 @@ def with_neighbours(store: "Store", rows: list, *, limit: int, after: int = 1,
     present = {r.entry.id: r for r in rows}
     new = rag.entries_by_id(store, [i for i in around if i not in present])
     if window is not None:
-        new = {i: e for i, e in new.items() if window.holds(e.created)}
+        new = {i: e for i, e in new.items() if window.admits(e.created, e.created_known)}
     head = rows[:after]
     kept = {r.entry.id for r in head}
     beside = [present.get(i) or rag.SearchRow(new[i], "neighbour", None, None,

@@ -58,10 +58,10 @@ def until_as_of(window: "Window | None", as_of: str) -> "Window":
     """`window` cut at `as_of` (a stored time: entries created before it)."""
     from ..core.when import Window
 
-    if window is None:
-        return Window(None, as_of, None)
+    if window is None:   # the store as it stood: an unknown time is when it was stored
+        return Window(None, as_of, None, unknown_time=True)
     until = as_of if window.until is None else min(window.until, as_of)
-    return Window(window.since, until, window.from_query)
+    return Window(window.since, until, window.from_query, window.unknown_time)
 
 
 def told(period: "Window") -> "Window | None":
@@ -84,14 +84,27 @@ def told(period: "Window") -> "Window | None":
         start = datetime.strptime(period.since, STAMP) - ANNOUNCED
     except OverflowError:   # within a fortnight of the first day a store holds: all of it
         return None
-    return Window(utc_text(start), None, period.from_query)
+    return Window(utc_text(start), None, period.from_query, unknown_time=True)
 
 
 def period_first(rows: list["SearchRow"], period: "Window") -> list["SearchRow"]:
     """In place, stable: the rows said during `period` before the others (said before or after
-    it). Returns `rows`."""
-    rows.sort(key=lambda r: not period.holds(r.entry.created))
+    it, or at an unknown time). Returns `rows`."""
+    rows.sort(key=lambda r: not (known(r.entry) and period.holds(r.entry.created)))
     return rows
+
+
+def known(entry: "Entry") -> bool:
+    """Whether `entry`'s time is when it was said: False for an import without times, whose
+    `created` is only when it was stored. Such a time never places a row in a period, nor
+    makes it newer or older than another."""
+    return entry.created_known
+
+
+def unknown_left_out(store: "Store", project: str | None, kind: str | None) -> int:
+    """How many entries whose time is unknown --since/--until left out (the JSON's
+    `time.unknown_time_excluded`)."""
+    return store.backend.count_unknown_time(project=project, kind=kind)
 
 
 def describe(window: "Window", as_of: str | None, *,
@@ -127,10 +140,12 @@ def as_they_stood(store: "Store", entries: dict[int, "Entry"], as_of: str) -> di
 
 def newer_first(rows: list["SearchRow"]) -> list["SearchRow"]:
     """In place: for each pair of rows stating a changed fact (core/facts.changed_fact), the
-    newer moves up to just before the older, which is marked `newer`. Returns `rows`."""
+    newer moves up to just before the older, which is marked `newer`; a row whose time is
+    unknown is in no pair. Returns `rows`."""
     from ..store.common import ARCHIVE_KIND
 
-    notes = [r for r in rows if r.entry.kind != ARCHIVE_KIND and r.entry.superseded_by is None]
+    notes = [r for r in rows if r.entry.kind != ARCHIVE_KIND and r.entry.superseded_by is None
+             and known(r.entry)]
     if len(notes) < 2:
         return rows
     from ..core import facts

@@ -161,6 +161,10 @@ class Backend(Protocol):
         """kind -> count, ordered by kind (filtered by project, and created in [since, until),
         when given)."""
 
+    def count_unknown_time(self, *, project: str | None = None, kind: str | None = None) -> int:
+        """Active entries (no `superseded_by`) whose time is unknown (`created_known` false),
+        of `project` and `kind` when given: what --since/--until leave out."""
+
     def count_superseded(self) -> int:
         """Entries whose `superseded_by` is set."""
 
@@ -262,8 +266,8 @@ class Backend(Protocol):
 
     def search_sparse(self, terms: Sequence[tuple[int, float]], *, k: int,
                       project: str | None = None, kind: str | None = None,
-                      since: str | None = None, until: str | None = None
-                      ) -> list[tuple[int, float]]:
+                      since: str | None = None, until: str | None = None,
+                      unknown_time: bool = False) -> list[tuple[int, float]]:
         """(entry id, dot product over `terms`) of the `k` best entries (filtered by exact
         project and/or kind, and by a time window, when given: inside the query, as every
         channel's), best first, ties by id; rows scoring 0 left out.
@@ -300,12 +304,14 @@ class Backend(Protocol):
 
     def search_vector(self, qvec: "QueryVector", *, k: int, project: str | None = None,
                       kind: str | None = None, since: str | None = None,
-                      until: str | None = None) -> list[tuple[int, float]]:
+                      until: str | None = None, unknown_time: bool = False
+                      ) -> list[tuple[int, float]]:
         """(entry id, L2 distance) of the k nearest vectors to `qvec` (a numpy float32 array
         or an `array.array('f')`), nearest first. The project filter and the time window
         (entries created in [since, until), stored times compared bytewise) run INSIDE the
         KNN: k rows come back whenever k such entries have vectors (never a global top-k
-        filtered afterwards). With `kind`, an exact scan of that kind's entries (and project). [] without a vector storage or for k <= 0. Rows may name an
+        filtered afterwards); an entry whose time is unknown is in the window as `unknown_time`
+        says (common.entry_filters: False, left out; True, bounded by `until` only). With `kind`, an exact scan of that kind's entries (and project). [] without a vector storage or for k <= 0. Rows may name an
         entry deleted by a foreign client (an orphan): callers skip ids with no entry."""
 
     def vectors_of(self, ids: Iterable[int]) -> dict[int, "np.ndarray"]:
@@ -338,7 +344,8 @@ class Backend(Protocol):
 
     def search_words(self, words: Sequence[str], *, k: int, project: str | None = None,
                      kind: str | None = None, since: str | None = None,
-                     until: str | None = None) -> list[tuple[int, float]]:
+                     until: str | None = None, unknown_time: bool = False
+                     ) -> list[tuple[int, float]]:
         """(entry id, score) of the best k entries holding ANY of `words` (already admitted
         tokens, never user syntax; filtered by project, kind and time window inside the query
         when given), best first; the score is "lower is better" (SQLite's

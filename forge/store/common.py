@@ -56,6 +56,9 @@ class Entry:
     # Why it is superseded: "fold" (the aggregation tier) or "replace" (a user's newer
     # fact); None while active. Only meaningful with `superseded_by` set.
     superseded_reason: str | None = None
+    # Whether `created` is when it was said (True), or only when it entered the store (False:
+    # an import whose messages carried no time dated them at the import).
+    created_known: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         """asdict(self), written out: asdict's field-by-field recursive copy took ~95 ms of
@@ -64,7 +67,8 @@ class Entry:
                 "content": self.content, "source": self.source,
                 "refs": copy.deepcopy(self.refs), "created": self.created,
                 "updated": self.updated, "superseded_by": self.superseded_by,
-                "superseded_reason": self.superseded_reason}
+                "superseded_reason": self.superseded_reason,
+                "created_known": self.created_known}
 
 
 @dataclass
@@ -78,6 +82,8 @@ class NewEntry:
     refs: dict | None = None
     # When what it holds happened or was said (a stored UTC time); None: now, at the write.
     created: str | None = None
+    # False: `created` is only when it entered the store (an import without times).
+    created_known: bool = True
 
 
 # --------------------------------------------------------------------------- rules
@@ -141,8 +147,13 @@ def validate_new(item: NewEntry) -> NewEntry:
         from ..core.when import to_stored
 
         created = to_stored(created, what='"created"')
+    known = item.created_known
+    if not isinstance(known, bool):
+        raise ForgeError(f'"created_known" must be true or false, not {type(known).__name__}')
+    if not known and created is None:
+        raise ForgeError('"created_known": false needs the "created" time it qualifies')
     return NewEntry(kind=kind, content=content, project=project, source=source, refs=refs,
-                    created=created)
+                    created=created, created_known=known)
 
 
 def dedup_key(item: NewEntry) -> str | None:
@@ -204,19 +215,35 @@ def like_pattern(text: str) -> str:
 
 
 def entry_filters(project: str | None, kind: str | None, placeholder: str = "?", *,
-                  since: str | None = None, until: str | None = None, collate: str = ""
-                  ) -> tuple[str, list[str]]:
+                  since: str | None = None, until: str | None = None, collate: str = "",
+                  unknown_time: bool | None = None) -> tuple[str, list[Any]]:
     """` and e.project = ? and e.kind = ?` (and the time window `e.created >= since and
     e.created < until`) for the ones given, and their values: the filter a channel's query puts
     on `memory_entries e` (the backend's own placeholder; `collate`: what makes its text
-    comparison bytewise, stored times being compared as text)."""
+    comparison bytewise, stored times being compared as text).
+
+    An entry whose time is unknown (`created_known` false: its `created` is only when an import
+    stored it) with a window: `unknown_time` False, it is left out (the window is a filter on
+    known times: --since/--until); True, `since` does not bound it, only `until` does (a period
+    a question names, the store as it stood at --as-of); None, its stored time is compared
+    like any other (a listing)."""
     sql, args = "", []
     for column, value in (("project", project), ("kind", kind)):
         if value is not None:
             sql += f" and e.{column} = {placeholder}"
             args.append(value)
-    for op, value in ((">=", since), ("<", until)):
-        if value is not None:
-            sql += f" and e.created{collate} {op} {placeholder}"
-            args.append(value)
+    windowed = since is not None or until is not None
+    if windowed and unknown_time is False:
+        sql += f" and e.created_known = {placeholder}"
+        args.append(True)
+    if since is not None:
+        if windowed and unknown_time:
+            sql += f" and (e.created{collate} >= {placeholder} or e.created_known = {placeholder})"
+            args += [since, False]
+        else:
+            sql += f" and e.created{collate} >= {placeholder}"
+            args.append(since)
+    if until is not None:
+        sql += f" and e.created{collate} < {placeholder}"
+        args.append(until)
     return sql, args

@@ -44,11 +44,16 @@ class Message:
     # Compaction marks its pointer/summary here, e.g. {"compaction": "pointer", "entries": [3, 4]}.
     meta: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # False: `ts` is when an import stored it, its record saying no time (written as
+    # `"ts_known": false`, and only then: a file with every time known reads as before).
+    ts_known: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"id": self.id, "role": self.role, "content": self.content,
                              "pinned": self.pinned, "answered": self.answered, "ts": self.ts,
                              "ref": self.ref}
+        if not self.ts_known:
+            d["ts_known"] = False
         if self.meta is not None:
             d["meta"] = self.meta
         d.update(self.extra)
@@ -56,10 +61,11 @@ class Message:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Message":
-        known = {"id", "role", "content", "pinned", "answered", "ts", "ref", "meta"}
+        known = {"id", "role", "content", "pinned", "answered", "ts", "ref", "meta", "ts_known"}
         return cls(id=int(d["id"]), role=str(d["role"]), content=str(d.get("content", "")),
                    pinned=bool(d.get("pinned", False)), answered=bool(d.get("answered", True)),
                    ts=str(d.get("ts", "")), ref=d.get("ref"), meta=d.get("meta"),
+                   ts_known=d.get("ts_known") is not False,
                    extra={k: v for k, v in d.items() if k not in known})
 
     @property
@@ -78,6 +84,8 @@ class NewMessage:
     ts: str | None = None
     pinned: bool = False
     meta: dict[str, Any] | None = None
+    # False: an import's record without a time (`ts` is then the import's: see Message).
+    ts_known: bool = True
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -258,7 +266,8 @@ def append(path: Path, messages: Iterable[NewMessage], *, max_history: int,
 
 def _materialise(doc: HistoryDoc, m: NewMessage) -> Message:
     return Message(id=doc.new_id(), role=m.role, content=m.content, pinned=m.pinned,
-                   answered=m.answered, ts=m.ts or utc_now(), ref=m.ref, meta=m.meta)
+                   answered=m.answered, ts=m.ts or utc_now(), ref=m.ref, meta=m.meta,
+                   ts_known=m.ts_known)
 
 
 def clear_plan(doc: HistoryDoc, *, everything: bool = False) -> list[Message]:

@@ -231,8 +231,17 @@ def _m6_sentence(cur: Any) -> None:
                 "memory_entries(id) on delete cascade, row bytea not null)")
 
 
+def _m7_created_known(cur: Any) -> None:
+    """Whether an entry's `created` is when it was said (true) or only when an import without
+    times stored it (false). Every entry written before is true: a past import without times
+    dated its entries at the import, and nothing left tells them apart now."""
+    cur.execute("alter table memory_entries add column created_known boolean not null default true")
+    cur.execute('create index memory_entries_unknown on memory_entries(created_known, '
+                '(created collate "C"))')
+
+
 MIGRATIONS = (_m1_tables, _m2_word_counts, _m3_superseded_reason, _m4_sparse, _m5_created,
-              _m6_sentence)
+              _m6_sentence, _m7_created_known)
 # Stored times compare as bytes (the created index's collation).
 BYTEWISE = ' collate "C"'
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -337,7 +346,7 @@ def _vec_text(vec: "np.ndarray") -> str:
 
 
 _ENTRY_COLS = ("id, kind, project, content, source, refs, created, updated, superseded_by, "
-               "superseded_reason")
+               "superseded_reason, created_known")
 
 
 def _row_to_entry(row: Sequence[Any]) -> Entry:
@@ -345,7 +354,8 @@ def _row_to_entry(row: Sequence[Any]) -> Entry:
     return Entry(id=int(row[0]), kind=row[1], project=row[2], content=row[3], source=row[4],
                  refs=json.loads(row[5] or "{}"), created=row[6], updated=row[7],
                  superseded_by=None if row[8] is None else int(row[8]),
-                 superseded_reason=row[9] if row[8] is not None else None)
+                 superseded_reason=row[9] if row[8] is not None else None,
+                 created_known=bool(row[10]))
 
 
 # --------------------------------------------------------------------------- the backend
@@ -571,6 +581,13 @@ class PostgresBackend:
         sql = "select kind, count(*) from memory_entries e where true" + filters
         return dict(self.conn.execute(sql + " group by kind order by kind", args).fetchall())
 
+    def count_unknown_time(self, *, project: str | None = None, kind: str | None = None) -> int:
+        if self.missing:
+            return 0
+        filters, args = entry_filters(project, kind, "%s")
+        return self.conn.execute("select count(*) from memory_entries e where not created_known "
+                                 "and superseded_by is null" + filters, args).fetchone()[0]
+
     def count_superseded(self) -> int:
         if self.missing:
             return 0
@@ -683,10 +700,13 @@ class PostgresBackend:
 
     def _insert_row(self, item: NewEntry, dedup_key: str | None, vector: "np.ndarray", now: str,
                     tsv: str, length: int, refs: dict, message_ids: list[int]) -> Any:
+        # `created_known` is named only when false: the column's default says known
+        known, mark, value = ("", "", ()) if item.created_known else (", created_known", ", %s",
+                                                                      (False,))
         return self.conn.execute(
             "with e as (insert into memory_entries(kind, project, content, source, refs, created, "
-            "updated, dedup_key, words, word_count) values (%s, %s, %s, %s, %s, %s, %s, %s, "
-            "%s::tsvector, %s) returning id), "
+            f"updated, dedup_key, words, word_count{known}) values (%s, %s, %s, %s, %s, %s, %s, "
+            f"%s, %s::tsvector, %s{mark}) returning id), "
             "v as (insert into memory_vectors(id, project, embedding) "
             "select id, %s, %b from e), "
             "r as (insert into memory_message_refs(history, message_id, entry_id) "
@@ -694,7 +714,8 @@ class PostgresBackend:
             "select id from e",
             (item.kind, item.project, item.content, item.source,
              json.dumps(refs, ensure_ascii=False), item.created or now, now, dedup_key, tsv, length,
-             item.project or "", self._vector(vector), str(refs.get("history") or ""), message_ids)
+             *value, item.project or "", self._vector(vector), str(refs.get("history") or ""),
+             message_ids)
         ).fetchone()
 
     def update_entry(self, entry_id: int, *, kind: str, content: str, dedup_key: str | None,
@@ -751,7 +772,8 @@ class PostgresBackend:
 
     def search_sparse(self, terms: Sequence[tuple[int, float]], *, k: int,
                       project: str | None = None, kind: str | None = None,
-                      since: str | None = None, until: str | None = None
+                      since: str | None = None, until: str | None = None,
+                      unknown_time: bool = False
                       ) -> list[tuple[int, float]]:
         """The `k` entries with the largest dot product over `terms` (higher is better): SQLite's
         sums, the same order (score, then id). Each term's postings are read by its own range
@@ -766,7 +788,7 @@ class PostgresBackend:
         args: list[Any] = [[int(t) for t, _ in terms], [float(w) for _, w in terms]]
         if project is not None or kind is not None or since is not None or until is not None:
             filters, values = entry_filters(project, kind, "%s", since=since, until=until,
-                                            collate=BYTEWISE)
+                                            unknown_time=unknown_time, collate=BYTEWISE)
             sql += " join memory_entries e on e.id = p.entry_id where true" + filters
             args += values
         rows = self.conn.execute(sql + " group by p.entry_id order by s desc, p.entry_id limit %s",
@@ -867,14 +889,14 @@ class PostgresBackend:
 
     def search_vector(self, qvec: "QueryVector", *, k: int, project: str | None = None,
                       kind: str | None = None, since: str | None = None,
-                      until: str | None = None) -> list[tuple[int, float]]:
+                      until: str | None = None, unknown_time: bool = False) -> list[tuple[int, float]]:
         if k <= 0 or qvec is None or not self.has_vectors():
             return []
         q = self._vector(qvec)
         if kind is not None or since is not None or until is not None:
             # the window (or kind) inside the ORDER BY ... LIMIT: k rows whenever k exist
             filters, values = entry_filters(project, kind, "%s", since=since, until=until,
-                                            collate=BYTEWISE)
+                                            unknown_time=unknown_time, collate=BYTEWISE)
             sql = ("select v.id, v.embedding <-> %b as d from memory_vectors v "
                    "join memory_entries e on e.id = v.id where true" + filters)
             args: list[Any] = [q, *values]
@@ -958,7 +980,7 @@ class PostgresBackend:
 
     def search_words(self, words: Sequence[str], *, k: int, project: str | None = None,
                      kind: str | None = None, since: str | None = None,
-                     until: str | None = None) -> list[tuple[int, float]]:
+                     until: str | None = None, unknown_time: bool = False) -> list[tuple[int, float]]:
         words = [w for w in dict.fromkeys(words) if len(w.encode()) <= MAX_LEXEME_BYTES]
         if k <= 0 or not words or self.missing:
             return []
@@ -974,7 +996,7 @@ class PostgresBackend:
         idf = [max(1e-6, math.log((total - df[w] + 0.5) / (df[w] + 0.5))) for w in words]
         query = " | ".join(_lexeme(w) for w in words)
         filters, args = entry_filters(project, kind, "%s", since=since, until=until,
-                                      collate=BYTEWISE)
+                                      unknown_time=unknown_time, collate=BYTEWISE)
         sql = f"""
             with q(word, idf) as (select * from unnest(%s::text[], %s::float8[])),
             hits as (select e.id, e.words, e.word_count from memory_entries e

@@ -156,9 +156,17 @@ def _m6_sentence(conn: Any) -> None:
         end""")
 
 
+def _m7_created_known(conn: Any) -> None:
+    """Whether an entry's `created` is when it was said (1) or only when an import without
+    times stored it (0). Every entry written before is 1: a past import without times dated
+    its entries at the import, and nothing left tells them apart now."""
+    conn.execute("alter table memory_entries add column created_known integer not null default 1")
+    conn.execute("create index memory_entries_unknown on memory_entries(created_known, created)")
+
+
 MIGRATIONS: tuple[Callable[[Any], None], ...] = (_m1_entries, _m2_superseded_reason,
                                                   _m3_sparse, _m4_sparse_frequency, _m5_created,
-                                                  _m6_sentence)
+                                                  _m6_sentence, _m7_created_known)
 
 FTS_TRIGGERS = (
     """create trigger memory_fts_ai after insert on memory_entries begin
@@ -279,14 +287,15 @@ def _create_vectors(conn: Any, name: str, dim: int) -> None:
 
 
 _ENTRY_COLS = ("id, kind, project, content, source, refs, created, updated, superseded_by, "
-               "superseded_reason")
+               "superseded_reason, created_known")
 
 
 def _row_to_entry(row: Sequence[Any]) -> Entry:
     # A link cleared by a shell DELETE's trigger leaves a stale reason: it means nothing then.
     return Entry(id=row[0], kind=row[1], project=row[2], content=row[3], source=row[4],
                  refs=json.loads(row[5] or "{}"), created=row[6], updated=row[7],
-                 superseded_by=row[8], superseded_reason=row[9] if row[8] is not None else None)
+                 superseded_by=row[8], superseded_reason=row[9] if row[8] is not None else None,
+                 created_known=bool(row[10]))
 
 
 def _blob(vec: "QueryVector") -> bytes:
@@ -628,6 +637,11 @@ class SQLiteBackend:
         sql = "select kind, count(*) from memory_entries e where true" + filters
         return dict(self.conn.execute(sql + " group by kind order by kind", args).fetchall())
 
+    def count_unknown_time(self, *, project: str | None = None, kind: str | None = None) -> int:
+        filters, args = entry_filters(project, kind)
+        return self.conn.execute("select count(*) from memory_entries e where created_known = 0 "
+                                 "and superseded_by is null" + filters, args).fetchone()[0]
+
     def count_superseded(self) -> int:
         return self.conn.execute("select count(*) from memory_entries "
                                  "where superseded_by is not null").fetchone()[0]
@@ -695,11 +709,14 @@ class SQLiteBackend:
     def insert_entry(self, item: NewEntry, dedup_key: str | None, vector: "np.ndarray",
                      now: str) -> int:
         conn = self.conn
+        # `created_known` is named only when false: the column's default says known
+        known, mark, value = ("", "", ()) if item.created_known else (", created_known", ", ?", (0,))
         cur = conn.execute(
             "insert into memory_entries(kind, project, content, source, refs, created, updated, "
-            "dedup_key) values (?, ?, ?, ?, ?, ?, ?, ?)",
+            f"dedup_key{known}) values (?, ?, ?, ?, ?, ?, ?, ?{mark})",
             (item.kind, item.project, item.content, item.source,
-             json.dumps(item.refs or {}, ensure_ascii=False), item.created or now, now, dedup_key))
+             json.dumps(item.refs or {}, ensure_ascii=False), item.created or now, now, dedup_key,
+             *value))
         entry_id = cur.lastrowid
         conn.execute("insert into memory_vectors(rowid, embedding, project) values (?, ?, ?)",
                      (entry_id, vector.tobytes(), item.project or ""))
@@ -753,8 +770,8 @@ class SQLiteBackend:
 
     def search_sparse(self, terms: Sequence[tuple[int, float]], *, k: int,
                       project: str | None = None, kind: str | None = None,
-                      since: str | None = None, until: str | None = None
-                      ) -> list[tuple[int, float]]:
+                      since: str | None = None, until: str | None = None,
+                      unknown_time: bool = False) -> list[tuple[int, float]]:
         """The `k` entries with the largest dot product over `terms` (higher is better)."""
         if k <= 0 or not terms:
             return []
@@ -763,7 +780,8 @@ class SQLiteBackend:
         sql = (f"with q(term, w) as (values {values}) select p.entry_id, sum(p.weight * q.w) as s "
                "from q join memory_sparse p on p.term = q.term")
         if project is not None or kind is not None or since is not None or until is not None:
-            filters, values = entry_filters(project, kind, since=since, until=until)
+            filters, values = entry_filters(project, kind, since=since, until=until,
+                                            unknown_time=unknown_time)
             sql += " join memory_entries e on e.id = p.entry_id where 1" + filters
             args += values
         sql += " group by p.entry_id order by s desc, p.entry_id limit ?"
@@ -849,7 +867,8 @@ class SQLiteBackend:
 
     def search_vector(self, qvec: "QueryVector", *, k: int, project: str | None = None,
                       kind: str | None = None, since: str | None = None,
-                      until: str | None = None) -> list[tuple[int, float]]:
+                      until: str | None = None, unknown_time: bool = False
+                      ) -> list[tuple[int, float]]:
         if k <= 0 or not self.has_vectors():
             return []
         window = since is not None or until is not None
@@ -858,11 +877,13 @@ class SQLiteBackend:
 
             scanned = vector_scan.knn(self.conn, self.path, qvec, k=k, project=project,
                                       min_entries=self.scan_min_entries, readonly=self.readonly,
-                                      only=self.ids_created(since, until) if window else None)
+                                      only=self.ids_created(since, until, unknown_time)
+                                      if window else None)
             if scanned is not None:  # vector_scan: large stores scan the memory-mapped copy
                 return scanned
         if kind is not None:  # the vector table holds no kinds: an exact scan of that kind
-            filters, values = entry_filters(project, kind, since=since, until=until)
+            filters, values = entry_filters(project, kind, since=since, until=until,
+                                            unknown_time=unknown_time)
             sql = ("select v.rowid, vec_distance_l2(v.embedding, ?) as d from memory_vectors v "
                    "join memory_entries e on e.id = v.rowid where 1" + filters)
             args: list[Any] = [_blob(qvec), *values]
@@ -873,14 +894,18 @@ class SQLiteBackend:
             sql += " and project = ?"
             args.append(project)
         if window:   # inside the KNN: vec0 keeps k rows of the window whenever it holds k
-            filters, values = entry_filters(None, None, since=since, until=until)
+            filters, values = entry_filters(None, None, since=since, until=until,
+                                            unknown_time=unknown_time)
             sql += " and rowid in (select e.id from memory_entries e where 1" + filters + ")"
             args += values
         return [(r[0], r[1]) for r in self.conn.execute(sql + " order by distance", args)]
 
-    def ids_created(self, since: str | None, until: str | None) -> list[int]:
-        """The ids of the entries created in [since, until) (the created index)."""
-        filters, values = entry_filters(None, None, since=since, until=until)
+    def ids_created(self, since: str | None, until: str | None,
+                    unknown_time: bool = False) -> list[int]:
+        """The ids of the entries created in [since, until) (the created index); those whose
+        time is unknown as common.entry_filters says."""
+        filters, values = entry_filters(None, None, since=since, until=until,
+                                        unknown_time=unknown_time)
         return [r[0] for r in self.conn.execute("select e.id from memory_entries e where 1"
                                                 + filters, values)]
 
@@ -984,7 +1009,8 @@ class SQLiteBackend:
 
     def search_words(self, words: Sequence[str], *, k: int, project: str | None = None,
                      kind: str | None = None, since: str | None = None,
-                     until: str | None = None) -> list[tuple[int, float]]:
+                     until: str | None = None, unknown_time: bool = False
+                     ) -> list[tuple[int, float]]:
         """The FTS5 query is built from tokenizer output only, each word quoted: user text never
         reaches its syntax."""
         if k <= 0 or not words or not self.fts:
@@ -998,7 +1024,8 @@ class SQLiteBackend:
         else:
             sql = ("select memory_fts.rowid, bm25(memory_fts) as score from memory_fts "
                    "join memory_entries e on e.id = memory_fts.rowid where memory_fts match ?")
-            filters, values = entry_filters(project, kind, since=since, until=until)
+            filters, values = entry_filters(project, kind, since=since, until=until,
+                                            unknown_time=unknown_time)
             sql += filters
             args = [match, *values]
             sql += " order by score limit ?"

@@ -1,7 +1,7 @@
 """`forge store migrate`: copy a whole deliberate store from one backend to another, verified.
 
-What is copied, with its ids: every entry (kind, project, content, source, refs, created,
-updated, dedup key, `superseded_by` links), every vector, every latent term (the
+What is copied, with its ids: every entry (kind, project, content, source, refs, created and
+whether it is known, updated, dedup key, `superseded_by` links), every vector, every latent term (the
 identity names the head that wrote them, so the copy answers the latent channel at once),
 every note's sentence-model row (byte for byte, with the `sentence` identity that wrote them),
 the message refs (rebuilt from each entry's refs, as a write makes them), the event log with its
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 META_KEYS = ("identity", "identity_check", "sentence")  # a reindex under way ("reindex") is refused
 ENTRY_COLUMNS = ("id", "kind", "project", "content", "source", "refs", "created", "updated",
-                 "superseded_by", "dedup_key", "superseded_reason")
+                 "superseded_by", "dedup_key", "superseded_reason", "created_known")
 LINK_COLUMNS = ("superseded_by", "superseded_reason")   # written after every entry
 EVENT_COLUMNS = ("at", "event", "entry_id", "kind", "link", "info")
 
@@ -99,7 +99,7 @@ def checksum(entries: Iterable[dict[str, Any]], events: Iterable[dict[str, Any]]
              identity: Any = None) -> str:
     """The content checksum of a store, whatever its backend: sha256 over every entry by id
     (id, kind, project, content, source, refs, created, updated, superseded_by, dedup key, and
-    why it is superseded when it is),
+    why it is superseded when it is, and that its time is unknown when it is),
     then every event in order (at, event, entry_id, kind, link, info), then the identity.
     JSON values (refs, info, identity) are compared as values, not as the text a backend kept."""
     digest = hashlib.sha256()
@@ -108,7 +108,9 @@ def checksum(entries: Iterable[dict[str, Any]], events: Iterable[dict[str, Any]]
                                   e["source"], _decoded(e["refs"]) or {}, e["created"],
                                   e["updated"], e["superseded_by"], e.get("dedup_key")]
                                  + ([e.get("superseded_reason")] if e["superseded_by"] is not None
-                                    else [])).encode())
+                                    else [])
+                                 + ([] if e.get("created_known", True) else
+                                    [["created_known", False]])).encode())
         digest.update(b"\n")
     for ev in events:
         digest.update(_canonical(["event", ev["at"], ev["event"], ev["entry_id"], ev["kind"],
@@ -177,8 +179,11 @@ class _Side:
     # -- reading
     def entries(self) -> list[dict[str, Any]]:
         cols = ", ".join(ENTRY_COLUMNS)
-        return [dict(zip(ENTRY_COLUMNS, r))
+        rows = [dict(zip(ENTRY_COLUMNS, r))
                 for r in self._rows(f"select {cols} from memory_entries order by id")]
+        for e in rows:   # SQLite keeps 0/1, PostgreSQL a boolean
+            e["created_known"] = bool(e["created_known"])
+        return rows
 
     def events(self) -> list[dict[str, Any]]:
         cols = ", ".join(EVENT_COLUMNS)

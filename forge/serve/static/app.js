@@ -265,7 +265,12 @@ async function unpin(id) {
 
 // -- memory: list by kind, remember, forget -----------------------------------------------------
 
-// An entry's date (YYYY-MM-DD) in the browser's time zone, from its stored UTC `created`.
+// An entry's date (YYYY-MM-DD) in the browser's time zone, from its stored UTC `created`; a `?`
+// after it when its time is unknown (an import without times: the day it was stored).
+function entryDate(e) {
+  return localDate(e.created) + (e.created_known === false ? "?" : "");
+}
+
 function localDate(iso) {
   const d = new Date(iso);
   if (isNaN(d)) return String(iso || "").slice(0, 10);
@@ -300,7 +305,7 @@ async function refreshMemory(more = false) {
     el("h3", { text: `${k} (${entries.length})` }),
     ...entries.map((e) => el("div", { class: "entry", "data-id": String(e.id) },
       el("span", { class: "muted", text: "#" + e.id + (e.project ? " " + e.project : "") }),
-      el("span", { class: "date muted", text: localDate(e.created) }),
+      el("span", { class: "date muted", text: entryDate(e) }),
       el("span", { class: "content", text: e.content }),
       el("button", { text: "forget", onclick: () => forget(e.id).catch((err) => showError(err.message)) }))))));
 }
@@ -342,7 +347,7 @@ $("recall-form").addEventListener("submit", async (ev) => {
   try {
     const result = await api("GET", "/search?q=" + encodeURIComponent(q));
     body.replaceChildren(...result.rows.map((r) => el("tr", { "data-id": String(r.id) },
-      el("td", { text: "#" + r.id }), el("td", { class: "date", text: localDate(r.created) }),
+      el("td", { text: "#" + r.id }), el("td", { class: "date", text: entryDate(r) }),
       el("td", { text: r.kind }),
       el("td", { class: "channel", text: r.channel }),
       el("td", { class: "distance", text: r.distance == null ? "—" : r.distance.toFixed(4) }),
