@@ -149,9 +149,10 @@ def _m6_sentence(conn: Any) -> None:
     recall embeds only its question: 512 float32 as a blob, keyed by the entry id; a plain
     table, so a plain shell's DELETE of an entry removes its row. A store written before holds
     none: recall embeds a note lacking its row, `forge reindex --sentence` fills them."""
-    conn.execute("create table memory_sentence (entry_id integer primary key, row blob not null)")
+    conn.execute("create table if not exists memory_sentence (entry_id integer primary key, "
+                 "row blob not null)")
     conn.execute("""
-        create trigger memory_entries_ad_sentence after delete on memory_entries begin
+        create trigger if not exists memory_entries_ad_sentence after delete on memory_entries begin
             delete from memory_sentence where entry_id = old.id;
         end""")
 
@@ -160,8 +161,11 @@ def _m7_created_known(conn: Any) -> None:
     """Whether an entry's `created` is when it was said (1) or only when an import without
     times stored it (0). Every entry written before is 1: a past import without times dated
     its entries at the import, and nothing left tells them apart now."""
-    conn.execute("alter table memory_entries add column created_known integer not null default 1")
-    conn.execute("create index memory_entries_unknown on memory_entries(created_known, created)")
+    if "created_known" not in {row[1] for row in conn.execute("pragma table_info(memory_entries)")}:
+        conn.execute("alter table memory_entries add column created_known integer not null "
+                     "default 1")
+    conn.execute("create index if not exists memory_entries_unknown on "
+                 "memory_entries(created_known, created)")
 
 
 MIGRATIONS: tuple[Callable[[Any], None], ...] = (_m1_entries, _m2_superseded_reason,
