@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 FORGE = str(Path(sys.executable).parent / "forge")
 TOOLS = {"remember", "recall", "memory_list", "memory_show", "forget", "hot_block",
-         "memory_conflicts"}
+         "memory_conflicts", "supersede"}
 FACT = "Les sauvegardes restic du NAS partent chaque nuit vers un bucket Backblaze B2."
 
 

@@ -461,7 +461,7 @@ def memory_conflicts(project: str | None, kind: str | None, fmt: str) -> None:
     `forge memory supersede OLD --by NEW`."""
     from ..memory import conflicts
 
-    with _open(mode="rows") as store:
+    with _open(mode="read") as store:   # "changed" pairs read the stored vectors
         report = conflicts.find(store, project=project, kind=kind)
         if not report.conflicts:
             _note_unknown_project(store, project)

@@ -144,9 +144,13 @@ def create_server(settings: Any) -> MCPServer:
         without this conversation. An exact duplicate writes nothing and returns the existing
         id. When it makes an older entry obsolete, pass that entry's id in `replaces`.
         `conflicts` lists active entries it may contradict (it is written all the same): ask
-        the user which holds, then forget or replace. Answers `forge remember --json`:
-        {"id", "created", "replaced", "conflicts", "secrets_redacted"}: a secret in the content
-        (an API key, a password) is replaced by a marker naming its type before the write."""
+        the user which holds, then forget or replace. `may_replace` lists active entries that
+        speak of the same thing with another value, found by meaning even when no word repeats
+        ([{"id", "content", "reason"}]): when you know the old one is over (the user said the
+        fact changed), call `supersede` with its id and this entry's id, so recall stops
+        offering the old value. Answers `forge remember --json`: {"id", "created", "replaced",
+        "conflicts", "secrets_redacted", "may_replace"}: a secret in the content (an API key,
+        a password) is replaced by a marker naming its type before the write."""
         return await answer(lambda: documents.remember(settings, content, kind, project,
                                                        replaces), "remember")
 
@@ -202,6 +206,16 @@ def create_server(settings: Any) -> MCPServer:
         correction instead. Answers `forge memory forget ID --json`: {"id", "kind",
         "released"} (entries it had absorbed come back)."""
         return await answer(lambda: documents.forget(settings, id), "forget")
+
+    @server.forge_tool(annotations=ToolAnnotations(title="Supersede", destructive_hint=False,
+                                             idempotent_hint=True, open_world_hint=False))
+    async def supersede(ids: Replaces, by: EntryId) -> CallToolResult:
+        """Mark entries as replaced by a newer one (`by`): they leave recall's rows and the hot
+        block, and stay stored and linked (`forge memory supersede IDS --by ID --undo`
+        releases them). Use it when `remember` named an entry in `may_replace` or `conflicts`
+        and the user confirmed the old one is over. Answers `forge memory supersede IDS --by
+        ID --json`."""
+        return await answer(lambda: documents.supersede(settings, ids, by), "supersede")
 
     @server.forge_tool(annotations=ToolAnnotations(title="Conflicts", read_only_hint=True,
                                              open_world_hint=False))

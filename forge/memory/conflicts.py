@@ -59,7 +59,10 @@ class ConflictReport:
 
 def find(store: "Store", *, project: str | None = None, kind: str | None = None) -> ConflictReport:
     """Every conflicting pair among the active entries (not archive, not superseded) of one
-    kind and project: rows only, no embedding, no vector. `forge memory conflicts` calls it."""
+    kind and project: rows only, no embedding of a question; with RECALL_SENTENCE on, also
+    the pairs where a fact changed in other words (reason "changed: ...", memory/changed.py:
+    the stored vectors and the sentence model's rows of the notes). `forge memory conflicts`
+    calls it."""
     from ..store import rag
 
     started = time.perf_counter()
@@ -74,9 +77,19 @@ def find(store: "Store", *, project: str | None = None, kind: str | None = None)
     for (k, p), members in by_space.items():
         seen = evidence(e.content for e in members)
         sides = [s for s in (read_side(e, seen) for e in members) if s is not None]
+        listed = set()
         for c in _space_conflicts(sides):
             c.kind, c.project = k, p
             found.append(c)
+            listed.add(frozenset(c.ids))
+        if store.settings.recall_sentence and k != rag.ARCHIVE_KIND:
+            from . import changed
+
+            for older, newer, score in changed.pairs(store, members):
+                if frozenset((older.id, newer.id)) not in listed:
+                    found.append(Conflict([older.id, newer.id], f"changed: {changed.REASON}",
+                                          [], [older.content, newer.content],
+                                          [older.content, newer.content], k, p))
     found.sort(key=lambda c: c.ids)
     return ConflictReport(found, len(entries), round(time.perf_counter() - started, 4))
 
@@ -197,6 +210,9 @@ class Noted:
     replaced: list[int]
     conflicts: list[Conflict]
     secrets_redacted: dict[str, int] = field(default_factory=dict)   # by type
+    # active notes written before it that it may replace, found by meaning (memory/changed.py):
+    # [{id, content, reason}]
+    may_replace: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def conflict_ids(self) -> list[int]:
@@ -204,7 +220,8 @@ class Noted:
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "created": self.created, "replaced": self.replaced,
-                "conflicts": self.conflict_ids, "secrets_redacted": self.secrets_redacted}
+                "conflicts": self.conflict_ids, "secrets_redacted": self.secrets_redacted,
+                "may_replace": self.may_replace}
 
     def notes(self) -> list[str]:
         """One line per conflict, for stderr (the CLI, the REPL) and the chat tool."""
@@ -213,6 +230,9 @@ class Noted:
             text = c.contents[0] if c.ids[0] == other else c.contents[1]
             out.append(f'#{other} may say otherwise: "{text}" ({c.reason}; '
                        f"forge memory supersede {other} --by {self.id} if this replaces it)")
+        for m in self.may_replace:
+            out.append(f"may replace #{m['id']} {_quoted(m['content'])} ({m['reason']}; "
+                       f"forge memory supersede {m['id']} --by {self.id} if it is over)")
         return out
 
 
@@ -241,7 +261,20 @@ def _noted(store: "Store", result: Any) -> Noted:
     from ..store import rag
 
     found: list[Conflict] = []
+    replacing: list[dict[str, Any]] = []
     if result.created:
-        found = against(store, rag.get_entry(store, result.id))
+        entry = rag.get_entry(store, result.id)
+        found = against(store, entry)
+        if store.settings.recall_sentence:
+            from . import changed
+
+            named = {i for c in found for i in c.ids} | set(result.replaced)
+            replacing = [m for m in changed.may_replace(store, entry) if m["id"] not in named]
     return Noted(result.id, result.created, list(result.replaced), found,
-                 dict(result.secrets_redacted))
+                 dict(result.secrets_redacted), replacing)
+
+
+def _quoted(text: str, width: int = 80) -> str:
+    """`text` in single quotes on one line, cut at `width` characters."""
+    line = " ".join(text.split())
+    return "'" + (line if len(line) <= width else line[:width - 1] + "…") + "'"

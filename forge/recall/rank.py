@@ -272,7 +272,9 @@ def recall(store: "Store", query: str, *, limit: int | None = None,
     searches what may tell of it (timeline.told: said in it, after it, or in the fortnight
     before it), what was said in the period first; its words leave the word channels. `as_of`
     (a stored time): the store as it stood then. With no window, the newer of two rows that
-    state a changed fact comes first (timeline.newer_first)."""
+    state a changed fact comes first (timeline.newer_first), and the newest of the rows that
+    speak of the same thing by meaning (timeline.same_thing_first; the former value first for a
+    question about the past)."""
     words_query = period = None
     if window is None and read_time:
         from ..core import when   # ~0.2 ms; dateparser only when the question names a time
@@ -294,7 +296,8 @@ def recall(store: "Store", query: str, *, limit: int | None = None,
                                           window=within, words_query=words_query, as_of=as_of)
         return search(store, query, limit=limit or DEFAULT_LIMIT, project=project, kind=kind,
                       query_vector=query_vector, neighbours=neighbours, replaced=replaced,
-                      window=within, words_query=words_query, as_of=as_of)
+                      window=within, words_query=words_query, as_of=as_of,
+                      spare=timeline.SPARE if within is None else 0)
 
     result = run(window)
     if asked is not None or window is not None:
@@ -305,6 +308,9 @@ def recall(store: "Store", query: str, *, limit: int | None = None,
             timeline.period_first(result.rows, period)
     if asked is None and len(result.rows) > 1:
         timeline.newer_first(result.rows)
+    if asked is None and result.rows:
+        timeline.same_thing_first(store, result, query)
+    result.spare = []
     return result
 
 
@@ -315,13 +321,14 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
            fusion: str = "normalised", strong: str = "tiered",
            word_weight: str | None = None, replaced: bool = False, latent: bool = True,
            window: "Window | None" = None, words_query: str | None = None,
-           as_of: str | None = None) -> "SearchResult":
+           as_of: str | None = None, spare: int = 0) -> "SearchResult":
     """`limit` rows (fewer only when the store has fewer passing candidates), best fused first.
     `latent`: the latent-term channel when the store has its index (sparse; False for
     the ablation's two-channel rows). `window`: a time window inside every channel's query;
     `words_query`: what the word and latent-term channels read instead of `query` (the question
     without its time expression; the vector channel reads VECTOR_READS); `as_of`: an entry
-    replaced by one created after it is a row again.
+    replaced by one created after it is a row again; `spare`: the next `spare` passing
+    candidates after the rows, in `result.spare` (what a newer statement may bring in).
 
     Raises ServerError when the embedder is down, like channels.search_hybrid.
     """
@@ -357,9 +364,11 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
         if nearest:
             ranked = normalised(vector, lexical, weights if covered else None, WORD_SHARE,
                                 sparse=found, sentence=nearest)
-    result = fill(store, ranked, limit=limit, cutoff=cutoff, fingerprint=fingerprint, words=words,
-                  replaced=replaced, as_of=as_of,
+    result = fill(store, ranked, limit=limit + spare, cutoff=cutoff, fingerprint=fingerprint,
+                  words=words, replaced=replaced, as_of=as_of,
                   farthest=vector[-1][1] if len(vector) >= (vector_pool or depth) else None)
+    if spare:
+        result.rows, result.spare = result.rows[:limit], result.rows[limit:]
     after = neighbours_after(result.rows, vector, lexical, strong) if neighbours else None
     if after is not None:
         result.rows = with_neighbours(store, result.rows, limit=limit, after=after, window=window)

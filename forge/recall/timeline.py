@@ -20,13 +20,13 @@ one, which carries `newer` (its id).
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 if TYPE_CHECKING:
     from ..core.when import Window
     from ..store.common import Entry
     from ..store.rag import Store
-    from ..store.search_results import SearchRow
+    from ..store.search_results import SearchResult, SearchRow
 
 # How long before a period a question names an entry may announce it (told).
 ANNOUNCED = timedelta(days=14)
@@ -153,7 +153,7 @@ def newer_first(rows: list["SearchRow"]) -> list["SearchRow"]:
         current = old.newer
         if current is None or _later(new.entry, next(r.entry for r in rows
                                                      if r.entry.id == current)):
-            old.newer = new.entry.id
+            old.newer, old.newer_reason = new.entry.id, "changed fact (words)"
         at_old, at_new = rows.index(old), rows.index(new)
         if at_new > at_old:
             rows.insert(at_old, rows.pop(at_new))
@@ -162,3 +162,138 @@ def newer_first(rows: list["SearchRow"]) -> list["SearchRow"]:
 
 def _later(a: "Entry", b: "Entry") -> bool:
     return (a.created, a.id) > (b.created, b.id)
+
+
+# --------------------------------------------------------------------------- the same thing, by meaning
+
+# How many passing candidates after the rows recall looks at: a newer statement of a row's
+# fact ranked just outside the budget comes in (it is usually worded less like the question
+# than the older one it replaces, which is why it ranks lower).
+SPARE = 6
+# Two notes speak of the same thing when the sentence model's rows of them are at least this
+# near (cosine). Measured on tests/fixtures/true_now_dev.json (bench/true_now_dev.py): facts
+# changed in other words have a median of 0.47 (10th percentile 0.18), unrelated note pairs a
+# 90th percentile of 0.19 and a maximum of 0.59, pairs that both stay true 0.31-0.64.
+SAME_THING = 0.40
+
+# A note that says it adds to what is there, not that it replaces it ("a second cat", "I also
+# speak German"): never the newer statement of another note. Whole words, any case.
+ADDS = ("second", "seconde", "another", "also", "too", "as well", "additional", "extra",
+        "aussi", "également", "deuxième", "un autre", "une autre", "en plus", "de plus",
+        "encore un", "encore une")
+
+# A question about a former value: its words, the one closed list (docs/time.md shows it).
+# Whole words, any case, with or without accents; ’ read as '.
+PAST_WORDS = {
+    "en": ("before", "previous", "previously", "used to", "use to", "former", "formerly", "first",
+           "earlier", "originally"),
+    "fr": ("avant", "auparavant", "ancien", "ancienne", "anciens", "anciennes", "précédent",
+           "précédente", "précédents", "précédentes", "premier", "première", "avais-je",
+           "j'avais", "avait-il", "avait-elle", "étais-je", "j'étais", "était"),
+}
+_patterns: dict[str, Any] = {}
+
+
+def _words_pattern(name: str, words: Iterable[str]) -> Any:
+    if name not in _patterns:
+        import re
+
+        from ..core.words import fold
+
+        forms = set(words) | {fold(w) for w in words}
+        alternatives = sorted((re.escape(w).replace(r"\ ", r"\s+") for w in forms), key=len,
+                              reverse=True)
+        _patterns[name] = re.compile(r"(?<![\w'-])(?:" + "|".join(alternatives) + r")(?![\w'-])",
+                                     re.IGNORECASE)
+    return _patterns[name]
+
+
+def asks_past(question: str) -> bool:
+    """Whether `question` asks about a former value: it holds one of PAST_WORDS."""
+    words = [w for ws in PAST_WORDS.values() for w in ws]
+    return _words_pattern("past", words).search(question.replace("’", "'")) is not None
+
+
+def adds(text: str) -> bool:
+    """Whether a note says it adds to what is there (ADDS)."""
+    return _words_pattern("adds", ADDS).search(text.replace("’", "'")) is not None
+
+
+def same_thing_first(store: "Store", result: "SearchResult", question: str) -> None:
+    """In place: the rows (and `result.spare`, the candidates just after them) that speak of
+    the same thing by meaning, grouped around the best-ranked row of each group; in each
+    group the newest comes to the place of its best-ranked row (a spare one comes in: the last
+    row of no group leaves), the older ones stay, marked `newer` with the reason "same thing
+    (meaning)". For a question about the past (asks_past), the older note nearest the newest
+    (the value it replaced) takes that place instead (result.order = "past"), the newest stays
+    where it was.
+
+    Same thing: two deliberate, active notes of one kind and project whose sentence-model rows
+    are at least SAME_THING near, neither a note that adds (ADDS), or a pair newer_first
+    marked. The rows are those the sentence model read for this recall (kept in the process:
+    no model pass is added); with RECALL_SENTENCE=off nothing is grouped by meaning (the
+    word-level newer_first still runs)."""
+    from . import sentence
+
+    if not store.settings.recall_sentence or sentence._model is None:
+        return
+    from ..store.common import ARCHIVE_KIND
+
+    rows = result.rows
+    notes = [r for r in rows + result.spare
+             if r.entry.kind != ARCHIVE_KIND and r.entry.superseded_by is None]
+    if len(notes) < 2:
+        return
+    past = asks_past(question)
+    vectors = sentence.rows_of(sentence._model, [r.entry.content for r in notes])
+    sims = vectors @ vectors.T
+    add = [adds(r.entry.content) for r in notes]
+    place = {id(r): n for n, r in enumerate(notes)}
+
+    def linked(i: int, j: int) -> bool:
+        a, b = notes[i], notes[j]
+        if a.newer == b.entry.id or b.newer == a.entry.id:
+            return True
+        return bool(sims[i, j] >= SAME_THING and a.entry.kind == b.entry.kind
+                    and a.entry.project == b.entry.project and not add[i] and not add[j]
+                    and a.entry.content != b.entry.content)
+
+    used: set[int] = set()
+    changed = False
+    for anchor in list(rows):
+        i = place.get(id(anchor))
+        if i is None or i in used:
+            continue
+        members = [i] + [j for j in range(len(notes))
+                         if j != i and j not in used and linked(i, j)]
+        if len(members) < 2:
+            continue
+        used.update(members)
+        group = [notes[j] for j in members]
+        by_time = sorted(group, key=lambda r: (r.entry.created, r.entry.id))
+        newest = by_time[-1]
+        first = (max(by_time[:-1], key=lambda r: sims[place[id(r)], place[id(newest)]])
+                 if past else newest)
+        if any(r is first for r in rows):
+            _remove(rows, first)
+        else:   # a spare one comes in: the last row of no group leaves
+            out = next((r for r in reversed(rows) if place.get(id(r)) not in used), None)
+            if out is None:
+                continue
+            _remove(rows, out)
+            _remove(result.spare, first)
+            result.spare.insert(0, out)
+        ids = {id(r) for r in group}
+        best = min((n for n, r in enumerate(rows) if id(r) in ids), default=len(rows))
+        rows.insert(best, first)
+        for r in by_time[:-1]:
+            if r.newer is None and any(x is r for x in rows):
+                r.newer, r.newer_reason = newest.entry.id, "same thing (meaning)"
+        changed = True
+    if changed and past:
+        result.order = "past"
+
+
+def _remove(rows: list["SearchRow"], row: "SearchRow") -> None:
+    """`row` itself out of `rows` (not a row equal to it)."""
+    del rows[next(n for n, r in enumerate(rows) if r is row)]

@@ -187,7 +187,7 @@ def do_conflicts(settings: Any, kind: str | None, project: str | None) -> dict:
     from ..memory import conflicts
     from ..store import rag
 
-    with rag.open_store(settings, mode="rows") as store:
+    with rag.open_store(settings, mode="read") as store:   # "changed" reads stored vectors
         return {"conflicts": [c.to_dict() for c in
                               conflicts.find(store, project=project, kind=kind).conflicts]}
 
