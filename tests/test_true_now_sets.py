@@ -1,0 +1,59 @@
+"""The held-out dated sets bench/true_now.py scores: every label names a note of the set, every
+pair it calls a changed fact is an older and a newer note of one kind and project, and a
+question is scored on its first row (one note expected) or its first 3 (two)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+import true_now  # noqa: E402
+
+
+def load(name: str) -> dict:
+    return json.loads(true_now.SETS[name].read_text(encoding="utf-8"))
+
+
+def test_every_label_names_a_note_and_every_changed_pair_is_older_then_newer():
+    for name in true_now.SETS:
+        data = load(name)
+        notes = {e["key"]: e for e in data["entries"]}
+        keys = list(notes) + [h["key"] for h in data["history"]]
+        assert len(keys) == len(set(keys)), name
+        assert all(e["at"] < data["now"] for e in data["entries"]), name
+        for q in data["questions"]:
+            assert set(true_now.expected(q)) | set(q.get("also", [])) <= set(keys), q
+            assert q["type"] in {kind.partition("@")[0] for _, kind in true_now.GROUPS[name]
+                                 if kind}, q
+        for older, newer in data.get("changed", []) + data.get("stay_true", []):
+            a, b = notes[older], notes[newer]
+            assert a["at"] < b["at"], (older, newer)
+            assert (a["kind"], a.get("project")) == (b["kind"], b.get("project")), (older, newer)
+
+
+def test_the_true_now_set_has_the_shape_it_promises():
+    data = load("true-now")
+    kinds = [q["type"] for q in data["questions"]]
+    assert kinds.count("current") >= 30 and kinds.count("former") == 10
+    assert kinds.count("both") == 10 == len(data["stay_true"])
+    assert len(data["changed"]) >= 30
+    labelled = {k for pair in data["changed"] + data["stay_true"] for k in pair}
+    assert sum(1 for e in data["entries"] if e["key"] not in labelled) >= 30
+
+
+def test_a_question_is_right_on_its_first_row_or_both_notes_in_the_first_three():
+    data = {"questions": [
+        {"id": "current-01", "q": "Where do I work?", "type": "current", "expect": ["new"],
+         "also": ["office"]},
+        {"id": "former-01", "q": "Where did I work before?", "type": "former", "expect": "old"},
+        {"id": "both-01", "q": "What pets do I have?", "type": "both", "expect": ["a", "b"]}]}
+    ids = {"new": 1, "old": 2, "office": 3, "a": 4, "b": 5, "other": 6}
+    judged = true_now.judge(data, ids, [[3, 1], [1, 2], [4, 6, 5]])
+    assert [j["ok"] for j in judged] == [True, False, True]
+    assert judged[1]["ranks"] == [2] and judged[1]["first"] == "new"
+    judged = true_now.judge(data, ids, [[2, 1], [], [4, 6, 1, 5]])
+    assert [j["ok"] for j in judged] == [False, False, False]
+    assert judged[2]["ranks"] == [1, 4] and judged[1]["first"] is None
