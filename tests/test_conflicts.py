@@ -278,7 +278,7 @@ def test_replacing_through_the_library_returns_what_mcp_needs(settings):
     with rag.open_store(settings) as store:
         old = conflicts.remember(store, "fact", "Forge v3")
         assert old.to_dict() == {"id": old.id, "created": True, "replaced": [], "conflicts": [],
-                                 "secrets_redacted": {}}
+                                 "secrets_redacted": {}, "may_replace": []}
         clash = conflicts.remember(store, "fact", "Forge v4")
         assert clash.conflict_ids == [old.id] and "v3 / v4" in clash.notes()[0]
         new = conflicts.remember(store, "fact", "Forge v5", replaces=[old.id, clash.id])

@@ -30,7 +30,7 @@ def test_remember_prints_the_id_and_duplicates_print_the_existing_one(runner):
     assert "already stored as #1" in again.stdout
     as_json = remember(runner, "decision", "Use SQLite-vec instead of an external vector DB", "-p", "forge", "--json")
     assert json.loads(as_json.stdout) == {"id": 1, "created": False, "replaced": [], "conflicts": [],
-                                          "secrets_redacted": {}}
+                                          "secrets_redacted": {}, "may_replace": []}
 
 
 def test_kind_defaults_to_fact_and_stdin_content(runner):
@@ -72,7 +72,8 @@ def test_batch_embeds_many_and_reports_duplicates(runner):
     n = len(json.loads(FIXTURE.read_text()))
     assert len(rows) == n + 1
     assert all(r["created"] for r in rows[:n]) and rows[-1] == {
-        "line": n + 1, "id": 1, "created": False, "conflicts": [], "secrets_redacted": {}}
+        "line": n + 1, "id": 1, "created": False, "conflicts": [], "secrets_redacted": {},
+        "may_replace": []}
     assert f"{n} remembered, 1 already stored" in result.stderr
 
 

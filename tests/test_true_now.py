@@ -101,15 +101,10 @@ def test_remember_names_what_it_may_replace_on_stderr_and_in_json(runner, change
                     "--json")
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
-    named = [m["id"] for m in doc["may_replace"]]
-    assert named == [changed["car_new"]], doc
+    assert [m["id"] for m in doc["may_replace"]] == [changed["car_new"]], doc
     assert doc["may_replace"][0]["reason"] == "same thing, other value"
-    plain = invoke(runner, "remember", "fact", "Nouvel opérateur mobile : Sosh, depuis mars")
-    assert plain.exit_code == 0
-    # the operator changed twice and neither older note was superseded: either is named
-    assert (f"may replace #{changed['op_old']} 'Mon opérateur mobile est Free' (same thing, "
-            "other value" in plain.stderr or f"may replace #{changed['op_new']} 'Passé chez "
-            "Bouygues Telecom" in plain.stderr), plain.stderr
+    assert (f"may replace #{changed['car_new']} 'Sold the Peugeot and bought a used Tesla "
+            "Model 3' (same thing, other value" in result.stderr), result.stderr
     # a note that adds names nothing
     third = _remember(runner, "fact", "We also adopted a third cat, Nori")
     assert third["may_replace"] == []
@@ -133,11 +128,10 @@ def test_post_remember_answers_may_replace(runner, changed):
 
     client = TestClient(create_app(load_settings({**os.environ, "FORGE_NOW": NOW})),
                         base_url="http://127.0.0.1:8765")
-    answer = client.post("/remember", json={"kind": "fact",
-                                            "content": "Mon opérateur mobile est Sosh"})
+    answer = client.post("/remember", json={
+        "kind": "fact", "content": "My car is now a Renault Zoe, the Tesla is sold"})
     assert answer.status_code == 200, answer.text
-    assert [m["id"] for m in answer.json()["may_replace"]] in ([changed["op_new"]],
-                                                               [changed["op_old"]])
+    assert [m["id"] for m in answer.json()["may_replace"]] == [changed["car_new"]]
 
 
 def test_mcp_remember_answers_may_replace_and_says_to_supersede(runner, changed):
@@ -148,9 +142,9 @@ def test_mcp_remember_answers_may_replace_and_says_to_supersede(runner, changed)
         async with stdio({"FORGE_NOW": NOW}) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             made = ok(await client.call_tool("remember", {
-                "content": "Mon opérateur mobile est Sosh"}))
+                "content": "My car is now a Renault Zoe, the Tesla is sold"}))
             return tools["remember"].description, made
 
     description, made = asyncio.run(run())
     assert "may_replace" in description and "supersede" in description
-    assert [m["id"] for m in made["may_replace"]] in ([changed["op_new"]], [changed["op_old"]])
+    assert [m["id"] for m in made["may_replace"]] == [changed["car_new"]]

@@ -128,9 +128,13 @@ def remember(kind_or_content: str | None, content: str | None, project: str | No
         with _open() as store, progress(items, length=len(items), label="embedding") as bar:
             results = conflicts.remember_many(store, items, on_progress=bar.update)
         rows = [{"line": n, "id": r.id, "created": r.created, "conflicts": r.conflict_ids,
-                 "secrets_redacted": r.secrets_redacted} for n, r in enumerate(results, 1)]
+                 "secrets_redacted": r.secrets_redacted,
+                 "may_replace": [m["id"] for m in r.may_replace]}
+                for n, r in enumerate(results, 1)]
         clashing = sum(1 for r in results if r.conflicts)
-        emit(rows, fmt, columns=["line", "id", "created"] + (["conflicts"] if clashing else []))
+        replacing = sum(1 for r in results if r.may_replace)
+        emit(rows, fmt, columns=["line", "id", "created"] + (["conflicts"] if clashing else [])
+             + (["may_replace"] if replacing else []))
         from ..core.secret_scan import Redactions
 
         redacted = Redactions()
@@ -140,7 +144,9 @@ def remember(kind_or_content: str | None, content: str | None, project: str | No
         made = sum(r.created for r in results)
         note(f"{made} remembered, {len(results) - made} already stored"
              + (f", {clashing} may contradict an active entry (`forge memory conflicts` lists "
-                "them)" if clashing else ""))
+                "them)" if clashing else "")
+             + (f", {replacing} may replace an active entry (same thing, other value: "
+                "`forge memory conflicts` lists them as changed)" if replacing else ""))
         return
     if kind_or_content is None:
         raise click.UsageError("give CONTENT (and optionally a KIND before it), or --batch FILE")
@@ -254,8 +260,9 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
     (RECALL_SENTENCE, on by default: `sentence`), so fused is in [0, 4]. --since/--until narrow every channel to that window. A time
     expression in QUERY ("last week", "en mars 2024") names a period: every channel searches
     what was said from 14 days before it on, and the rows said in it come first. With no
-    time, the newer of two rows that state a changed fact comes first (the older says which).
-    QUERY `-` reads stdin. `--queries FILE|-` answers many queries with one model load.
+    time, the newer of two rows that state a changed fact, in the same words or by meaning,
+    comes first (the older says which); a question about the past ("before", "avant"...:
+    docs/time.md) gets the older first. QUERY `-` reads stdin. `--queries FILE|-` answers many queries with one model load.
     """
     from ..store import rag
     from ..recall import channels

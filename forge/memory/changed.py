@@ -10,7 +10,9 @@ of one kind and project are a changed pair when:
   no embedding of the store is needed to find them);
 - their sentence-model cosine is at least CHANGED;
 - neither says it adds to what is there (recall/timeline.ADDS: "a second cat", "aussi"),
-  and they are not the same text.
+  they were written at least a day apart (recall/timeline.APART: a store filled at once holds
+  no change over time), and they are not worded so alike that their words decide (recall/timeline.words_decide: the
+  same label before a colon, or words that differ only by numbers: `Camera #2` / `Camera #3`).
 Measured on tests/fixtures/true_now_dev.json (bench/true_now_dev.py): mutual nearest at 0.45
 listed 21 pairs, 19 right (precision 0.90, recall 0.59); the nearest of one side only, or a
 lower cosine, listed more wrong pairs than right ones gained.
@@ -53,11 +55,11 @@ def _nearest(rows: dict[str, Any], entry: "Entry", others: Iterable["Entry"]
              ) -> tuple["Entry | None", float]:
     """The other note nearest `entry` by the sentence model, and its cosine; notes that add
     are never one."""
-    from ..recall.timeline import adds
+    from ..recall.timeline import adds, words_decide
 
     best, score = None, -2.0
     for other in others:
-        if other.content == entry.content or adds(other.content):
+        if words_decide(entry.content, other.content) or adds(other.content):
             continue
         sim = float(rows[entry.content] @ rows[other.content])
         if sim > score:
@@ -76,7 +78,7 @@ def may_replace(store: "Store", entry: "Entry") -> list[dict[str, Any]]:
     """The active notes written before `entry` that it may replace (a changed pair): [{id,
     content, reason}] ([] or one). [] with RECALL_SENTENCE=off, for an archived exchange or a
     note that adds."""
-    from ..recall.timeline import adds
+    from ..recall.timeline import adds, apart
 
     if not store.settings.recall_sentence or not _active(entry) or adds(entry.content):
         return []
@@ -88,7 +90,8 @@ def may_replace(store: "Store", entry: "Entry") -> list[dict[str, Any]]:
         return []
     rows = _rows([entry.content] + [o.content for o in around])
     other, score = _nearest(rows, entry, around)
-    if other is None or score < CHANGED or (other.created, other.id) > (entry.created, entry.id):
+    if other is None or score < CHANGED or (other.created, other.id) > (entry.created, entry.id) \
+            or not apart(other.created, entry.created):
         return []
     theirs = _neighbours(store, other, store.backend.vectors_of([other.id])[other.id])
     rows.update(_rows([o.content for o in theirs if o.content not in rows]))
@@ -104,7 +107,7 @@ def pairs(store: "Store", entries: list["Entry"]) -> list[tuple["Entry", "Entry"
     vectors (computed here from `vectors_of`, no embedder call)."""
     import numpy as np
 
-    from ..recall.timeline import adds
+    from ..recall.timeline import adds, apart
 
     notes = [e for e in entries if _active(e)]
     stored = store.backend.vectors_of([e.id for e in notes])
@@ -129,7 +132,7 @@ def pairs(store: "Store", entries: list["Entry"]) -> list[tuple["Entry", "Entry"
     out = []
     for a, (b, score) in nearest.items():
         if a < b and nearest.get(b, (None,))[0] == a and score >= CHANGED \
-                and not adds(by_id[a].content):
+                and not adds(by_id[a].content) and apart(by_id[a].created, by_id[b].created):
             older, newer = sorted((by_id[a], by_id[b]), key=lambda e: (e.created, e.id))
             out.append((older, newer, round(score, 3)))
     return sorted(out, key=lambda p: (p[0].id, p[1].id))

@@ -249,6 +249,7 @@ def remember(store: "Store", kind: str | None, content: str, *, project: str | N
     return _noted(store, result)
 
 
+
 def remember_many(store: "Store", items: list[Any], **kwargs: Any) -> list[Noted]:
     """`rag.remember_many`, then each new entry's conflicts (the batch's own entries included:
     they are written first)."""
@@ -268,8 +269,13 @@ def _noted(store: "Store", result: Any) -> Noted:
         if store.settings.recall_sentence:
             from . import changed
 
+            from ..core.errors import SettingsError
+
             named = {i for c in found for i in c.ids} | set(result.replaced)
-            replacing = [m for m in changed.may_replace(store, entry) if m["id"] not in named]
+            try:
+                replacing = [m for m in changed.may_replace(store, entry) if m["id"] not in named]
+            except SettingsError:
+                replacing = []   # the model is not installed: the write stands (recall says so)
     return Noted(result.id, result.created, list(result.replaced), found,
                  dict(result.secrets_redacted), replacing)
 

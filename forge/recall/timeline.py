@@ -176,6 +176,23 @@ SPARE = 6
 # 90th percentile of 0.19 and a maximum of 0.59, pairs that both stay true 0.31-0.64.
 SAME_THING = 0.40
 
+# Two notes written less than this apart are not a fact that changed over time (a store filled
+# at once, an import without dates: the later id is no newer value).
+APART = timedelta(days=1)
+
+
+def apart(a: str, b: str) -> bool:
+    """Whether two stored times are at least APART from each other."""
+    from datetime import datetime
+
+    from ..core.when import STAMP
+
+    try:
+        return abs(datetime.strptime(a, STAMP) - datetime.strptime(b, STAMP)) >= APART
+    except ValueError:
+        return a[:10] != b[:10]
+
+
 # A note that says it adds to what is there, not that it replaces it ("a second cat", "I also
 # speak German"): never the newer statement of another note. Whole words, any case.
 ADDS = ("second", "seconde", "another", "also", "too", "as well", "additional", "extra",
@@ -219,18 +236,62 @@ def adds(text: str) -> bool:
     return _words_pattern("adds", ADDS).search(text.replace("’", "'")) is not None
 
 
+# Two notes that share more than this share of the shorter one's words (three letters or more,
+# or a number; function words left out) are worded alike: their words decide whether they are
+# one thing.
+ALIKE = 0.5
+
+
+def words_decide(a: str, b: str) -> bool:
+    """Whether two notes' words, not their meaning, say whether they are one thing (the
+    word-level readings of newer_first and `memory conflicts`): both labelled before a colon
+    (the same label: `Desktop: Ryzen tower` / `Desktop: Mac mini`, two machines under one
+    label; two labels name two things, `Laptop: ThinkPad T14` / `Desktop: Mac mini`), or
+    worded alike (ALIKE: `Camera #2` / `Camera #3`, `Thé vert` / `Thé vert, sans sucre`), or
+    one holds a negation, or both give an amount of one unit (`8 Go de RAM` / `32 GB RAM`)."""
+    import re
+
+    from ..core.words import fold, words
+
+    if re.match(r"\s*[^:\n]{1,40}?\s*:", a) and re.match(r"\s*[^:\n]{1,40}?\s*:", b):
+        return True
+    from ..core.words import NEGATIONS
+
+    said = [words(t) for t in (a, b)]
+    if any(w in NEGATIONS for ws in said for w in ws):
+        return True   # a negation: `memory conflicts`' negation reading
+    units = [{_UNITS.get(u, u) for u in re.findall(r"\d\s*([^\W\d_]{1,4})\b", fold(t))}
+             for t in (a, b)]
+    if units[0] & units[1]:
+        return True   # two amounts of one unit: its number reading (`8 Go` / `32 GB` of RAM)
+    from .query_words import function_words
+
+    grammar = function_words()
+    wa, wb = ({w for w in ws if (len(w) >= 3 or w.isdigit()) and w not in grammar}
+              for ws in said)
+    if not wa or not wb:
+        return True
+    return len(wa & wb) > ALIKE * min(len(wa), len(wb))
+
+
+_UNITS = {"go": "gb", "to": "tb", "mo": "mb", "ko": "kb"}
+
+
 def same_thing_first(store: "Store", result: "SearchResult", question: str) -> None:
     """In place: the rows (and `result.spare`, the candidates just after them) that speak of
-    the same thing by meaning, grouped around the best-ranked row of each group; in each
-    group the newest comes to the place of its best-ranked row (a spare one comes in: the last
-    row of no group leaves), the older ones stay, marked `newer` with the reason "same thing
+    the same thing by meaning, grouped around the best-ranked row of each group (each member
+    linked to it); in each
+    group the newest comes to the place of its best-ranked row (a spare one comes in only for
+    the group of the first row, and then the last row of no group leaves: a row lower down is
+    not what was asked, and a note that stays true below it must not leave), the older ones stay, marked `newer` with the reason "same thing
     (meaning)". For a question about the past (asks_past), the older note nearest the newest
     (the value it replaced) takes that place instead (result.order = "past"), the newest stays
     where it was.
 
-    Same thing: two deliberate, active notes of one kind and project whose sentence-model rows
-    are at least SAME_THING near, neither a note that adds (ADDS), or a pair newer_first
-    marked. The rows are those the sentence model read for this recall (kept in the process:
+    Same thing: two deliberate, active notes of one kind and project, each the other's nearest
+    among the notes compared by the sentence model's rows, at least SAME_THING near and APART
+    in time, neither a note that adds (ADDS), their words not deciding it (words_decide),
+    neither in a pair newer_first marked; or a pair newer_first marked. The rows are those the sentence model read for this recall (kept in the process:
     no model pass is added); with RECALL_SENTENCE=off nothing is grouped by meaning (the
     word-level newer_first still runs)."""
     from . import sentence
@@ -250,13 +311,30 @@ def same_thing_first(store: "Store", result: "SearchResult", question: str) -> N
     add = [adds(r.entry.content) for r in notes]
     place = {id(r): n for n, r in enumerate(notes)}
 
+    # a note the word-level reading already paired (newer_first) has its partner: its words
+    # said which thing it is about, meaning is not asked again
+    worded = {r.entry.id for r in notes if r.newer is not None} | {r.newer for r in notes}
+
+    def may_pair(i: int, j: int) -> bool:
+        a, b = notes[i].entry, notes[j].entry
+        return (a.kind == b.kind and a.project == b.project and not add[i] and not add[j]
+                and a.id not in worded and b.id not in worded
+                and not words_decide(a.content, b.content))
+
+    # each note's nearest among those it may be paired with: a pair by meaning is two notes
+    # each the other's nearest (a note near several others is about none of them in particular)
+    nearest = {}
+    for i in range(len(notes)):
+        others = [j for j in range(len(notes)) if j != i and may_pair(i, j)]
+        if others:
+            nearest[i] = max(others, key=lambda j: sims[i, j])
+
     def linked(i: int, j: int) -> bool:
         a, b = notes[i], notes[j]
         if a.newer == b.entry.id or b.newer == a.entry.id:
             return True
-        return bool(sims[i, j] >= SAME_THING and a.entry.kind == b.entry.kind
-                    and a.entry.project == b.entry.project and not add[i] and not add[j]
-                    and a.entry.content != b.entry.content)
+        return bool(nearest.get(i) == j and nearest.get(j) == i and sims[i, j] >= SAME_THING
+                    and apart(a.entry.created, b.entry.created) and may_pair(i, j))
 
     used: set[int] = set()
     changed = False
@@ -276,6 +354,8 @@ def same_thing_first(store: "Store", result: "SearchResult", question: str) -> N
                  if past else newest)
         if any(r is first for r in rows):
             _remove(rows, first)
+        elif rows[0] is not anchor:
+            continue   # a spare one comes in only beside the first row: what was asked
         else:   # a spare one comes in: the last row of no group leaves
             out = next((r for r in reversed(rows) if place.get(id(r)) not in used), None)
             if out is None:
