@@ -148,3 +148,17 @@ def test_mcp_remember_answers_may_replace_and_says_to_supersede(runner, changed)
     description, made = asyncio.run(run())
     assert "may_replace" in description and "supersede" in description
     assert [m["id"] for m in made["may_replace"]] == [changed["car_new"]]
+
+
+def test_on_both_backends_recall_remember_and_conflicts_read_the_change(runner, monkeypatch,
+                                                                        backend):
+    """The stored vectors (the neighbours `remember` and `memory conflicts` read) and the
+    recall's rows come from either backend alike."""
+    monkeypatch.setenv("FORGE_NOW", NOW)
+    ids = {key: _remember(runner, "fact", text, "--at", at)["id"] for key, text, at in NOTES}
+    assert _recall(runner, "What car do I drive?")["rows"][0]["id"] == ids["car_new"]
+    listed = json.loads(invoke(runner, "memory", "conflicts", "--json").stdout)["conflicts"]
+    assert [ids["car_old"], ids["car_new"]] in [c["ids"] for c in listed
+                                               if c["reason"].startswith("changed")]
+    made = _remember(runner, "fact", "My car is now a Renault Zoe, the Tesla is sold")
+    assert [m["id"] for m in made["may_replace"]] == [ids["car_new"]]
