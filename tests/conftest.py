@@ -131,3 +131,15 @@ def invoke(runner, *args: str, input: str | None = None, env: dict | None = None
     from forge.cli.main import cli
 
     return runner.invoke(cli, list(args), input=input, env=env, catch_exceptions=False)
+
+
+@pytest.fixture
+def tz_paris(monkeypatch):
+    """The process's local zone is Europe/Paris (TZ honoured, as for a user's shell)."""
+    import time
+
+    monkeypatch.setenv("TZ", "Europe/Paris")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()

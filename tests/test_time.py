@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -28,15 +27,6 @@ def z(text: str) -> str:
     """A stored time from its short form: "2026-03-08T23:00" -> "2026-03-08T23:00:00.000000Z"."""
     return text + ":00.000000Z"
 
-
-@pytest.fixture
-def tz_paris(monkeypatch):
-    """The process's local zone is Europe/Paris (TZ honoured, as for a user's shell)."""
-    monkeypatch.setenv("TZ", "Europe/Paris")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 # --------------------------------------------------------------------------- the parser

@@ -5,7 +5,6 @@ never "said in" a question's period, never newer or older than another note, and
 from __future__ import annotations
 
 import json
-import time
 from datetime import datetime
 
 import pytest
@@ -21,14 +20,6 @@ def on_backend(request, monkeypatch):
         monkeypatch.setenv("FORGE_DATABASE_URL", request.getfixturevalue("postgres_url"))
     return request.param
 
-
-@pytest.fixture
-def tz_paris(monkeypatch):
-    monkeypatch.setenv("TZ", "Europe/Paris")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def _json(runner, *args: str, input: str | None = None) -> dict:
