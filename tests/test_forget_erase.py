@@ -222,6 +222,11 @@ def holding(conn, token: str) -> list[str]:
                   if any(w in p.read_bytes() for w in wanted))
 
 
+def holding_bytes(conn, blob: bytes) -> list[str]:
+    conn.execute("checkpoint")
+    return sorted(p.name for p in database_files(conn) if blob in p.read_bytes())
+
+
 @pytest.mark.postgres
 def test_postgres_keeps_a_forgotten_row_in_its_table_file_until_forget_vacuum(
         runner, monkeypatch, postgres_url):
@@ -238,18 +243,25 @@ def test_postgres_keeps_a_forgotten_row_in_its_table_file_until_forget_vacuum(
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         ids = [r[0] for r in conn.execute("select id from memory_entries where content like "
                                           "'token %' order by id")]
+        # each note's sentence-model row, embedded from the text with its token
+        rows = {i: bytes(r)[:256] for i, r in conn.execute("select entry_id, row from "
+                                                           "memory_sentence")}
+        assert set(ids) <= set(rows)
         assert invoke(runner, "memory", "forget", str(ids[0])).exit_code == 0
         assert holding(conn, tokens[0])          # a dead tuple: the bytes are still in the file
+        assert holding_bytes(conn, rows[ids[0]])
         done = invoke(runner, "memory", "forget", str(ids[1]), "--vacuum")
         assert done.exit_code == 0, done.stderr
         assert "vacuumed memory_entries" in done.stderr
         assert holding(conn, tokens[0]) == [] and holding(conn, tokens[1]) == []
+        assert holding_bytes(conn, rows[ids[0]]) == [] and holding_bytes(conn, rows[ids[1]]) == []
         assert holding(conn, tokens[2])          # what is not forgotten stays
         assert invoke(runner, "memory", "scan", "--redact", "--yes").exit_code == 0
         assert holding(conn, tokens[2])          # the redaction left a dead tuple
         done = invoke(runner, "memory", "scan", "--redact", "--yes", "--vacuum")
         assert done.exit_code == 0, done.stderr
         assert holding(conn, tokens[2]) == []
+        assert holding_bytes(conn, rows[ids[2]]) == []   # the row of the text with the token
         assert [r[0] for r in conn.execute("select content from memory_entries order by id")] == [
             "token 2 is [secret: GitHub token]", "the NAS runs Debian 12"]
 
@@ -278,3 +290,34 @@ def test_a_large_store_says_first_that_it_rewrites_the_file(runner, settings, st
     done = invoke(runner, "memory", "scan", "--redact", "--yes")
     assert done.exit_code == 0, done.stderr
     assert "rewriting forge_rag.db (" in done.stderr and "no byte of the old text" in done.stderr
+
+
+def test_a_scan_whose_file_rewrite_waits_past_the_timeout_still_redacts_the_history_and_traces(
+        settings, store_copy, monkeypatch):
+    """The store's rewrite runs after its entries are redacted; a reader holding it past the
+    timeout must not keep the scan from the history and the trace log."""
+    from forge.core.errors import StoreError
+    from forge.core.secret_scan import Redactions
+    from forge.core.settings import load_settings
+    from forge.memory import scan
+    from forge.store import db, history, traces
+
+    token = store_copy[0]
+    monkeypatch.setattr(db, "BUSY_TIMEOUT_MS", 300)
+    kept = load_settings()
+    history.append(kept.memory_file, [history.NewMessage(role="user", content=f"jeton {token}")],
+                   max_history=200, redactions=Redactions(keep=True))
+    traces.append(kept.trace_file, {"run_id": "r1", "ok": True, "error": f"jeton {token}"},
+                  redactions=Redactions(keep=True))
+    assert token in kept.memory_file.read_text() and token in kept.trace_file.read_text()
+    reader = db.connect(settings.rag_db_file, readonly=True, vec=False)
+    try:
+        reader.execute("begin")
+        reader.execute("select count(*) from memory_entries").fetchone()  # holds a snapshot
+        with pytest.raises(StoreError, match=r"could not be rewritten .*history and the trace"):
+            scan.scan(load_settings(), redact_them=True)
+    finally:
+        reader.execute("rollback")
+        reader.close()
+    assert token not in kept.memory_file.read_text()
+    assert token not in kept.trace_file.read_text()

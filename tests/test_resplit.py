@@ -128,3 +128,29 @@ def test_deploy_rag_resplit_is_the_same_command(blocks):
     assert [b["id"] for b in json.loads(dry.stdout)["blocks"]] == [blocks["a"], blocks["b"]]
     refused = subprocess.run([sys.executable, str(script), "--apply"], capture_output=True, text=True)
     assert refused.returncode == 2 and "--backup" in refused.stderr
+
+
+def test_a_block_holding_a_secret_leaves_no_byte_of_it_after_the_split(runner, forge_env,
+                                                                       monkeypatch, tmp_path):
+    """A block written while secrets were kept (FORGE_KEEP_SECRETS, or an older Forge): its
+    pieces are redacted as they are written, so deleting the block erases: no byte of the token
+    stays in any file of the data folder."""
+    token = "ghp_" + "Zq7Lm2Xv9Rt4Kp8Wn3Yb6Hc1Jd5Fg0Se2Ua"
+    block = [("Quel est le jeton GitHub ?", f"Le jeton est {token}"),
+             ("Et le NAS ?", "Quatre disques de 4 To en RAID 5.")]
+    monkeypatch.setenv("FORGE_KEEP_SECRETS", "1")
+    with rag.open_store(load_settings()) as store:
+        rag.remember_many(store, [rag.NewEntry(rag.ARCHIVE_KIND, render(block), None, "import",
+                                               {"external": ["export/1", "export/2"]})])
+    monkeypatch.delenv("FORGE_KEEP_SECRETS")
+    data = forge_env   # the data folder
+
+    def holding() -> list[str]:
+        return [p.name for p in sorted(data.rglob("*")) if p.is_file()
+                and token[-24:].lower().encode() in p.read_bytes().lower()]
+
+    assert holding()   # the block holds it, as it was written
+    result = invoke(runner, "resplit", "--apply", "--backup", str(tmp_path / "before.db"))
+    assert result.exit_code == 0, result.stderr
+    assert len(archive(runner)) == 2
+    assert holding() == []

@@ -159,8 +159,14 @@ def resplit(store: "Store", *, apply: bool = False, backup: Path | str | None = 
         block.written = [r.id for r in results]
         block.already = sum(not r.created for r in results)
         _pause("resplit_insert")
-        # its pieces hold the same text: nothing to erase, and no file rewrite per block
-        rag.forget(store, block.id, erase=False)
+        # its pieces hold the same text: nothing to erase, and no file rewrite per block;
+        # unless the block holds a secret the pieces were written without (a block written
+        # while secrets were kept, or by an older Forge): then no byte of it may stay
+        from ..core.secret_scan import Redactions
+
+        held = Redactions.for_settings(store.settings)
+        held.text(entry.content)
+        rag.forget(store, block.id, erase=bool(held.counts))
         block.deleted = True
         if on_progress:
             on_progress(1)

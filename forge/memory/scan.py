@@ -69,8 +69,19 @@ def _counts(labels: list[str]) -> dict[str, int]:
 def scan(settings: Any, *, redact_them: bool = False) -> ScanReport:
     """Every entry, history message and trace record that holds a secret; with `redact_them`,
     each rewritten with its secrets replaced by markers."""
+    from ..core.errors import StoreError
+
     report = ScanReport(redacted=redact_them)
-    report.holders += _entries(settings, redact_them)
+    try:
+        report.holders += _entries(settings, redact_them)
+    except StoreError as e:
+        if not redact_them:
+            raise
+        # the store's own failure (its file rewrite waited past the timeout: the entries are
+        # redacted, their old bytes not yet overwritten) keeps no secret in the other two
+        _messages(settings, redact_them)
+        _traces(settings, redact_them)
+        raise StoreError(f"{e}; the history and the trace log were scanned and redacted") from None
     report.holders += _messages(settings, redact_them)
     report.holders += _traces(settings, redact_them)
     return report

@@ -403,7 +403,7 @@ class PostgresBackend:
     # The tables whose rows hold an entry's text or its words (memory_entries: content and
     # words, their TOAST and indexes; memory_words: each word), and what recall keeps of it.
     VACUUM_TABLES = ("memory_entries", "memory_words", "memory_vectors", "memory_sparse",
-                     "memory_sparse_terms", "memory_reindex")
+                     "memory_sparse_terms", "memory_sentence", "memory_reindex")
 
     def vacuum(self) -> list[str]:
         """VACUUM FULL the tables that held what erasing transactions deleted: each is written
