@@ -490,3 +490,24 @@ def test_the_postgres_backend_keeps_the_whole_protocol(postgres_url, settings):
             assert hasattr(opened, name), name
     finally:
         opened.close()
+
+
+@pytest.mark.postgres
+def test_the_last_migrations_run_again_on_a_store_whose_recorded_version_is_behind(
+        postgres_url, settings):
+    """A store whose recorded schema version is older than its tables (a copy downgraded by a
+    bench, a version written back by hand) opens: the notes' sentence rows and `created_known`
+    are made only where they are missing, and the rows stay."""
+    import psycopg
+
+    from forge.store import postgres
+
+    b = open_backend("postgres", settings, url=postgres_url)
+    insert(b, "le NiPoGi a 32 Go de RAM", seed=1)
+    b.close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("update forge_meta set value = '5' where key = 'schema_version'")
+    again = open_backend("postgres", settings, url=postgres_url)
+    assert again.schema_version() == postgres.SCHEMA_VERSION
+    assert [r.content for r in again.list_entries()] == ["le NiPoGi a 32 Go de RAM"]
+    again.close()

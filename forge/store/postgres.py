@@ -227,17 +227,18 @@ def _m5_created(cur: Any) -> None:
 def _m6_sentence(cur: Any) -> None:
     """Each deliberate note's sentence-model row (RECALL_SENTENCE), SQLite's `memory_sentence`:
     512 float32 as bytes, keyed by the entry id, gone with its entry (`on delete cascade`)."""
-    cur.execute("create table memory_sentence (entry_id bigint primary key references "
-                "memory_entries(id) on delete cascade, row bytea not null)")
+    cur.execute("create table if not exists memory_sentence (entry_id bigint primary key "
+                "references memory_entries(id) on delete cascade, row bytea not null)")
 
 
 def _m7_created_known(cur: Any) -> None:
     """Whether an entry's `created` is when it was said (true) or only when an import without
     times stored it (false). Every entry written before is true: a past import without times
     dated its entries at the import, and nothing left tells them apart now."""
-    cur.execute("alter table memory_entries add column created_known boolean not null default true")
-    cur.execute('create index memory_entries_unknown on memory_entries(created_known, '
-                '(created collate "C"))')
+    cur.execute("alter table memory_entries add column if not exists created_known boolean "
+                "not null default true")
+    cur.execute('create index if not exists memory_entries_unknown on '
+                'memory_entries(created_known, (created collate "C"))')
 
 
 MIGRATIONS = (_m1_tables, _m2_word_counts, _m3_superseded_reason, _m4_sparse, _m5_created,
