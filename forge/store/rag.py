@@ -512,7 +512,8 @@ def reindex_sentence(store: Store, *, batch_size: int = REINDEX_BATCH,
     stored, or with RECALL_SENTENCE off): one transaction a batch, so an interrupted run keeps
     what it wrote and the next one goes on. Under another model than the recorded one, every
     row is dropped and the new model recorded first (one transaction), then all are written.
-    `on_progress(done, total)`. Returns {"rows": written, "cleared": rows dropped first,
+    `on_progress(n, total)`, as reindex calls it: the rows written since its last call (0 at
+    first). Returns {"rows": written, "cleared": rows dropped first,
     "identity": the model, without its probe}."""
     writer = _sentence_writer(store)
     if writer is None:
