@@ -285,3 +285,41 @@ def test_store_migrate_carries_the_mark_and_its_checksum_sees_it(runner, tmp_pat
     assert transfer.checksum(entries[:1], []) != transfer.checksum(entries[1:], [])
     without = {k: v for k, v in entries[0].items() if k != "created_known"}
     assert transfer.checksum([without], []) == transfer.checksum(entries[:1], [])
+
+
+def test_memory_conflicts_puts_the_older_in_time_first_not_the_first_written(runner, forge_env):
+    """A note told after the fact (`--at` a date before the other's) is the older of the
+    pair, though written second: `memory conflicts` shows it under "older", its JSON lists it
+    first, and `remember` says which one the other may replace."""
+    recent = _json(runner, "remember", "fact", "Le serveur a 8 Go de RAM")["id"]
+    told = invoke(runner, "remember", "fact", "Le serveur a 32 Go de RAM", "--at", "2020-05-01")
+    assert told.exit_code == 0, told.stderr
+    told_id = int(told.stdout.split("#")[1])
+    # the note told late is the older: the recent one may replace it, not the other way round
+    assert f"forge memory supersede {told_id} --by {recent}" in told.stderr, told.stderr
+    (pair,) = _json(runner, "memory", "conflicts")["conflicts"]
+    assert pair["ids"] == [told_id, recent]
+    assert pair["contents"] == ["Le serveur a 32 Go de RAM", "Le serveur a 8 Go de RAM"]
+    assert "time_unknown" not in pair
+    table = invoke(runner, "memory", "conflicts").stdout.splitlines()
+    header, row = table[0], table[2]
+    assert row.index("a 32 Go") < row.index("a 8 Go") and header.index("older") < header.index("newer")
+
+
+def test_memory_conflicts_says_when_a_side_s_time_is_unknown(runner, forge_env):
+    """An entry of unknown time is neither older nor newer: the pair stays in the order it was
+    written, and both the table and the JSON say whose time is unknown."""
+    dated = _json(runner, "remember", "fact", "Le serveur a 8 Go de RAM", "--at",
+                  "2026-11-01")["id"]
+    batch = ('{"content": "Le serveur a 24 Go de RAM", "created": "2026-12-03", '
+             '"created_known": false}\n')
+    assert invoke(runner, "remember", "--batch", "-", input=batch).exit_code == 0
+    (pair,) = _json(runner, "memory", "conflicts")["conflicts"]
+    unknown = pair["ids"][1]
+    assert pair["ids"][0] == dated and pair["time_unknown"] == [unknown]
+    out = invoke(runner, "memory", "conflicts").stdout
+    assert "(time unknown) Le serveur a 24 Go de RAM" in out, out
+    told = invoke(runner, "remember", "fact", "Le serveur a 16 Go de RAM")
+    assert f"#{unknown} may say otherwise" in told.stderr
+    line = next(x for x in told.stderr.splitlines() if f"#{unknown} may say otherwise" in x)
+    assert "time unknown" in line and "supersede" in line, line

@@ -472,8 +472,11 @@ def memory_conflicts(project: str | None, kind: str | None, fmt: str) -> None:
         if not report.conflicts:
             _note_unknown_project(store, project)
     data = [c.to_dict() for c in report.conflicts]
-    rows = [{"ids": f"#{c.ids[0]} #{c.ids[1]}", "reason": c.reason, "older": c.contents[0],
-             "newer": c.contents[1]} for c in report.conflicts]
+    def said(c: Any, n: int) -> str:   # a note whose time is unknown is neither side
+        return ("(time unknown) " if c.ids[n] in c.time_unknown else "") + c.contents[n]
+
+    rows = [{"ids": f"#{c.ids[0]} #{c.ids[1]}", "reason": c.reason, "older": said(c, 0),
+             "newer": said(c, 1)} for c in report.conflicts]
     emit(rows, fmt, columns=CONFLICT_COLUMNS, data=data, wide=("older", "newer"),
          document={"conflicts": data}, empty="no conflicts")
     if fmt == "table" and rows:

@@ -542,9 +542,12 @@ def said_first(surface: str) -> tuple[str, str] | None:
 class Conflict:
     """Two notes that say otherwise: `ids` older first, `reason` ("negation: never" |
     "number: 8 / 64 Go"), the words that differ, the two details and contents in the order of
-    ids; `kind` and `project` set by the store's scan."""
+    ids; `kind` and `project` set by the store's scan, which also puts the pair in the order
+    of the notes' times and names in `time_unknown` a note whose time is unknown
+    (memory/conflicts.in_time)."""
 
-    __slots__ = ("ids", "reason", "words", "details", "contents", "kind", "project")
+    __slots__ = ("ids", "reason", "words", "details", "contents", "kind", "project",
+                 "time_unknown")
 
     def __init__(self, ids: list[int], reason: str, words: list[str], details: list[str],
                  contents: list[str] | None = None, kind: str | None = None,
@@ -556,6 +559,7 @@ class Conflict:
         self.contents = contents or []
         self.kind = kind
         self.project = project
+        self.time_unknown: list[int] = []
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Conflict) and self.to_dict() == other.to_dict()
@@ -564,9 +568,12 @@ class Conflict:
         return f"Conflict({self.to_dict()!r})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ids": self.ids, "reason": self.reason, "words": self.words,
-                "details": self.details, "contents": self.contents, "kind": self.kind,
-                "project": self.project}
+        out = {"ids": self.ids, "reason": self.reason, "words": self.words,
+               "details": self.details, "contents": self.contents, "kind": self.kind,
+               "project": self.project}
+        if self.time_unknown:
+            out["time_unknown"] = self.time_unknown
+        return out
 
 
 def conflict(a: Side, b: Side) -> Conflict | None:

@@ -21,7 +21,7 @@ from ..core.notes import parse_note
 from ..core.words import NEGATIONS
 
 __all__ = ["Conflict", "ConflictReport", "Noted", "Side", "against", "conflict", "evidence",
-           "find", "read_clause", "read_side", "remember", "remember_many", "subject_conflict"]
+           "find", "in_time", "read_clause", "read_side", "remember", "remember_many", "subject_conflict"]
 
 if TYPE_CHECKING:
     from ..store.rag import Entry, Store
@@ -70,13 +70,14 @@ def find(store: "Store", *, project: str | None = None, kind: str | None = None)
     by_space: dict[tuple[str, str | None], list[Any]] = {}
     for e in entries:
         by_space.setdefault((e.kind, e.project), []).append(e)
+    by_id = {e.id: e for e in entries}
     found: list[Conflict] = []
     for (k, p), members in by_space.items():
         seen = evidence(e.content for e in members)
         sides = [s for s in (read_side(e, seen) for e in members) if s is not None]
         for c in _space_conflicts(sides):
             c.kind, c.project = k, p
-            found.append(c)
+            found.append(in_time(c, by_id))
     found.sort(key=lambda c: c.ids)
     return ConflictReport(found, len(entries), round(time.perf_counter() - started, 4))
 
@@ -180,9 +181,23 @@ def against(store: "Store", entry: "Entry") -> list[Conflict]:
         found = conflict(side, o) if side is not None and o is not None else None
         if found:
             found.kind, found.project = entry.kind, entry.project
-            out.append(found)
+            out.append(in_time(found, {entry.id: entry, other.id: other}))
     out.sort(key=lambda c: c.ids)
     return out
+
+
+def in_time(c: Conflict, entries: "dict[int, Entry]") -> Conflict:
+    """`c` with its two notes in the order of their times (the one created first, then the
+    lower id, first): a note told after the fact (`remember --at`) is the older though written
+    second. A note whose time is unknown (an import without times) is neither older nor
+    newer: the pair keeps the order it was written in and `time_unknown` names it."""
+    a, b = (entries.get(i) for i in c.ids)
+    if a is None or b is None:
+        return c
+    c.time_unknown = [e.id for e in (a, b) if not e.created_known]
+    if not c.time_unknown and (b.created, b.id) < (a.created, a.id):
+        c.ids, c.details, c.contents = c.ids[::-1], c.details[::-1], c.contents[::-1]
+    return c
 
 
 
@@ -211,8 +226,15 @@ class Noted:
         out = []
         for other, c in zip(self.conflict_ids, self.conflicts):
             text = c.contents[0] if c.ids[0] == other else c.contents[1]
-            out.append(f'#{other} may say otherwise: "{text}" ({c.reason}; '
-                       f"forge memory supersede {other} --by {self.id} if this replaces it)")
+            if c.time_unknown:
+                unknown = " and ".join(f"#{i}" for i in c.time_unknown)
+                settle = (f"time unknown for {unknown}: forge memory supersede OLD --by NEW "
+                          "with the one that is over")
+            elif c.ids[0] == other:
+                settle = f"forge memory supersede {other} --by {self.id} if this replaces it"
+            else:   # this note was told after the fact: the other is the newer
+                settle = f"forge memory supersede {self.id} --by {other} if it replaces this"
+            out.append(f'#{other} may say otherwise: "{text}" ({c.reason}; {settle})')
         return out
 
 
