@@ -470,6 +470,29 @@ def test_the_newer_of_two_facts_comes_first_and_the_older_says_so(runner, dated)
     assert "- [fact, 2024-05-02] Le serveur a 8 Go de RAM" in hot
 
 
+@pytest.mark.parametrize("question", [
+    "combien de RAM avait le serveur avant ?", "quelle était l'ancienne RAM du serveur ?",
+    "How much RAM did the server have before?", "what RAM did the server use to have?",
+    "la RAM précédente du serveur ?"])
+def test_a_question_about_the_past_gets_the_older_of_two_facts_first(runner, dated, question):
+    """A past word in the question (before, used to, avant, ancien, précédent…): the older
+    value first, still marked as the older, and the JSON says the order was the past's."""
+    doc = _recall(runner, question)
+    ids = [r["id"] for r in doc["rows"]]
+    assert ids.index(dated["ram_old"]) < ids.index(dated["ram_new"]), (question, ids)
+    older = next(r for r in doc["rows"] if r["id"] == dated["ram_old"])
+    assert older["newer"] == dated["ram_new"] and doc["order"] == "past"
+
+
+def test_a_question_without_a_past_word_keeps_the_newer_first(runner, dated):
+    for question in ("combien de RAM a le serveur ?", "What RAM does the server have first thing?"
+                     .replace(" first thing", "")):
+        doc = _recall(runner, question)
+        ids = [r["id"] for r in doc["rows"]]
+        assert ids.index(dated["ram_new"]) < ids.index(dated["ram_old"]), (question, ids)
+        assert "order" not in doc
+
+
 def test_as_of_answers_as_the_store_stood_then(runner, dated):
     doc = _recall(runner, "combien de RAM a le serveur ?", "--as-of", "2024-12")
     ids = [r["id"] for r in doc["rows"]]
@@ -543,7 +566,7 @@ def test_newer_first_marks_what_memory_conflicts_lists_and_a_value_said_to_chang
         ("isp_new", "My internet provider is now Orange", "2025-01-01"),
     ]}
     listed = json.loads(invoke(runner, "memory", "conflicts", "--json").stdout)["conflicts"]
-    assert [c["ids"] for c in listed] == [sorted((ids["t14_new"], ids["t14_old"]))]
+    assert [c["ids"] for c in listed] == [[ids["t14_old"], ids["t14_new"]]]   # older in time first
     marked = {}
     for question in ("ThinkPad T14 RAM", "camera garden", "desktop RAM", "internet provider"):
         for row in _recall(runner, question, "--limit", "8")["rows"]:

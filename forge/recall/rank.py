@@ -306,7 +306,9 @@ def recall(store: "Store", query: str, *, limit: int | None = None,
         if period is not None:
             timeline.period_first(result.rows, period)
     if asked is None and len(result.rows) > 1:
-        timeline.newer_first(result.rows)
+        past = timeline.asks_past(query)
+        if timeline.newer_first(result.rows, past=past) and past:
+            result.order = "past"
     return result
 
 

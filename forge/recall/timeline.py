@@ -138,16 +138,17 @@ def as_they_stood(store: "Store", entries: dict[int, "Entry"], as_of: str) -> di
 
 # --------------------------------------------------------------------------- the newer fact
 
-def newer_first(rows: list["SearchRow"]) -> list["SearchRow"]:
+def newer_first(rows: list["SearchRow"], *, past: bool = False) -> bool:
     """In place: for each pair of rows stating a changed fact (core/facts.changed_fact), the
     newer moves up to just before the older, which is marked `newer`; a row whose time is
-    unknown is in no pair. Returns `rows`."""
+    unknown is in no pair. `past` (a question about a former value: asks_past): the older
+    moves up to just before the newer instead, still marked. Whether a pair was found."""
     from ..store.common import ARCHIVE_KIND
 
     notes = [r for r in rows if r.entry.kind != ARCHIVE_KIND and r.entry.superseded_by is None
              and known(r.entry)]
     if len(notes) < 2:
-        return rows
+        return False
     from ..core import facts
 
     # only pairs that may state one are read in full (they share a word; a negation or a
@@ -158,7 +159,7 @@ def newer_first(rows: list["SearchRow"]) -> list["SearchRow"]:
                   and notes[i].entry.project == notes[j].entry.project
                   and held[i].may_change(held[j])]
     if not candidates:
-        return rows
+        return False
     compared = sorted({n for pair in candidates for n in pair})
     seen = facts.evidence(notes[n].entry.content for n in compared)
     sides = {n: facts.read_side(notes[n].entry, seen) for n in compared}
@@ -174,9 +175,40 @@ def newer_first(rows: list["SearchRow"]) -> list["SearchRow"]:
                                                      if r.entry.id == current)):
             old.newer = new.entry.id
         at_old, at_new = rows.index(old), rows.index(new)
-        if at_new > at_old:
+        if past and at_old > at_new:
+            rows.insert(at_new, rows.pop(at_old))
+        elif not past and at_new > at_old:
             rows.insert(at_old, rows.pop(at_new))
-    return rows
+    return bool(pairs)
+
+
+# A question about a former value, by its words: the one closed list (docs/time.md shows it).
+# Whole words, any case, with or without accents; ’ is read as '.
+PAST_WORDS = {
+    "en": ("before", "previous", "previously", "used to", "use to", "former", "formerly",
+           "first", "earlier", "originally"),
+    "fr": ("avant", "auparavant", "ancien", "ancienne", "anciens", "anciennes", "précédent",
+           "précédente", "précédents", "précédentes", "premier", "première", "avais-je",
+           "j'avais", "avait-il", "avait-elle", "étais-je", "j'étais", "était"),
+}
+_past: Any = None
+
+
+def asks_past(question: str) -> bool:
+    """Whether `question` asks about a former value: it holds one of PAST_WORDS."""
+    global _past
+    if _past is None:
+        import re
+
+        from ..core.words import fold
+
+        forms = {w for ws in PAST_WORDS.values() for w in ws}
+        forms |= {fold(w) for w in forms}
+        alternatives = sorted((re.escape(w).replace(r"\ ", r"\s+") for w in forms), key=len,
+                              reverse=True)
+        _past = re.compile(r"(?<![\w'-])(?:" + "|".join(alternatives) + r")(?![\w'-])",
+                           re.IGNORECASE)
+    return _past.search(question.replace("’", "'")) is not None
 
 
 def _later(a: "Entry", b: "Entry") -> bool:

@@ -62,9 +62,16 @@ class SearchResult:
     # The time window the recall searched in (forge/recall/timeline.py): since, until,
     # from_query, as_of, excluded; None when it searched the whole store.
     time: dict[str, Any] | None = None
+    # "past" when the question asked about a former value and the older of two facts came
+    # first (timeline.newer_first); None otherwise (and then absent from the JSON)
+    order: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rows": [r.to_dict() for r in self.rows], "dropped_by_cutoff": self.dropped_by_cutoff,
-                "nearest_dropped": self.nearest_dropped, "cutoff": self.cutoff,
-                "fingerprint": self.fingerprint, "admitted_words": self.admitted_words,
-                "coverage": self.coverage, "time": self.time}
+        out = {"rows": [r.to_dict() for r in self.rows],
+               "dropped_by_cutoff": self.dropped_by_cutoff,
+               "nearest_dropped": self.nearest_dropped, "cutoff": self.cutoff,
+               "fingerprint": self.fingerprint, "admitted_words": self.admitted_words,
+               "coverage": self.coverage, "time": self.time}
+        if self.order is not None:
+            out["order"] = self.order
+        return out
