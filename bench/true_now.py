@@ -1,7 +1,7 @@
 """What is true now comes first, measured: a question about a fact that changed gets the newer
 note first, a question about the past the older one, two notes that both stay true both.
 
-    python bench/true_now.py [--set true-now|dated] [--keep DIR] [--write-docs]
+    python bench/true_now.py [--set true-now|true-now-2|dated] [--keep DIR] [--write-docs]
     python bench/true_now.py --all [--keep DIR] [--locomo DIR] [--write-docs]
 
 The sets, each written before any rule that reads them, dated the way people fill a store:
@@ -14,6 +14,10 @@ The sets, each written before any rule that reads them, dated the way people fil
   are a changed fact; `forge memory conflicts` (conflicts.find) is scored against them: the
   pairs listed under the reason "changed", and, as the baseline, the pairs listed under any
   reason (every listed pair that is not a changed fact counts against precision).
+- true-now-2: bench/true_now_heldout2.json, written apart from true-now on another person's
+  life (a nurse in Toulouse): 35 facts changed in other words (a hairdresser, a vet, a shift
+  pattern, a medication's dose, a choir...), 10 pairs that both stay true, 39 unrelated notes;
+  the same question types and conflicts labels as true-now, scored the same way.
 - dated: bench/dated_heldout.json, another person's dated notes and imported conversations
   (`forge history import --compact`), French and English: `month` questions name a month,
   `current` questions ask for a current state without a time, beside notes of the same month
@@ -24,12 +28,12 @@ the conversations imported with their timestamps, a shuffled order) and read as 
 --limit 10` reads it (many.search_many, rank.recall) at the set's fixed "now" (FORGE_NOW, TZ),
 with RECALL_SENTENCE on (the default) and off, one column each.
 
-`--all`: one table with every set side by side: these two, bench/recall_sets.py's personal,
+`--all`: one table with every set side by side: these three, bench/recall_sets.py's personal,
 French, no-word and held-out sets (its shipped rows: `shipped (RECALL_SENTENCE=on)` and the
 three channels alone), LoCoMo with `--locomo DIR` (the stores `bench/locomo.py --keep DIR`
 built; FORGE_LOCOMO names the data file when it is not in ../shared/data/locomo/), and
 bench/time_questions.py's set read the shipped way (its "after (forge recall)" column); then
-each of the two sets above in detail, with the questions that fail.
+each of the three sets above in detail, with the questions that fail.
 """
 from __future__ import annotations
 
@@ -45,6 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 SETS = {"true-now": ROOT / "bench" / "true_now_heldout.json",
+        "true-now-2": ROOT / "bench" / "true_now_heldout2.json",
         "dated": ROOT / "bench" / "dated_heldout.json"}
 TIME_SET = ROOT / "bench" / "time_set.json"
 SENTENCE = {"RECALL_SENTENCE=on": "on", "RECALL_SENTENCE=off": "off"}
@@ -59,6 +64,7 @@ GROUPS = {
               ("a current state, no time named (top-1)", "current"),
               ("every question (top-1)", None)],
 }
+GROUPS["true-now-2"] = GROUPS["true-now"]
 
 
 def load(path: Path) -> dict:
@@ -261,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", choices=list(SETS), default="true-now",
                         help="the set scored alone (default true-now)")
     parser.add_argument("--all", action="store_true",
-                        help="every set side by side in one table, then these two in detail")
+                        help="every set side by side in one table, then these three in detail")
     parser.add_argument("--keep", type=Path, help="build the stores under DIR and reuse them")
     parser.add_argument("--locomo", type=Path, metavar="DIR",
                         help="with --all: LoCoMo's stores (bench/locomo.py --keep DIR)")

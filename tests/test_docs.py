@@ -147,7 +147,8 @@ BENCH_COMMAND = re.compile(r"^\$ (?:[A-Z_]+=\S+ )*python3? bench/(\w+)\.py\b")
 
 
 def figure_problems(page: Path) -> list[str]:
-    """A figure block is an include of `bench/NAME.txt` (the file its benchmark wrote with
+    """A figure block is an include of `bench/NAME.txt` (`../bench/NAME.txt` from a folder of
+    docs/; the file its benchmark wrote with
     --write-docs) or, until that file lands, a `<!-- figure: NAME -->` marker naming an
     existing bench/NAME.py. What is wrong: an include whose file is missing, a marker naming no
     benchmark, and a `$ python bench/…` command typed into a fenced block with output under it
@@ -160,7 +161,8 @@ def figure_problems(page: Path) -> list[str]:
         if fence is None:
             if m := INCLUDE.match(line):
                 target = (page.parent / m[1]).resolve()
-                if not (m[1].startswith("bench/") and m[1].endswith(".txt")):
+                # a page in a folder of docs/ (docs/benchmarks/) reaches docs/bench/ by ../
+                if not re.fullmatch(r"(?:\.\./)*bench/[\w-]+\.txt", m[1]):
                     problems.append(f"{where}: a literalinclude that is not bench/NAME.txt")
                 elif not target.is_file():
                     problems.append(f"{where}: {m[1]} does not exist (run its benchmark with "

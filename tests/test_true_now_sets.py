@@ -1,6 +1,7 @@
-"""The held-out dated sets bench/true_now.py scores: every label names a note of the set, every
-pair it calls a changed fact is an older and a newer note of one kind and project, and a
-question is scored on its first row (one note expected) or its first 3 (two)."""
+"""The held-out dated sets bench/true_now.py scores (true-now, true-now-2, dated): every label
+names a note of the set, every pair it calls a changed fact or a pair that stays true is an
+older and a newer note of one kind and project, and a question is scored on its first row (one
+note expected) or its first 3 (two)."""
 from __future__ import annotations
 
 import json
@@ -42,6 +43,32 @@ def test_the_true_now_set_has_the_shape_it_promises():
     assert len(data["changed"]) >= 30
     labelled = {k for pair in data["changed"] + data["stay_true"] for k in pair}
     assert sum(1 for e in data["entries"] if e["key"] not in labelled) >= 30
+
+
+def test_the_second_true_now_set_has_the_shape_it_promises():
+    """Written apart from the first on another life: one `current` question per changed fact,
+    at least 10 about the former value, one `both` question per pair that stays true, at least
+    30 unrelated notes; a duplicate or a pair that stays true is never labelled a change."""
+    data = load("true-now-2")
+    first = load("true-now")
+    kinds = [q["type"] for q in data["questions"]]
+    assert len(data["changed"]) >= 32 and kinds.count("former") >= 10
+    assert kinds.count("both") == len(data["stay_true"]) >= 10
+    current = [q["expect"][0] for q in data["questions"] if q["type"] == "current"]
+    assert sorted(current) == sorted(newer for _, newer in data["changed"])
+    older = {o for o, _ in data["changed"]}
+    assert all(q["expect"][0] in older for q in data["questions"] if q["type"] == "former")
+    both = [sorted(q["expect"]) for q in data["questions"] if q["type"] == "both"]
+    assert sorted(both) == sorted(sorted(p) for p in data["stay_true"])
+    changed = {frozenset(p) for p in data["changed"]}
+    assert not changed & {frozenset(p) for p in data["stay_true"] + data["duplicates"]}
+    labelled = {k for pair in data["changed"] + data["stay_true"] for k in pair}
+    assert sum(1 for e in data["entries"] if e["key"] not in labelled) >= 30
+    assert {k for pair in data["duplicates"] for k in pair} <= {e["key"] for e in data["entries"]}
+    # held out from the first set: none of its notes or questions
+    assert not ({e["content"] for e in data["entries"]}
+                & {e["content"] for e in first["entries"]})
+    assert not {q["q"] for q in data["questions"]} & {q["q"] for q in first["questions"]}
 
 
 def test_a_question_is_right_on_its_first_row_or_both_notes_in_the_first_three():
