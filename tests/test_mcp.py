@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 FORGE = str(Path(sys.executable).parent / "forge")
 TOOLS = {"remember", "recall", "memory_list", "memory_show", "forget", "hot_block",
-         "memory_conflicts"}
+         "memory_conflicts", "supersede"}
 FACT = "Les sauvegardes restic du NAS partent chaque nuit vers un bucket Backblaze B2."
 
 
@@ -102,6 +102,23 @@ async def session_checks(client: Client) -> None:
     ]:
         bad = await client.call_tool(tool, args)
         assert bad.is_error and text_of(bad) == line, (tool, text_of(bad))
+
+    # a fact that changed: the agent supersedes the former value, recall stops offering it
+    old = ok(await client.call_tool("remember", {"content": "I work at Acme, platform team"}))
+    new = ok(await client.call_tool("remember",
+                                    {"content": "Je bosse chez Globex depuis lundi"}))
+    assert ok(await client.call_tool("supersede", {"ids": [old["id"]], "by": new["id"]})) == {
+        "by": new["id"], "replaced": [old["id"]]}
+    rows = ok(await client.call_tool("recall", {"query": "Where do I work?"}))["rows"]
+    assert old["id"] not in [r["id"] for r in rows] and new["id"] in [r["id"] for r in rows]
+    for args, line in [({"ids": [new["id"]], "by": new["id"]}, None),
+                       ({"ids": [], "by": new["id"]},
+                        "Invalid value for 'ids': give at least one entry id")]:
+        bad = await client.call_tool("supersede", args)
+        assert bad.is_error and (line is None or text_of(bad) == line), text_of(bad)
+    assert by_name["supersede"].annotations.destructive_hint is False
+    for entry in (old, new):
+        ok(await client.call_tool("forget", {"id": entry["id"]}))
 
     gone = ok(await client.call_tool("forget", {"id": made["id"]}))
     assert gone == {"id": made["id"], "kind": "decision", "released": []}

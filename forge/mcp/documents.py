@@ -3,6 +3,7 @@ document, with the arguments checked as the twin's options are (no `mcp` import 
 
     remember     forge remember KIND CONTENT [--project P] [--replaces ID]... --json
     memory_conflicts  forge memory conflicts [--project P] [--kind K] --json
+    supersede    forge memory supersede ID... --by ID --json
     recall       forge recall QUERY [--limit N] [--project P] [--kind K] --json
     memory_list  forge memory ls [KIND] [--project P] --limit N [--cursor C] [--filter Q] --json
     memory_show  forge memory show ID --json
@@ -104,6 +105,19 @@ def remember(settings: Any, content: Any, kind: Any = None, project: Any = None,
     with rag.open_store(settings) as store:
         return conflicts.remember(store, kind, content, project=project, replaces=ids,
                                   created=created).to_dict()
+
+
+def supersede(settings: Any, ids: Any, by: Any) -> dict[str, Any]:
+    """`forge memory supersede IDS --by ID --json`: {"by", "replaced"} (rag.replace, as the
+    CLI calls it)."""
+    from ..store import rag
+
+    targets = check_ids(ids, "ids")
+    if not targets:
+        raise _invalid("ids", "give at least one entry id")
+    newer = check_id(by, "by")
+    with rag.open_store(settings) as store:
+        return rag.replace(store, list(targets), newer)
 
 
 def memory_conflicts(settings: Any, project: Any = None, kind: Any = None) -> dict[str, Any]:

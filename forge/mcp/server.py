@@ -148,7 +148,8 @@ def create_server(settings: Any) -> MCPServer:
         without this conversation. An exact duplicate writes nothing and returns the existing
         id. When it makes an older entry obsolete, pass that entry's id in `replaces`.
         `conflicts` lists active entries it may contradict (it is written all the same): ask
-        the user which holds, then forget or replace. `at`: when it happened, for something
+        the user which holds: when the old one is over, call `supersede` with its id and this
+        entry's id, so recall stops offering the old value. `at`: when it happened, for something
         the user tells after the fact (default now). Answers `forge remember --json`:
         {"id", "created", "replaced", "conflicts", "secrets_redacted"}: a secret in the content
         (an API key, a password) is replaced by a marker naming its type before the write."""
@@ -207,6 +208,17 @@ def create_server(settings: Any) -> MCPServer:
         correction instead. Answers `forge memory forget ID --json`: {"id", "kind",
         "released"} (entries it had absorbed come back)."""
         return await answer(lambda: documents.forget(settings, id), "forget")
+
+    @server.forge_tool(annotations=ToolAnnotations(title="Supersede", destructive_hint=False,
+                                             idempotent_hint=True, open_world_hint=False))
+    async def supersede(ids: Replaces, by: EntryId) -> CallToolResult:
+        """Mark entries as replaced by a newer one (`by`): a fact that changed (a new employer,
+        a new phone, a provider switched). They leave recall's rows and the hot block, and stay
+        stored and linked (`forge memory supersede --undo ID` releases them). Use it when the
+        user says a fact changed and an older entry states the former value (`remember` lists
+        the ones its words contradict in `conflicts`; recall may show others). Answers `forge
+        memory supersede IDS --by ID --json`: {"by", "replaced"}."""
+        return await answer(lambda: documents.supersede(settings, ids, by), "supersede")
 
     @server.forge_tool(annotations=ToolAnnotations(title="Conflicts", read_only_hint=True,
                                              open_world_hint=False))
