@@ -13,12 +13,10 @@ answer is the newer of two entries) are read at the set's fixed "now" in its tim
 (FORGE_NOW and TZ), so the figures do not move with the clock.
 
 Each question is scored top-1 (its expected entry is the first row of `forge recall --limit
-10`):
-- "before": main's code path, rank.search (no time reading, no window, no newer-fact
-  ordering);
-- "after": rank.recall, what `forge recall` runs now;
-- "after, vector reads the rest": the same with rank.VECTOR_READS = "rest" (the vector
-  channel embeds the question without its time expression too), the alternative measured.
+10`): "--no-time" is rank.search (no time reading, no window, no newer-fact ordering),
+"forge recall" is rank.recall, what `forge recall` runs. The other readings measured (the
+period alone as the window, the vector channel reading the question without its time) are rows
+of docs/benchmarks.md's "Tried, not shipped".
 
 `--locomo DIR` (the stores `bench/locomo.py --keep DIR` built, whose archives are dated by
 their sessions): LoCoMo's category 1-4 questions any@5 / any@10 with and without reading time
@@ -28,7 +26,6 @@ questions whose answer changed.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import random
@@ -83,36 +80,7 @@ def build(folder: Path, data: dict) -> dict[str, int]:
     return ids
 
 
-# column -> (main's search or forge recall, what a question's period searches, what the vector
-# channel embeds): how a question's time is read, forge recall's way and the alternatives
-READINGS = {
-    "before (main: no time reading)": ("before", None, "question"),
-    "the period as the window": ("after", "period", "question"),
-    "said in it or after": ("after", 0, "question"),
-    "after (forge recall)": ("after", None, "question"),
-    "after, vector reads the rest": ("after", None, "rest"),
-}
-
-
-@contextlib.contextmanager
-def reading(told: str | int | None, vector: str):
-    """forge recall with a question's period searched as `told` says ("period": the period
-    alone; N: from N days before it on; None: timeline.told as shipped) and the vector
-    channel embedding `vector` (rank.VECTOR_READS)."""
-    from datetime import timedelta
-
-    from forge.recall import rank, timeline
-
-    saved = rank.VECTOR_READS, timeline.told, timeline.ANNOUNCED
-    rank.VECTOR_READS = vector
-    if told == "period":
-        timeline.told = lambda period: period
-    elif told is not None:
-        timeline.ANNOUNCED = timedelta(days=told)
-    try:
-        yield
-    finally:
-        rank.VECTOR_READS, timeline.told, timeline.ANNOUNCED = saved
+READINGS = {"--no-time": "search", "forge recall": "recall"}
 
 
 def score(folder: Path, data: dict, ids: dict[str, int], column: str) -> list[dict]:
@@ -120,13 +88,10 @@ def score(folder: Path, data: dict, ids: dict[str, int], column: str) -> list[di
     from forge.recall import rank
 
     out = []
-    mode, told, vector = READINGS[column]
-    with reading(told, vector), rag.open_store(settings_for(folder, data), mode="read") as store:
+    read = getattr(rank, READINGS[column])
+    with rag.open_store(settings_for(folder, data), mode="read") as store:
         for q in data["questions"]:
-            if mode == "before":
-                result = rank.search(store, q["q"], limit=10)
-            else:
-                result = rank.recall(store, q["q"], limit=10)
+            result = read(store, q["q"], limit=10)
             rows = [r.entry.id for r in result.rows]
             want = ids[q["expect"]]
             out.append({**q, "top1": bool(rows) and rows[0] == want,
@@ -135,35 +100,27 @@ def score(folder: Path, data: dict, ids: dict[str, int], column: str) -> list[di
     return out
 
 
-# LoCoMo's columns: --no-time (main's rows), then the readings of a question's time as above
-LOCOMO_READINGS = ["--no-time (main)", "the period as the window", "said in it or after",
-                   "after (forge recall)"]
-
-
 def locomo(base: Path) -> None:
     """LoCoMo with and without reading time in its questions (see the module docstring)."""
     import recall_sets
     from forge.store import rag
     from forge.recall import many
 
-    total = {label: [0, 0] for label in LOCOMO_READINGS}
+    total = {label: [0, 0] for label in READINGS}
     changed, timed, n = [], 0, 0
-    main, shipped = LOCOMO_READINGS[0], LOCOMO_READINGS[-1]
+    main, shipped = list(READINGS)
     for folder, asked, ended in recall_sets.locomo_sets(base):
         questions = [q["q"] for q in asked]
         answers = {}
         with rag.open_store(recall_sets.open_settings(folder, {"FORGE_NOW": ended})) as store:
             vectors = many.embed_queries(store, questions)
-            for label in LOCOMO_READINGS:
-                _, told, vector = READINGS.get(label, ("after", None, "question"))
-                with reading(told, vector):
-                    answers[label] = many.search_many(
-                        store, questions, vectors=vectors, limit=10,
-                        read_time=label != main).answers
+            for label in READINGS:
+                answers[label] = many.search_many(store, questions, vectors=vectors, limit=10,
+                                                  read_time=label != main).answers
         for i, q in enumerate(asked):
             wanted = set(q["evidence"])
             got = {}
-            for label in LOCOMO_READINGS:
+            for label in READINGS:
                 rows = answers[label][i].result.rows
                 found = [bool(wanted & set((r.entry.refs or {}).get("external") or []))
                          for r in rows]
@@ -178,7 +135,7 @@ def locomo(base: Path) -> None:
         n += len(asked)
     print(f"\nLoCoMo: {n} questions, {timed} read with a time window (each conversation's "
           "questions read at its last session)")
-    for label in LOCOMO_READINGS:
+    for label in READINGS:
         print(f"  {label:30} any@5 {total[label][0] / n:.3f}  any@10 {total[label][1] / n:.3f}")
     print("  forge recall against --no-time (- lost at 10 rows, + gained, ~ changed at 5):")
     for q, said, before, after in changed:
