@@ -185,7 +185,6 @@ def timed(store_dir: Path, runs: int) -> None:
 
 # --------------------------------------------------------------------------- whole stores
 
-LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
 AGGREGATE_CASES = ROOT / "tests" / "fixtures" / "aggregate_cases.json"
 PERSONAL_SETS = ("personal_facts.json", "french_personal.json", "french_no_word.json")
 # The aggregation cases whose point is their project: the only ones that keep it in a whole store.
@@ -260,7 +259,9 @@ def mixed_store(cases: dict, locomo: int) -> WholeStore:
     if locomo:
         from locomo_store import texts
 
-        every = texts(LOCOMO, 10_000)
+        from locomo import DEFAULT_DATA   # FORGE_LOCOMO, or the data beside the checkout
+
+        every = texts(DEFAULT_DATA, 10_000)
         for n, text in enumerate(every[:: max(1, len(every) // locomo)][:locomo]):
             whole.add(f"locomo {n}", "fact", None, text)
     return with_cross(whole, cases)
