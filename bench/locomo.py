@@ -1,34 +1,14 @@
 """LoCoMo through Forge's own pipeline: import as history, compact, ask through batch recall.
 
-    python bench/locomo.py [--data FILE] [--conversations N] [--sessions N] [--questions N] [--json]
+    python bench/locomo.py [--data FILE] [--conversations N] [--sessions N] [--questions N]
+                           [--keep DIR] [--json] [--write-docs]
 
-Protocol (the README's "LoCoMo" section states the figures):
-- Each conversation of the data set (LoCoMo, Maharana et al. 2024, CC BY-NC 4.0: the licence is
-  ../shared/data/locomo/LICENSE, beside the data, and bench/LOCOMO_LICENSE.md) gets a fresh data
-  folder: its turns are imported with `forge history import --compact`'s code (speaker_a as
-  `user`, speaker_b as `assistant`, each turn's `dia_id` kept as its `ref`, the session's date at
-  the head of each turn's text and as its `ts`, a shared photo's caption appended), then a last
-  forced compaction archives what the import left in the history. rag_pointer, the default
-  strategy: one archive entry per exchange, refs = the dia_ids it holds.
-- Every question of categories 1-4 (multi-hop, temporal, open-domain, single-hop; category 5,
-  adversarial questions with no answer in the conversation, is left out) goes through
-  `many.search_many`, the code of `forge recall --queries`: all questions embedded in one
-  call, then `rank.search` each, no cutoff (RECALL_MAX_DISTANCE unset, the shipped default).
-- A rows budget of 5 and of 10, by `rows_budget()`: `forge recall --limit N`'s fused ranking
-  (rank.search: normalised scores of both channels over pools of 30 candidates, and the
-  neighbours of a hit both channels put first), which fills exactly N rows when the store has them.
-- A question counts at budget k (any@k) when any of its evidence turns' dia_id is among the refs
-  of the rows returned. Reported overall, per category and per channel (the evidence came back
-  through a vector row, a word row; any@k also counts a neighbour row), with the time spent importing (embedding) and
-  recalling.
-- Beside it, the session-level figure other retrieval-only systems publish (R@k, e.g. Engram's
-  93.9 / 95.0 on all ten conversations with bge-large and a cross-encoder): every question with
-  evidence, category 5 (adversarial) included, is asked with a rows budget of 2k; the first k
-  distinct sessions of those rows (a row's session: its dia_ids' `D<n>`, in rank order) count,
-  and the question is a hit when any evidence turn's session is among them. Reported overall and
-  per category (1-5), for k = 5 and 10. It is coarser than any@k: a session holds ~20 exchanges.
-- `--keep DIR` builds each conversation's store once under DIR and reuses it on the next run
-  (the import is the slow part: minutes per conversation).
+Each conversation (LoCoMo, Maharana et al. 2024, CC BY-NC 4.0: bench/LOCOMO_LICENSE.md) is
+imported into a fresh data folder with `forge history import --compact`'s code (each turn's
+`dia_id` kept as its ref), then every question of categories 1-4 goes through `forge recall
+--queries`'s code at 5 and 10 rows: any@k overall, per category and per channel; beside it the
+session-level R@k (category 5 included). `--keep DIR` builds the stores once and reuses them.
+The protocol in full: docs/benchmarks.md, "LoCoMo".
 """
 from __future__ import annotations
 

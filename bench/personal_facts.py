@@ -1,34 +1,16 @@
 """A personal-facts store through `forge recall`: top-1, any@5, what calibrate finds, the refusal rules.
 
-    python bench/personal_facts.py [--keep DIR] [--json]
+    python bench/personal_facts.py [--keep DIR] [--json] [--no-sparse] [--write-docs]
 
-The set is tests/fixtures/personal_facts.json, written for this (not drawn from any data set):
-45 deliberate entries in French and English (hardware, people, preferences, decisions, todos,
-a correction), 30 questions each naming the entry that answers it, 15 questions nothing in the
-store answers. The entries are remembered into a fresh store (`--keep DIR` keeps it and reuses
-it on the next run), then:
-
-- every question goes through `many.search_many(limit=10)`, the code of
-  `forge recall --queries` (the fused rows budget): top-1 = the named entry is the first row,
-  any@5 = it is among the first 5;
-- `forge calibrate`'s code on the same cases: worst hit, best miss, the gap, the proposal;
-- refusal rules a user can turn on, each scored as the share of hits whose entry is still
-  returned (kept) and the share of misses left with no row at all (refused: the recall graph
-  answers "nothing found" without an LLM call):
-  * `RECALL_MAX_DISTANCE=D@fingerprint` (a distance on vector-only rows; word matches are
-    spared), through `forge recall --limit 10` itself, swept over D = 0 (only word matches
-    survive) and every hit's distance;
-  * for comparison only, never shipped: the same D judging every row (a hit kept when its own
-    distance is within D, a miss refused when its nearest entry is beyond D).
-  The hot block is reported too: with every deliberate entry in it, a refused recall in
-  chat still reaches synthesis, which answers from the block.
-- the shipped rule, RECALL_MIN_COVERAGE at what `forge calibrate --coverage` proposes on these
-  cases, through `forge recall --limit 10`'s code with the entries' latent terms not cached:
-  hits kept, misses refused, the rule's ms per recall.
-- `--no-sparse` skips the coverage rule (its pass of the sparse head over the entries).
-
-The other orderings (a fixed per-channel split, RRF) and the other refusal signals measured on
-this set lost; their figures are rows of docs/benchmarks.md's "Tried, not shipped".
+The set is tests/fixtures/personal_facts.json (45 deliberate entries in French and English, 30
+questions each naming the entry that answers it, 15 that nothing answers), remembered into a
+store (`--keep DIR` reuses it). Every question goes through `forge recall --limit 10`'s code
+(top-1, any@5, any@10); `forge calibrate`'s code runs on the same cases; RECALL_MAX_DISTANCE
+is swept over 0 and every hit's distance through recall itself (`all_rows_*`: a distance that
+would also judge word matches, for comparison only, never shipped); RECALL_MIN_COVERAGE runs at
+what `forge calibrate --coverage` proposes, with its ms per recall (`--no-sparse` skips it).
+The other orderings and refusal signals measured on this set lost: docs/benchmarks.md's
+"Tried, not shipped".
 """
 from __future__ import annotations
 

@@ -1,29 +1,16 @@
-"""Recall measured on every set at once: the personal set, the French set, LoCoMo.
+"""Recall measured on every set at once: the personal, French, no-word, held-out and LoCoMo sets.
 
     python bench/recall_sets.py --keep DIR [--locomo DIR] [--misses] [--write-docs]
 
-- personal: tests/fixtures/personal_facts.json (45 entries, 30 questions with an answer):
-  top-1, any@5, any@10 through `forge recall --limit 10`'s code (many.search_many);
-- french: tests/fixtures/french_personal.json (25 entries, 17 questions, French: a look-alike
-  of a held-out set outside the repository, built from its two failure shapes): top-1 as a
-  count, any@5;
-- no-word: tests/fixtures/french_no_word.json (56 entries in French and English, 32 French
-  questions none of whose words the word channel admits: only the vector and latent-term
-  channels answer): top-1 as a count, any@5; a question that admits a word is reported;
-- held-out: tests/fixtures/no_word_heldout.json (58 entries of another store, French and
-  English, 55 questions in both languages admitting no word), written before any change to the
-  latent channel was measured, so a change chosen on no-word is checked on a set it was not
-  chosen on: top-1 as a count, any@5;
-- LoCoMo: the stores `bench/locomo.py --keep DIR` built (give that DIR as --locomo), every
-  category 1-4 question, any@5 / any@10 per conversation and over all of them (as locomo.py).
-  Its questions were written when the conversation ended, so they are read at that moment
-  (FORGE_NOW = the last session's time): "last year" in one of them is the year before its
-  last session, and "in June" the last June before it.
-
-Two rows, the shipped ranking and the three channels alone (RECALL_SENTENCE=off), each read
-as `forge recall --limit 10` reads, with every set's question vectors embedded once. The stores
-are built once under --keep DIR and reused. The variants that lost (word policies, latent-term
-rules and cures, hub rescaling, the second model read other ways) are rows of
+The small sets are tests/fixtures/personal_facts.json (top-1, any@5), french_personal.json,
+french_no_word.json (questions none of whose words the word channel admits: a question that
+admits one is reported) and no_word_heldout.json (written before any change to the latent
+channel was measured), their stores built once under --keep DIR; LoCoMo is the stores
+`bench/locomo.py --keep DIR` built (--locomo DIR), every category 1-4 question, any@5 / any@10,
+read at its conversation's last session (FORGE_NOW). Two rows, each as `forge recall --limit 10`
+reads (every set's question vectors embedded once): the shipped ranking and the three channels
+alone (RECALL_SENTENCE=off). The sets: docs/recall.md, "Measured"; the variants that lost (word
+policies, latent-term rules and cures, hub rescaling, the second model read other ways):
 docs/benchmarks.md's "Tried, not shipped".
 """
 from __future__ import annotations

@@ -1,27 +1,16 @@
 """Time in recall, measured: questions that name a time, and questions whose answer is the newer
 of two facts, on a store dated the way people fill one.
 
-    python bench/time_questions.py [--keep DIR] [--misses] [--write-docs]
+    python bench/time_questions.py [--keep DIR] [--locomo DIR] [--misses] [--write-docs]
 
-The set is bench/time_set.json, written for this: 61 deliberate entries in English and French
-(orders, trips, the car, the dentist, books, decisions, the garden, facts that changed), dated
-by `forge remember --at`'s code, and 10 conversations imported from a history with their
-timestamps through `forge history import --compact`'s code (each an archive entry dated by its
-first message); everything is written in a shuffled order (seed 7), so ids do not follow dates.
-The questions (44: 33 with a time expression, absolute, relative or a range, and 11 whose
-answer is the newer of two entries) are read at the set's fixed "now" in its time zone
-(FORGE_NOW and TZ), so the figures do not move with the clock.
-
-Each question is scored top-1 (its expected entry is the first row of `forge recall --limit
-10`): "--no-time" is rank.search (no time reading, no window, no newer-fact ordering),
-"forge recall" is rank.recall, what `forge recall` runs. The other readings measured (the
-period alone as the window, the vector channel reading the question without its time) are rows
-of docs/benchmarks.md's "Tried, not shipped".
-
-`--locomo DIR` (the stores `bench/locomo.py --keep DIR` built, whose archives are dated by
-their sessions): LoCoMo's category 1-4 questions any@5 / any@10 with and without reading time
-(`forge recall --no-time`), each conversation's questions read at its last session, and the
-questions whose answer changed.
+The set is bench/time_set.json: 61 deliberate entries dated by `forge remember --at`'s code and
+10 conversations imported with their timestamps (`forge history import --compact`), written in
+a shuffled order (seed 7); 44 questions read at the set's fixed "now" in its time zone (FORGE_NOW
+and TZ). Top-1 of `forge recall --limit 10`: "--no-time" is rank.search (no time reading),
+"forge recall" rank.recall. `--locomo DIR` (the stores `bench/locomo.py --keep DIR` built):
+LoCoMo's questions any@5 / any@10 with and without reading time, each conversation's read at its
+last session, and the questions whose answer changed. The other readings of a question's period
+measured are rows of docs/benchmarks.md's "Tried, not shipped"; the set: docs/time.md, "Measured".
 """
 from __future__ import annotations
 
