@@ -14,7 +14,6 @@ written aggregate with the configured embedder, the embedded model by default).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import sys

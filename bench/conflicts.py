@@ -2,46 +2,21 @@
 """Are the conflicts right? Precision and recall of `forge memory conflicts` on a labelled set and
 on whole stores, and its time on a 10,000-entry store.
 
-The labelled set is bench/conflicts_cases.json: pairs of entries, written in order, each
-labelled conflict or not (negations, numbers, dates in English and French; paraphrases,
-additions, own negations, numbering, other projects and kinds, other things). Each pair lives in
-its own project, so a pair can only be found with its own partner (`project_b` puts the second
-entry in another project on purpose). The script builds a real store (the embedded model),
-runs `conflicts.find` (what `forge memory conflicts` calls) and prints
-
-- precision = pairs listed that are labelled conflicts / pairs listed,
-- recall = labelled conflicts listed / labelled conflicts,
-- the same recall through `forge remember`'s path (`conflicts.remember`, candidates from the
-  word index): does writing the second entry name the first?
-
-Targets: recall >= 0.9, precision >= 0.95.
-
-Then whole stores, as people fill them: every case's entries in ONE store and one project, with
-the notes of `store` (several machines: two under one label, a negated detail about another
-one, one amount on two devices), and a mixed store (that, the aggregation cases and their
-context, the personal sets of tests/fixtures, `--locomo N` LoCoMo texts), and a held-out store
-(bench/conflicts_heldout.json: one person's 106 notes over two years, labelled by a careful
-reader before the rules were last changed, never tuned on; its recall is given by kind, since
-a value replaced by another in words is a conflict no rule reads). Every pair
-`conflicts.find` lists is scored: a pair across cases is not a conflict unless `cross` says a
-reader of the one store calls it one (both notes identify the same thing, by a name or by
-the same label or subject words, and one says otherwise by a negation or a number), each with
-its reason; `aggregate_conflicts` names the aggregation cases that are conflicts. A second
-reading of the one store added the `cross` pairs marked `"reading": 2` (one person's allergies,
-animals, coffee, rent, nightly backup, VPS and NAS said otherwise by notes of two cases); the
-recall on the earlier labels is printed too. `--remember` scores
-`forge remember`'s note on them too (one write at a time). Targets: precision and recall >= 0.9.
-
     python bench/conflicts.py [--keep DIR] [--locomo 300] [--remember]   # pairs, whole stores
     python bench/conflicts.py --store DIR [--runs 9]   # also: the pairs listed and the time at 10k
 
-Each whole store also scores recall's newer-first mark (core/facts.changed_fact on every pair
-of one kind and project, the names judged on the two notes) against the same labels.
-
-With `--store DIR` (a real store, e.g. `bench/locomo_store.py DIR`: 10,000 LoCoMo texts), the
-store is copied and `forge memory conflicts --json` is timed as a whole process, median of
-`--runs`, interleaved with its in-run baselines `python -c "import click"` and
-`forge memory ls --nl` (which reads the same rows).
+- pairs: bench/conflicts_cases.json, each pair in its own project: precision and recall of
+  `conflicts.find` (what `forge memory conflicts` calls) and of `conflicts.remember` (`forge
+  remember`'s note). Targets: recall >= 0.9, precision >= 0.95.
+- whole stores: every case in ONE store (with the `store` notes), a mixed store (plus the
+  aggregation cases, the personal sets and `--locomo N` LoCoMo texts), and the held-out store
+  bench/conflicts_heldout.json (never tuned on); every pair listed is scored against the
+  labels and `cross` (pairs across cases a reader calls a conflict); recall's newer-first mark
+  (core/facts.changed_fact) on the same labels. `--remember` scores remember's note too.
+- `--store DIR` (e.g. `bench/locomo_store.py DIR`): `forge memory conflicts --json` timed as a
+  whole process, median of `--runs`, interleaved with `python -c "import click"` and `forge
+  memory ls --nl`.
+The protocol in full: docs/conflicts.md, "Measured".
 """
 from __future__ import annotations
 
@@ -185,7 +160,6 @@ def timed(store_dir: Path, runs: int) -> None:
 
 # --------------------------------------------------------------------------- whole stores
 
-LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
 AGGREGATE_CASES = ROOT / "tests" / "fixtures" / "aggregate_cases.json"
 PERSONAL_SETS = ("personal_facts.json", "french_personal.json", "french_no_word.json")
 # The aggregation cases whose point is their project: the only ones that keep it in a whole store.
@@ -260,7 +234,9 @@ def mixed_store(cases: dict, locomo: int) -> WholeStore:
     if locomo:
         from locomo_store import texts
 
-        every = texts(LOCOMO, 10_000)
+        from locomo import DEFAULT_DATA   # FORGE_LOCOMO, or the data beside the checkout
+
+        every = texts(DEFAULT_DATA, 10_000)
         for n, text in enumerate(every[:: max(1, len(every) // locomo)][:locomo]):
             whole.add(f"locomo {n}", "fact", None, text)
     return with_cross(whole, cases)

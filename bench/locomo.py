@@ -1,35 +1,14 @@
 """LoCoMo through Forge's own pipeline: import as history, compact, ask through batch recall.
 
-    python bench/locomo.py [--data FILE] [--conversations N] [--sessions N] [--questions N] [--json]
+    python bench/locomo.py [--data FILE] [--conversations N] [--sessions N] [--questions N]
+                           [--keep DIR] [--json] [--write-docs]
 
-Protocol (the README's "LoCoMo" section states the figures):
-- Each conversation of the data set (LoCoMo, Maharana et al. 2024, CC BY-NC 4.0: the licence is
-  ../shared/data/locomo/LICENSE, beside the data, and bench/LOCOMO_LICENSE.md) gets a fresh data
-  folder: its turns are imported with `forge history import --compact`'s code (speaker_a as
-  `user`, speaker_b as `assistant`, each turn's `dia_id` kept as its `ref`, the session's date at
-  the head of each turn's text and as its `ts`, a shared photo's caption appended), then a last
-  forced compaction archives what the import left in the history. rag_pointer, the default
-  strategy: one archive entry per exchange, refs = the dia_ids it holds.
-- Every question of categories 1-4 (multi-hop, temporal, open-domain, single-hop; category 5,
-  adversarial questions with no answer in the conversation, is left out) goes through
-  `many.search_many`, the code of `forge recall --queries`: all questions embedded in one
-  call, then `rank.search` each, no cutoff (RECALL_MAX_DISTANCE unset, the shipped default).
-- A rows budget of 5 and of 10, by `rows_budget()`: `forge recall --limit N`'s fused ranking
-  (rank.search: normalised scores of both channels over pools of 30 candidates, and the
-  neighbours of a hit both channels put first), which fills exactly N rows when the store has them.
-- A question counts at budget k (any@k) when any of its evidence turns' dia_id is among the refs
-  of the rows returned. Reported overall, per category and per channel (the evidence came back
-  through a vector row, a word row; any@k also counts a neighbour row), with the time spent importing (embedding) and
-  recalling.
-- Beside it, the session-level figure other retrieval-only systems publish (R@k, e.g. Engram's
-  93.9 / 95.0 on all ten conversations with bge-large and a cross-encoder): every question with
-  evidence, category 5 (adversarial) included, is asked with a rows budget of 2k; the first k
-  distinct sessions of those rows (a row's session: its dia_ids' `D<n>`, in rank order) count,
-  and the question is a hit when any evidence turn's session is among them. Reported overall and
-  per category (1-5), for k = 5 and 10. It is coarser than any@k: a session holds ~20 exchanges.
-- `--keep DIR` builds each conversation's store once under DIR and reuses it on the next run
-  (the import is the slow part: minutes per conversation); `--ablation` then scores the
-  variants of bench/locomo_ablation.py on the same stores, one row each.
+Each conversation (LoCoMo, Maharana et al. 2024, CC BY-NC 4.0: bench/LOCOMO_LICENSE.md) is
+imported into a fresh data folder with `forge history import --compact`'s code (each turn's
+`dia_id` kept as its ref), then every question of categories 1-4 goes through `forge recall
+--queries`'s code at 5 and 10 rows: any@k overall, per category and per channel; beside it the
+session-level R@k (category 5 included). `--keep DIR` builds the stores once and reuses them.
+The protocol in full: docs/benchmarks.md, "LoCoMo".
 """
 from __future__ import annotations
 
@@ -45,7 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
+DEFAULT_DATA = Path(os.environ.get("FORGE_LOCOMO")
+                    or ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json")
 # LoCoMo's category numbers (its paper's Table: multi-hop 282, temporal 321, open-domain 96,
 # single-hop 841, adversarial 446 over the full set); 5, adversarial, has no answer to find.
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -57,11 +37,6 @@ SESSION_CATEGORIES = {**CATEGORIES, 5: "adversarial"}
 def rows_budget(budget: int) -> dict:
     """The recall arguments of a rows budget: `forge recall --limit N`'s fused ranking."""
     return {"limit": budget}
-
-
-def seed_split(budget: int) -> tuple[int, int]:
-    """(vector_k, lexical_k) of the fixed per-channel split, the ablation's baseline."""
-    return {5: (3, 2), 10: (5, 5)}.get(budget, (budget - budget // 2, budget // 2))
 
 
 def session_date(raw: str | None) -> tuple[str, str | None]:
@@ -130,7 +105,7 @@ def questions(conversation: dict, known_refs: set[str], limit: int | None,
 
 
 def run_conversation(conversation: dict, folder: Path, *, sessions: int | None,
-                     limit: int | None, ablation: bool = False) -> dict:
+                     limit: int | None) -> dict:
     from forge.memory import compaction, history_import
     from forge.store import rag
     from forge.recall import many
@@ -184,12 +159,6 @@ def run_conversation(conversation: dict, folder: Path, *, sessions: int | None,
             out["sessions"].append({"category": q["category"], **{
                 f"session@{k}": bool(wanted & set(first_sessions(
                     answers[2 * k][index].result.rows, k))) for k in BUDGETS}})
-        if ablation:
-            from locomo_ablation import run_variants
-
-            out["ablation"] = run_variants(store, asked, [v for q, v in zip(every, vectors)
-                                                          if q["category"] in CATEGORIES],
-                                           BUDGETS)
     out["import_seconds"] = report["import_seconds"]
     for index, q in enumerate(asked):
         wanted = set(q["evidence"])
@@ -288,8 +257,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, help="only the first N sessions of each")
     parser.add_argument("--questions", type=int, help="at most N questions per conversation")
     parser.add_argument("--keep", type=Path, help="build the stores under DIR and keep them")
-    parser.add_argument("--ablation", action="store_true",
-                        help="also score every variant of bench/locomo_ablation.py, one row each")
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
     import docs_figures
 
@@ -307,23 +274,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"conversation {number}/{len(data)} ({conversation.get('sample_id')}) ...",
               file=sys.stderr, flush=True)
         done.append(run_conversation(conversation, folder, sessions=args.sessions,
-                                     limit=args.questions, ablation=args.ablation))
+                                     limit=args.questions))
     summary = summarise(done)
-    if args.ablation:
-        from locomo_ablation import summarise_variants
-
-        summary["ablation"] = summarise_variants(done, CATEGORIES, BUDGETS)
     summary["data"] = str(args.data)
-    with docs_figures.tee("locomo_ablation" if args.ablation else "locomo", args.write_docs):
+    with docs_figures.tee("locomo", args.write_docs):
         if args.json:
             print(json.dumps(summary, ensure_ascii=False, indent=2))
         else:
             print_table(summary)
-            if args.ablation:
-                from locomo_ablation import print_variants
-
-                print()
-                print_variants(summary["ablation"], CATEGORIES, BUDGETS)
     if not args.keep:
         import shutil
 

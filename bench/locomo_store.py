@@ -22,8 +22,9 @@ import sys
 import time
 from pathlib import Path
 import docs_figures
+import locomo
 
-DEFAULT_LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo-dev.json"
+DEFAULT_LOCOMO = locomo.DEFAULT_DATA
 PROJECTS = ["locomo", "homelab", "forge", None]
 
 

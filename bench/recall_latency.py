@@ -135,6 +135,9 @@ class Precomputed:
         self.cursor += len(texts)
         return out
 
+    def embed_document(self, text):   # one text: rag embeds it alone
+        return self.embed_documents([text])[0]
+
     def embed_query(self, text):
         raise AssertionError("the bench passes query vectors")
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -41,10 +40,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import docs_figures  # noqa: E402
+import locomo  # noqa: E402
 
 SET = ROOT / "bench" / "secrets_set.json"
 HELDOUT = ROOT / "bench" / "secrets_prose_heldout.json"
-LOCOMO = Path(os.environ.get("FORGE_LOCOMO", "/work/shared/data/locomo"))
+LOCOMO = locomo.DEFAULT_DATA.parent   # the folder of FORGE_LOCOMO's file
 
 
 def score(data: dict) -> tuple[int, int, dict[str, list[int]], list[str], list[str]]:

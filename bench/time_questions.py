@@ -1,34 +1,20 @@
 """Time in recall, measured: questions that name a time, and questions whose answer is the newer
 of two facts, on a store dated the way people fill one.
 
-    python bench/time_questions.py [--keep DIR] [--misses] [--write-docs]
+    python bench/time_questions.py [--keep DIR] [--locomo DIR] [--misses] [--write-docs]
 
-The set is bench/time_set.json, written for this: 61 deliberate entries in English and French
-(orders, trips, the car, the dentist, books, decisions, the garden, facts that changed), dated
-by `forge remember --at`'s code, and 10 conversations imported from a history with their
-timestamps through `forge history import --compact`'s code (each an archive entry dated by its
-first message); everything is written in a shuffled order (seed 7), so ids do not follow dates.
-The questions (44: 33 with a time expression, absolute, relative or a range, and 11 whose
-answer is the newer of two entries) are read at the set's fixed "now" in its time zone
-(FORGE_NOW and TZ), so the figures do not move with the clock.
-
-Each question is scored top-1 (its expected entry is the first row of `forge recall --limit
-10`):
-- "before": main's code path, rank.search (no time reading, no window, no newer-fact
-  ordering);
-- "after": rank.recall, what `forge recall` runs now;
-- "after, vector reads the rest": the same with rank.VECTOR_READS = "rest" (the vector
-  channel embeds the question without its time expression too), the alternative measured.
-
-`--locomo DIR` (the stores `bench/locomo.py --keep DIR` built, whose archives are dated by
-their sessions): LoCoMo's category 1-4 questions any@5 / any@10 with and without reading time
-(`forge recall --no-time`), each conversation's questions read at its last session, and the
-questions whose answer changed.
+The set is bench/time_set.json: 61 deliberate entries dated by `forge remember --at`'s code and
+10 conversations imported with their timestamps (`forge history import --compact`), written in
+a shuffled order (seed 7); 44 questions read at the set's fixed "now" in its time zone (FORGE_NOW
+and TZ). Top-1 of `forge recall --limit 10`: "--no-time" is rank.search (no time reading),
+"forge recall" rank.recall. `--locomo DIR` (the stores `bench/locomo.py --keep DIR` built):
+LoCoMo's questions any@5 / any@10 with and without reading time, each conversation's read at its
+last session, and the questions whose answer changed. The other readings of a question's period
+measured are rows of docs/benchmarks.md's "Tried, not shipped"; the set: docs/time.md, "Measured".
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import random
@@ -83,36 +69,7 @@ def build(folder: Path, data: dict) -> dict[str, int]:
     return ids
 
 
-# column -> (main's search or forge recall, what a question's period searches, what the vector
-# channel embeds): how a question's time is read, forge recall's way and the alternatives
-READINGS = {
-    "before (main: no time reading)": ("before", None, "question"),
-    "the period as the window": ("after", "period", "question"),
-    "said in it or after": ("after", 0, "question"),
-    "after (forge recall)": ("after", None, "question"),
-    "after, vector reads the rest": ("after", None, "rest"),
-}
-
-
-@contextlib.contextmanager
-def reading(told: str | int | None, vector: str):
-    """forge recall with a question's period searched as `told` says ("period": the period
-    alone; N: from N days before it on; None: timeline.told as shipped) and the vector
-    channel embedding `vector` (rank.VECTOR_READS)."""
-    from datetime import timedelta
-
-    from forge.recall import rank, timeline
-
-    saved = rank.VECTOR_READS, timeline.told, timeline.ANNOUNCED
-    rank.VECTOR_READS = vector
-    if told == "period":
-        timeline.told = lambda period: period
-    elif told is not None:
-        timeline.ANNOUNCED = timedelta(days=told)
-    try:
-        yield
-    finally:
-        rank.VECTOR_READS, timeline.told, timeline.ANNOUNCED = saved
+READINGS = {"--no-time": "search", "forge recall": "recall"}
 
 
 def score(folder: Path, data: dict, ids: dict[str, int], column: str) -> list[dict]:
@@ -120,13 +77,10 @@ def score(folder: Path, data: dict, ids: dict[str, int], column: str) -> list[di
     from forge.recall import rank
 
     out = []
-    mode, told, vector = READINGS[column]
-    with reading(told, vector), rag.open_store(settings_for(folder, data), mode="read") as store:
+    read = getattr(rank, READINGS[column])
+    with rag.open_store(settings_for(folder, data), mode="read") as store:
         for q in data["questions"]:
-            if mode == "before":
-                result = rank.search(store, q["q"], limit=10)
-            else:
-                result = rank.recall(store, q["q"], limit=10)
+            result = read(store, q["q"], limit=10)
             rows = [r.entry.id for r in result.rows]
             want = ids[q["expect"]]
             out.append({**q, "top1": bool(rows) and rows[0] == want,
@@ -135,35 +89,27 @@ def score(folder: Path, data: dict, ids: dict[str, int], column: str) -> list[di
     return out
 
 
-# LoCoMo's columns: --no-time (main's rows), then the readings of a question's time as above
-LOCOMO_READINGS = ["--no-time (main)", "the period as the window", "said in it or after",
-                   "after (forge recall)"]
-
-
 def locomo(base: Path) -> None:
     """LoCoMo with and without reading time in its questions (see the module docstring)."""
     import recall_sets
     from forge.store import rag
     from forge.recall import many
 
-    total = {label: [0, 0] for label in LOCOMO_READINGS}
+    total = {label: [0, 0] for label in READINGS}
     changed, timed, n = [], 0, 0
-    main, shipped = LOCOMO_READINGS[0], LOCOMO_READINGS[-1]
+    main, shipped = list(READINGS)
     for folder, asked, ended in recall_sets.locomo_sets(base):
         questions = [q["q"] for q in asked]
         answers = {}
         with rag.open_store(recall_sets.open_settings(folder, {"FORGE_NOW": ended})) as store:
             vectors = many.embed_queries(store, questions)
-            for label in LOCOMO_READINGS:
-                _, told, vector = READINGS.get(label, ("after", None, "question"))
-                with reading(told, vector):
-                    answers[label] = many.search_many(
-                        store, questions, vectors=vectors, limit=10,
-                        read_time=label != main).answers
+            for label in READINGS:
+                answers[label] = many.search_many(store, questions, vectors=vectors, limit=10,
+                                                  read_time=label != main).answers
         for i, q in enumerate(asked):
             wanted = set(q["evidence"])
             got = {}
-            for label in LOCOMO_READINGS:
+            for label in READINGS:
                 rows = answers[label][i].result.rows
                 found = [bool(wanted & set((r.entry.refs or {}).get("external") or []))
                          for r in rows]
@@ -178,7 +124,7 @@ def locomo(base: Path) -> None:
         n += len(asked)
     print(f"\nLoCoMo: {n} questions, {timed} read with a time window (each conversation's "
           "questions read at its last session)")
-    for label in LOCOMO_READINGS:
+    for label in READINGS:
         print(f"  {label:30} any@5 {total[label][0] / n:.3f}  any@10 {total[label][1] / n:.3f}")
     print("  forge recall against --no-time (- lost at 10 rows, + gained, ~ changed at 5):")
     for q, said, before, after in changed:

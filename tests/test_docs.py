@@ -205,15 +205,91 @@ def test_the_figure_check_catches_a_missing_file_and_a_typed_figure(tmp_path):
     assert "typed under `python bench/startup.py`" in problems[2]
 
 
-def test_every_bench_file_starts_with_the_command_that_wrote_it():
-    files = sorted((DOCS / "bench").glob("*.txt"))
-    assert files
-    for path in files:
-        first = path.read_text(encoding="utf-8").split("\n", 1)[0]
-        assert BENCH_COMMAND.match(first) and BENCH_COMMAND.match(first)[1] == path.stem, path.name
-        assert "--write-docs" not in first
-        source = (ROOT / "bench" / f"{path.stem}.py").read_text(encoding="utf-8")
-        assert "--write-docs" in source or "harness.parser(" in source, path.stem
+# A figure file whose script was deleted (an experiment that lost) is kept only while a page
+# quotes it, and says so on its first line, with the commit that still holds the code.
+RECORD = re.compile(r"^# A record of a deleted experiment: bench/(\w+)\.py, its code at commit "
+                    r"([0-9a-f]{7,40}) \(git show \2:bench/\1\.py\)$")
+
+
+def bench_file_problems(docs: Path, bench: Path, quoted: set[str]) -> list[str]:
+    """Each docs/bench/NAME.txt names the script that writes it: its first line is the command
+    (`$ python bench/NAME.py ...`) and bench/NAME.py exists and takes --write-docs. A file whose
+    script is gone is a record: its first line names the script and the commit that had it,
+    the command follows, and a page still quotes the file (`quoted`: the included names)."""
+    problems = []
+    for path in sorted((docs / "bench").glob("*.txt")):
+        lines = path.read_text(encoding="utf-8").split("\n")
+        script = bench / f"{path.stem}.py"
+        record = RECORD.match(lines[0])
+        command = BENCH_COMMAND.match(lines[1 if record else 0])
+        if not command or command[1] != path.stem or "--write-docs" in command.string:
+            problems.append(f"{path.name}: does not start with the command that wrote it "
+                            f"($ python bench/{path.stem}.py ...)")
+        elif record:
+            if record[1] != path.stem or script.exists():
+                problems.append(f"{path.name}: a record of bench/{record[1]}.py, which is not "
+                                "its deleted script")
+            elif f"bench/{path.name}" not in quoted:
+                problems.append(f"{path.name}: a record no page quotes (fold it into "
+                                "docs/benchmarks.md's row and delete it)")
+        elif not script.is_file():
+            problems.append(f"{path.name}: bench/{path.stem}.py does not exist (run it with "
+                            "--write-docs, or mark the file as a record)")
+        else:
+            source = script.read_text(encoding="utf-8")
+            if "--write-docs" not in source and "harness.parser(" not in source:
+                problems.append(f"{path.name}: bench/{path.stem}.py has no --write-docs")
+    return problems
+
+
+def test_every_bench_file_names_the_script_that_writes_it():
+    quoted = {m[1] for page in pages() for line in page.read_text(encoding="utf-8").split("\n")
+              if (m := INCLUDE.match(line))}
+    assert sorted((DOCS / "bench").glob("*.txt"))
+    assert bench_file_problems(DOCS, ROOT / "bench", quoted) == []
+
+
+def test_the_bench_file_check_catches_a_file_no_script_writes(tmp_path):
+    (tmp_path / "docs" / "bench").mkdir(parents=True)
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "kept.py").write_text("p.add_argument('--write-docs')\n")
+    (tmp_path / "bench" / "mute.py").write_text("print(1)\n")
+    files = {"kept": "$ python bench/kept.py --runs 3\nfigures\n",
+             "mute": "$ python bench/mute.py\nfigures\n",
+             "gone": "$ python bench/gone.py\nfigures\n",
+             "typed": "figures typed by hand\n",
+             "old": "# A record of a deleted experiment: bench/old.py, its code at commit abc1234 "
+                    "(git show abc1234:bench/old.py)\n$ python bench/old.py\nfigures\n",
+             "stale": "# A record of a deleted experiment: bench/stale.py, its code at commit "
+                      "abc1234 (git show abc1234:bench/stale.py)\n$ python bench/stale.py\n"}
+    for name, text in files.items():
+        (tmp_path / "docs" / "bench" / f"{name}.txt").write_text(text, encoding="utf-8")
+    problems = bench_file_problems(tmp_path / "docs", tmp_path / "bench",
+                                   {"bench/kept.txt", "bench/old.txt"})
+    assert [p.split(":")[0] for p in problems] == ["gone.txt", "mute.txt", "stale.txt", "typed.txt"]
+    assert "does not exist" in problems[0] and "no --write-docs" in problems[1]
+    assert "no page quotes" in problems[2] and "does not start with" in problems[3]
+
+
+def tried_not_shipped(benchmarks: Path) -> set[str]:
+    """The deleted scripts docs/benchmarks.md's "Tried, not shipped" table names."""
+    text = benchmarks.read_text(encoding="utf-8")
+    table = text[text.index("## Tried, not shipped"):]
+    return set(re.findall(r"`bench/(\w+)\.py`", table))
+
+
+def test_a_page_cites_a_bench_script_that_exists_or_a_tried_row():
+    """A page may name a deleted experiment's script only when the benchmarks page keeps its row
+    (what, the figure, why, the commit that had the code)."""
+    rows = tried_not_shipped(DOCS / "benchmarks.md")
+    assert not [name for name in rows if (ROOT / "bench" / f"{name}.py").exists()], \
+        "a script of bench/ listed as tried, not shipped"
+    problems = sorted({f"{page.name}: bench/{name}.py" for page in pages() + [ROOT / "README.md"]
+                       for name in re.findall(r"\bbench/([a-z0-9_]+)\.py\b",
+                                              page.read_text(encoding="utf-8"))
+                       if not (ROOT / "bench" / f"{name}.py").exists() and name not in rows})
+    assert not problems, "pages cite a bench script that is gone, with no tried row:\n" + \
+        "\n".join(problems)
 
 
 # --- pages and the README -------------------------------------------------------------------
