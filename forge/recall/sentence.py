@@ -85,6 +85,16 @@ def model_later(question: str | None = None) -> Callable[[], Any]:
     return Job(load, "forge-sentence-model").result
 
 
+def load_later() -> None:
+    """Start the model's load in a second thread now, when this process has not got it: what
+    a fresh `forge recall` asks as soon as it knows it will rank (its store not yet open); the
+    `model_later` that follows waits for that load, then embeds its question."""
+    if _model is None and not _loading.locked():
+        from ..core.background import Job
+
+        Job(model, "forge-sentence-model")
+
+
 def _load() -> Any:
     import os
 
