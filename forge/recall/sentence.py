@@ -24,10 +24,11 @@ the `depth` nearest the question (cosine) get a share in [0, 1], min-max over th
 latent channel's; a row no other channel found gets none (the model adds evidence to a
 candidate, it brings none of its own).
 
-Its cost: a process loads the model once in a second thread while the channels run (numpy's
-import, most of it; the weights mapped from an uncompressed copy in the user's cache folder that
-the first load writes: `_unpack`; the tokenizer loaded per text from the pieces it can use,
-their index mapped from the same folder: `pieces`), and that thread embeds the question as
+Its cost: a process loads the model once in a second thread while the channels run (`forge
+recall` starts it before its store opens: `load_later`; numpy's import, most of it, with
+OpenBLAS on one thread; the weights mapped from an uncompressed copy in the user's cache folder
+that the first load writes: `_unpack`; the tokenizer loaded per text from the pieces it can
+use, their index mapped from the same folder: `pieces`), and that thread embeds the question as
 soon as the model is there (`model_later`); then the recall embeds the notes it reads (~1-3.5 ms
 each; a long-running front, the chat, `forge serve`, the MCP server, keeps the rows it
 embedded: `rows_of`). docs/recall.md measures a fresh recall with it and without it.
