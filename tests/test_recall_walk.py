@@ -46,10 +46,14 @@ def test_a_recall_walks_its_steps_in_order_and_never_back_into_a_channel(store, 
 
 
 def test_the_walk_stays_bounded(store):
-    """The walk measured when the steps were laid out (tools/recall_walk.py): a step added
-    that calls back into the store from another room shows here."""
+    """The walk measured when the steps were laid out (tools/recall_walk.py on this store: 43
+    stays, the store entered 20 times before; 37 and 16 since the word coverage reads the word
+    channel's own reading of the question): a step that calls back into the store from another
+    room, or reads again what a step read, shows here. A step added on purpose raises the bound,
+    with the walk it measured."""
     _, walk = recall_walk.walk(store, "Quel processeur a mon NiPoGi ?")
     entered = walk.store_entered_from
     assert set(entered) <= {"recall.rank", "recall.channels", "recall.query_words",
                             "recall.sparse", "recall.sentence"}, entered
-    assert walk.rooms <= 6 and len(walk.stays) <= 45, walk.summary()
+    assert walk.rooms <= 6 and len(walk.stays) <= 37, walk.summary()
+    assert sum(entered.values()) <= 16, walk.summary()

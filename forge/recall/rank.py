@@ -85,6 +85,7 @@ if TYPE_CHECKING:
 
     from ..core.when import Window
     from ..store.rag import SearchResult, Store
+    from .query_words import Reading
 
 
 DEFAULT_LIMIT = 10
@@ -225,12 +226,13 @@ def normalised(vector: list[tuple[int, float]], lexical: list[tuple[int, float]]
     return _best_first([(base[i], round(s, 6)) for i, s in scored.items()])
 
 
-def word_coverage(store: "Store", query: str, lexical: list[tuple[int, float]]
-                  ) -> dict[int, float]:
+def word_coverage(store: "Store", query: str, lexical: list[tuple[int, float]],
+                  read: "Reading | None" = None) -> dict[int, float]:
     """entry id -> the share of the question's content words (function words out, each weighed
     by its idf in the store, a word no entry holds weighing the most) that the entry holds, a
     word's inflected forms counting as the word: a row found by one word of a question that asks
-    about three others weighs a quarter of one that holds them all."""
+    about three others weighs a quarter of one that holds them all. `read`: the word channel's
+    reading of `query` (its forms and their frequencies), else read here."""
     import math
 
     from . import query_words
@@ -238,10 +240,14 @@ def word_coverage(store: "Store", query: str, lexical: list[tuple[int, float]]
     if not lexical:
         return {}
     backend = store.backend
-    total = rag.count_entries(store)
-    groups = {w: set(query_words.forms(backend, w, query_words.POLICY.stems))
-              for w in query_words.query_forms(backend, query)}
-    df = backend.document_frequency([f for forms in groups.values() for f in forms])
+    if read is None:
+        total = rag.count_entries(store)
+        groups = {w: set(query_words.forms(backend, w, query_words.POLICY.stems))
+                  for w in query_words.query_forms(backend, query)}
+        df = backend.document_frequency([f for forms in groups.values() for f in forms])
+    else:
+        total, df = read.total, read.df
+        groups = {w: set(forms) for w, forms in read.forms.items()}
     idf = {w: math.log(1 + (total - d + 0.5) / (d + 0.5))
            for w, forms in groups.items() for d in [max((df.get(f, 0) for f in forms), default=0)]}
     whole = sum(idf.values())
@@ -461,7 +467,8 @@ def find(store: "Store", question: Question, heard: Heard, *, project: str | Non
     vector, words, lexical = channels.search_channels(
         store, question.words, heard.vector, vector_k=vector_k, lexical_k=lexical_k,
         project=project, kind=kind, window=question.window,
-        on_words=(lambda hits: weights.update(word_coverage(store, question.words, hits)))
+        on_words=(lambda hits, read: weights.update(word_coverage(store, question.words, hits,
+                                                                  read)))
         if covered else None)
     return Found(vector, words, lexical, weights, latent() if latent is not None else None)
 
