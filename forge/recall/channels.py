@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..embedders import QueryVector
     from ..store.backend import Backend
     from ..store.rag import Store
+    from .query_words import Reading
     from ..store.search_results import SearchResult
 
 
@@ -82,9 +83,15 @@ def admitted_words(store: "Store", text: str) -> list[str]:
 def _admitted_words(backend: "Backend", max_df: float, text: str) -> list[str]:
     """The word channel's admission (query_words.py): no function word, rare in the store,
     with the store's inflected forms of each word."""
+    return _words_read(backend, max_df, text).admitted
+
+
+def _words_read(backend: "Backend", max_df: float, text: str) -> "Reading":
+    """The word channel's reading of `text` (query_words.read): its admitted words, and the
+    forms and frequencies rank's word coverage reads again."""
     from . import query_words
 
-    return query_words.admitted(backend, max_df, text)
+    return query_words.read(backend, max_df, text)
 
 
 def search_lexical(store: "Store", words: Sequence[str], *, k: int,
@@ -107,15 +114,16 @@ def search_channels(store: "Store", query: str,
                     qvec: "QueryVector | None | Callable[[], QueryVector | None]", *,
                     vector_k: int, lexical_k: int, project: str | None = None,
                     kind: str | None = None,
-                    on_words: "Callable[[list[tuple[int, float]]], None] | None" = None,
+                    on_words: "Callable[[list[tuple[int, float]], Reading], None] | None" = None,
                     window: "Window | None" = None
                     ) -> tuple[list[tuple[int, float]], list[str], list[tuple[int, float]]]:
     """Both channels of one recall: (vector hits, admitted words, word hits), exactly as
     `search_vector`, `admitted_words` and `search_lexical` give them; `window` (a time window)
     inside each channel's query. `qvec` may be what to
     call for the vector (`query_vector_later`): it is called once the word channel has run.
-    `on_words`: called with the word hits as soon as they are in, in this thread (rank's
-    word coverage, which then runs while the query's model pass does, before the vector wait).
+    `on_words`: called with the word hits and the word channel's reading of the query
+    (query_words.Reading) as soon as they are in, in this thread (rank's word coverage, which
+    then runs while the query's model pass does, before the vector wait).
 
     On a large store the word channel (document frequencies, then the FTS5 query) costs as
     much as the vector scan; a backend that offers `word_reader()` (SQLite from
@@ -128,22 +136,21 @@ def search_channels(store: "Store", query: str,
     vector_now = qvec if callable(qvec) else lambda: qvec
     make_reader = getattr(store.backend, "word_reader", None)  # optional (forge/store/backend.py)
     reader = make_reader() if make_reader is not None and lexical_k > 0 else None
+    max_df = store.settings.recall_lexical_max_df
     if reader is None:
-        words = admitted_words(store, query)
-        lexical = search_lexical(store, words, k=lexical_k, project=project, kind=kind,
+        read = _words_read(store.backend, max_df, query)
+        lexical = search_lexical(store, read.admitted, k=lexical_k, project=project, kind=kind,
                                  window=window)
         if on_words is not None:
-            on_words(lexical)
+            on_words(lexical, read)
         return (search_vector(store, vector_now(), k=vector_k, project=project, kind=kind,
-                              window=window), words, lexical)
+                              window=window), read.admitted, lexical)
     from ..core.background import Job
 
-    max_df = store.settings.recall_lexical_max_df
-
-    def word_channel() -> tuple[list[str], list[tuple[int, float]]]:
-        words = _admitted_words(reader, max_df, query)
-        return words, _search_lexical(reader, words, k=lexical_k, project=project, kind=kind,
-                                      window=window)
+    def word_channel() -> "tuple[Reading, list[tuple[int, float]]]":
+        read = _words_read(reader, max_df, query)
+        return read, _search_lexical(reader, read.admitted, k=lexical_k, project=project,
+                                     kind=kind, window=window)
 
     job = Job(word_channel, "forge-word-channel")
     try:
@@ -151,10 +158,10 @@ def search_channels(store: "Store", query: str,
                                window=window)
     finally:
         job.wait()
-    words, lexical = job.result()
+    read, lexical = job.result()
     if on_words is not None:
-        on_words(lexical)
-    return vector, words, lexical
+        on_words(lexical, read)
+    return vector, read.admitted, lexical
 
 
 # `forge recall`'s query is a question, not a document: past this it is refused (the embedded

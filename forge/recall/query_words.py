@@ -132,22 +132,44 @@ def forms(backend: "Backend", word: str, rule: str = "stem") -> list[str]:
     return [word] + [t for t in terms if t != word]
 
 
-def admitted(backend: "Backend", max_df: float, text: str, policy: Policy | None = None
-             ) -> list[str]:
-    """The index words the word channel searches for `text`, in query order."""
+class Reading:
+    """The word channel's reading of a question in one store: `total`, its entries;
+    `forms`, each of the question's content words (function words out, in query order) -> the
+    store's forms of it, the word first; `df`, each form an entry holds -> how many do;
+    `admitted`, the forms the word channel searches (rare enough), in query order. rank's
+    word coverage reads the same forms and frequencies."""
+
+    __slots__ = ("total", "forms", "df", "admitted")
+
+    def __init__(self, total: int, forms: dict[str, list[str]], df: dict[str, int],
+                 admitted: list[str]):
+        self.total, self.forms, self.df, self.admitted = total, forms, df, admitted
+
+
+def read(backend: "Backend", max_df: float, text: str, policy: Policy | None = None
+         ) -> Reading:
+    """`text` as the word channel reads it in the store `backend` answers for."""
     from ..store.common import is_informative
 
     policy = policy or POLICY
     if not backend.fts:
-        return []
+        return Reading(0, {}, {}, [])
     total = backend.count_entries()
     if total == 0:
-        return []
+        return Reading(0, {}, {}, [])
     skip = function_words(policy.function_words, policy.keep, backend.query_words)
     words = [w for w in backend.query_words(text) if w not in skip]
-    wanted = list(dict.fromkeys(f for w in words for f in forms(backend, w, policy.stems)))
+    found = {w: forms(backend, w, policy.stems) for w in dict.fromkeys(words)}
+    wanted = list(dict.fromkeys(f for w in words for f in found[w]))
     df = backend.document_frequency(wanted)
-    return [w for w in wanted if w in df and is_informative(df[w], total, max_df)]
+    return Reading(total, found, df,
+                   [w for w in wanted if w in df and is_informative(df[w], total, max_df)])
+
+
+def admitted(backend: "Backend", max_df: float, text: str, policy: Policy | None = None
+             ) -> list[str]:
+    """The index words the word channel searches for `text`, in query order."""
+    return read(backend, max_df, text, policy).admitted
 
 
 def query_forms(backend: "Backend", text: str, policy: Policy | None = None) -> Sequence[str]:

@@ -85,6 +85,7 @@ if TYPE_CHECKING:
 
     from ..core.when import Window
     from ..store.rag import SearchResult, Store
+    from .query_words import Reading
 
 
 DEFAULT_LIMIT = 10
@@ -225,12 +226,13 @@ def normalised(vector: list[tuple[int, float]], lexical: list[tuple[int, float]]
     return _best_first([(base[i], round(s, 6)) for i, s in scored.items()])
 
 
-def word_coverage(store: "Store", query: str, lexical: list[tuple[int, float]]
-                  ) -> dict[int, float]:
+def word_coverage(store: "Store", query: str, lexical: list[tuple[int, float]],
+                  read: "Reading | None" = None) -> dict[int, float]:
     """entry id -> the share of the question's content words (function words out, each weighed
     by its idf in the store, a word no entry holds weighing the most) that the entry holds, a
     word's inflected forms counting as the word: a row found by one word of a question that asks
-    about three others weighs a quarter of one that holds them all."""
+    about three others weighs a quarter of one that holds them all. `read`: the word channel's
+    reading of `query` (its forms and their frequencies), else read here."""
     import math
 
     from . import query_words
@@ -238,10 +240,14 @@ def word_coverage(store: "Store", query: str, lexical: list[tuple[int, float]]
     if not lexical:
         return {}
     backend = store.backend
-    total = rag.count_entries(store)
-    groups = {w: set(query_words.forms(backend, w, query_words.POLICY.stems))
-              for w in query_words.query_forms(backend, query)}
-    df = backend.document_frequency([f for forms in groups.values() for f in forms])
+    if read is None:
+        total = rag.count_entries(store)
+        groups = {w: set(query_words.forms(backend, w, query_words.POLICY.stems))
+                  for w in query_words.query_forms(backend, query)}
+        df = backend.document_frequency([f for forms in groups.values() for f in forms])
+    else:
+        total, df = read.total, read.df
+        groups = {w: set(forms) for w, forms in read.forms.items()}
     idf = {w: math.log(1 + (total - d + 0.5) / (d + 0.5))
            for w, forms in groups.items() for d in [max((df.get(f, 0) for f in forms), default=0)]}
     whole = sum(idf.values())
@@ -261,18 +267,137 @@ def recall(store: "Store", query: str, *, limit: int | None = None,
            window: "Window | None" = None, read_time: bool = True,
            as_of: str | None = None) -> "SearchResult":
     """`forge recall`'s choice, for every front end (CLI, batch, HTTP, the chat): the fused
-    rows budget (`limit`, DEFAULT_LIMIT when nothing is given), or, when only per-channel
-    budgets are given, the channels' union (search_hybrid) with 5 for the one left out
-    (calibration). `replaced`: entries a newer one replaced (`--replaces`) are rows too (`recall --all`); by default
-    they are not.
+    rows budget (`limit`, DEFAULT_LIMIT when nothing is given: `search`, whose steps are a
+    recall's walk), or, when only per-channel budgets are given, the channels' union
+    (search_hybrid) with 5 for the one left out (calibration). `replaced`: entries a newer one
+    replaced (`--replaces`) are rows too (`recall --all`); by default they are not.
 
-    Time (forge/recall/timeline.py): `window` (recall --since/--until) narrows every
-    channel's query to what was said in it; without one, a time expression in the question
-    (`read_time`, the default; recall --no-time turns it off) names a period, and every channel
-    searches what may tell of it (timeline.told: said in it, after it, or in the fortnight
-    before it), what was said in the period first; its words leave the word channels. `as_of`
-    (a stored time): the store as it stood then. With no window, the newer of two rows that
-    state a changed fact comes first (timeline.newer_first)."""
+    Time (forge/recall/timeline.py), read by `read`, the first step: `window` (recall
+    --since/--until) narrows every channel's query to what was said in it; without one, a time
+    expression in the question (`read_time`, the default; recall --no-time turns it off) names
+    a period, and every channel searches what may tell of it (timeline.told: said in it, after
+    it, or in the fortnight before it), what was said in the period first; its words leave the
+    word channels. `as_of` (a stored time): the store as it stood then. With no window, the
+    newer of two rows that state a changed fact comes first (timeline.newer_first)."""
+    question = read(store, query, window=window, read_time=read_time, as_of=as_of)
+    if limit is None and (vector_k is not None or lexical_k is not None):
+        def union(asked: Question) -> "SearchResult":
+            return channels.search_hybrid(store, query, project=project, kind=kind,
+                                          vector_k=5 if vector_k is None else vector_k,
+                                          lexical_k=5 if lexical_k is None else lexical_k,
+                                          query_vector=query_vector, replaced=replaced,
+                                          window=asked.window, words_query=asked.words_query,
+                                          as_of=as_of)
+
+        result = union(question)
+        result.rows = mark(result.rows, question, fuller=False)
+        return answer(store, result, question, project=project, kind=kind, again=union)
+    return search(store, query, limit=limit or DEFAULT_LIMIT, project=project, kind=kind,
+                  query_vector=query_vector, neighbours=neighbours, replaced=replaced,
+                  question=question)
+
+
+def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: str | None = None,
+           kind: str | None = None, query_vector: "np.ndarray | None" = None, vector_pool: int | None = None,
+           lexical_pool: int | None = None, rrf_k: int = RRF_K,
+           lexical_weight: float = 1.0, neighbours: bool = True,
+           fusion: str = "normalised", strong: str = "tiered",
+           word_weight: str | None = None, replaced: bool = False, latent: bool = True,
+           window: "Window | None" = None, words_query: str | None = None,
+           as_of: str | None = None, question: "Question | None" = None) -> "SearchResult":
+    """`limit` rows (fewer only when the store has fewer passing candidates), best fused first.
+    A recall's walk, each step called here in order:
+
+    1. the question's reading (`read`: its words, the time it names; `listen`: its vector, its
+       latent terms and the sentence model's question row, each started beside the others);
+    2. the channels (`find`: vector, words, latent terms, each over its pool);
+    3. the fusion (`fuse`: one ranking of the channels' shares, the sentence share added);
+    4. the rows (`take`: the cutoff, the budget, the neighbours of a strong hit, the refusal);
+    5. the marks (`mark`: the fuller of two rows that say one thing first; with a time read,
+       the period's rows first, else the newer of two facts first);
+    6. the answer (`answer`: what the JSON says of the time searched).
+
+    `question`: the question as recall read it (`read`, the time it names included); without
+    it, the question is `query` with no time read: `window`, a time window inside every
+    channel's query; `words_query`, what the word and latent-term channels read instead of
+    `query` (the vector channel reads VECTOR_READS); `as_of`, an entry replaced by one created
+    after it is a row again. `latent`: the latent-term channel when the store has its index
+    (sparse; False for the ablation's two-channel rows).
+
+    Raises ServerError when the embedder is down, like channels.search_hybrid.
+    """
+    asked = question or Question(query, words_query, window, as_of=as_of)
+    depth = pool(limit)
+    covered = fusion != "rrf" and (word_weight or WORD_WEIGHT) == "coverage"
+    heard = listen(store, asked, query_vector, latent=latent and fusion != "rrf",
+                   sentence=fusion != "rrf")
+    found = find(store, asked, heard, project=project, kind=kind, covered=covered,
+                 vector_k=vector_pool or depth, lexical_k=lexical_pool or depth, latent_k=depth)
+    ranked = fuse(store, asked, heard, found, limit=limit, fusion=fusion, rrf_k=rrf_k,
+                  lexical_weight=lexical_weight, covered=covered)
+    result = take(store, asked, heard, found, ranked, limit=limit, replaced=replaced,
+                  neighbours=neighbours, strong=strong,
+                  full=len(found.vector) >= (vector_pool or depth))
+    result.rows = mark(result.rows, asked)
+    if question is None:
+        return result
+
+    def again(unbounded: Question) -> "SearchResult":
+        return search(store, query, limit=limit, project=project, kind=kind,
+                      query_vector=query_vector, vector_pool=vector_pool,
+                      lexical_pool=lexical_pool, rrf_k=rrf_k, lexical_weight=lexical_weight,
+                      neighbours=neighbours, fusion=fusion, strong=strong,
+                      word_weight=word_weight, replaced=replaced, latent=latent,
+                      window=unbounded.window, words_query=unbounded.words_query,
+                      as_of=unbounded.as_of)
+
+    return answer(store, result, asked, project=project, kind=kind, again=again)
+
+
+class Question:
+    """A recall's question as read before any channel runs (the first step). `text`: as
+    asked; `words_query`: what the word and latent-term channels read instead (the question
+    without the time expression it names; None: the text); `window`: what every channel
+    searches (--since/--until, or what may tell of the period the question names; cut at
+    `as_of`); `period`: that period (its rows first); `asked`: the time the question asks about
+    (the window given, or the period), None when it asks none (then the newer of two facts
+    comes first); `timed`: read by recall (`read`), so the answer says what time it searched.
+    A plain class, as core/when.Window: one is made on every recall's path."""
+
+    __slots__ = ("text", "words_query", "window", "period", "asked", "as_of", "timed")
+
+    def __init__(self, text: str, words_query: str | None, window: "Window | None", *,
+                 period: "Window | None" = None, asked: "Window | None" = None,
+                 as_of: str | None = None, timed: bool = False):
+        self.text, self.words_query, self.window = text, words_query, window
+        self.period, self.asked, self.as_of, self.timed = period, asked, as_of, timed
+
+    @property
+    def words(self) -> str:
+        """What the word and latent-term channels read."""
+        return self.words_query or self.text
+
+    @property
+    def vector_text(self) -> str:
+        """What the vector channel and the sentence model read (VECTOR_READS)."""
+        return self.words if VECTOR_READS == "rest" else self.text
+
+    @property
+    def past(self) -> bool:
+        """Whether it asks about a former value (timeline.asks_past: its words)."""
+        return timeline.asks_past(self.text)
+
+    def unbounded(self) -> "Question":
+        """The same question searched with no window (what the window left out)."""
+        return Question(self.text, self.words_query, None, as_of=self.as_of)
+
+
+def read(store: "Store", query: str, *, window: "Window | None" = None, read_time: bool = True,
+         as_of: str | None = None) -> Question:
+    """Step 1, the question's words and time, as `forge recall` reads them: without `window`
+    (--since/--until), the time expression the question names (`read_time`; recall --no-time
+    turns it off) gives a period, every channel searches what may tell of it (timeline.told)
+    and the word channels read the question without it; `as_of` cuts the window."""
     words_query = period = None
     if window is None and read_time:
         from ..core import when   # ~0.2 ms; dateparser only when the question names a time
@@ -284,94 +409,148 @@ def recall(store: "Store", query: str, *, limit: int | None = None,
     asked = window if period is None else period
     if as_of is not None:
         window = timeline.until_as_of(window, as_of)
+    return Question(query, words_query, window, period=period, asked=asked, as_of=as_of,
+                    timed=True)
 
-    def run(within: "Window | None") -> "SearchResult":
-        if limit is None and (vector_k is not None or lexical_k is not None):
-            return channels.search_hybrid(store, query, project=project, kind=kind,
-                                          vector_k=5 if vector_k is None else vector_k,
-                                          lexical_k=5 if lexical_k is None else lexical_k,
-                                          query_vector=query_vector, replaced=replaced,
-                                          window=within, words_query=words_query, as_of=as_of)
-        return search(store, query, limit=limit or DEFAULT_LIMIT, project=project, kind=kind,
-                      query_vector=query_vector, neighbours=neighbours, replaced=replaced,
-                      window=within, words_query=words_query, as_of=as_of)
 
-    result = run(window)
-    if asked is not None or window is not None:
-        result.time = timeline.describe(period or window, as_of, searched=window)
-        if not result.rows and window is not None:   # say what it left out; never widen it
-            result.time["excluded"] = len(run(None).rows)
-        if window is not None and not window.unknown_time:
-            result.time["unknown_time_excluded"] = timeline.unknown_left_out(store, project, kind)
-        if period is not None:
-            timeline.period_first(result.rows, period)
-    if asked is None and len(result.rows) > 1:
-        past = timeline.asks_past(query)
-        if timeline.newer_first(result.rows, past=past) and past:
-            result.order = "past"
+class Heard:
+    """Step 1's rows of the question, each started beside the others (`listen`): `sentence`,
+    what to call for the sentence model once it has embedded the question (None: off);
+    `latent`, whether the latent-term channel is asked; `terms`, what to call for the
+    question's latent terms (None: the store has no such index); `vector`, for the question's
+    vector; the cutoff in force and the fingerprint."""
+
+    __slots__ = ("sentence", "latent", "terms", "vector", "cutoff", "fingerprint")
+
+    def __init__(self, sentence: "Callable[[], Any] | None", latent: bool,
+                 terms: "Callable[[], list[tuple[int, float]]] | None",
+                 vector: "Callable[[], Any]", cutoff: float | None, fingerprint: str):
+        self.sentence, self.latent, self.terms, self.vector = sentence, latent, terms, vector
+        self.cutoff, self.fingerprint = cutoff, fingerprint
+
+
+def listen(store: "Store", question: Question, query_vector: "np.ndarray | None", *,
+           latent: bool, sentence: bool) -> Heard:
+    """Step 1, the question's rows: the sentence model (RECALL_SENTENCE) loading and embedding
+    the question, the latent-term pass and the dense embedding, each in a thread of its own,
+    so the model passes run beside the channels' SQL; the cutoff in force."""
+    from . import sparse
+
+    second = _sentence_model(store, question.vector_text) if sentence else None
+    pending = sparse.query_terms(store, question.words) if latent else None
+    vector = channels.query_vector_later(store, question.vector_text, query_vector)
+    return Heard(second, latent, pending, vector, *channels.query_cutoff(store))
+
+
+class Found:
+    """Step 2's hits: `vector` (entry id, distance), `words` (admitted), `lexical` (entry id,
+    bm25), `weights` (entry id -> word coverage), `latent` (the latent-term channel's (entry
+    id, dot product); None: off)."""
+
+    __slots__ = ("vector", "words", "lexical", "weights", "latent")
+
+    def __init__(self, vector: list[tuple[int, float]], words: list[str],
+                 lexical: list[tuple[int, float]], weights: dict[int, float],
+                 latent: list[tuple[int, float]] | None):
+        self.vector, self.words, self.lexical = vector, words, lexical
+        self.weights, self.latent = weights, latent
+
+
+def find(store: "Store", question: Question, heard: Heard, *, project: str | None,
+         kind: str | None, covered: bool, vector_k: int, lexical_k: int, latent_k: int) -> Found:
+    """Step 2, the channels, each over its pool and inside the question's window: the latent
+    terms' (started beside the two others on a large store), the word and the vector channels
+    (channels.search_channels: side by side on a large store; the word coverage of each word
+    hit, `covered`, read while the question's vector is embedded), then the latent terms'
+    hits taken."""
+    from . import sparse
+
+    latent = (sparse.search_beside(store, question.words, k=latent_k, project=project,
+                                   kind=kind, terms=heard.terms, window=question.window)
+              if heard.latent else None)
+    weights: dict[int, float] = {}
+    vector, words, lexical = channels.search_channels(
+        store, question.words, heard.vector, vector_k=vector_k, lexical_k=lexical_k,
+        project=project, kind=kind, window=question.window,
+        on_words=(lambda hits, read: weights.update(word_coverage(store, question.words, hits,
+                                                                  read)))
+        if covered else None)
+    return Found(vector, words, lexical, weights, latent() if latent is not None else None)
+
+
+def fuse(store: "Store", question: Question, heard: Heard, found: Found, *, limit: int,
+         fusion: str, rrf_k: int, lexical_weight: float, covered: bool
+         ) -> list[tuple[Candidate, float]]:
+    """Step 3, the fusion: the channels' shares summed into one ranking (`normalised`; `rrf`
+    for the ablation), then the sentence model's share of the first notes it re-reads
+    (RECALL_SENTENCE) and the candidates ranked again."""
+    if fusion == "rrf":
+        return rrf(found.vector, found.lexical, k=rrf_k, lexical_weight=lexical_weight)
+    weights = found.weights if covered else None
+    ranked = normalised(found.vector, found.lexical, weights, WORD_SHARE, sparse=found.latent)
+    nearest = _sentence(store, heard.sentence, question.vector_text, limit, ranked)
+    if nearest:
+        ranked = normalised(found.vector, found.lexical, weights, WORD_SHARE,
+                            sparse=found.latent, sentence=nearest)
+    return ranked
+
+
+def take(store: "Store", question: Question, heard: Heard, found: Found,
+         ranked: list[tuple[Candidate, float]], *, limit: int, replaced: bool,
+         neighbours: bool, strong: str, full: bool) -> "SearchResult":
+    """Step 4, the rows: the ranking walked until `limit` rows pass (`fill`: the cutoff on
+    vector-only candidates, replaced entries, --as-of), the neighbours of a strong hit beside
+    it (`full`: the vector pool is full, so its last distance bounds a latent-only row's), and
+    RECALL_MIN_COVERAGE's verdict (opt-in: nothing imported when off)."""
+    result = fill(store, ranked, limit=limit, cutoff=heard.cutoff,
+                  fingerprint=heard.fingerprint, words=found.words, replaced=replaced,
+                  as_of=question.as_of, farthest=found.vector[-1][1] if full else None)
+    after = (neighbours_after(result.rows, found.vector, found.lexical, strong)
+             if neighbours else None)
+    if after is not None:
+        result.rows = with_neighbours(store, result.rows, limit=limit, after=after,
+                                      window=question.window)
+    if store.settings.recall_min_coverage is not None:
+        from . import refusal
+
+        result = refusal.apply(store, question.text, found.vector, result)
     return result
 
 
-def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: str | None = None,
-           kind: str | None = None, query_vector: "np.ndarray | None" = None, vector_pool: int | None = None,
-           lexical_pool: int | None = None, rrf_k: int = RRF_K,
-           lexical_weight: float = 1.0, neighbours: bool = True,
-           fusion: str = "normalised", strong: str = "tiered",
-           word_weight: str | None = None, replaced: bool = False, latent: bool = True,
-           window: "Window | None" = None, words_query: str | None = None,
-           as_of: str | None = None) -> "SearchResult":
-    """`limit` rows (fewer only when the store has fewer passing candidates), best fused first.
-    `latent`: the latent-term channel when the store has its index (sparse; False for
-    the ablation's two-channel rows). `window`: a time window inside every channel's query;
-    `words_query`: what the word and latent-term channels read instead of `query` (the question
-    without its time expression; the vector channel reads VECTOR_READS); `as_of`: an entry
-    replaced by one created after it is a row again.
+def mark(rows: list, question: Question, *, fuller: bool = True) -> list:
+    """Step 5, the marks, on the rows: of two rows that say one thing, the fuller first
+    (fuller.py; not on the per-channel union); with a time recall read (`read`), the rows said
+    in the period the question names first, and, when it asks about no time, the newer of two
+    rows that state a changed fact just before the older, which carries `newer` (the older
+    first when it asks about a former value: `Question.past`) (timeline.py)."""
+    if fuller:
+        rows = fuller_first(rows)
+    if question.timed:
+        if question.period is not None:
+            timeline.period_first(rows, question.period)
+        if question.asked is None and len(rows) > 1:
+            timeline.newer_first(rows, past=question.past)
+    return rows
 
-    Raises ServerError when the embedder is down, like channels.search_hybrid.
-    """
-    from . import sparse
 
-    words_text = words_query or query
-    vector_text = words_text if VECTOR_READS == "rest" else query
-    latent = latent and fusion != "rrf"   # rrf is the two-channel ablation
-    second = _sentence_model(store, vector_text) if fusion != "rrf" else None
-    # the latent pass runs beside the query's dense embedding, and both beside the word channel
-    pending = sparse.query_terms(store, words_text) if latent else None
-    qvec = channels.query_vector_later(store, vector_text, query_vector)
-    cutoff, fingerprint = channels.query_cutoff(store)
-    depth = pool(limit)
-    # on a large store the latent channel's dot product runs beside the two others
-    latent_rows = (sparse.search_beside(store, words_text, k=depth, project=project,
-                                        kind=kind, terms=pending, window=window)
-                   if latent else None)
-    weights: dict[int, float] = {}
-    covered = fusion != "rrf" and (word_weight or WORD_WEIGHT) == "coverage"
-    vector, words, lexical = channels.search_channels(
-        store, words_text, qvec, vector_k=vector_pool or depth, lexical_k=lexical_pool or depth,
-        project=project, kind=kind, window=window,
-        on_words=(lambda hits: weights.update(word_coverage(store, words_text, hits)))
-        if covered else None)
-    if fusion == "rrf":
-        ranked = rrf(vector, lexical, k=rrf_k, lexical_weight=lexical_weight)
-    else:
-        found = latent_rows() if latent_rows is not None else None
-        ranked = normalised(vector, lexical, weights if covered else None, WORD_SHARE,
-                            sparse=found)
-        nearest = _sentence(store, second, vector_text, limit, ranked)
-        if nearest:
-            ranked = normalised(vector, lexical, weights if covered else None, WORD_SHARE,
-                                sparse=found, sentence=nearest)
-    result = fill(store, ranked, limit=limit, cutoff=cutoff, fingerprint=fingerprint, words=words,
-                  replaced=replaced, as_of=as_of,
-                  farthest=vector[-1][1] if len(vector) >= (vector_pool or depth) else None)
-    after = neighbours_after(result.rows, vector, lexical, strong) if neighbours else None
-    if after is not None:
-        result.rows = with_neighbours(store, result.rows, limit=limit, after=after, window=window)
-    result.rows = fuller_first(result.rows)   # two rows that say one thing: the fuller first
-    if store.settings.recall_min_coverage is not None:   # opt-in: nothing imported when off
-        from . import refusal
-
-        result = refusal.apply(store, query, vector, result)
+def answer(store: "Store", result: "SearchResult", question: Question, *,
+           project: str | None, kind: str | None,
+           again: "Callable[[Question], SearchResult]") -> "SearchResult":
+    """Step 6, what the answer says of the time (`result.time`, when the question asked one
+    or a window bounded the channels): the window searched; when it held no row, how many the
+    same recall without it finds (`again`: never widened, only counted); with --since/--until,
+    how many entries of unknown time it left out; `result.order` "past" when a question about
+    a former value put the older of two facts first (`mark`)."""
+    window = question.window
+    if question.asked is None and window is None:
+        if question.timed and question.past and any(r.newer is not None for r in result.rows):
+            result.order = "past"
+        return result
+    result.time = timeline.describe(question.period or window, question.as_of, searched=window)
+    if not result.rows and window is not None:   # say what it left out; never widen it
+        result.time["excluded"] = len(again(question.unbounded()).rows)
+    if window is not None and not window.unknown_time:
+        result.time["unknown_time_excluded"] = timeline.unknown_left_out(store, project, kind)
     return result
 
 

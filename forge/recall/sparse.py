@@ -116,9 +116,9 @@ def search(store: "Store", query: str, *, k: int, project: str | None = None,
            window: "Window | None" = None) -> list[tuple[int, float]]:
     """(entry id, dot product) of the `k` best entries over the query's admitted latent terms,
     best first (higher is better); [] when the channel is off for this store. `terms`: what
-    `query_terms` returned for this query (else the pass runs here). `window`: a time window,
-    inside the query."""
-    if k <= 0 or not enabled(store):
+    `query_terms` returned for this query (else the pass runs here; given, the channel is on:
+    query_terms checked it). `window`: a time window, inside the query."""
+    if k <= 0 or (terms is None and not enabled(store)):
         return []
     return _search_on(store, store.backend, query, k, project, kind, terms, window)
 
@@ -144,9 +144,10 @@ def search_beside(store: "Store", query: str, *, k: int, project: str | None = N
     LATENT_READER_MIN_ENTRIES entries: a connection of its own) while the caller runs the
     vector and word channels; the same statements on the same file, so the same rows. Returns
     what to call for them (the thread's error is raised there). Without a reader, that call
-    runs `search` in turn."""
+    runs `search` in turn. `terms` given: the channel is on (query_terms checked it)."""
     make_reader = getattr(store.backend, "latent_reader", None)   # optional (store/backend.py)
-    reader = make_reader() if make_reader is not None and k > 0 and enabled(store) else None
+    reader = (make_reader() if make_reader is not None and k > 0
+              and (terms is not None or enabled(store)) else None)
     if reader is None:
         return lambda: search(store, query, k=k, project=project, kind=kind, terms=terms,
                               window=window)
