@@ -379,8 +379,15 @@ class Question:
 
     @property
     def vector_text(self) -> str:
-        """What the vector channel and the sentence model read (VECTOR_READS)."""
+        """What the vector channel reads (VECTOR_READS)."""
         return self.words if VECTOR_READS == "rest" else self.text
+
+    @property
+    def sentence_text(self) -> str:
+        """What the sentence model reads: the question without the time expression it names,
+        as the word channels (the window judges the period; read with it, the model's share
+        lifted notes of the period about something else: docs/time.md)."""
+        return self.words
 
     @property
     def past(self) -> bool:
@@ -436,7 +443,7 @@ def listen(store: "Store", question: Question, query_vector: "np.ndarray | None"
     so the model passes run beside the channels' SQL; the cutoff in force."""
     from . import sparse
 
-    second = _sentence_model(store, question.vector_text) if sentence else None
+    second = _sentence_model(store, question.sentence_text) if sentence else None
     pending = sparse.query_terms(store, question.words) if latent else None
     vector = channels.query_vector_later(store, question.vector_text, query_vector)
     return Heard(second, latent, pending, vector, *channels.query_cutoff(store))
@@ -488,7 +495,7 @@ def fuse(store: "Store", question: Question, heard: Heard, found: Found, *, limi
         return rrf(found.vector, found.lexical, k=rrf_k, lexical_weight=lexical_weight)
     weights = found.weights if covered else None
     ranked = normalised(found.vector, found.lexical, weights, WORD_SHARE, sparse=found.latent)
-    nearest = _sentence(store, heard.sentence, question.vector_text, limit, ranked)
+    nearest = _sentence(store, heard.sentence, question.sentence_text, limit, ranked)
     if nearest:
         ranked = normalised(found.vector, found.lexical, weights, WORD_SHARE,
                             sparse=found.latent, sentence=nearest)

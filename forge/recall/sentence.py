@@ -11,8 +11,9 @@ personal store it knows what the other does not (a messaging app for `messagerie
 for `mise en production`), and where the latent-term channel lifts a neighbouring subject it
 takes the vector channel's side (docs/recall.md measures it on every set).
 
-What it reads: the question as the vector channel reads it, embedded at recall time, and the
-row of each deliberate note among the candidates, stored when the note was written
+What it reads: the question as the word channels read it (without a time it names: the time
+window judges the period), embedded at recall time, and the row of each deliberate note among
+the candidates, stored when the note was written
 (`memory_sentence`, on both backends: `Writer`, through recall/writing.py) and read by one query
 (`stored_rows`); a note without one (a store written before rows were stored, or with
 RECALL_SENTENCE off) is embedded at recall time, the same bytes (`embedded_alone`), until
