@@ -1,6 +1,7 @@
 """Shared fixtures. Every test gets its own data folder and a clean Forge environment."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -66,6 +67,35 @@ def built_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from fixtures.memory_entries import build_store
 
     return build_store(tmp_path_factory.mktemp("built-store"))
+
+
+@pytest.fixture
+def store(built_store: Path, settings):
+    """An open store holding a private copy of `built_store`."""
+    from fixtures.memory_entries import copy_store
+    from forge.store import rag
+
+    copy_store(built_store, settings.rag_db_file)
+    with rag.open_store(settings) as s:
+        yield s
+
+
+@contextlib.contextmanager
+def local_zone(name: str):
+    """The process's local zone (TZ, as a user's shell sets it)."""
+    import time
+
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = name
+    time.tzset()
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = old
+        time.tzset()
 
 
 @pytest.fixture

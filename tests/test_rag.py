@@ -30,15 +30,6 @@ def content_id(store: rag.Store, text: str) -> int:
     return row[0]
 
 
-@pytest.fixture
-def store(built_store: Path, settings):
-    from fixtures.memory_entries import copy_store
-
-    copy_store(built_store, settings.rag_db_file)
-    with rag.open_store(settings) as s:
-        yield s
-
-
 def ids_of(result: rag.SearchResult) -> list[int]:
     return [r.entry.id for r in result.rows]
 

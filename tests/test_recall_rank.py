@@ -27,15 +27,6 @@ def built_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_store(tmp_path_factory.mktemp("rankstore"))
 
 
-@pytest.fixture
-def store(built_store: Path, settings):
-    from fixtures.memory_entries import copy_store
-
-    copy_store(built_store, settings.rag_db_file)
-    with rag.open_store(settings) as s:
-        yield s
-
-
 def with_cutoff(settings, value: float | None, store_settings=None):
     return rag.open_store(replace(settings, recall_max_distance=None if value is None
                                   else Cutoff(value, None)))

@@ -19,15 +19,6 @@ STEPS = ["recall", "read", "search", "listen", "find", "fuse", "take", "answer"]
 CHANNEL_ROOMS = {"recall.channels", "recall.query_words", "recall.sparse"}
 
 
-@pytest.fixture
-def store(built_store: Path, settings):
-    from fixtures.memory_entries import copy_store
-
-    copy_store(built_store, settings.rag_db_file)
-    with rag.open_store(settings) as s:
-        yield s
-
-
 def rank_calls(walk: recall_walk.Walk) -> list[str]:
     return [name for room, calls in walk.stays if room == "recall.rank" for name in calls]
 

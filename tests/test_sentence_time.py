@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import local_zone
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -17,24 +19,12 @@ sys.path.insert(0, str(ROOT / "bench"))
 @pytest.fixture(scope="module")
 def time_store(tmp_path_factory):
     """bench/time_set.json's store, written and read in its zone (as the bench does)."""
-    import os
-    import time
-
     import time_questions
 
     data = json.loads(time_questions.SET.read_text(encoding="utf-8"))
-    saved = os.environ.get("TZ")
-    os.environ["TZ"] = data["tz"]
-    time.tzset()
-    try:
+    with local_zone(data["tz"]):
         folder = tmp_path_factory.mktemp("time-set")
         yield folder, data, time_questions.build(folder, data)
-    finally:
-        if saved is None:
-            os.environ.pop("TZ", None)
-        else:
-            os.environ["TZ"] = saved
-        time.tzset()
 
 
 @pytest.mark.parametrize("question, expected", [

@@ -5,7 +5,6 @@ the argument for anything else, never a traceback, a 500 or an internal error.""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import re
@@ -15,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from conftest import invoke
+from conftest import invoke, local_zone
 from forge.core import when
 from forge.core.errors import ForgeError
 from forge.core.timestamps import FIRST, LAST, utc_text
@@ -25,21 +24,6 @@ FAR = "9999-12-31T12:00"      # a "now" with no tomorrow: every past or future d
 PROPERTY = hsettings(max_examples=80, deadline=None, database=None,
                      suppress_health_check=[HealthCheck.too_slow])
 
-
-@contextlib.contextmanager
-def local_zone(name: str):
-    """The process's local zone (TZ, as a user's shell sets it)."""
-    old = os.environ.get("TZ")
-    os.environ["TZ"] = name
-    time.tzset()
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("TZ", None)
-        else:
-            os.environ["TZ"] = old
-        time.tzset()
 
 
 @pytest.fixture
