@@ -69,15 +69,20 @@ def built_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_store(tmp_path_factory.mktemp("built-store"))
 
 
-@pytest.fixture
-def store(built_store: Path, settings):
-    """An open store holding a private copy of `built_store`."""
+def opened_copy(built_store: Path, settings):
+    """An open store holding a private copy of `built_store` (a fixture's body)."""
     from fixtures.memory_entries import copy_store
     from forge.store import rag
 
     copy_store(built_store, settings.rag_db_file)
     with rag.open_store(settings) as s:
         yield s
+
+
+@pytest.fixture
+def store(built_store: Path, settings):
+    """An open store holding a private copy of `built_store`."""
+    yield from opened_copy(built_store, settings)
 
 
 @contextlib.contextmanager

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from forge.store import rag
+from conftest import opened_copy
 from forge.core.settings import load_settings
 
 
@@ -19,11 +19,7 @@ def scan_settings(forge_env: Path, monkeypatch):
 
 @pytest.fixture
 def store(built_store: Path, scan_settings):
-    from fixtures.memory_entries import copy_store
-
-    copy_store(built_store, scan_settings.rag_db_file)
-    with rag.open_store(scan_settings) as s:
-        yield s
+    yield from opened_copy(built_store, scan_settings)
 
 
 @pytest.fixture
