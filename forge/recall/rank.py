@@ -239,22 +239,17 @@ def word_coverage(store: "Store", query: str, lexical: list[tuple[int, float]],
 
     if not lexical:
         return {}
-    backend = store.backend
     if read is None:
-        total = rag.count_entries(store)
-        groups = {w: set(query_words.forms(backend, w, query_words.POLICY.stems))
-                  for w in query_words.query_forms(backend, query)}
-        df = backend.document_frequency([f for forms in groups.values() for f in forms])
-    else:
-        total, df = read.total, read.df
-        groups = {w: set(forms) for w, forms in read.forms.items()}
+        read = query_words.read(store.backend, store.settings.recall_lexical_max_df, query)
+    total, df = read.total, read.df
+    groups = {w: set(forms) for w, forms in read.forms.items()}
     idf = {w: math.log(1 + (total - d + 0.5) / (d + 0.5))
            for w, forms in groups.items() for d in [max((df.get(f, 0) for f in forms), default=0)]}
     whole = sum(idf.values())
     ids = [i for i, _ in lexical]
     out = dict.fromkeys(ids, 0.0)
     present = {w: [f for f in forms if df.get(f)] for w, forms in groups.items()}
-    for word, held in (backend.holders(present, ids) if whole else {}).items():
+    for word, held in (store.backend.holders(present, ids) if whole else {}).items():
         for entry_id in held:
             out[entry_id] += idf[word] / whole
     return out if whole else dict.fromkeys(ids, 1.0)
