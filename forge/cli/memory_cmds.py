@@ -764,11 +764,7 @@ def memory_export(kind: str | None, project: str | None) -> None:
             _note_unknown_project(store, project)
     kept = [e for e in entries if e.kind != rag.ARCHIVE_KIND]
     for e in kept:
-        line = {"kind": e.kind, "project": e.project, "content": e.content, "id": e.id,
-                "created": e.created}
-        if not e.created_known:   # only then: a store whose times are all known exports as before
-            line["created_known"] = False
-        click.echo(dumps(line))
+        click.echo(dumps(e.export_line()))
     note(f"exported {len(kept)} entr{'y' if len(kept) == 1 else 'ies'}"
          + (f"; {len(entries) - len(kept)} archive entries left out" if len(kept) < len(entries)
             else ""))

@@ -267,9 +267,7 @@ def do_export(settings: Any, kind: str | None, project: str | None) -> list[dict
 
     with rag.open_store(settings, mode="rows") as store:
         entries = rag.list_entries(store, kind=kind, project=project)
-    return [{"kind": e.kind, "project": e.project, "content": e.content, "id": e.id,
-             "created": e.created, **({} if e.created_known else {"created_known": False})}
-            for e in entries if e.kind != rag.ARCHIVE_KIND]
+    return [e.export_line() for e in entries if e.kind != rag.ARCHIVE_KIND]
 
 
 def do_aggregate(settings: Any, project: str | None, apply: bool, undo_id: int | None) -> dict:

@@ -70,6 +70,16 @@ class Entry:
                 "superseded_reason": self.superseded_reason,
                 "created_known": self.created_known}
 
+    def export_line(self) -> dict[str, Any]:
+        """The line `forge memory export` writes (and `remember --batch` reads back):
+        `created_known` only when the time is unknown, so a store whose times are all known
+        exports as before."""
+        line = {"kind": self.kind, "project": self.project, "content": self.content,
+                "id": self.id, "created": self.created}
+        if not self.created_known:
+            line["created_known"] = False
+        return line
+
 
 @dataclass
 class NewEntry:
