@@ -258,6 +258,7 @@ def _mapped(cls: type, folder: "Path", tokenizer: Any) -> Any:
     question reads only its pieces' rows of the embedding table), or None when there is no
     usable copy (no folder, another format, a file of another size than its manifest says)."""
     import json
+    import math
     import mmap
     import os
 
@@ -271,13 +272,9 @@ def _mapped(cls: type, folder: "Path", tokenizer: Any) -> Any:
             if os.fstat(f.fileno()).st_size != manifest["size"]:
                 return None
             whole = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        arrays = {}
-        for name, (dtype, shape, offset) in manifest["arrays"].items():
-            count = 1
-            for n in shape:
-                count *= n
-            arrays[name] = np.frombuffer(whole, dtype=dtype, count=count,
-                                         offset=offset).reshape(shape)
+        arrays = {name: np.frombuffer(whole, dtype=dtype, count=math.prod(shape),
+                                      offset=offset).reshape(shape)
+                  for name, (dtype, shape, offset) in manifest["arrays"].items()}
     except (OSError, ValueError, KeyError, TypeError):
         return None
     backend = cls.__new__(cls)
