@@ -65,32 +65,28 @@ class Unit:
     def first_ts(self) -> str | None:
         """When the exchange happened: its first message's time that can be read, as a stored
         time (None when no message says when)."""
-        from ..core.errors import ForgeError
-        from ..core.when import to_stored
-
-        for p in self.parts:
-            if p.ts:
-                try:
-                    return to_stored(p.ts)
-                except ForgeError:
-                    continue
-        return None
+        first = self._first_time()
+        return None if first is None else first[0]
 
     @property
     def first_ts_known(self) -> bool:
         """Whether `first_ts` is when it was said (False: an import without times stored the
         message then)."""
+        first = self._first_time()
+        return True if first is None else first[1]
+
+    def _first_time(self) -> tuple[str, bool] | None:
+        """(the stored time, whether it is known) of the first message whose time can be read."""
         from ..core.errors import ForgeError
         from ..core.when import to_stored
 
         for p in self.parts:
             if p.ts:
                 try:
-                    to_stored(p.ts)
+                    return to_stored(p.ts), p.ts_known
                 except ForgeError:
                     continue
-                return p.ts_known
-        return True
+        return None
 
     @property
     def question(self) -> str:
