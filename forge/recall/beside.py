@@ -1,0 +1,160 @@
+"""The sentence model in a process beside a fresh `forge recall`, on Linux.
+
+A fresh recall loads the model while its channels run. In a second thread that load (numpy's
+import, most of it) holds the interpreter's lock: on two cores it slowed the channels almost as
+much as it overlapped them (docs/recall.md measures it). A child forked before the store opens
+loads the model under a lock of its own, on the other core: it embeds the question as soon as it
+has the model, then answers the recall's one request, the notes' cosines, computed by the same
+functions a server runs in-process (`sentence.scored`, given to `Beside.start`), on one BLAS thread as there, so the rows
+are the same. The recall sends it the notes and their stored rows and receives (entry id,
+cosine) pairs: this process never imports numpy.
+
+Only where it is cheap and safe: Linux (fork without exec is not safe where system libraries
+forbid it, macOS), a process with one thread and without numpy (a server, the chat, a process
+that has numpy already load in-process). The child reads nothing but its pipe, writes nothing
+but its answers (its standard streams are /dev/null: a shell pipe is never held open by it),
+and ends on its pipe's end: when the recall is done or has failed. Any failure of the child
+(the model missing, another model's rows, a crash) makes the recall load the model itself,
+which raises what it raises in-process.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import sys
+import threading
+from typing import Any, Callable
+
+_HEADER = struct.Struct("<I")
+
+
+class Beside:
+    """A forked child holding the sentence model (`start`), asked through two pipes."""
+
+    def __init__(self, pid: int, to_child: int, from_child: int):
+        self.pid, self._to, self._from = pid, to_child, from_child
+
+    @classmethod
+    def start(cls, load: Callable[[], Any], embed: Callable[[Any, str], Any],
+              score: Callable[..., Any]) -> "Beside | None":
+        """The child, forked now, which calls `load()` for the model, then `embed(model,
+        question)` and `score(model, *request)` as it is asked; None where this process should
+        load the model itself."""
+        if (not sys.platform.startswith("linux") or "numpy" in sys.modules
+                or threading.active_count() > 1):
+            return None
+        asks, asked = os.pipe()
+        answered, answers = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            for fd in (asks, asked, answered, answers):
+                os.close(fd)
+            return None
+        if pid == 0:   # the child: it never returns into the command
+            try:
+                os.close(asked)
+                os.close(answered)
+                _serve(asks, answers, load, embed, score)
+            finally:
+                os._exit(0)
+        os.close(asks)
+        os.close(answers)
+        return cls(pid, asked, answered)
+
+    def embed(self, question: str) -> None:
+        """Have the child embed `question` as soon as it has the model."""
+        self._send(("question", question))
+
+    def nearest(self, question: str, entries: list[Any], stored: dict[int, bytes],
+                recorded: dict[str, Any] | None) -> list[tuple[int, float]] | None:
+        """`score(model, question, entries, stored, recorded)` computed by the child; None when
+        it could not (then this process computes it: the same result, or the error it raises)."""
+        try:
+            self._send(("nearest", question, entries, stored, recorded))
+            answer = self._receive()
+        except (OSError, EOFError, pickle.PickleError, struct.error):
+            self.close()
+            return None
+        if answer[0] != "ok":
+            self.close()
+            return None
+        return answer[1]
+
+    def close(self) -> None:
+        """End the child (its pipe closed: it leaves as soon as it reads the end)."""
+        for fd in (self._to, self._from):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._to = self._from = -1
+        try:
+            os.waitpid(self.pid, os.WNOHANG)
+        except OSError:
+            pass
+
+    @property
+    def open(self) -> bool:
+        return self._to >= 0
+
+    def _send(self, message: Any) -> None:
+        _write(self._to, message)
+
+    def _receive(self) -> Any:
+        return _read(self._from)
+
+
+def _write(fd: int, message: Any) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(_HEADER.pack(len(data)) + data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read(fd: int) -> Any:
+    (size,) = _HEADER.unpack(_exactly(fd, _HEADER.size))
+    return pickle.loads(_exactly(fd, size))
+
+
+def _exactly(fd: int, size: int) -> bytes:
+    parts, left = [], size
+    while left:
+        part = os.read(fd, left)
+        if not part:
+            raise EOFError("the other end closed the pipe")
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+def _serve(asks: int, answers: int, load: Callable[[], Any], embed: Callable[[Any, str], Any],
+           score: Callable[..., Any]) -> None:
+    """The child's life: load the model, then answer until the pipe ends."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    try:
+        encoder = load()
+    except BaseException:
+        encoder = None
+    while True:
+        try:
+            message = _read(asks)
+        except (OSError, EOFError):
+            return
+        if message[0] == "question":
+            if encoder is not None:
+                embed(encoder, message[1])
+            continue
+        try:
+            if encoder is None:
+                raise RuntimeError("no model")
+            answer: tuple[Any, ...] = ("ok", score(encoder, *message[1:]))
+        except BaseException:
+            answer = ("failed",)
+        try:
+            _write(answers, answer)
+        except OSError:
+            return

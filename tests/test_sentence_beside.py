@@ -1,0 +1,114 @@
+"""A fresh `forge recall` loads the sentence model in a process forked beside it (Linux): the
+command's own process never imports numpy, gives the rows a process that loads the model itself
+gives (byte for byte), still refuses another model's rows with its one line, and leaves no
+process behind.
+
+Real parts: the `forge` command in real subprocesses, the embedded embedder, the sentence model,
+SQLite with sqlite-vec and FTS5.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from forge.core.settings import load_settings
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="the process beside a recall is forked on Linux only")
+QUESTION = "Quel fond sonore pour me concentrer ?"
+FIXTURE = Path(__file__).parent / "fixtures" / "french_no_word.json"
+# Runs the command as the `forge` script does, then says on stderr whether this process (the
+# command's, not the child's) imported numpy.
+RUN = ("import sys\n{before}"
+       "from forge.cli.main import cli\n"
+       "try:\n    cli(prog_name='forge')\nexcept SystemExit as e:\n    code = e.code\n"
+       "print('numpy here:', 'numpy' in sys.modules, file=sys.stderr)\n"
+       "sys.exit(code)\n")
+
+
+def fill(*, rows: bool = True) -> None:
+    """The no-word fixture's 56 notes, with their sentence rows stored as `remember` stores
+    them, or without (a store written before rows were stored: the child embeds each note)."""
+    from forge.memory import conflicts
+    from forge.store import rag
+
+    data = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    items = [rag.NewEntry(e["kind"], e["content"]) for e in data["entries"]]
+    with rag.open_store(load_settings()) as store:
+        (conflicts.remember_many if rows else rag.remember_many)(store, items)
+
+
+def forge(*args: str, numpy_first: bool = False) -> subprocess.CompletedProcess:
+    code = RUN.format(before="import numpy\n" if numpy_first else "")
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("rows", [True, False], ids=["stored rows", "rows embedded at recall"])
+def test_a_fresh_recall_scores_beside_itself_the_rows_of_a_process_that_loads_the_model(
+        forge_env, rows):
+    fill(rows=rows)
+    beside = forge("recall", QUESTION, "--json")
+    here = forge("recall", QUESTION, "--json", numpy_first=True)   # the model loaded in-process
+    assert beside.returncode == 0 and here.returncode == 0, (beside.stderr, here.stderr)
+    assert "numpy here: False" in beside.stderr, beside.stderr
+    assert "numpy here: True" in here.stderr
+    rows = json.loads(beside.stdout)["rows"]
+    assert sum(r["sentence"] is not None for r in rows) >= 5   # the model's share is there
+    assert beside.stdout == here.stdout
+
+
+def test_another_models_rows_still_refuse_with_one_line(forge_env):
+    """The child cannot score rows another model wrote: the command loads the model itself,
+    which says what to do, as a process without the child would."""
+    import numpy as np
+
+    from forge.store import rag
+    from forge.store.identity import encode_vec
+
+    fill()
+    with rag.open_store(load_settings()) as store:
+        other = {**rag.sentence_identity(store), "version": "0.1.0",
+                 "probe": encode_vec(np.eye(512, dtype=np.float32)[3])}
+        with store.backend.transaction():
+            store.backend.write_meta("sentence", other)
+    done = forge("recall", QUESTION)
+    assert done.returncode == 1, done
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("numpy here")]
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("Error: this store's sentence rows were written by ")
+    assert "`forge reindex --sentence`" in lines[0]
+    assert done.stdout == ""
+
+
+def children_of_this_test(data_dir: Path) -> list[int]:
+    """The processes still running with this test's data folder in their environment."""
+    marker = f"FORGE_DATA_DIR={data_dir}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize("args", [(QUESTION,), ("zzzz qqqq",), ("--limit", "-3", QUESTION)],
+                         ids=["rows", "no candidate", "bad option"])
+def test_no_process_is_left_behind(forge_env, args):
+    """Whether the recall asked the child (rows), never needed it (nothing found) or failed
+    before: the child leaves with the command, so a shell pipe or a cron line never waits."""
+    fill()
+    forge("recall", *args)
+    deadline = time.monotonic() + 5
+    while children_of_this_test(forge_env) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert children_of_this_test(forge_env) == []
