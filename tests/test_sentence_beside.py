@@ -112,3 +112,37 @@ def test_no_process_is_left_behind(forge_env, args):
     while children_of_this_test(forge_env) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert children_of_this_test(forge_env) == []
+
+
+
+CHILD_FAILS = {
+    # the child's scoring never answers: the recall waits ANSWER_WITHIN (0.5 s here), kills it
+    "hangs": "time.sleep(60)",
+    # the child dies as it scores (a crash): the recall reads the pipe's end
+    "dies": "os._exit(3)",
+}
+# The child's scoring broken, this process's left as it is (the child is a fork: it runs `broken`
+# as given to it, and only there is its pid another).
+BREAK = ("import os, time\nfrom forge.recall import beside, sentence\n"
+         "beside.ANSWER_WITHIN = 0.5\nreal, parent = sentence.scored, os.getpid()\n"
+         "def broken(*args):\n    if os.getpid() != parent:\n        {how}\n"
+         "    return real(*args)\n"
+         "sentence.scored = broken\n")
+
+
+@pytest.mark.parametrize("how", list(CHILD_FAILS))
+def test_a_child_that_fails_costs_its_wait_not_the_answer(forge_env, how):
+    fill()
+    expected = forge("recall", QUESTION, "--json")
+    code = RUN.format(before=BREAK.format(how=CHILD_FAILS[how]))
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", code, "recall", QUESTION, "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 30
+    assert done.stdout == expected.stdout
+    assert "numpy here: True" in done.stderr   # this process loaded the model itself
+    deadline = time.monotonic() + 5
+    while children_of_this_test(forge_env) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert children_of_this_test(forge_env) == []

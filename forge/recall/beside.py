@@ -21,12 +21,17 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
+import signal
 import struct
 import sys
 import threading
 from typing import Any, Callable
 
 _HEADER = struct.Struct("<I")
+# How long a recall waits for the child's answer before it loads the model itself: a load takes
+# ~0.1 s on a quiet machine, seconds on a loaded one; a child that hangs costs this, not forever.
+ANSWER_WITHIN = 60.0
 
 
 class Beside:
@@ -65,25 +70,36 @@ class Beside:
 
     def embed(self, question: str) -> None:
         """Have the child embed `question` as soon as it has the model."""
-        self._send(("question", question))
+        try:
+            self._send(("question", question))
+        except OSError:   # the child is gone: `nearest` says so, and this process loads it
+            self.close()
 
     def nearest(self, question: str, entries: list[Any], stored: dict[int, bytes],
                 recorded: dict[str, Any] | None) -> list[tuple[int, float]] | None:
         """`score(model, question, entries, stored, recorded)` computed by the child; None when
         it could not (then this process computes it: the same result, or the error it raises)."""
+        if not self.open:
+            return None
         try:
             self._send(("nearest", question, entries, stored, recorded))
             answer = self._receive()
-        except (OSError, EOFError, pickle.PickleError, struct.error):
-            self.close()
+        except (OSError, EOFError, TimeoutError, pickle.PickleError, struct.error):
+            self.close(kill=True)
             return None
         if answer[0] != "ok":
             self.close()
             return None
         return answer[1]
 
-    def close(self) -> None:
-        """End the child (its pipe closed: it leaves as soon as it reads the end)."""
+    def close(self, *, kill: bool = False) -> None:
+        """End the child (its pipe closed: it leaves as soon as it reads the end; `kill`: now,
+        one that did not answer)."""
+        if kill:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
         for fd in (self._to, self._from):
             try:
                 os.close(fd)
@@ -103,6 +119,9 @@ class Beside:
         _write(self._to, message)
 
     def _receive(self) -> Any:
+        ready, _, _ = select.select([self._from], [], [], ANSWER_WITHIN)
+        if not ready:
+            raise TimeoutError(f"no answer in {ANSWER_WITHIN} s")
         return _read(self._from)
 
 
