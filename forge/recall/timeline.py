@@ -213,3 +213,209 @@ def asks_past(question: str) -> bool:
 
 def _later(a: "Entry", b: "Entry") -> bool:
     return (a.created, a.id) > (b.created, b.id)
+
+
+# --------------------------------------------------------------------------- the same thing, by both models
+
+# Two notes speak of the same thing (a fact that changed in other words) when both embedded
+# models agree: the later one is among the e5 vectors nearest the earlier one (NEAR_E5, the
+# whole store), and the two are each other's nearest by the sentence model among the notes
+# compared (the rows and those neighbours), at least SAME_THING near (cosine), at least APART
+# in time, neither a note that adds to what is there (ADDS).
+import os as _os   # experiment settings (read once)
+NEAR_E5 = int(_os.environ.get("FORGE_NEAR_E5", "10"))
+SAME_THING = float(_os.environ.get("FORGE_SAME_USE", "0.40"))
+MODE = _os.environ.get("FORGE_SAME_MODE", "rank")
+Z_MIN = float(_os.environ.get("FORGE_SAME_Z", "1.5"))
+APART = timedelta(days=1)
+# How many of the first rows bring their e5 neighbours in (a newer statement of the first row's
+# fact is often worded unlike the question: it ranks below the budget, or not at all).
+EXPAND = int(_os.environ.get("FORGE_EXPAND", "1"))
+# Both models agree: the pair's e5 cosine ranks it among the first E5_AGREES of one note's
+# neighbours in the pool compared.
+E5_AGREES = int(_os.environ.get("FORGE_E5_AGREES", "3"))
+
+# A note that says it adds to what is there, not that it replaces it ("a second cat", "I also
+# speak German"): never the newer statement of another note. Whole words, any case.
+ADDS = ("second", "seconde", "another", "also", "too", "as well", "additional", "extra",
+        "aussi", "également", "deuxième", "un autre", "une autre", "en plus", "de plus",
+        "encore un", "encore une")
+_adds: Any = None
+
+
+def adds(text: str) -> bool:
+    """Whether a note says it adds to what is there (ADDS)."""
+    global _adds
+    if _adds is None:
+        import re
+
+        from ..core.words import fold
+
+        forms = set(ADDS) | {fold(w) for w in ADDS}
+        alternatives = sorted((re.escape(w).replace(r"\ ", r"\s+") for w in forms), key=len,
+                              reverse=True)
+        _adds = re.compile(r"(?<![\w'-])(?:" + "|".join(alternatives) + r")(?![\w'-])",
+                           re.IGNORECASE)
+    return _adds.search(text.replace("’", "'")) is not None
+
+
+def apart(a: str, b: str) -> bool:
+    """Whether two stored times are at least APART from each other."""
+    from datetime import datetime
+
+    from ..core.when import STAMP
+
+    try:
+        return abs(datetime.strptime(a, STAMP) - datetime.strptime(b, STAMP)) >= APART
+    except ValueError:
+        return a[:10] != b[:10]
+
+
+def same_thing_first(store: "Store", rows: list["SearchRow"], encoder: Any, *,
+                     past: bool = False, limit: int | None = None) -> bool:
+    """In place: the rows that speak of the same thing by both models (above) grouped; in each
+    group the newest takes the place of the group's best-ranked row and the older ones stay
+    where they are, marked `newer` (reason "same thing (meaning)"); with `past` (a question
+    about a former value), the older note nearest the newest takes that place instead. The first
+    EXPAND rows bring in their e5 neighbours: one that joins a group comes in at that place and
+    the last row of no group leaves (`limit`: the budget). Whether a group was found."""
+    import numpy as np
+
+    from ..store import rag
+    from ..store.common import ARCHIVE_KIND
+    from . import sentence
+
+    def usable(e: "Entry") -> bool:
+        return e.kind != ARCHIVE_KIND and e.superseded_by is None and known(e)
+
+    notes = {r.entry.id: r.entry for r in rows if usable(r.entry)}
+    if not notes:
+        return False
+    near: dict[int, list[int]] = {}
+    anchors = [r.entry.id for r in rows[:EXPAND] if r.entry.id in notes]
+    vectors = store.backend.vectors_of(anchors) if anchors else {}
+    for i in anchors:
+        if i not in vectors:
+            continue
+        hits = store.backend.search_vector(vectors[i], k=NEAR_E5 + 1,
+                                           project=notes[i].project, kind=notes[i].kind)
+        near[i] = [j for j, _ in hits if j != i][:NEAR_E5]
+    outside = [j for js in near.values() for j in js if j not in notes]
+    if outside:
+        notes.update({j: e for j, e in rag.entries_by_id(store, outside).items() if usable(e)})
+    ids = list(notes)
+    if len(ids) < 2:
+        return False
+    stored = sentence.stored_rows(store, ids, encoder)
+    missing = [i for i in ids if i not in stored]
+    if missing:
+        stored.update(zip(missing, sentence.rows_of(encoder, [notes[i].content for i in missing])))
+    m = np.stack([stored[i] / np.linalg.norm(stored[i]) for i in ids])
+    sims = m @ m.T
+    e5 = store.backend.vectors_of(ids)
+    have = [i for i in ids if i in e5]
+    ev = np.stack([e5[i] / np.linalg.norm(e5[i]) for i in have]) if have else None
+    esims = ev @ ev.T if ev is not None else None
+    eat = {i: n for n, i in enumerate(have)}
+    at = {i: n for n, i in enumerate(ids)}
+    add = {i: adds(notes[i].content) for i in ids}
+
+    def may_pair(a: int, b: int) -> bool:
+        x, y = notes[a], notes[b]
+        return (a != b and x.kind == y.kind and x.project == y.project and not add[a]
+                and not add[b] and apart(x.created, y.created))
+
+    if MODE == "z":   # each model's cosines standardised per note over the pool, then the mean
+        def z(mat: Any) -> Any:
+            x = mat.copy()
+            np.fill_diagonal(x, np.nan)
+            mu = np.nanmean(x, axis=1, keepdims=True)
+            sd = np.nanstd(x, axis=1, keepdims=True) + 1e-6
+            return (x - mu) / sd
+        ez = np.full((len(ids), len(ids)), np.nan)
+        if have:
+            sub = z(esims)
+            for a in have:
+                for b in have:
+                    ez[at[a], at[b]] = sub[eat[a], eat[b]]
+        uz = z(sims)
+        both = (ez + uz) / 2
+        both = np.minimum(both, both.T)
+        score = np.nan_to_num(both, nan=-9.0)
+    else:
+        score = sims
+    nearest = {}
+    for a in ids:
+        others = [b for b in ids if may_pair(a, b)]
+        if others:
+            nearest[a] = max(others, key=lambda b: score[at[a], at[b]])
+
+    def e5_rank(a: int, b: int) -> int:
+        """b's rank among a's nearest by e5 in the pool (1: nearest)."""
+        if a not in eat or b not in eat:
+            return len(ids)
+        row = esims[eat[a]]
+        return int(sum(row[eat[c]] > row[eat[b]] for c in have if c != a)) + 1
+
+    def later(a: int, b: int) -> bool:
+        return (notes[b].created, b) > (notes[a].created, a)
+
+    def directed(a: int, b: int) -> bool:
+        """a older, b newer: b is a's nearest among the notes written after it, a b's nearest
+        among those written before it (the sentence model)."""
+        if not later(a, b):
+            a, b = b, a
+        after = [c for c in ids if may_pair(a, c) and later(a, c)]
+        before = [c for c in ids if may_pair(b, c) and later(c, b)]
+        return (bool(after) and bool(before)
+                and max(after, key=lambda c: sims[at[a], at[c]]) == b
+                and max(before, key=lambda c: sims[at[b], at[c]]) == a)
+
+    def linked(a: int, b: int) -> bool:
+        if MODE == "star":   # only the first row gathers: every note near it by both models
+            if a != rows[0].entry.id and b != rows[0].entry.id:
+                return False
+            return (may_pair(a, b) and sims[at[a], at[b]] >= SAME_THING
+                    and min(e5_rank(a, b), e5_rank(b, a)) <= E5_AGREES)
+        if MODE == "directed":
+            return (may_pair(a, b) and directed(a, b) and sims[at[a], at[b]] >= SAME_THING
+                    and min(e5_rank(a, b), e5_rank(b, a)) <= E5_AGREES)
+        if MODE == "z":
+            return (nearest.get(a) == b and nearest.get(b) == a and score[at[a], at[b]] >= Z_MIN
+                    and sims[at[a], at[b]] >= SAME_THING)
+        if not (nearest.get(a) == b and nearest.get(b) == a
+                and sims[at[a], at[b]] >= SAME_THING):
+            return False
+        return min(e5_rank(a, b), e5_rank(b, a)) <= E5_AGREES
+
+    used: set[int] = set()
+    found = False
+    for anchor in list(rows):
+        a = anchor.entry.id
+        if a not in notes or a in used:
+            continue
+        members = [a] + [b for b in ids if b not in used and b != a and linked(a, b)]
+        if len(members) < 2:
+            continue
+        used.update(members)
+        by_time = sorted(members, key=lambda i: (notes[i].created, i))
+        newest = by_time[-1]
+        first = (max(by_time[:-1], key=lambda i: sims[at[i], at[newest]]) if past else newest)
+        present = {r.entry.id: r for r in rows}
+        if first in present:
+            row = present[first]
+            rows.remove(row)
+        else:
+            out = next((r for r in reversed(rows) if r.entry.id not in used), None)
+            if limit is not None and len(rows) >= limit:
+                if out is None:
+                    continue
+                rows.remove(out)
+            row = rag.SearchRow(notes[first], "related", None, None)
+        place = min((n for n, r in enumerate(rows) if r.entry.id in members), default=len(rows))
+        rows.insert(place, row)
+        for r in rows:
+            if r.entry.id in members and r.entry.id != newest and r.newer is None:
+                r.newer, r.newer_reason = newest, "same thing (meaning)"
+        found = True
+    return found
