@@ -102,8 +102,6 @@ WEAK_HIT_KEEPS = 5   # the first rows a weak hit's neighbours never displace
 # "flat": not weighed), so one weak word cannot lift a row above a clearly nearer vector.
 WORD_WEIGHT = "coverage"
 WORD_SHARE = "ratio"
-# The newest of the rows that speak of the same thing by both models first (timeline.py).
-SAME_THING = __import__("os").environ.get("FORGE_SAME_THING", "1") == "1"
 
 
 def pool(limit: int) -> int:
@@ -336,11 +334,6 @@ def search(store: "Store", query: str, *, limit: int = DEFAULT_LIMIT, project: s
                   neighbours=neighbours, strong=strong,
                   full=len(found.vector) >= (vector_pool or depth))
     result.rows = mark(result.rows, asked)
-    if (SAME_THING and asked.timed and asked.asked is None and heard.sentence is not None
-            and result.rows):
-        if timeline.same_thing_first(store, result.rows, heard.sentence(), past=asked.past,
-                                     limit=limit) and asked.past:
-            result.order = "past"
     if question is None:
         return result
 

@@ -33,16 +33,12 @@ class SearchRow:
     sparse: float | None = None  # the latent-term channel's dot product, when it found the row
     newer: int | None = None     # a row that states this row's fact as it changed since
     sentence: float | None = None  # the sentence model's cosine (RECALL_SENTENCE), when it scored the row
-    # why `newer` is set: "changed fact (words)" or "same thing (meaning)" (recall/timeline.py)
-    newer_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = self.entry.to_dict()
         out.update(channel=self.channel, distance=self.distance, bm25=self.bm25)
         if self.newer is not None:
             out["newer"] = self.newer
-            if self.newer_reason is not None:
-                out["newer_reason"] = self.newer_reason
         if self.fused is not None:
             out["fused"] = self.fused
         if self.neighbour_of is not None:
