@@ -11,7 +11,7 @@ import click
 from ..core.checks import MAX_COUNT
 from .main import CURSOR, ENTRY_ID, FILTER, Number, get_settings
 from .output import (confirm_destructive, dumps, emit, emit_one, note, note_secrets,
-                     output_options)
+                     output_options, renderer)
 
 RECALL_COLUMNS = ["id", "date", "kind", "project", "channel", "distance", "bm25", "fused",
                   "content"]
@@ -287,19 +287,27 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
             f"the query is {len(query)} characters; recall takes at most {channels.MAX_QUERY_CHARS} "
             "characters (a question, not a document): shorten it to the words that matter",
             param_hint="QUERY")
+    beside_ends = None
     if limit is not None and get_settings().recall_sentence:
         # the fused ranking reads the sentence model: its load starts now, beside the store's
-        # opening, rather than once the channels start (docs/recall.md, "What it costs")
+        # opening, rather than once the channels start (docs/recall.md, "What it costs"); the
+        # renderer first, so a process forked for the load shares its import
         from ..recall import sentence
 
+        renderer(fmt)
         sentence.load_later()
-    with _open(mode="read") as store:
-        result = rank.recall(store, query, limit=limit, vector_k=vector_k,
-                             lexical_k=lexical_k, project=project, kind=kind,
-                             neighbours=neighbours, replaced=all_,
-                             read_time=not no_time, **timing)
-        if not result.rows:
-            _note_unknown_project(store, project)
+        beside_ends = sentence.end_beside
+    try:
+        with _open(mode="read") as store:
+            result = rank.recall(store, query, limit=limit, vector_k=vector_k,
+                                 lexical_k=lexical_k, project=project, kind=kind,
+                                 neighbours=neighbours, replaced=all_,
+                                 read_time=not no_time, **timing)
+            if not result.rows:
+                _note_unknown_project(store, project)
+    finally:
+        if beside_ends is not None:   # once the rows are ranked: asked or not, it is done
+            beside_ends()
     rows = [row.to_dict() for row in result.rows]
     for row, r in zip(rows, result.rows):
         row["date"] = _date(r.entry.created, r.entry.created_known)

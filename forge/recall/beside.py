@@ -11,11 +11,13 @@ cosine) pairs: this process never imports numpy.
 
 Only where it is cheap and safe: Linux (fork without exec is not safe where system libraries
 forbid it, macOS), a process with one thread and without numpy (a server, the chat, a process
-that has numpy already load in-process). The child reads nothing but its pipe, writes nothing
-but its answers (its standard streams are /dev/null: a shell pipe is never held open by it),
-and ends on its pipe's end: when the recall is done or has failed. Any failure of the child
-(the model missing, another model's rows, a crash) makes the recall load the model itself,
-which raises what it raises in-process.
+that has numpy already load in-process). The child reads nothing but its pipe and writes
+nothing but its answers: its standard streams are /dev/null and every other descriptor it
+inherited is closed, so a shell pipe or a socket is never held open by it. The recall ends it
+once it has its rows, asked or not (`close`: one never asked would otherwise finish loading a
+model nobody reads). Any failure of the child (the model missing, another model's rows, a crash,
+no answer within ANSWER_WITHIN, written or read) makes the recall load the model itself, which
+raises what it raises in-process.
 """
 from __future__ import annotations
 
@@ -26,12 +28,15 @@ import signal
 import struct
 import sys
 import threading
+import time
 from typing import Any, Callable
 
 _HEADER = struct.Struct("<I")
-# How long a recall waits for the child's answer before it loads the model itself: a load takes
-# ~0.1 s on a quiet machine, seconds on a loaded one; a child that hangs costs this, not forever.
+# How long a recall waits for the child, to take a request or to answer it, before it loads the
+# model itself: a load takes ~0.1 s on a quiet machine, seconds on a loaded one; a child that
+# hangs costs this, not forever.
 ANSWER_WITHIN = 60.0
+_ended: list[int] = []   # children ended but not yet reaped (reaped without waiting, later)
 
 
 class Beside:
@@ -46,6 +51,7 @@ class Beside:
         """The child, forked now, which calls `load()` for the model, then `embed(model,
         question)` and `score(model, *request)` as it is asked; None where this process should
         load the model itself."""
+        _reap()
         if (not sys.platform.startswith("linux") or "numpy" in sys.modules
                 or threading.active_count() > 1):
             return None
@@ -59,21 +65,20 @@ class Beside:
             return None
         if pid == 0:   # the child: it never returns into the command
             try:
-                os.close(asked)
-                os.close(answered)
                 _serve(asks, answers, load, embed, score)
             finally:
                 os._exit(0)
         os.close(asks)
         os.close(answers)
+        os.set_blocking(asked, False)   # a child that stopped reading never blocks the recall
         return cls(pid, asked, answered)
 
     def embed(self, question: str) -> None:
         """Have the child embed `question` as soon as it has the model."""
         try:
-            self._send(("question", question))
-        except OSError:   # the child is gone: `nearest` says so, and this process loads it
-            self.close()
+            self._send(("question", question), time.monotonic() + ANSWER_WITHIN)
+        except (OSError, TimeoutError):   # `nearest` finds it closed: this process loads it
+            self.close(kill=True)
 
     def nearest(self, question: str, entries: list[Any], stored: dict[int, bytes],
                 recorded: dict[str, Any] | None) -> list[tuple[int, float]] | None:
@@ -81,9 +86,10 @@ class Beside:
         it could not (then this process computes it: the same result, or the error it raises)."""
         if not self.open:
             return None
+        deadline = time.monotonic() + ANSWER_WITHIN
         try:
-            self._send(("nearest", question, entries, stored, recorded))
-            answer = self._receive()
+            self._send(("nearest", question, entries, stored, recorded), deadline)
+            answer = self._receive(deadline)
         except (OSError, EOFError, TimeoutError, pickle.PickleError, struct.error):
             self.close(kill=True)
             return None
@@ -93,13 +99,11 @@ class Beside:
         return answer[1]
 
     def close(self, *, kill: bool = False) -> None:
-        """End the child (its pipe closed: it leaves as soon as it reads the end; `kill`: now,
-        one that did not answer)."""
-        if kill:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except OSError:
-                pass
+        """End the child: its pipes closed and a SIGTERM, which it leaves on (cleaning what it
+        was writing), or, `kill`, a SIGKILL (one that did not answer). Reaped without waiting,
+        now or at the next `start`."""
+        if self.pid in _ended:
+            return
         for fd in (self._to, self._from):
             try:
                 os.close(fd)
@@ -107,27 +111,55 @@ class Beside:
                 pass
         self._to = self._from = -1
         try:
-            os.waitpid(self.pid, os.WNOHANG)
+            os.kill(self.pid, signal.SIGKILL if kill else signal.SIGTERM)
         except OSError:
             pass
+        _ended.append(self.pid)
+        _reap()
 
     @property
     def open(self) -> bool:
         return self._to >= 0
 
-    def _send(self, message: Any) -> None:
-        _write(self._to, message)
+    def _send(self, message: Any, deadline: float) -> None:
+        view = _frame(message)
+        while view:
+            try:
+                view = view[os.write(self._to, view):]
+            except BlockingIOError:
+                _wait(self._to, select.POLLOUT, deadline)
 
-    def _receive(self) -> Any:
-        ready, _, _ = select.select([self._from], [], [], ANSWER_WITHIN)
-        if not ready:
-            raise TimeoutError(f"no answer in {ANSWER_WITHIN} s")
+    def _receive(self, deadline: float) -> Any:
+        _wait(self._from, select.POLLIN, deadline)
         return _read(self._from)
 
 
-def _write(fd: int, message: Any) -> None:
+def _wait(fd: int, event: int, deadline: float) -> None:
+    """Until `fd` is ready for `event` (or closed at the other end), at the latest `deadline`."""
+    poll = select.poll()
+    poll.register(fd, event)
+    left = deadline - time.monotonic()
+    if left <= 0 or not poll.poll(left * 1000):
+        raise TimeoutError(f"the process beside gave no sign in {ANSWER_WITHIN} s")
+
+
+def _reap() -> None:
+    for pid in list(_ended):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _ended.remove(pid)
+
+
+def _frame(message: Any) -> memoryview:
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    view = memoryview(_HEADER.pack(len(data)) + data)
+    return memoryview(_HEADER.pack(len(data)) + data)
+
+
+def _write(fd: int, message: Any) -> None:
+    view = _frame(message)
     while view:
         view = view[os.write(fd, view):]
 
@@ -148,15 +180,27 @@ def _exactly(fd: int, size: int) -> bytes:
     return b"".join(parts)
 
 
+def _leave(*_: Any) -> None:
+    raise SystemExit(0)
+
+
 def _serve(asks: int, answers: int, load: Callable[[], Any], embed: Callable[[Any, str], Any],
            score: Callable[..., Any]) -> None:
-    """The child's life: load the model, then answer until the pipe ends."""
+    """The child's life: its descriptors its own, the model loaded, then its answers until the
+    pipe ends or the recall ends it (SIGTERM: SystemExit, so a cache being written is cleaned)."""
+    signal.signal(signal.SIGTERM, _leave)
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
+    for fd in map(int, os.listdir("/proc/self/fd")):
+        if fd > 2 and fd not in (asks, answers):
+            try:
+                os.close(fd)
+            except OSError:
+                pass   # the listing's own descriptor, already closed
     try:
         encoder = load()
-    except BaseException:
+    except Exception:
         encoder = None
     while True:
         try:
@@ -171,7 +215,7 @@ def _serve(asks: int, answers: int, load: Callable[[], Any], embed: Callable[[An
             if encoder is None:
                 raise RuntimeError("no model")
             answer: tuple[Any, ...] = ("ok", score(encoder, *message[1:]))
-        except BaseException:
+        except Exception:
             answer = ("failed",)
         try:
             _write(answers, answer)

@@ -115,6 +115,14 @@ def load_later() -> None:
         Job(model, "forge-sentence-model")
 
 
+def end_beside() -> None:
+    """End the process `load_later` forked, once the recall has its rows (asked or not)."""
+    global _beside
+    if _beside is not None:
+        _beside.close()
+        _beside = None
+
+
 def _load() -> Any:
     import os
 
@@ -165,10 +173,16 @@ def _numpy_on_one_blas_thread() -> None:
             os.environ.pop("OPENBLAS_NUM_THREADS", None)
         else:
             os.environ["OPENBLAS_NUM_THREADS"] = before
-    # OpenBLAS read the variable as it loaded and nothing in Forge changes its count after: the
-    # passes need no threadpoolctl (~8 ms of import and scan a fresh recall does not pay)
-    blas = numpy.show_config(mode="dicts").get("Build Dependencies", {}).get("blas", {})
-    _one_thread = "openblas" in str(blas.get("name", "")).lower()
+    # OpenBLAS (built with its own threads, not OpenMP's) read the variable as it loaded, and
+    # nothing in Forge changes its count after: the passes need no threadpoolctl (~8 ms of import
+    # and scan a fresh recall does not pay). Any other BLAS, or a numpy that cannot say which it
+    # has, keeps threadpoolctl's limit.
+    try:
+        blas = numpy.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        _one_thread = ("openblas" in str(blas["name"]).lower()
+                       and "openmp" not in str(blas).lower())
+    except Exception:
+        _one_thread = False
 
 
 def _tokenizer(sentencepiece: Any, model_file: str, version: str) -> Any:
