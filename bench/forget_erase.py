@@ -4,19 +4,15 @@
     python bench/forget_erase.py [--size 10000] [--secrets 30] [--rounds 3] [--postgres]
                                  [--write-docs]
 
-A store of `--size` entries (seeded text, vectors and latent terms: a real store's size and
-tables without the model's time), written one entry a transaction as `forge remember` writes
-them; `--secrets` of them hold a GitHub token. On a fresh copy each round: forget one entry,
-forget the `--secrets` entries, redact them (`forge memory scan --redact`'s code), each timed
-(median of `--rounds`), then every file of the data folder read raw for copies of the tokens
-(whole, or their FTS5 word), then the file rewritten once more (`rag.vacuum`): the rewrite's
-own cost. Target: no copy left. `--postgres`: forget one / redact on PostgreSQL, then a plain
-VACUUM, then `rag.vacuum` (VACUUM FULL), the copies counted in the database's files after each.
+A store written one entry a transaction as `forge remember` writes it, `--secrets` entries
+holding a GitHub token. On a fresh copy: forget one, forget them all, redact them; each timed,
+then every file read raw for the tokens (whole, or their FTS5 word; target: none), then the file
+rewritten once more (`rag.vacuum`, the rewrite's own cost). `--postgres`: the same on PostgreSQL,
+then a plain VACUUM, then `rag.vacuum` (VACUUM FULL), the tokens counted after each.
 """
 from __future__ import annotations
 
 import argparse
-import hashlib
 import shutil
 import statistics
 import string
@@ -31,48 +27,18 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import docs_figures  # noqa: E402
 import numpy as np  # noqa: E402
+from recall_latency import Precomputed, sentences, unit_vectors  # noqa: E402
 from tabulate import tabulate  # noqa: E402
-from forge.embedders import Embedder  # noqa: E402
-from recall_latency import sentences  # noqa: E402
 
-DIM = 384
-TERMS = 64
-VOCAB = 16384
-HEAD = "bench: 64 seeded latent terms an entry"
+HEAD = "bench: 64 random latent terms an entry"
 KINDS = ["fact", "decision", "todo", "preference", "correction"]
 PROJECTS = ["homelab", "forge", "cuisine", None]
 
 
-def seeded(text: str):
-    return np.random.default_rng(int.from_bytes(hashlib.sha256(text.encode()).digest()[:8],
-                                                "little"))
-
-
-class Seeded(Embedder):
-    """Vectors and latent terms drawn from a hash of the text: any text, any number of times,
-    the same answer, no model."""
-
-    backend = "bench"
-
-    def identity(self):
-        return {"backend": "bench", "model": "seeded-unit-384", "dim": DIM, "document_prefix": "",
-                "sparse": HEAD}
-
-    def sparse_head(self):
-        return HEAD
-
-    def _embed(self, texts, is_query):
-        out = np.stack([seeded(t).standard_normal(DIM).astype(np.float32) for t in texts])
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
-
-    def sparse_query(self, text):
-        rng = seeded("terms " + text)
-        terms = rng.choice(VOCAB, size=TERMS, replace=False)
-        weights = sorted(rng.random(TERMS), reverse=True)
-        return [(int(a), float(w) + 0.01) for a, w in zip(terms, weights)]
-
-    def sparse_documents(self, texts):
-        return [self.sparse_query(t) for t in texts]
+def embedder(n: int, rng) -> Precomputed:
+    """n random vectors and n lists of 64 latent terms: a real store's tables, no model."""
+    return Precomputed(unit_vectors(n, rng), [[(int(a), 1.01 - k / 64) for k, a in enumerate(
+        rng.choice(16384, size=64, replace=False))] for _ in range(n)], head=HEAD)
 
 
 def settings_for(folder: Path, url: str | None = None):
@@ -94,7 +60,7 @@ def build(folder: Path, size: int, secrets: int, url: str | None = None,
     tokens = ["ghp_" + "".join(rng.choice(alphabet, size=36)) for _ in range(secrets)]
     for n, at in enumerate(sorted(rng.choice(size, size=secrets, replace=False))):
         texts[at] += f" — my GitHub token is {tokens[n]}"
-    with rag.open_store(settings_for(folder, url), embedder=Seeded()) as store:
+    with rag.open_store(settings_for(folder, url), embedder=embedder(size, rng)) as store:
         for start in range(0, size, batch):
             rag.remember_many(store, [rag.NewEntry(KINDS[i % 5], texts[i], PROJECTS[i % 4])
                                       for i in range(start, min(start + batch, size))],
@@ -143,11 +109,12 @@ def run(source: Path, work: Path, op: str, tokens: list[str]) -> tuple[float, fl
     if work.exists():
         shutil.rmtree(work)
     shutil.copytree(source, work)
-    with rag.open_store(settings_for(work), embedder=Seeded()) as store:
+    fresh = embedder(2 * len(tokens), np.random.default_rng(8))   # what a redaction embeds
+    with rag.open_store(settings_for(work), embedder=fresh) as store:
         ids, gone = chosen(store, op, tokens)
         seconds = operate(store, op, ids)
     found = copies(work.rglob("*"), gone)
-    with rag.open_store(settings_for(work), embedder=Seeded()) as store:
+    with rag.open_store(settings_for(work), embedder=fresh) as store:
         return (seconds, rag.vacuum(store)["seconds"], *found)
 
 
@@ -185,7 +152,8 @@ def postgres_part(size: int, secrets: int, rounds: int) -> None:
                 pl.admin(server, 'drop database if exists "forge_erase_work" with (force)')
                 pl.admin(server, 'create database "forge_erase_work" template "forge_erase_source"')
                 work = server.rsplit("/", 1)[0] + "/forge_erase_work"
-                with rag.open_store(settings_for(folder, work), embedder=Seeded()) as store:
+                fresh = embedder(2 * secrets, np.random.default_rng(8))
+                with rag.open_store(settings_for(folder, work), embedder=fresh) as store:
                     ids, gone = chosen(store, op, tokens)
                     op_s = operate(store, op, ids)
                     after_op = pg_left(work, gone)

@@ -3,14 +3,14 @@
     python bench/locomo.py [--data FILE] [--conversations N] [--sessions N] [--questions N]
                            [--keep DIR] [--json] [--write-docs]
 
-Measures any@5 / any@10 (an evidence turn among the rows of `forge recall --limit k`), overall,
-per category 1-4 and per channel, and beside it the session-level R@k (category 5 included).
-`--keep DIR` builds the stores once and reuses them. Data: FORGE_LOCOMO or --data (CC BY-NC
-4.0: bench/LOCOMO_LICENSE.md). The protocol: docs/benchmarks.md, "LoCoMo".
+Measures any@5 / any@10 (an evidence turn among `forge recall --limit k`'s rows) per category
+and channel, and the session-level R@k. `--keep DIR` builds the stores once. Data: FORGE_LOCOMO
+(CC BY-NC 4.0: bench/LOCOMO_LICENSE.md). The protocol: docs/benchmarks.md, "LoCoMo".
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -39,23 +39,16 @@ def turns(conversation: dict, sessions: int | None = None):
             yield conv.get(f"session_{number}_date_time"), turn
 
 
-def session_date(raw: str | None) -> tuple[str, str | None]:
-    """("8 May 2023, 1:56 pm", "2023-05-08T13:56:00Z") from LoCoMo's "1:56 pm on 8 May, 2023"."""
-    if not raw:
-        return "", None
-    try:
-        when = datetime.strptime(raw.strip(), "%I:%M %p on %d %B, %Y")
-    except ValueError:
-        return raw.strip(), None
-    return raw.strip(), when.strftime("%Y-%m-%dT%H:%M:00Z")
-
-
 def records(conversation: dict, sessions: int | None = None) -> list[dict]:
-    """History import records for one LoCoMo conversation."""
+    """History import records for one LoCoMo conversation, each turn's date ("1:56 pm on 8 May,
+    2023") at the head of its text and as its ts."""
     user = conversation["conversation"]["speaker_a"]
     out = []
     for raw, turn in turns(conversation, sessions):
-        date_text, ts = session_date(raw)
+        date_text, ts = (raw or "").strip(), None
+        with contextlib.suppress(ValueError):
+            ts = datetime.strptime(date_text, "%I:%M %p on %d %B, %Y").strftime(
+                "%Y-%m-%dT%H:%M:00Z")
         text = turn["text"]
         if turn.get("blip_caption"):
             text += f" [shares a photo: {turn['blip_caption']}]"
@@ -216,8 +209,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA,
-                        help="the LoCoMo JSON file (default: FORGE_LOCOMO, or "
-                             "../shared/data/locomo/locomo-dev.json)")
+                        help=f"the LoCoMo JSON file (default: FORGE_LOCOMO, or {DEFAULT_DATA})")
     parser.add_argument("--conversations", type=int, help="only the first N conversations")
     parser.add_argument("--sessions", type=int, help="only the first N sessions of each")
     parser.add_argument("--questions", type=int, help="at most N questions per conversation")
@@ -229,26 +221,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no LoCoMo data at {args.data} (--data FILE or FORGE_LOCOMO)", file=sys.stderr)
         return 1
     data = json.loads(args.data.read_text(encoding="utf-8"))[:args.conversations]
-    base = args.keep or Path(tempfile.mkdtemp(prefix="forge-locomo-"))   # --keep: reused
     done = []
-    for number, conversation in enumerate(data, 1):
-        only = f"-sessions-{args.sessions}" if args.sessions else ""   # another store
-        folder = base / f"conversation-{number}{only}"
-        folder.mkdir(parents=True, exist_ok=True)
-        print(f"conversation {number}/{len(data)} ({conversation.get('sample_id')}) ...",
-              file=sys.stderr, flush=True)
-        done.append(run_conversation(conversation, folder, sessions=args.sessions,
-                                     limit=args.questions))
+    with tempfile.TemporaryDirectory(prefix="forge-locomo-") as scratch:
+        for number, conversation in enumerate(data, 1):
+            only = f"-sessions-{args.sessions}" if args.sessions else ""   # another store
+            folder = (args.keep or Path(scratch)) / f"conversation-{number}{only}"
+            folder.mkdir(parents=True, exist_ok=True)
+            print(f"conversation {number}/{len(data)} ({conversation.get('sample_id')}) ...",
+                  file=sys.stderr, flush=True)
+            done.append(run_conversation(conversation, folder, sessions=args.sessions,
+                                         limit=args.questions))
     summary = {**summarise(done), "data": str(args.data)}
     with docs_figures.tee("locomo", args.write_docs):
         if args.json:
             print(json.dumps(summary, ensure_ascii=False, indent=2))
         else:
             print_table(summary)
-    if not args.keep:
-        import shutil
-
-        shutil.rmtree(base, ignore_errors=True)
     return 0
 
 

