@@ -27,18 +27,14 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import docs_figures  # noqa: E402
 import numpy as np  # noqa: E402
-from recall_latency import Precomputed, sentences, unit_vectors  # noqa: E402
+from recall_latency import KINDS, PROJECTS, Precomputed, sentences, unit_vectors  # noqa: E402
 from tabulate import tabulate  # noqa: E402
-
-HEAD = "bench: 64 random latent terms an entry"
-KINDS = ["fact", "decision", "todo", "preference", "correction"]
-PROJECTS = ["homelab", "forge", "cuisine", None]
 
 
 def embedder(n: int, rng) -> Precomputed:
     """n random vectors and n lists of 64 latent terms: a real store's tables, no model."""
     return Precomputed(unit_vectors(n, rng), [[(int(a), 1.01 - k / 64) for k, a in enumerate(
-        rng.choice(16384, size=64, replace=False))] for _ in range(n)], head=HEAD)
+        rng.choice(16384, size=64, replace=False))] for _ in range(n)], head="bench: 64 random")
 
 
 def settings_for(folder: Path, url: str | None = None):
@@ -62,7 +58,7 @@ def build(folder: Path, size: int, secrets: int, url: str | None = None,
         texts[at] += f" — my GitHub token is {tokens[n]}"
     with rag.open_store(settings_for(folder, url), embedder=embedder(size, rng)) as store:
         for start in range(0, size, batch):
-            rag.remember_many(store, [rag.NewEntry(KINDS[i % 5], texts[i], PROJECTS[i % 4])
+            rag.remember_many(store, [rag.NewEntry(KINDS[i % 5], texts[i], PROJECTS[i % 5])
                                       for i in range(start, min(start + batch, size))],
                               batch_size=batch)
     return tokens
@@ -106,8 +102,7 @@ def run(source: Path, work: Path, op: str, tokens: list[str]) -> tuple[float, fl
     FTS5 words left)."""
     from forge.store import rag
 
-    if work.exists():
-        shutil.rmtree(work)
+    shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(source, work)
     fresh = embedder(2 * len(tokens), np.random.default_rng(8))   # what a redaction embeds
     with rag.open_store(settings_for(work), embedder=fresh) as store:
@@ -140,7 +135,7 @@ def postgres_part(size: int, secrets: int, rounds: int) -> None:
 
     from forge.store import rag
 
-    with pl.server_and_folder(None, "forge-erase-pg-") as (server, folder):
+    with pl.server_and_folder(None, "forge-erase-pg-") as (server, folder):   # gone after
         source = pl.database(server, "forge_erase_source")
         started = time.perf_counter()
         tokens = build(folder, size, secrets, url=source, batch=500)
@@ -166,8 +161,6 @@ def postgres_part(size: int, secrets: int, rounds: int) -> None:
                     full_s = rag.vacuum(store)["seconds"]
                     rows.setdefault(op, []).append((op_s, plain_s, full_s, after_op, after_plain,
                                                     pg_left(work, gone)))
-        pl.admin(server, 'drop database if exists "forge_erase_work" with (force)')
-        pl.admin(server, 'drop database if exists "forge_erase_source" with (force)')
         print(tabulate([[op.replace("all", str(secrets)), *(x for k in range(3) for x in (
             statistics.median(r[k] for r in runs), runs[-1][3 + k]))] for op, runs in rows.items()],
             headers=["operation", "op s", "left", "VACUUM s", "left", "VACUUM FULL s", "left"],
@@ -196,10 +189,9 @@ def main() -> None:
                          for p in sorted(base.iterdir()))
         print(f"store: {size}; before any forget: {whole} copies of the {len(tokens)} tokens, "
               f"{words} of their FTS5 words")
-        ops = ("forget one", "forget all", "redact all")
         found: dict[str, list[tuple[float, float, int, int]]] = {}
         for _ in range(args.rounds):   # rounds interleaved: the load weighs on every operation
-            for op in ops:
+            for op in ("forget one", "forget all", "redact all"):
                 found.setdefault(op, []).append(run(base, tmp / "work", op, tokens))
         print("\n" + tabulate([[op.replace("all", str(args.secrets)),
                                 *(statistics.median(r[k] for r in runs) for k in (0, 1)),

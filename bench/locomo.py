@@ -49,12 +49,10 @@ def records(conversation: dict, sessions: int | None = None) -> list[dict]:
         with contextlib.suppress(ValueError):
             ts = datetime.strptime(date_text, "%I:%M %p on %d %B, %Y").strftime(
                 "%Y-%m-%dT%H:%M:00Z")
-        text = turn["text"]
-        if turn.get("blip_caption"):
-            text += f" [shares a photo: {turn['blip_caption']}]"
+        photo = f" [shares a photo: {turn['blip_caption']}]" if turn.get("blip_caption") else ""
         out.append({"role": "user" if turn["speaker"] == user else "assistant",
-                    "content": f"({date_text}) {turn['speaker']}: {text}", "ref": turn["dia_id"],
-                    **({"ts": ts} if ts else {})})
+                    "content": f"({date_text}) {turn['speaker']}: {turn['text']}{photo}",
+                    "ref": turn["dia_id"], **({"ts": ts} if ts else {})})
     return out
 
 
@@ -75,11 +73,7 @@ def row_refs(row) -> list[str]:
 
 def first_sessions(rows: list, k: int) -> list[str]:
     """The first k distinct sessions of `rows` in rank order (`D12:5` is in session `D12`)."""
-    out: list[str] = []
-    for ref in (ref for row in rows for ref in row_refs(row)):
-        if ref.split(":", 1)[0] not in out:
-            out.append(ref.split(":", 1)[0])
-    return out[:k]
+    return list(dict.fromkeys(ref.split(":", 1)[0] for row in rows for ref in row_refs(row)))[:k]
 
 
 def build(recs: list[dict], folder: Path, settings, sessions: int | None) -> dict:
@@ -218,8 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args(argv)
     if not args.data.exists():
-        print(f"error: no LoCoMo data at {args.data} (--data FILE or FORGE_LOCOMO)", file=sys.stderr)
-        return 1
+        sys.exit(f"error: no LoCoMo data at {args.data} (--data FILE or FORGE_LOCOMO)")
     data = json.loads(args.data.read_text(encoding="utf-8"))[:args.conversations]
     done = []
     with tempfile.TemporaryDirectory(prefix="forge-locomo-") as scratch:

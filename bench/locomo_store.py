@@ -18,7 +18,6 @@ from pathlib import Path
 import docs_figures
 import locomo
 
-DEFAULT_LOCOMO = locomo.DEFAULT_DATA
 PROJECTS = ["locomo", "homelab", "forge", None]
 
 
@@ -121,7 +120,7 @@ def main() -> None:
     if (args.dir / "forge_rag.db").exists():
         sys.exit(f"{args.dir}/forge_rag.db exists; give an empty folder")
     args.dir.mkdir(parents=True, exist_ok=True)
-    items = texts(DEFAULT_LOCOMO, args.count)
+    items = texts(locomo.DEFAULT_DATA, args.count)
     with docs_figures.tee("locomo_store", args.write_docs):
         wall, inside = build(args.dir, items, args.fast)
         if args.fast:

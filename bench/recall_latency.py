@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import numpy as np  # noqa: E402
 from forge.embedders import Embedder  # noqa: E402
 
 DIM = 384
@@ -46,11 +47,8 @@ def sentences(count: int, rng, longest: int = 18) -> list[str]:
 
 
 def unit_vectors(n: int, rng):
-    import numpy as np
-
-    v = rng.standard_normal((n, DIM)).astype(np.float32)
-    v /= np.linalg.norm(v, axis=1, keepdims=True)
-    return v
+    v = rng.standard_normal((n, DIM)).astype("float32")
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
 class Precomputed(Embedder):
@@ -78,8 +76,6 @@ class Precomputed(Embedder):
         return self.query_terms[text]
 
     def _embed(self, texts, is_query):
-        import numpy as np
-
         from forge.store.rag import PROBE_TEXT
 
         assert not is_query, "the bench passes query vectors"
@@ -95,17 +91,17 @@ def real_base(real_texts: int, queries: int):
     cache = Path(tempfile.gettempdir()) / f"forge-real-{real_texts}-{queries}.pickle"
     if cache.exists():
         return pickle.loads(cache.read_bytes())
-    import numpy as np
-
     from forge.embedders.embedded import EmbeddedEmbedder
-    from locomo_store import DEFAULT_LOCOMO, texts
+    from locomo import DEFAULT_DATA
+    from locomo_store import texts
 
     model = EmbeddedEmbedder()
-    data = json.loads(DEFAULT_LOCOMO.read_text())
+    data = json.loads(DEFAULT_DATA.read_text())
     questions = [q["question"] for conv in data for q in conv["qa"]][::7][:queries + 1]
-    items = texts(DEFAULT_LOCOMO, real_texts)
+    items = texts(DEFAULT_DATA, real_texts)
     chunks = [items[i:i + 32] for i in range(0, len(items), 32)]
-    def kept(pairs, most):   # the (term, weight) pairs as the cache held them: float32
+
+    def kept(pairs, most):   # at most `most` (term, weight) pairs, float32 weights
         return [(int(t), float(np.float32(w))) for t, w in pairs[:most]]
 
     base = (np.vstack([model.embed_documents(c) for c in chunks]), model.embed_queries(questions),
@@ -118,8 +114,6 @@ def real_base(real_texts: int, queries: int):
 def build(path: Path, size: int, seed: int, base=None, base_terms=None) -> float:
     """Fill a store (vectors around `base`, or random); returns the database-side seconds per
     entry."""
-    import numpy as np
-
     from forge.store import rag
 
     rng = np.random.default_rng(seed)
@@ -138,9 +132,7 @@ def build(path: Path, size: int, seed: int, base=None, base_terms=None) -> float
         for start in range(0, size, 500):
             items = [rag.NewEntry(KINDS[i % 5], texts[i], PROJECTS[i % len(PROJECTS)])
                      for i in range(start, min(start + 500, size))]
-            t = time.perf_counter()
-            rag.remember_many(store, items, batch_size=500)
-            spent += time.perf_counter() - t
+            spent += timed(lambda: rag.remember_many(store, items, batch_size=500)) / 1000
     return spent / size
 
 
@@ -167,8 +159,6 @@ def measure(path: Path, qvecs, query_terms) -> dict:
     the exact top 10), then each recall path query by query: {column: figure}."""
     import resource
 
-    import numpy as np
-
     from forge.recall import channels, rank, sparse
     from forge.store import db, rag
 
@@ -184,14 +174,13 @@ def measure(path: Path, qvecs, query_terms) -> dict:
                                                   dtype=np.float32).reshape(-1, DIM)
         at += len(rows)
     conn.close()
-    numpy_ms = [timed(lambda: np.argpartition(-(matrix @ vec), 5)[:5]) for vec in qvecs]
+    times = {"numpy": [timed(lambda: np.argpartition(-(matrix @ vec), 5)[:5]) for vec in qvecs]}
     exact = [set(ids[np.argpartition(-(matrix @ vec), 10)[:10]].tolist()) for vec in qvecs]
 
     def opened(scan_min: int | None = None):
         return rag.open_store(settings_for(path, scan_min),
                               embedder=Precomputed(qvecs, query_terms=query_terms))
 
-    times: dict[str, list[float]] = {}
     with opened() as store:
         for label, project in (("all", None), ("project", "cuisine")):
             times[label] = [timed(lambda: channels.search_hybrid(
@@ -213,7 +202,6 @@ def measure(path: Path, qvecs, query_terms) -> dict:
             hits[label] = statistics.mean(len({i for i, _ in rows} & want) / 10
                                           for rows, want in zip(found, exact))
     ms = {label: statistics.median(values[1:]) for label, values in times.items()}   # warm
-    ms["numpy"] = statistics.median(numpy_ms[1:])
     return {"recall cold ms": times["all"][0], "recall median ms": ms["all"],
             "p90 ms": sorted(times["all"][1:])[int(0.9 * (len(times["all"]) - 1))],
             "--project median ms": ms["project"], "fused --limit 10 ms": ms["fused"],
@@ -227,6 +215,7 @@ def measure(path: Path, qvecs, query_terms) -> dict:
 
 def main() -> None:
     import docs_figures
+    from tabulate import tabulate
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000")
@@ -264,20 +253,15 @@ def main() -> None:
                          "copy MB": copy.stat().st_size / 2**20 if copy.exists() else 0,
                          "build s": built_s})
     with docs_figures.tee("recall_latency", args.write_docs):
-        report(rows, described, args.queries)
-
-
-def report(rows: list[dict], described: str, queries: int) -> None:
-    from tabulate import tabulate
-
-    print(tabulate([list(r.values()) for r in rows], headers=[h.strip() for h in rows[0]],
-                   missingval="-", floatfmt=("", ".3f") + (".1f",) * 8 + (
-                       ".2f", ".1f", ".2f", ".1f", ".2f", ".3f") + (".0f",) * 4))
-    print("x numpy: each time / a numpy brute force over the same vectors (top 5). words, latent:"
-          " that channel alone (pool of 30). KNN: channels.search_vector(k=10) through vec0 and "
-          "through the copy (from RECALL_SCAN_MIN_ENTRIES entries; copy MB 0 = none), recall@10 "
-          f"the copy's against the exact top 10. {DIM} dims, {queries} queries, embedding "
-          f"excluded (RECALL_SENTENCE off: its question row is one); {described}")
+        print(tabulate([list(r.values()) for r in rows], headers=[h.strip() for h in rows[0]],
+                       missingval="-", floatfmt=("", ".3f") + (".1f",) * 8 + (
+                           ".2f", ".1f", ".2f", ".1f", ".2f", ".3f") + (".0f",) * 4))
+        print("x numpy: each time / a numpy brute force over the same vectors (top 5). words, "
+              "latent: that channel alone (pool of 30). KNN: channels.search_vector(k=10) "
+              "through vec0 and through the copy (from RECALL_SCAN_MIN_ENTRIES entries; copy MB "
+              "0 = none), recall@10 the copy's against the exact top 10. "
+              f"{DIM} dims, {args.queries} queries, embedding excluded (RECALL_SENTENCE off: its "
+              f"question row is one); {described}")
 
 
 if __name__ == "__main__":
