@@ -157,8 +157,6 @@ def timed(call) -> float:
 def measure(path: Path, qvecs, query_terms) -> dict:
     """In a fresh process: a numpy brute force over the store's own vectors (the baseline and
     the exact top 10), then each recall path query by query: {column: figure}."""
-    import resource
-
     from forge.recall import channels, rank, sparse
     from forge.store import db, rag
 
@@ -210,7 +208,8 @@ def measure(path: Path, qvecs, query_terms) -> dict:
             "KNN vec0 ms": ms["vec0"], "x numpy ": ms["vec0"] / ms["numpy"],
             "KNN copy ms": ms["copy"], "x numpy  ": ms["copy"] / ms["numpy"],
             "recall@10": hits["copy"],
-            "RSS MB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "RSS MB": int(next(line for line in open("/proc/self/status")   # since the exec
+                               if line.startswith("VmHWM")).split()[1]) / 1024}
 
 
 def main() -> None:
