@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -122,6 +123,31 @@ def test_locomo_runs_on_one_conversation(tmp_path):
     assert sessions["all"]["n"] >= 4 and "5 adversarial" in sessions
     assert 0 <= sessions["all"]["session@5"] <= sessions["all"]["session@10"] <= 1
     assert doc["protocol"]["sessions"]["rows"]["5"] == {"limit": 10}
+
+
+def test_forget_erase_finds_no_copy_of_a_forgotten_token(tmp_path):
+    result = run_bench("forget_erase.py", "--size", "200", "--secrets", "5", "--rounds", "1",
+                       cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    before = re.search(r"before any forget: (\d+) copies of the 5 tokens", result.stdout)
+    assert before and int(before[1]) >= 5   # the count sees every token before
+    rows = {" ".join(line.split()[:2]): line.split() for line in result.stdout.splitlines()
+            if line.startswith(("forget ", "redact "))}
+    assert set(rows) == {"forget one", "forget 5", "redact 5"}
+    for row in rows.values():   # median s, rewrite s, then no token and no FTS5 word left
+        assert float(row[2]) >= 0 and float(row[3]) >= 0 and row[4:] == ["0", "0"], row
+
+
+def test_recall_latency_runs_on_a_small_store(tmp_path):
+    if not LOCOMO.exists():
+        pytest.skip(f"the LoCoMo data set is not in this checkout ({LOCOMO})")
+    result = run_bench("recall_latency.py", "--sizes", "300", "--queries", "4", "--real-texts",
+                       "40", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    header, _, row = result.stdout.splitlines()[:3]
+    assert header.split()[:2] == ["entries", "remember"] and row.split()[0] == "300"
+    figures = dict(zip(["recall@10", "RSS", "file", "copy"], row.split()[-5:-1]))
+    assert figures["recall@10"] == "1.000" and figures["copy"] == "0"   # vec0 below the threshold
 
 
 def test_personal_facts_bench_reports_its_figures_and_the_refusal_rules(tmp_path):
