@@ -1,20 +1,88 @@
-"""What the store harnesses share: the case options, the snapshot, the output.
+"""What the bench scripts share: the checkout on sys.path, scratch settings, fresh processes
+timed against an in-run baseline, the small chat server, and the store harnesses' options,
+snapshot and output.
 
-Cases are the ones `forge calibrate` takes: `--hit Q --expect ID` (repeated), `--miss Q`, or
-`--cases FILE` (YAML; see deploy/calibrate.example.yaml). `--db PATH` names the store to copy
-(default RAG_DB_FILE); the harness opens only the copy `store_snapshot.fresh_snapshot` makes.
+Store harnesses take the cases `forge calibrate` takes: `--hit Q --expect ID` (repeated), `--miss
+Q`, or `--cases FILE` (YAML; see deploy/calibrate.example.yaml). `--db PATH` names the store to
+copy (default RAG_DB_FILE); the harness opens only the copy `store_snapshot.fresh_snapshot` makes.
 Every harness prints a table, or one JSON document with `--json`.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import statistics
+import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import docs_figures
 import store_snapshot  # noqa: F401  (puts the checkout on sys.path)
+
+ROOT = store_snapshot.ROOT
+if str(ROOT / "tests") not in sys.path:
+    sys.path.append(str(ROOT / "tests"))   # tests/fixtures, the scripted chat server
+CLICK = 'python -c "import click"'   # the in-run baseline of every fresh-process figure
+
+
+def data_settings(folder: Path | str, **env: str) -> Any:
+    """The settings of a scratch data folder (FORGE_DATA_DIR=folder), `env` on top."""
+    from forge.core.settings import load_settings
+
+    return load_settings({"FORGE_DATA_DIR": str(folder), **env}, cwd=Path(folder))
+
+
+def load_average() -> str:
+    return (f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
+            f"on {os.cpu_count()} CPUs")
+
+
+def interleaved(commands: dict[str, tuple[list[str], dict]], runs: int, *,
+                cwd: Path | str | None = None, warm: bool = True) -> dict[str, list[float]]:
+    """Each command (argv, environment added) in a fresh process `runs` times, one of each per
+    round so a busy machine weighs on all alike: {name: [ms, ...]}. `warm`: one untimed run of
+    each first (the OS file cache)."""
+    def one(argv: list[str], extra: dict) -> float:
+        started = time.perf_counter()
+        done = subprocess.run(argv, env={**os.environ, **extra}, cwd=cwd, capture_output=True)
+        if done.returncode:
+            raise SystemExit(f"{' '.join(argv)}: {done.stderr.decode()[-500:]}")
+        return (time.perf_counter() - started) * 1000
+
+    if warm:
+        for argv, extra in commands.values():
+            one(argv, extra)
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(runs):
+        for name, (argv, extra) in commands.items():
+            times[name].append(one(argv, extra))
+    return times
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+@contextlib.contextmanager
+def chat_server(url: str | None) -> Iterator[str]:
+    """`url`, or the small chat model started through tools/llama_server.py (one slot) for
+    the block and stopped after it."""
+    if url:
+        yield url
+        return
+    sys.path.insert(0, str(ROOT / "tools"))
+    import llama_server as ls
+
+    server = ls.start("chat", threads=1)
+    try:
+        yield server.url
+    finally:
+        ls.stop(server)
+
 
 WRITE_DOCS_HELP = docs_figures.HELP
 
