@@ -2,21 +2,18 @@
 """Are the conflicts right? Precision and recall of `forge memory conflicts` on a labelled set and
 on whole stores, and its time on a 10,000-entry store.
 
-    python bench/conflicts.py [--keep DIR] [--locomo 300] [--remember]   # pairs, whole stores
-    python bench/conflicts.py --store DIR [--runs 9]   # also: the pairs listed and the time at 10k
+    python bench/conflicts.py [--keep DIR] [--locomo 300] [--remember] [--write-docs]
+    python bench/conflicts.py --store DIR [--runs 9]   # also: time it on a real store
 
-- pairs: bench/conflicts_cases.json, each pair in its own project: precision and recall of
-  `conflicts.find` (what `forge memory conflicts` calls) and of `conflicts.remember` (`forge
-  remember`'s note). Targets: recall >= 0.9, precision >= 0.95.
-- whole stores: every case in ONE store (with the `store` notes), a mixed store (plus the
-  aggregation cases, the personal sets and `--locomo N` LoCoMo texts), and the held-out store
-  bench/conflicts_heldout.json (never tuned on); every pair listed is scored against the
-  labels and `cross` (pairs across cases a reader calls a conflict); recall's newer-first mark
-  (core/facts.changed_fact) on the same labels. `--remember` scores remember's note too.
-- `--store DIR` (e.g. `bench/locomo_store.py DIR`): `forge memory conflicts --json` timed as a
-  whole process, median of `--runs`, interleaved with `python -c "import click"` and `forge
-  memory ls --nl`.
-The protocol in full: docs/conflicts.md, "Measured".
+- pairs: bench/conflicts_cases.json, each pair in its own project: `conflicts.find` (`forge
+  memory conflicts`) and `conflicts.remember` (`forge remember`'s note). Targets: recall >= 0.9,
+  precision >= 0.95.
+- whole stores: every case in one store, a mixed store (plus the aggregation cases, the personal
+  sets and `--locomo N` LoCoMo texts) and the held-out bench/conflicts_heldout.json (never tuned
+  on); every pair listed is scored, and recall's newer-first mark on the same labels.
+- `--store DIR`: `forge memory conflicts --json` as a whole process, interleaved with `python -c
+  "import click"` and `forge memory ls --nl`.
+The protocol in full: docs/benchmarks/conflicts.md.
 """
 from __future__ import annotations
 
@@ -32,9 +29,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+import harness
+import docs_figures
+
+ROOT = harness.ROOT
 CASES = ROOT / "bench" / "conflicts_cases.json"
 HELDOUT = ROOT / "bench" / "conflicts_heldout.json"
 
@@ -384,8 +382,6 @@ def print_store(r: dict) -> None:
 
 
 def main() -> int:
-    import docs_figures
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", type=Path, help="also time memory conflicts on this store")
     parser.add_argument("--runs", type=int, default=9)

@@ -1,13 +1,10 @@
-"""The aggregation pass on a fresh snapshot of the store: what it would fold, and what it did.
+"""The aggregation pass (`forge aggregate`'s code) on a fresh snapshot of the store.
 
     python bench/rag_aggregate.py [--db PATH] [--project P] [--apply] [--json]
 
-It copies the store with the shared helper (`store_snapshot.fresh_snapshot`, SQLite's backup
-API) and runs `forge.memory.aggregate.run` — the pass `forge aggregate` runs — on the copy, never on
-the live store. Without `--apply` it is the dry run: each subject, its gate and the line it
-would fold into. With `--apply` the folds are written to the copy, then the copy is read back:
-how many entries the hot block holds before and after, and whether both retrieval channels
-still find every folded source. The live store is the same bytes afterwards.
+Without `--apply`, the dry run: each subject, its gate and the line it would fold into. With it,
+the folds are written to the copy, then read back: the hot block before and after, and whether
+both channels still find every folded source. The store itself is never opened.
 """
 from __future__ import annotations
 

@@ -2,11 +2,9 @@
 
     python bench/rag_hybrid.py --hit Q --expect ID ... --miss Q ... [--db PATH] [--json]
 
-Each question goes through `channels.search_hybrid` (the code of `forge recall`, with the cutoff off
-so the vector channel shows everything its budget returns). For a hit: whether the vector
-channel, the word channel, both or neither returned the entry it names, and at which rank in
-each; for every question: the words the document-frequency bound admitted and how many rows
-the word channel brought that are not the answer ("dragged in"; for a miss every row is).
+Each question through `channels.search_hybrid` (`forge recall`'s code, the cutoff off): for a
+hit, which channel returned its entry and at which rank; for every question, the words admitted
+and the word rows that are not the answer ("dragged in").
 """
 from __future__ import annotations
 

@@ -1,16 +1,10 @@
-"""Where good hits sit on this store, with this embedder (run on a fresh snapshot).
+"""Where good hits sit on this store, with this embedder (on a fresh snapshot).
 
     python bench/recall_distance.py [--db PATH] [--sample 50] [--hit Q --expect ID ...] [--json]
 
-With cases (`--hit/--expect/--miss` or `--cases FILE`) it prints each question's distance and
-rank as `forge calibrate` measures them (a hit on the entry it names, a miss on its nearest).
-
-Without cases it asks the store about itself: for a sample of entries (every k-th, so the same
-sample each run), the first 12 words of the entry as the question. That is an easy hit — the
-question's words are in the entry — so its distance is a floor for real hits, not their
-level: the table prints the distance to the entry itself and to the nearest *other* entry, as
-percentiles. A real question sits above the first column; a cutoff below the second keeps
-near-duplicates apart.
+With cases: each question's distance and rank as `forge calibrate` measures them. Without: a
+sample of entries asked by their first 12 words (an easy hit: a floor for real hits), the
+distance to the entry itself and to the nearest other entry, as percentiles.
 """
 from __future__ import annotations
 
