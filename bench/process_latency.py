@@ -1,7 +1,7 @@
 """Whole-process time of the commands a shell loop runs, as ratios to `python -c "import click"`.
 
     python bench/process_latency.py STORE_DIR [--runs 15] [--trace-mb 200] [--compare DIR]
-                                    [--markdown] [--write-docs]
+                                    [--write-docs]
 
 STORE_DIR holds a real store (`bench/locomo_store.py DIR`), copied first so `remember` never
 changes it. Each figure is the median of `--runs` fresh processes through the `forge` script pip
@@ -86,7 +86,6 @@ def main() -> None:
     parser.add_argument("store", type=Path)
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--trace-mb", type=int, default=200)
-    parser.add_argument("--markdown", action="store_true", help="print the README table")
     parser.add_argument("--compare", type=Path, metavar="DIR",
                         help="also run each forge command with another copy of the `forge` "
                         "package (DIR/forge, e.g. `git archive OLD forge | tar -x -C DIR`), "
@@ -169,21 +168,14 @@ def main() -> None:
 def report(args: argparse.Namespace, commands: dict, times: dict[str, list[float]]) -> None:
     base = statistics.median(times['python -c "import click"'])
     load = os.getloadavg()
-    if args.markdown:
-        print("| command | median ms | × `import click` | target |")
-        print("|---|---:|---:|---|")
-    else:
-        print(f"{'command':40} {'median ms':>10} {'min ms':>8} {'x import click':>15}")
+    print(f"{'command':40} {'median ms':>10} {'min ms':>8} {'x import click':>15}")
     for name, (_, target) in commands.items():
         if name.endswith(" [old]"):
             continue
         med = statistics.median(times[name])
         goal = (f"<= {target}x" if target else "<= 300 ms or 3.5x" if "recall" in name
                 else "<= 250 ms" if "remember" in name else "")
-        if args.markdown:
-            print(f"| `{name}` | {med:.0f} | {med / base:.2f} | {goal} |")
-        else:
-            print(f"{name:40} {med:10.1f} {min(times[name]):8.1f} {med / base:15.2f}  {goal}")
+        print(f"{name:40} {med:10.1f} {min(times[name]):8.1f} {med / base:15.2f}  {goal}")
     if args.compare:
         print(f"\nagainst the forge package in {args.compare}, same run, interleaved:")
         for name in commands:
