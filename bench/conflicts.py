@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -119,33 +118,21 @@ def timed(store_dir: Path, runs: int) -> None:
         env.pop("EMBEDDING_URL", None)
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         forge = [sys.executable, "-m", "forge"]
-        commands = {
-            'python -c "import click"': [sys.executable, "-c", "import click"],
-            "forge memory ls --nl": forge + ["memory", "ls", "--nl"],
-            "forge memory conflicts --json": forge + ["memory", "conflicts", "--json"],
+        commands = {   # the warm-up run migrates the copy once
+            harness.CLICK: ([sys.executable, "-c", "import click"], {}),
+            "forge memory ls --nl": (forge + ["memory", "ls", "--nl"], {}),
+            "forge memory conflicts --json": (forge + ["memory", "conflicts", "--json"], {}),
         }
-        for cmd in commands.values():   # warm the page cache (and migrate the copy once)
-            subprocess.run(cmd, env=env, cwd=work, capture_output=True, check=True)
-        times: dict[str, list[float]] = {name: [] for name in commands}
-        for _ in range(runs):
-            for name, cmd in commands.items():
-                t = time.perf_counter()
-                out = subprocess.run(cmd, env=env, cwd=work, capture_output=True, check=True)
-                times[name].append((time.perf_counter() - t) * 1000)
-                if name.startswith("forge memory conflicts"):
-                    listed = json.loads(out.stdout)["conflicts"]
-        base = statistics.median(times['python -c "import click"'])
+        times = harness.interleaved(commands, runs, cwd=work, env=env)
+        base = statistics.median(times[harness.CLICK])
         ls = statistics.median(times["forge memory ls --nl"])
-        sys.path.insert(0, str(ROOT))
         from forge.memory import conflicts
         from forge.store import rag
-        from forge.core.settings import load_settings
 
-        with rag.open_store(load_settings({"FORGE_DATA_DIR": str(work)}, cwd=work),
-                            mode="rows") as store:
-            report = conflicts.find(store)
+        with rag.open_store(harness.data_settings(work), mode="rows") as store:
+            report = conflicts.find(store)   # what `memory conflicts --json` lists
         print(f"\nstore {store_dir} (copied): {report.entries_scanned} active entries, "
-              f"{len(listed)} conflicting pairs listed")
+              f"{len(report.conflicts)} conflicting pairs listed")
         print(f"{'command':32} {'median ms':>10} {'x import click':>14} {'x memory ls':>12}")
         for name in commands:
             med = statistics.median(times[name])

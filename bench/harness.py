@@ -42,13 +42,15 @@ def load_average() -> str:
 
 
 def interleaved(commands: dict[str, tuple[list[str], dict]], runs: int, *,
-                cwd: Path | str | None = None, warm: bool = True) -> dict[str, list[float]]:
-    """Each command (argv, environment added) in a fresh process `runs` times, one of each per
-    round so a busy machine weighs on all alike: {name: [ms, ...]}. `warm`: one untimed run of
-    each first (the OS file cache)."""
+                cwd: Path | str | None = None, warm: bool = True,
+                env: dict | None = None) -> dict[str, list[float]]:
+    """Each command (argv, variables added to `env`, default os.environ) in a fresh process
+    `runs` times, one of each per round so a busy machine weighs on all alike: {name: [ms, ...]}.
+    `warm`: one untimed run of each first (the OS file cache)."""
     def one(argv: list[str], extra: dict) -> float:
         started = time.perf_counter()
-        done = subprocess.run(argv, env={**os.environ, **extra}, cwd=cwd, capture_output=True)
+        done = subprocess.run(argv, env={**(os.environ if env is None else env), **extra},
+                              cwd=cwd, capture_output=True)
         if done.returncode:
             raise SystemExit(f"{' '.join(argv)}: {done.stderr.decode()[-500:]}")
         return (time.perf_counter() - started) * 1000
