@@ -13,7 +13,6 @@ import argparse
 import contextlib
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -34,11 +33,6 @@ def data_settings(folder: Path | str, **env: str) -> Any:
     from forge.core.settings import load_settings
 
     return load_settings({"FORGE_DATA_DIR": str(folder), **env}, cwd=Path(folder))
-
-
-def load_average() -> str:
-    return (f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
-            f"on {os.cpu_count()} CPUs")
 
 
 def interleaved(commands: dict[str, tuple[list[str], dict]], runs: int, *,
@@ -65,10 +59,6 @@ def interleaved(commands: dict[str, tuple[list[str], dict]], runs: int, *,
     return times
 
 
-def median(values: Sequence[float]) -> float:
-    return statistics.median(values)
-
-
 @contextlib.contextmanager
 def chat_server(url: str | None) -> Iterator[str]:
     """`url`, or the small chat model started through tools/llama_server.py (one slot) for
@@ -86,23 +76,20 @@ def chat_server(url: str | None) -> Iterator[str]:
         ls.stop(server)
 
 
-WRITE_DOCS_HELP = docs_figures.HELP
-
-
-def parser(description: str, *, cases: bool = True) -> argparse.ArgumentParser:
+def parser(description: str) -> argparse.ArgumentParser:
+    """A store harness's options: the store to copy, the cases, the budgets, the output."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--db", type=Path, help="the store to snapshot (default RAG_DB_FILE); "
                                            "never opened itself")
-    if cases:
-        p.add_argument("--hit", action="append", default=[], metavar="QUESTION")
-        p.add_argument("--expect", action="append", default=[], type=int, metavar="ID")
-        p.add_argument("--miss", action="append", default=[], metavar="QUESTION")
-        p.add_argument("--cases", type=Path, metavar="FILE", help="YAML cases (as forge calibrate)")
+    p.add_argument("--hit", action="append", default=[], metavar="QUESTION")
+    p.add_argument("--expect", action="append", default=[], type=int, metavar="ID")
+    p.add_argument("--miss", action="append", default=[], metavar="QUESTION")
+    p.add_argument("--cases", type=Path, metavar="FILE", help="YAML cases (as forge calibrate)")
     p.add_argument("--project", help="search this project only")
     p.add_argument("--vector-k", type=int, default=5)
     p.add_argument("--lexical-k", type=int, default=5)
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    p.add_argument("--write-docs", action="store_true", help=WRITE_DOCS_HELP)
+    p.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     return p
 
 
@@ -115,19 +102,11 @@ def cases(args: argparse.Namespace) -> Any:
     return found
 
 
-def settings(**overrides: Any) -> Any:
-    import dataclasses
-
+def snapshot_store(args: argparse.Namespace, *, readonly: bool = True) -> Any:
+    """A Store on a fresh snapshot of `--db` (default: the configured store)."""
     from forge.core.settings import load_settings
 
-    loaded = load_settings()
-    return dataclasses.replace(loaded, **overrides) if overrides else loaded
-
-
-def snapshot_store(args: argparse.Namespace, the_settings: Any = None, *, embedder: Any = None,
-                   readonly: bool = True) -> Any:
-    return store_snapshot.open_snapshot(args.db, the_settings or settings(), embedder=embedder,
-                                        readonly=readonly)
+    return store_snapshot.open_snapshot(args.db, load_settings(), readonly=readonly)
 
 
 def output(args: argparse.Namespace, document: dict, rows: Sequence[dict], columns: Sequence[str],

@@ -9,6 +9,7 @@ click (docs/tables-and-dotenv.md).
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 
 import harness
@@ -30,11 +31,11 @@ def main() -> None:
                                  for name, code in COMMANDS.items()}, args.runs, warm=False)
     import tabulate
 
-    base = harness.median(times[harness.CLICK])
+    base = statistics.median(times[harness.CLICK])
     with docs_figures.tee("table_import", args.write_docs):
         print(f"{'command':46} {'median ms':>9}  x import click")
         for name, values in times.items():
-            median = harness.median(values)
+            median = statistics.median(values)
             print(f"{name:46} {median:9.1f}  {median / base:13.2f}")
         print(f"\n{args.runs} runs each, interleaved; tabulate {tabulate.__version__}")
 
