@@ -3,7 +3,7 @@
     python bench/store_check.py distance [--sample 50] [--hit Q --expect ID ... --miss Q ...]
     python bench/store_check.py channels --hit Q --expect ID ... --miss Q ...
     python bench/store_check.py aggregate [--project P] [--apply]
-    (each: [--db PATH] [--cases FILE] [--json])
+    (each: [--db PATH] [--json]; cases as `forge calibrate` takes them, or --cases FILE)
 
 - distance: with cases, each question's distance and rank as `forge calibrate` measures them;
   without, a sample of entries asked by their first 12 words (an easy hit: a floor for real
