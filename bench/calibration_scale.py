@@ -1,27 +1,22 @@
 """Calibration at scale: 500 questions against a 10,000-entry store, database time only.
 
-    python bench/calibration_scale.py [--entries 10000] [--questions 500]
+    python bench/calibration_scale.py [--entries 10000] [--questions 500] [--write-docs]
 
-The store is recall_latency's (random 384-dimension unit vectors, Zipf-distributed text). Half
-the questions are hits: an entry's first eight words, with the entry's vector plus noise as
-the query vector, so some rank far outside the top 5 and are scored on their entry all the
-same; the other half are misses (random sentences, random vectors). The embedder hands out
-precomputed vectors, so the figures are the database side of `forge calibrate` (one read-only
-connection, one `embed_queries` call, `channels.search_hybrid` per question, one pass over the
-vectors for the hits outside the top k) and of `forge recall --queries` for the same 500.
+recall_latency.py's store (random unit vectors, Zipf-distributed text). Half the questions are
+hits (an entry's first eight words, its vector plus noise: some rank far outside the top 5), half
+misses; the embedder hands out precomputed vectors, so the figures are the database side of
+`forge calibrate` and of `forge recall --queries` on the same 500.
 """
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import recall_latency  # noqa: E402
-from recall_latency import DIM, Precomputed, build, unit_vectors  # noqa: E402
 import docs_figures
+import recall_latency
+from recall_latency import DIM, Precomputed, build, unit_vectors
 
 
 class QueryVectors(Precomputed):

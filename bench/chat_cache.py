@@ -1,26 +1,22 @@
-"""What the server's prompt cache saves on consecutive chat turns (the stable prompt
-prefix), on a real llama-server.
+"""What the server's prompt cache saves on consecutive chat turns, on a real llama-server.
 
-    python bench/chat_cache.py [--turns 4] [--url URL]
+    python bench/chat_cache.py [--turns 4] [--url URL] [--write-docs]
 
-Without --url it starts the small chat server through tools/llama_server.py (one slot) and stops
-it at the end. Each turn runs `forge.chat.run.run_turn` in a scratch data folder and prints the
-trace's prompt_n (tokens evaluated), cache_n (tokens reused from the slot), prompt_ms and the
-turn's total_ms. Turn 1 is cold; from turn 2 the system prompt, tool descriptions and history
-are a shared prefix.
+Each turn runs `forge.chat.run.run_turn` in a scratch data folder against `--url`, or the small
+chat model started for the run (one slot), and prints the trace's prompt_n, cache_n, prompt_ms
+and total_ms: turn 1 is cold; from turn 2 the system prompt, tools and history are a shared prefix.
 """
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 from pathlib import Path
+
+import harness
 import docs_figures
 
-ROOT = Path(__file__).resolve().parent.parent
 QUESTIONS = ["Bonjour !", "What can you do?", "Say something short.", "Merci, au revoir."]
-
 
 
 def run(url: str, turns: int) -> None:
@@ -47,18 +43,8 @@ def main() -> None:
     parser.add_argument("--url", help="an already running chat server")
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
-    with docs_figures.tee("chat_cache", args.write_docs):
-        if args.url:
-            run(args.url, args.turns)
-            return
-        sys.path.insert(0, str(ROOT / "tools"))
-        import llama_server as ls
-
-        server = ls.start("chat", threads=1)
-        try:
-            run(server.url, args.turns)
-        finally:
-            ls.stop(server)
+    with docs_figures.tee("chat_cache", args.write_docs), harness.chat_server(args.url) as url:
+        run(url, args.turns)
 
 
 if __name__ == "__main__":

@@ -2,21 +2,18 @@
 """Are the conflicts right? Precision and recall of `forge memory conflicts` on a labelled set and
 on whole stores, and its time on a 10,000-entry store.
 
-    python bench/conflicts.py [--keep DIR] [--locomo 300] [--remember]   # pairs, whole stores
-    python bench/conflicts.py --store DIR [--runs 9]   # also: the pairs listed and the time at 10k
+    python bench/conflicts.py [--keep DIR] [--locomo 300] [--remember] [--write-docs]
+    python bench/conflicts.py --store DIR [--runs 9]   # also: time it on a real store
 
-- pairs: bench/conflicts_cases.json, each pair in its own project: precision and recall of
-  `conflicts.find` (what `forge memory conflicts` calls) and of `conflicts.remember` (`forge
-  remember`'s note). Targets: recall >= 0.9, precision >= 0.95.
-- whole stores: every case in ONE store (with the `store` notes), a mixed store (plus the
-  aggregation cases, the personal sets and `--locomo N` LoCoMo texts), and the held-out store
-  bench/conflicts_heldout.json (never tuned on); every pair listed is scored against the
-  labels and `cross` (pairs across cases a reader calls a conflict); recall's newer-first mark
-  (core/facts.changed_fact) on the same labels. `--remember` scores remember's note too.
-- `--store DIR` (e.g. `bench/locomo_store.py DIR`): `forge memory conflicts --json` timed as a
-  whole process, median of `--runs`, interleaved with `python -c "import click"` and `forge
-  memory ls --nl`.
-The protocol in full: docs/conflicts.md, "Measured".
+- pairs: bench/conflicts_cases.json, each pair in its own project: `conflicts.find` (`forge
+  memory conflicts`) and `conflicts.remember` (`forge remember`'s note). Targets: recall >= 0.9,
+  precision >= 0.95.
+- whole stores: every case in one store, a mixed store (plus the aggregation cases, the personal
+  sets and `--locomo N` LoCoMo texts) and the held-out bench/conflicts_heldout.json (never tuned
+  on); every pair listed is scored, and recall's newer-first mark on the same labels.
+- `--store DIR`: `forge memory conflicts --json` as a whole process, interleaved with `python -c
+  "import click"` and `forge memory ls --nl`.
+The protocol in full: docs/benchmarks/conflicts.md.
 """
 from __future__ import annotations
 
@@ -25,16 +22,16 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+import harness
+import docs_figures
+
+ROOT = harness.ROOT
 CASES = ROOT / "bench" / "conflicts_cases.json"
 HELDOUT = ROOT / "bench" / "conflicts_heldout.json"
 
@@ -121,33 +118,21 @@ def timed(store_dir: Path, runs: int) -> None:
         env.pop("EMBEDDING_URL", None)
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         forge = [sys.executable, "-m", "forge"]
-        commands = {
-            'python -c "import click"': [sys.executable, "-c", "import click"],
-            "forge memory ls --nl": forge + ["memory", "ls", "--nl"],
-            "forge memory conflicts --json": forge + ["memory", "conflicts", "--json"],
+        commands = {   # the warm-up run migrates the copy once
+            harness.CLICK: ([sys.executable, "-c", "import click"], {}),
+            "forge memory ls --nl": (forge + ["memory", "ls", "--nl"], {}),
+            "forge memory conflicts --json": (forge + ["memory", "conflicts", "--json"], {}),
         }
-        for cmd in commands.values():   # warm the page cache (and migrate the copy once)
-            subprocess.run(cmd, env=env, cwd=work, capture_output=True, check=True)
-        times: dict[str, list[float]] = {name: [] for name in commands}
-        for _ in range(runs):
-            for name, cmd in commands.items():
-                t = time.perf_counter()
-                out = subprocess.run(cmd, env=env, cwd=work, capture_output=True, check=True)
-                times[name].append((time.perf_counter() - t) * 1000)
-                if name.startswith("forge memory conflicts"):
-                    listed = json.loads(out.stdout)["conflicts"]
-        base = statistics.median(times['python -c "import click"'])
+        times = harness.interleaved(commands, runs, cwd=work, env=env)
+        base = statistics.median(times[harness.CLICK])
         ls = statistics.median(times["forge memory ls --nl"])
-        sys.path.insert(0, str(ROOT))
         from forge.memory import conflicts
         from forge.store import rag
-        from forge.core.settings import load_settings
 
-        with rag.open_store(load_settings({"FORGE_DATA_DIR": str(work)}, cwd=work),
-                            mode="rows") as store:
-            report = conflicts.find(store)
+        with rag.open_store(harness.data_settings(work), mode="rows") as store:
+            report = conflicts.find(store)   # what `memory conflicts --json` lists
         print(f"\nstore {store_dir} (copied): {report.entries_scanned} active entries, "
-              f"{len(listed)} conflicting pairs listed")
+              f"{len(report.conflicts)} conflicting pairs listed")
         print(f"{'command':32} {'median ms':>10} {'x import click':>14} {'x memory ls':>12}")
         for name in commands:
             med = statistics.median(times[name])
@@ -384,8 +369,6 @@ def print_store(r: dict) -> None:
 
 
 def main() -> int:
-    import docs_figures
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", type=Path, help="also time memory conflicts on this store")
     parser.add_argument("--runs", type=int, default=9)

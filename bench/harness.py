@@ -1,38 +1,95 @@
-"""What the store harnesses share: the case options, the snapshot, the output.
+"""What the bench scripts share: the checkout on sys.path, scratch settings, fresh processes
+timed against an in-run baseline, the small chat server, and the store harnesses' options,
+snapshot and output.
 
-Cases are the ones `forge calibrate` takes: `--hit Q --expect ID` (repeated), `--miss Q`, or
-`--cases FILE` (YAML; see deploy/calibrate.example.yaml). `--db PATH` names the store to copy
-(default RAG_DB_FILE); the harness opens only the copy `store_snapshot.fresh_snapshot` makes.
+Store harnesses take the cases `forge calibrate` takes: `--hit Q --expect ID` (repeated), `--miss
+Q`, or `--cases FILE` (YAML; see deploy/calibrate.example.yaml). `--db PATH` names the store to
+copy (default RAG_DB_FILE); the harness opens only the copy `store_snapshot.fresh_snapshot` makes.
 Every harness prints a table, or one JSON document with `--json`.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import docs_figures
 import store_snapshot  # noqa: F401  (puts the checkout on sys.path)
 
-WRITE_DOCS_HELP = docs_figures.HELP
+ROOT = store_snapshot.ROOT
+if str(ROOT / "tests") not in sys.path:
+    sys.path.append(str(ROOT / "tests"))   # tests/fixtures, the scripted chat server
+CLICK = 'python -c "import click"'   # the in-run baseline of every fresh-process figure
 
 
-def parser(description: str, *, cases: bool = True) -> argparse.ArgumentParser:
+def data_settings(folder: Path | str, **env: str) -> Any:
+    """The settings of a scratch data folder (FORGE_DATA_DIR=folder), `env` on top."""
+    from forge.core.settings import load_settings
+
+    return load_settings({"FORGE_DATA_DIR": str(folder), **env}, cwd=Path(folder))
+
+
+def interleaved(commands: dict[str, tuple[list[str], dict]], runs: int, *,
+                cwd: Path | str | None = None, warm: bool = True,
+                env: dict | None = None) -> dict[str, list[float]]:
+    """Each command (argv, variables added to `env`, default os.environ) in a fresh process
+    `runs` times, one of each per round so a busy machine weighs on all alike: {name: [ms, ...]}.
+    `warm`: one untimed run of each first (the OS file cache)."""
+    def one(argv: list[str], extra: dict) -> float:
+        started = time.perf_counter()
+        done = subprocess.run(argv, env={**(os.environ if env is None else env), **extra},
+                              cwd=cwd, capture_output=True)
+        if done.returncode:
+            raise SystemExit(f"{' '.join(argv)}: {done.stderr.decode()[-500:]}")
+        return (time.perf_counter() - started) * 1000
+
+    if warm:
+        for argv, extra in commands.values():
+            one(argv, extra)
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(runs):
+        for name, (argv, extra) in commands.items():
+            times[name].append(one(argv, extra))
+    return times
+
+
+@contextlib.contextmanager
+def chat_server(url: str | None) -> Iterator[str]:
+    """`url`, or the small chat model started through tools/llama_server.py (one slot) for
+    the block and stopped after it."""
+    if url:
+        yield url
+        return
+    sys.path.insert(0, str(ROOT / "tools"))
+    import llama_server as ls
+
+    server = ls.start("chat", threads=1)
+    try:
+        yield server.url
+    finally:
+        ls.stop(server)
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    """A store harness's options: the store to copy, the cases, the budgets, the output."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--db", type=Path, help="the store to snapshot (default RAG_DB_FILE); "
                                            "never opened itself")
-    if cases:
-        p.add_argument("--hit", action="append", default=[], metavar="QUESTION")
-        p.add_argument("--expect", action="append", default=[], type=int, metavar="ID")
-        p.add_argument("--miss", action="append", default=[], metavar="QUESTION")
-        p.add_argument("--cases", type=Path, metavar="FILE", help="YAML cases (as forge calibrate)")
+    p.add_argument("--hit", action="append", default=[], metavar="QUESTION")
+    p.add_argument("--expect", action="append", default=[], type=int, metavar="ID")
+    p.add_argument("--miss", action="append", default=[], metavar="QUESTION")
+    p.add_argument("--cases", type=Path, metavar="FILE", help="YAML cases (as forge calibrate)")
     p.add_argument("--project", help="search this project only")
     p.add_argument("--vector-k", type=int, default=5)
     p.add_argument("--lexical-k", type=int, default=5)
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    p.add_argument("--write-docs", action="store_true", help=WRITE_DOCS_HELP)
+    p.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     return p
 
 
@@ -45,19 +102,11 @@ def cases(args: argparse.Namespace) -> Any:
     return found
 
 
-def settings(**overrides: Any) -> Any:
-    import dataclasses
-
+def snapshot_store(args: argparse.Namespace, *, readonly: bool = True) -> Any:
+    """A Store on a fresh snapshot of `--db` (default: the configured store)."""
     from forge.core.settings import load_settings
 
-    loaded = load_settings()
-    return dataclasses.replace(loaded, **overrides) if overrides else loaded
-
-
-def snapshot_store(args: argparse.Namespace, the_settings: Any = None, *, embedder: Any = None,
-                   readonly: bool = True) -> Any:
-    return store_snapshot.open_snapshot(args.db, the_settings or settings(), embedder=embedder,
-                                        readonly=readonly)
+    return store_snapshot.open_snapshot(args.db, load_settings(), readonly=readonly)
 
 
 def output(args: argparse.Namespace, document: dict, rows: Sequence[dict], columns: Sequence[str],

@@ -2,15 +2,11 @@
 
     python bench/personal_facts.py [--keep DIR] [--json] [--no-sparse] [--write-docs]
 
-The set is tests/fixtures/personal_facts.json (45 deliberate entries in French and English, 30
-questions each naming the entry that answers it, 15 that nothing answers), remembered into a
-store (`--keep DIR` reuses it). Every question goes through `forge recall --limit 10`'s code
-(top-1, any@5, any@10); `forge calibrate`'s code runs on the same cases; RECALL_MAX_DISTANCE
-is swept over 0 and every hit's distance through recall itself (`all_rows_*`: a distance that
-would also judge word matches, for comparison only, never shipped); RECALL_MIN_COVERAGE runs at
-what `forge calibrate --coverage` proposes, with its ms per recall (`--no-sparse` skips it).
-The other orderings and refusal signals measured on this set lost: docs/benchmarks.md's
-"Tried, not shipped".
+tests/fixtures/personal_facts.json (45 entries in French and English, 30 questions naming the
+entry that answers, 15 that nothing answers) remembered into a store (`--keep DIR` reuses it);
+every question through `forge recall --limit 10`'s code, `forge calibrate`'s on the same cases,
+RECALL_MAX_DISTANCE swept over every hit's distance, and RECALL_MIN_COVERAGE at what `forge
+calibrate --coverage` proposes (`--no-sparse` skips it). docs/benchmarks.md has the protocol.
 """
 from __future__ import annotations
 
@@ -20,8 +16,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import harness
+import docs_figures
+
+ROOT = harness.ROOT
 FIXTURE = ROOT / "tests" / "fixtures" / "personal_facts.json"
 
 
@@ -189,9 +187,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--no-sparse", action="store_true",
                         help="skip the coverage rule (the sparse head's pass over the entries)")
-    sys.path.insert(0, str(ROOT / "bench"))
-    import docs_figures
-
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args(argv)
     folder = args.keep or Path(tempfile.mkdtemp(prefix="forge-personal-"))

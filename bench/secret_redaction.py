@@ -5,24 +5,12 @@ it costs an import.
 
     python bench/secret_redaction.py [--locomo DIR] [--rounds 3] [--write-docs]
 
-(Not `bench/secrets.py`: Python puts the script's folder first on sys.path, and that name would
-shadow the standard library's `secrets`, which Forge imports.)
-
-1. bench/secrets_set.json (secrets pasted the way people paste them, English and French, and
-   look-alikes): caught (every secret string of a message gone once redacted), look-alikes kept
-   (nothing found), by type and by language; then, scored the same way beside it, the held-out
-   prose set bench/secrets_prose_heldout.json (written before the prose rules were last changed,
-   and not tuned on: the secret after a longer phrase naming its kind).
-2. Each of Forge's plugins and filters (forge/core/secret_rules.py) left out in turn: what the
-   set loses. A rule whose removal changes nothing would have no measured reason to exist.
-3. Texts that hold no secret: every LoCoMo message, caption, question and answer, and the
-   personal sets (tests/fixtures/personal_facts.json, the French set bench/recall_sets.py uses):
-   how many are redacted (the target is none), and how many pass the pre-filter.
-4. The cost: the scanner's load (a fresh process importing detect-secrets and configuring it),
-   the scan per message over LoCoMo's messages, and an import — `history import --compact` of
-   LoCoMo's first conversation on the embedded model — with the scan (the default) against the
-   same import with FORGE_KEEP_SECRETS=1 (no scan), in the same run, rounds interleaved; the
-   ratio of their medians (`--rounds 0` leaves the import out).
+(Not `bench/secrets.py`: that name would shadow the standard library's `secrets`.) The sets:
+bench/secrets_set.json and the held-out bench/secrets_prose_heldout.json (caught, look-alikes
+kept); each of forge/core/secret_rules.py's plugins and filters left out in turn; LoCoMo's and
+the personal sets' texts (the target: none redacted); the scanner's load, the scan per message,
+and `history import --compact` of LoCoMo's first conversation with and without the scan
+(FORGE_KEEP_SECRETS=1), rounds interleaved (`--rounds 0` leaves it out). docs/secrets.md.
 """
 from __future__ import annotations
 
@@ -35,12 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+import harness
+import docs_figures
+import locomo
 
-import docs_figures  # noqa: E402
-import locomo  # noqa: E402
+ROOT = harness.ROOT
 
 SET = ROOT / "bench" / "secrets_set.json"
 HELDOUT = ROOT / "bench" / "secrets_prose_heldout.json"

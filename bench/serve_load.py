@@ -1,24 +1,25 @@
-"""`forge serve` under load: 4 concurrent clients on loopback, `forge compact` from "cron".
+"""`forge serve` on a real server process: what each route costs, and what 4 clients and a
+`forge compact` cron job do to it.
 
+    python bench/serve_load.py --routes [--requests 50] [--entries 200] [--write-docs]
     python bench/serve_load.py [--clients 4] [--requests 60] [--seconds 120] [--entries 200]
                                [--compact-every 3] [--write-docs]
 
-Starts a scripted chat server (tests/fakeserver.py: every turn is a plain chat reply, so each
-one is persisted) and `forge serve` on a scratch data folder holding `--entries` memories, then
-runs `--clients` threads, each with its own keep-alive connection, for at most `--requests`
-requests each and at most `--seconds` in all. Each client cycles through /health (the in-run
-baseline each median is divided by), remember (a text of
-its own, and every fifth one a text all clients send: one row must result), search, a page of
-/memory (a filter every other time), forget (one of its own earlier entries) and chat, while
-`forge compact --json` runs every `--compact-every` seconds in another process.
+Both start `forge serve` on a free loopback port over a scratch data folder holding `--entries`
+memories (the embedded model); each median is also a ratio to /health's, the in-run baseline
+(the guard and uvicorn, no store).
 
-Prints requests per second, p50 / p99 per route, the errors, and the checks of the stores
-after the run: lost writes (a remembered text not stored, a chat message neither in the
-history nor archived), duplicates (a text stored twice), 5xx answers. Targets: 0, 0, 0.
+- `--routes`: `--requests` sequential requests per route, one keep-alive client: p50, p95 and
+  the answer's size (docs/bench/serve_load-routes.txt). No chat server: /chat is not timed.
+- load: a scripted chat server (tests/fakeserver.py) and `--clients` threads cycling through
+  health, remember (every fifth text the one all clients send), search, a page of /memory,
+  forget and chat, while `forge compact --json` runs every `--compact-every` s; then the stores
+  are checked. Targets: no lost write, no duplicate, no 5xx.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -30,14 +31,83 @@ import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Iterator
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(ROOT / "tests"))
-import docs_figures  # noqa: E402
+import harness  # noqa: F401  (the checkout and tests/ on sys.path)
+import docs_figures
 
+FORGE = str(Path(sys.executable).parent / "forge")
 ROUTES = ("health", "remember", "search", "memory", "forget", "chat")
 SHARED_EVERY = 5   # every fifth remember sends the text every client sends
+EACH_ROUTE = [("GET", "/health"), ("GET", "/status"), ("GET", "/context"), ("GET", "/memory"),
+              ("GET", "/memory?q=disk+3"), ("GET", "/memory?limit=1000"),
+              ("GET", "/memory/export"), ("GET", "/history"), ("GET", "/traces?n=10"),
+              ("GET", "/search?q=which+disk+holds+the+backups"), ("POST", "/remember")]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serving(env: dict, seed: list[str], tries: int = 200) -> Iterator[str]:
+    """`forge serve` over env's data folder, `seed` remembered first (`remember --batch`):
+    its base URL, the server stopped after the block."""
+    import httpx
+
+    lines = "\n".join(json.dumps({"kind": "fact", "content": text}) for text in seed)
+    subprocess.run([FORGE, "remember", "--batch", "-"], input=lines.encode(), env=env,
+                   check=True, capture_output=True)
+    port = free_port()
+    server = subprocess.Popen([FORGE, "serve", "--port", str(port)], env=env,
+                              stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(tries):
+            try:
+                httpx.get(base + "/health", timeout=1)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        yield base
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def routes(args: argparse.Namespace) -> None:
+    """Each route of EACH_ROUTE, `--requests` times in a row, one client."""
+    import httpx
+
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "FORGE_DATA_DIR": tmp, "LLAMA_CPP_URL": "http://127.0.0.1:9",
+               "SERVE_RATE_LIMIT": "0", "SERVE_MODEL_RATE_LIMIT": "0"}
+        seed = [f"Fact number {i}: disk {i % 7} holds backup set {i}" for i in range(args.entries)]
+        with serving(env, seed, tries=100) as base, \
+                docs_figures.tee("serve_load-routes", args.write_docs):
+            print(f"{args.entries} entries, {args.requests} requests per route, one client; "
+                  f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+            print(f"{'route':<44} {'p50 ms':>8} {'p95 ms':>8} {'x health':>9} {'bytes':>9}")
+            with httpx.Client(base_url=base, timeout=60) as http:
+                baseline = None
+                for method, path in EACH_ROUTE:
+                    times, size = [], 0
+                    for n in range(args.requests):
+                        payload = {"content": f"new note {n} {time.time()}"} \
+                            if method == "POST" else None
+                        start = time.perf_counter()
+                        r = http.request(method, path, json=payload)
+                        times.append((time.perf_counter() - start) * 1000)
+                        r.raise_for_status()
+                        size = len(r.content)
+                    times.sort()
+                    p50 = statistics.median(times)
+                    baseline = baseline or p50
+                    p95 = times[min(len(times) - 1, int(len(times) * 0.95))]
+                    print(f"{method + ' ' + path:<44} {p50:>8.1f} {p95:>8.1f} "
+                          f"{p50 / baseline:>9.1f} {size:>9}")
 
 
 class Client(threading.Thread):
@@ -103,19 +173,12 @@ class Client(threading.Thread):
 
 
 def cron(env: dict, stop: threading.Event, every: float, runs: list[str]) -> None:
-    forge = str(Path(sys.executable).parent / "forge")
     while not stop.wait(every):
-        done = subprocess.run([forge, "compact", "--json"], env=env, capture_output=True, text=True)
+        done = subprocess.run([FORGE, "compact", "--json"], env=env, capture_output=True, text=True)
         if done.returncode != 0:
             runs.append(f"compact exit {done.returncode}: {done.stderr.strip()[:200]}")
         else:
             runs.append("archived " + str(len(json.loads(done.stdout).get("removed_ids") or [])))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def check_stores(env: dict, clients: list[Client]) -> dict:
@@ -138,91 +201,83 @@ def check_stores(env: dict, clients: list[Client]) -> dict:
             "remembered": len(remembered), "forgotten": len(forgotten), "chat_turns": len(said)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--requests", type=int, default=60, help="per client, at most")
-    parser.add_argument("--seconds", type=float, default=120, help="for the whole run, at most")
-    parser.add_argument("--entries", type=int, default=200)
-    parser.add_argument("--compact-every", type=float, default=3.0)
-    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
-    args = parser.parse_args()
-    import httpx
+def load(args: argparse.Namespace) -> None:
     from chat_helpers import envelope
     from fakeserver import FakeServer
 
-    forge = str(Path(sys.executable).parent / "forge")
     with tempfile.TemporaryDirectory() as tmp, FakeServer() as chat:
         chat.chat_reply(envelope("chat", content="Noted."), times=None)
         env = {**os.environ, "FORGE_DATA_DIR": tmp, "LLAMA_CPP_URL": chat.url,
                "SERVE_RATE_LIMIT": "0", "SERVE_MODEL_RATE_LIMIT": "0",
                "COMPACTION_THRESHOLD": "8", "COMPACTION_KEEP_RECENT": "4",
                "MEMORY_MAX_HISTORY": "100000"}
-        lines = "\n".join(json.dumps({"kind": "fact", "content": f"Seed fact {i}: disk {i % 7} "
-                                      f"holds backup set {i}"}) for i in range(args.entries))
-        subprocess.run([forge, "remember", "--batch", "-"], input=lines.encode(), env=env,
-                       check=True, capture_output=True)
-        port = free_port()
-        server = subprocess.Popen([forge, "serve", "--port", str(port)], env=env,
-                                  stderr=subprocess.DEVNULL)
-        base = f"http://127.0.0.1:{port}"
+        seed = [f"Seed fact {i}: disk {i % 7} holds backup set {i}" for i in range(args.entries)]
         stop, runs = threading.Event(), []
-        try:
-            for _ in range(200):
-                try:
-                    httpx.get(base + "/health", timeout=1)
-                    break
-                except httpx.HTTPError:
-                    time.sleep(0.1)
+        with serving(env, seed) as base:
             started = time.monotonic()
             clients = [Client(n, base, args.requests, started + args.seconds)
                        for n in range(args.clients)]
             compactor = threading.Thread(target=cron, args=(env, stop, args.compact_every, runs))
-            compactor.start()
-            for c in clients:
-                c.start()
-            for c in clients:
-                c.join()
-            elapsed = time.monotonic() - started
-        finally:
-            stop.set()
-            server.terminate()
-            server.wait(timeout=30)
+            try:
+                compactor.start()
+                for c in clients:
+                    c.start()
+                for c in clients:
+                    c.join()
+                elapsed = time.monotonic() - started
+            finally:
+                stop.set()
         compactor.join()
         checks = check_stores(env, clients)
-    report(args, clients, elapsed, runs, checks)
+    with docs_figures.tee("serve_load", args.write_docs):
+        report(args, clients, elapsed, runs, checks)
 
 
 def report(args, clients: list[Client], elapsed: float, runs: list[str], checks: dict) -> None:
-    with docs_figures.tee("serve_load", args.write_docs):
-        total = sum(len(t) for c in clients for t in c.times.values())
-        statuses = sum((c.statuses for c in clients), Counter())
-        print(f"{args.clients} clients, {args.entries} seed entries, at most {args.requests} "
-              f"requests each and {args.seconds:g} s; forge compact every {args.compact_every:g} s; "
-              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-        print(f"{total} requests in {elapsed:.1f} s: {total / elapsed:.1f} requests/s; "
-              f"statuses {dict(sorted(statuses.items()))}")
-        print(f"{'route':<10} {'n':>5} {'p50 ms':>9} {'p99 ms':>9} {'x health':>9}")
-        baseline = None
-        for route in ROUTES:
-            times = sorted(t for c in clients for t in c.times[route])
-            if times:
-                p50 = statistics.median(times)
-                baseline = baseline or p50
-                p99 = times[min(len(times) - 1, int(len(times) * 0.99))]
-                print(f"{route:<10} {len(times):>5} {p50:>9.1f} {p99:>9.1f} {p50 / baseline:>9.1f}")
-        compactions = [r for r in runs if r.startswith("archived")]
-        print(f"forge compact: {len(runs)} runs, {sum(r != 'archived 0' for r in compactions)} "
-              f"archived something, {len(runs) - len(compactions)} failed")
-        errors = [e for c in clients for e in c.errors]
-        print(f"remembered {checks['remembered']} texts ({checks['forgotten']} forgotten), "
-              f"{checks['chat_turns']} chat turns")
-        print(f"lost writes {len(checks['lost'])}, duplicates {len(checks['duplicates'])}, "
-              f"forgotten but stored {len(checks['resurrected'])}, 5xx "
-              f"{sum(n for s, n in statuses.items() if s >= 500)}, errors {len(errors)}")
-        for line in (errors + checks["lost"] + checks["duplicates"] + [r for r in runs
-                                                                        if not r.startswith("archived")])[:10]:
-            print("  " + line)
+    total = sum(len(t) for c in clients for t in c.times.values())
+    statuses = sum((c.statuses for c in clients), Counter())
+    print(f"{args.clients} clients, {args.entries} seed entries, at most {args.requests} "
+          f"requests each and {args.seconds:g} s; forge compact every {args.compact_every:g} s; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"{total} requests in {elapsed:.1f} s: {total / elapsed:.1f} requests/s; "
+          f"statuses {dict(sorted(statuses.items()))}")
+    print(f"{'route':<10} {'n':>5} {'p50 ms':>9} {'p99 ms':>9} {'x health':>9}")
+    baseline = None
+    for route in ROUTES:
+        times = sorted(t for c in clients for t in c.times[route])
+        if times:
+            p50 = statistics.median(times)
+            baseline = baseline or p50
+            p99 = times[min(len(times) - 1, int(len(times) * 0.99))]
+            print(f"{route:<10} {len(times):>5} {p50:>9.1f} {p99:>9.1f} {p50 / baseline:>9.1f}")
+    compactions = [r for r in runs if r.startswith("archived")]
+    print(f"forge compact: {len(runs)} runs, {sum(r != 'archived 0' for r in compactions)} "
+          f"archived something, {len(runs) - len(compactions)} failed")
+    errors = [e for c in clients for e in c.errors]
+    print(f"remembered {checks['remembered']} texts ({checks['forgotten']} forgotten), "
+          f"{checks['chat_turns']} chat turns")
+    print(f"lost writes {len(checks['lost'])}, duplicates {len(checks['duplicates'])}, "
+          f"forgotten but stored {len(checks['resurrected'])}, 5xx "
+          f"{sum(n for s, n in statuses.items() if s >= 500)}, errors {len(errors)}")
+    failed = [r for r in runs if not r.startswith("archived")]
+    for line in (errors + checks["lost"] + checks["duplicates"] + failed)[:10]:
+        print("  " + line)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--routes", action="store_true",
+                        help="each route in turn, one client (no load, no chat)")
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--requests", type=int, help="per client, at most (default 60; "
+                        "--routes: per route, default 50)")
+    parser.add_argument("--seconds", type=float, default=120, help="for the whole run, at most")
+    parser.add_argument("--entries", type=int, default=200)
+    parser.add_argument("--compact-every", type=float, default=3.0)
+    parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
+    args = parser.parse_args()
+    args.requests = args.requests or (50 if args.routes else 60)
+    (routes if args.routes else load)(args)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,9 @@
 """The one helper every store harness uses: a fresh snapshot of the store, never the store.
 
-    from store_snapshot import fresh_snapshot, refuse_live
-
-`fresh_snapshot(source, settings)` copies `source` (default: the configured store) with
-SQLite's backup API into a new temporary folder and returns the copy's path. A PostgreSQL store
-(FORGE_DATABASE_URL, or a postgresql:// source) becomes a scratch SQLite file made by
-`forge store migrate`'s transfer, verified by counts and checksum. The backup API
-reads the database as a connection sees it, pages still in the WAL included, where a plain file
-copy of a WAL database would miss them. `refuse_live(path, settings)` stops a harness that is
-about to open the live RAG_DB_FILE itself: every harness opens only what `fresh_snapshot` made.
+`fresh_snapshot(source, settings)` copies `source` (default: the configured store) with SQLite's
+backup API (pages still in the WAL included) into a new temporary folder; a PostgreSQL store
+becomes a scratch SQLite file by `forge store migrate`'s transfer. `refuse_live(path, settings)`
+stops a harness about to open the live RAG_DB_FILE itself.
 """
 from __future__ import annotations
 

@@ -2,32 +2,22 @@
 
     python bench/sysadmin_verdict.py [--url URL | --start] [--cases bench/sysadmin_verdict.yaml]
 
-THE INPUTS ARE WRITTEN, NOT COLLECTED. Every log block and question comes from
-bench/sysadmin_verdict.yaml, written by hand for this harness; none was collected from a machine
-(traces.jsonl records where a collection came from, never what it held). A confident verdict
-from this harness is a verdict on those fixtures, nothing more.
-
-For each case (a block, a question, and whether the block holds the answer) the model is shown
-the block and the question as the sysadmin tool shows them (forge.chat.tools.sysadmin.answer_messages)
-and asked for one word, YES (the block answers) or NO. The script prints each case and the
-verdict matrix: truth (answers / does not answer) against the model's YES / NO / unclear.
-This is a model's judgement, measured, not a phrase rule: nothing of it filters the store.
-
-The model is the one at LLAMA_CPP_URL (the settings, `.env` included), or `--url`; `--start`
-starts the small test model through tools/llama_server.py and stops it at the end. It reads no
-store at all.
+THE INPUTS ARE WRITTEN, NOT COLLECTED: every block and question is in
+bench/sysadmin_verdict.yaml, written by hand; a verdict is a verdict on those fixtures. The model
+(LLAMA_CPP_URL, `--url`, or `--start`: the small test model for the run) sees each block as the
+sysadmin tool shows it and answers YES or NO; the script prints each case and the verdict matrix.
+It reads no store.
 """
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
+
+import harness
 import docs_figures
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-CASES = ROOT / "bench" / "sysadmin_verdict.yaml"
+CASES = harness.ROOT / "bench" / "sysadmin_verdict.yaml"
 VERDICT_INSTRUCTION = (
     "Before answering, judge only this: does the log block above contain the answer to the "
     "question? Reply with exactly one word: YES if it does, NO if it does not."
@@ -98,21 +88,14 @@ def main() -> None:
     parser.add_argument("--cases", type=Path, default=CASES)
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
-    with docs_figures.tee("sysadmin_verdict", args.write_docs):
-        cases = load_cases(args.cases)
-        if not args.start:
-            from forge.core.settings import load_settings
+    cases = load_cases(args.cases)
+    if not args.start and not args.url:
+        from forge.core.settings import load_settings
 
-            run(args.url or load_settings().llama_cpp_url, cases)
-            return
-        sys.path.insert(0, str(ROOT / "tools"))
-        import llama_server as ls
-
-        server = ls.start("chat", threads=1)
-        try:
-            run(server.url, cases)
-        finally:
-            ls.stop(server)
+        args.url = load_settings().llama_cpp_url
+    with docs_figures.tee("sysadmin_verdict", args.write_docs), \
+            harness.chat_server(None if args.start else args.url) as url:
+        run(url, cases)
 
 
 if __name__ == "__main__":

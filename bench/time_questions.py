@@ -3,14 +3,10 @@ of two facts, on a store dated the way people fill one.
 
     python bench/time_questions.py [--keep DIR] [--locomo DIR] [--misses] [--write-docs]
 
-The set is bench/time_set.json: 61 deliberate entries dated by `forge remember --at`'s code and
-10 conversations imported with their timestamps (`forge history import --compact`), written in
-a shuffled order (seed 7); 44 questions read at the set's fixed "now" in its time zone (FORGE_NOW
-and TZ). Top-1 of `forge recall --limit 10`: "--no-time" is rank.search (no time reading),
-"forge recall" rank.recall. `--locomo DIR` (the stores `bench/locomo.py --keep DIR` built):
-LoCoMo's questions any@5 / any@10 with and without reading time, each conversation's read at its
-last session, and the questions whose answer changed. The other readings of a question's period
-measured are rows of docs/benchmarks.md's "Tried, not shipped"; the set: docs/time.md, "Measured".
+bench/time_set.json's entries (dated by `forge remember --at`'s code) and conversations
+(imported with their timestamps), written in a shuffled order; its questions read at the set's
+fixed "now" (FORGE_NOW, TZ). Top-1 with rank.search (--no-time) and rank.recall; `--locomo DIR`:
+LoCoMo's questions with and without reading time. The set: docs/benchmarks/time.md.
 """
 from __future__ import annotations
 

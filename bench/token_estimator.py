@@ -1,28 +1,23 @@
 #!/usr/bin/env python3
 """How far `forge.core.tokens.estimate_tokens` is from a real tokenizer, on French, English and code.
 
-Starts a real llama-server (Gemma 3 270M, through tools/llama_server.py) unless `--url` names a
-running one, sends every sample to its `/tokenize`, and prints, per category and overall, the
+    python bench/token_estimator.py [--url http://127.0.0.1:8080] [--write-docs]
+
+Every sample goes to the `/tokenize` of `--url`, or of the small chat model (Gemma 3 270M)
+started for the run: forge/samples/transcript.jsonl's messages, the router prompt, the
+paragraphs below and the forge package cut into 40-line chunks. Per category and overall: the
 mean absolute error, the worst over- and under-estimate, and the ratio of the sums.
-
-    /tmp/v/bin/python bench/token_estimator.py            # start a server, measure, stop it
-    /tmp/v/bin/python bench/token_estimator.py --url http://127.0.0.1:8080
-
-Samples: every message of forge/samples/transcript.jsonl (French and English chat), the router
-prompt, a few paragraphs below, and the Python files of the forge package cut into 40-line
-chunks (code). Nothing is written anywhere.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import statistics
-import sys
-from pathlib import Path
+
+import harness
 import docs_figures
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+ROOT = harness.ROOT
 
 PROSE = {
     "fr": [
@@ -63,7 +58,6 @@ def samples() -> dict[str, list[str]]:
     return out
 
 
-
 def measure(url: str) -> None:
     import httpx
 
@@ -92,18 +86,8 @@ def main() -> None:
     parser.add_argument("--url", help="a running llama-server; default: start one")
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
-    with docs_figures.tee("token_estimator", args.write_docs):
-        if args.url:
-            measure(args.url.rstrip("/"))
-            return
-        sys.path.insert(0, str(ROOT / "tools"))
-        import llama_server as ls
-
-        server = ls.start("chat", threads=1)
-        try:
-            measure(server.url)
-        finally:
-            ls.stop(server)
+    with docs_figures.tee("token_estimator", args.write_docs), harness.chat_server(args.url) as url:
+        measure(url.rstrip("/"))
 
 
 if __name__ == "__main__":

@@ -4,36 +4,14 @@ note first, a question about the past the older one, two notes that both stay tr
     python bench/true_now.py [--set true-now|true-now-2|dated] [--keep DIR] [--write-docs]
     python bench/true_now.py --all [--keep DIR] [--locomo DIR] [--write-docs]
 
-The sets, each written before any rule that reads them, dated the way people fill a store:
-- true-now: bench/true_now_heldout.json, one person's notes in English and French: 32 facts
-  changed in other words (an older and a newer note, the newer naming the new value in its own
-  words, often in the other language, rarely with "now"/"maintenant"), 10 pairs of notes that
-  both stay true (a second cat, a second server), 40 unrelated notes with near-duplicates.
-  Questions: `current` (the newer note expected first), `former` (a question about the past:
-  the older note first), `both` (both notes in the first 3 rows). Its labels say which pairs
-  are a changed fact; `forge memory conflicts` (conflicts.find) is scored against them: the
-  pairs listed under the reason "changed", and, as the baseline, the pairs listed under any
-  reason (every listed pair that is not a changed fact counts against precision).
-- true-now-2: bench/true_now_heldout2.json, written apart from true-now on another person's
-  life (a nurse in Toulouse): 35 facts changed in other words (a hairdresser, a vet, a shift
-  pattern, a medication's dose, a choir...), 10 pairs that both stay true, 39 unrelated notes;
-  the same question types and conflicts labels as true-now, scored the same way.
-- dated: bench/dated_heldout.json, another person's dated notes and imported conversations
-  (`forge history import --compact`), French and English: `month` questions name a month,
-  `current` questions ask for a current state without a time, beside notes of the same month
-  or saying "maintenant" about something else. Top-1.
-
-Each store is written as bench/time_questions.py writes its own (`forge remember --at`'s code,
-the conversations imported with their timestamps, a shuffled order) and read as `forge recall
---limit 10` reads it (many.search_many, rank.recall) at the set's fixed "now" (FORGE_NOW, TZ),
-with RECALL_SENTENCE on (the default) and off, one column each.
-
-`--all`: one table with every set side by side: these three, bench/recall_sets.py's personal,
-French, no-word and held-out sets (its shipped rows: `shipped (RECALL_SENTENCE=on)` and the
-three channels alone), LoCoMo with `--locomo DIR` (the stores `bench/locomo.py --keep DIR`
-built; FORGE_LOCOMO names the data file when it is not in ../shared/data/locomo/), and
-bench/time_questions.py's set read the shipped way (its "after (forge recall)" column); then
-each of the three sets above in detail, with the questions that fail.
+The held-out sets (each written before any rule that reads them): true-now
+(bench/true_now_heldout.json) and true-now-2 (bench/true_now_heldout2.json), facts changed in
+other words, with `current`, `former` and `both` questions and labels `forge memory conflicts`
+is scored against; dated (bench/dated_heldout.json), `month` and `current` questions. Each store
+is written as time_questions.py writes its own and read as `forge recall --limit 10` reads it at
+the set's fixed "now", with RECALL_SENTENCE on and off. `--all`: every set side by side
+(these, recall_sets.py's, LoCoMo's with `--locomo DIR`, time_questions.py's), then these three
+in detail. The sets in full: docs/benchmarks/true-now.md.
 """
 from __future__ import annotations
 

@@ -86,7 +86,7 @@ def test_a_harness_runs_on_a_snapshot_and_leaves_the_store_as_it_was(built_store
 
     live = copy_store(built_store, settings.rag_db_file)
     before = live.read_bytes()
-    result = run_bench("rag_hybrid.py", "--hit", "Quel est le nom de mon chat ?", "--expect", "24",
+    result = run_bench("store_check.py", "channels", "--hit", "Quel est le nom de mon chat ?", "--expect", "24",
                        "--miss", "Quelle est la capitale du Pérou ?", "--json", cwd=Path.cwd())
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
@@ -94,7 +94,7 @@ def test_a_harness_runs_on_a_snapshot_and_leaves_the_store_as_it_was(built_store
     assert doc["questions"][1]["case"] == "miss"
     assert live.read_bytes() == before
     assert not Path(f"{live}-wal").exists() or Path(f"{live}-wal").stat().st_size == 0
-    table = run_bench("recall_distance.py", "--hit", "Quel est le nom de mon chat ?", "--expect",
+    table = run_bench("store_check.py", "distance", "--hit", "Quel est le nom de mon chat ?", "--expect",
                       "24", "--miss", "Quelle est la capitale du Pérou ?", cwd=Path.cwd())
     assert table.returncode == 0, table.stderr
     assert "worst hit" in table.stdout and "Quel est le nom de mon chat ?" in table.stdout

@@ -212,21 +212,23 @@ RECORD = re.compile(r"^# A record of a deleted experiment: bench/(\w+)\.py, its 
 
 
 def bench_file_problems(docs: Path, bench: Path, quoted: set[str]) -> list[str]:
-    """Each docs/bench/NAME.txt names the script that writes it: its first line is the command
-    (`$ python bench/NAME.py ...`) and bench/NAME.py exists and takes --write-docs. A file whose
+    """Each docs/bench/NAME.txt (or NAME-MODE.txt, one mode of a harness with several) names the
+    script that writes it: its first line is the command (`$ python bench/NAME.py ...`) and
+    bench/NAME.py exists and takes --write-docs. A file whose
     script is gone is a record: its first line names the script and the commit that had it,
     the command follows, and a page still quotes the file (`quoted`: the included names)."""
     problems = []
     for path in sorted((docs / "bench").glob("*.txt")):
         lines = path.read_text(encoding="utf-8").split("\n")
-        script = bench / f"{path.stem}.py"
+        name = path.stem.split("-", 1)[0]
+        script = bench / f"{name}.py"
         record = RECORD.match(lines[0])
         command = BENCH_COMMAND.match(lines[1 if record else 0])
-        if not command or command[1] != path.stem or "--write-docs" in command.string:
+        if not command or command[1] != name or "--write-docs" in command.string:
             problems.append(f"{path.name}: does not start with the command that wrote it "
-                            f"($ python bench/{path.stem}.py ...)")
+                            f"($ python bench/{name}.py ...)")
         elif record:
-            if record[1] != path.stem or script.exists():
+            if record[1] != name or script.exists():
                 problems.append(f"{path.name}: a record of bench/{record[1]}.py, which is not "
                                 "its deleted script")
             elif f"bench/{path.name}" not in quoted:
@@ -257,6 +259,8 @@ def test_the_bench_file_check_catches_a_file_no_script_writes(tmp_path):
     (tmp_path / "bench" / "kept.py").write_text("p.add_argument('--write-docs')\n")
     (tmp_path / "bench" / "mute.py").write_text("print(1)\n")
     files = {"kept": "$ python bench/kept.py --runs 3\nfigures\n",
+             "kept-mode": "$ python bench/kept.py --mode\nfigures\n",
+             "wrong-mode": "$ python bench/kept.py --other\nfigures\n",   # not wrong.py
              "mute": "$ python bench/mute.py\nfigures\n",
              "gone": "$ python bench/gone.py\nfigures\n",
              "typed": "figures typed by hand\n",
@@ -268,7 +272,8 @@ def test_the_bench_file_check_catches_a_file_no_script_writes(tmp_path):
         (tmp_path / "docs" / "bench" / f"{name}.txt").write_text(text, encoding="utf-8")
     problems = bench_file_problems(tmp_path / "docs", tmp_path / "bench",
                                    {"bench/kept.txt", "bench/old.txt"})
-    assert [p.split(":")[0] for p in problems] == ["gone.txt", "mute.txt", "stale.txt", "typed.txt"]
+    assert [p.split(":")[0] for p in problems] == ["gone.txt", "mute.txt", "stale.txt",
+                                                   "typed.txt", "wrong-mode.txt"]
     assert "does not exist" in problems[0] and "no --write-docs" in problems[1]
     assert "no page quotes" in problems[2] and "does not start with" in problems[3]
 
