@@ -18,7 +18,7 @@ This applies to the word channel's admission ONLY: aggregation's informative wor
 detail containment and the conflict detection keep every word (negations such as `pas`,
 `not`, `sans` are on every stop list and must keep counting there).
 
-POLICY is what `forge recall` uses; bench/recall_sets.py measures the alternatives by passing
+POLICY is what `forge recall` uses; the alternatives (measured in docs/benchmarks/recall.md) are
 another `Policy` (function words from `stopwordsiso`, none, raw prefixes without the stem check).
 """
 from __future__ import annotations

@@ -329,7 +329,7 @@ def _mapped(cls: type, folder: "Path", tokenizer: Any) -> Any:
 
 def units(entries: Iterable[Any]) -> tuple[list[int], list[str]]:
     """(the entry id of each unit, its text): a note whole, an archived exchange line by line
-    (the reading bench/sentence_variants.py measures; recall reads notes only)."""
+    (the reading docs/benchmarks/recall-costs.md measures; recall reads notes only)."""
     from ..store.common import ARCHIVE_KIND
 
     owners: list[int] = []

