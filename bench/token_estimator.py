@@ -1,12 +1,10 @@
-#!/usr/bin/env python3
 """How far `forge.core.tokens.estimate_tokens` is from a real tokenizer, on French, English and code.
 
     python bench/token_estimator.py [--url http://127.0.0.1:8080] [--write-docs]
 
-Every sample goes to the `/tokenize` of `--url`, or of the small chat model (Gemma 3 270M)
-started for the run: forge/samples/transcript.jsonl's messages, the router prompt, the
-paragraphs below and the forge package cut into 40-line chunks. Per category and overall: the
-mean absolute error, the worst over- and under-estimate, and the ratio of the sums.
+Samples (the sample transcript, the router prompt, PROSE, the forge package in 40-line chunks)
+against the `/tokenize` of `--url` or of the small chat model: mean absolute error, worst over-
+and under-estimate, ratio of the sums, per category.
 """
 from __future__ import annotations
 
@@ -16,8 +14,6 @@ import statistics
 
 import harness
 import docs_figures
-
-ROOT = harness.ROOT
 
 PROSE = {
     "fr": [
@@ -39,17 +35,21 @@ PROSE = {
 }
 
 
+FRENCH = (" le ", " la ", " les ", " je ", " un ", " une ", " de ", " est ", "é")
+
+
 def samples() -> dict[str, list[str]]:
     out: dict[str, list[str]] = {"fr": list(PROSE["fr"]), "en": list(PROSE["en"]), "code": []}
-    for line in (ROOT / "forge" / "samples" / "transcript.jsonl").read_text(encoding="utf-8").splitlines():
+    transcript = harness.ROOT / "forge" / "samples" / "transcript.jsonl"
+    for line in transcript.read_text(encoding="utf-8").splitlines():
         text = json.loads(line)["content"]
         # The sample's French has accents and French function words; that is enough to sort it.
-        french = any(w in f" {text.lower()} " for w in (" le ", " la ", " les ", " je ", " un ", " une ", " de ", " est ", "é"))
+        french = any(w in f" {text.lower()} " for w in FRENCH)
         out["fr" if french else "en"].append(text)
     from forge.memory import router_prompt as prompt
 
     out["en"].append(prompt.system_text(("memory", "files", "git", "shell")))
-    for path in sorted((ROOT / "forge").rglob("*.py")):
+    for path in sorted((harness.ROOT / "forge").rglob("*.py")):
         lines = path.read_text(encoding="utf-8").splitlines()
         for start in range(0, len(lines), 40):
             chunk = "\n".join(lines[start:start + 40])
@@ -78,7 +78,8 @@ def measure(url: str) -> None:
         errors = [(est - real) / real for _, real, est in sel]
         real_sum, est_sum = sum(r for _, r, _ in sel), sum(e for _, _, e in sel)
         print(f"{category:8} {len(sel):7d} {real_sum:7d} {est_sum:8d} {est_sum / real_sum:9.3f} "
-              f"{statistics.mean(abs(e) for e in errors):10.1%} {max(errors):+10.1%} {min(errors):+11.1%}")
+              f"{statistics.mean(abs(e) for e in errors):10.1%} {max(errors):+10.1%} "
+              f"{min(errors):+11.1%}")
 
 
 def main() -> None:
