@@ -2,13 +2,12 @@
 """The aggregation tier: is it right on a labelled set, and how long does its pass take on a big
 store (it can run after a chat turn's compaction: under a second at 10,000 entries)?
 
-    python bench/aggregate.py precision [--keep DIR] [--write-docs]
-    python bench/aggregate.py pass [--entries 10000] [--deliberate 0.2] [--no-apply] [--write-docs]
+    python bench/aggregate.py precision [--write-docs]
+    python bench/aggregate.py pass [--entries 10000] [--write-docs]
 
-- precision: a store from tests/fixtures/aggregate_cases.json (labelled cases, French and
-  English, with archive exchanges and unrelated notes as context; the embedded model), the real
-  pass as a dry run: fold precision (must be 1.00: a wrong fold rewrites what a user said), fold
-  recall, and the hot block's tokens before and after.
+- precision: the real pass, as a dry run, on a store built from tests/fixtures/aggregate_cases.json
+  (the embedded model): fold precision (target 1.00: a wrong fold rewrites what a user said),
+  fold recall, and the hot block's tokens before and after.
 - pass: N entries inserted with SQL from templates (the pass reads rows and words, never
   vectors), timed as the dry run and then with --apply (which embeds each aggregate written).
 """
@@ -27,14 +26,19 @@ import docs_figures
 
 DEVICES = ["NiPoGi AM06PRO", "ThinkPad X1 Carbon", "Raspberry Pi 4", "Synology DS920", "Steam Deck",
            "Mac mini M2", "Turris Omnia", "Dell XPS 13", "Pixel 7", "Framework 13"]
-DETAILS = ["Arch", "Fedora", "Debian 12", "Ansible", "services Podman", "SSD 512 Go", "32 Go de RAM",
-           "16 GB RAM", "WiFi 6", "RAID 5", "Btrfs", "restic", "Caddy", "Home Assistant",
-           "processeur Ryzen 5500U", "GrapheneOS", "OpenWrt", "Jellyfin", "Zigbee", "Tailscale"]
+DETAILS = ["Arch", "Fedora", "Debian 12", "Ansible", "services Podman", "SSD 512 Go",
+           "32 Go de RAM", "16 GB RAM", "WiFi 6", "RAID 5", "Btrfs", "restic", "Caddy",
+           "Home Assistant", "processeur Ryzen 5500U", "GrapheneOS", "OpenWrt", "Jellyfin",
+           "Zigbee", "Tailscale"]
 EXCHANGES = [
-    "user: Tu peux me rappeler comment redémarrer le service {n} ?\nassistant: Avec systemctl --user restart, ce n'est pas plus compliqué que ça.",
-    "user: Est-ce que la sauvegarde {n} est finie ?\nassistant: Oui, elle s'est terminée sans erreur à {h}:12.",
-    "user: How do I list the timers on host {n}?\nassistant: systemctl list-timers shows them, with the next run of each.",
-    "user: Why is disk {n} full?\nassistant: The snapshots are not pruned; restic forget --prune will free the space.",
+    "user: Tu peux me rappeler comment redémarrer le service {n} ?\n"
+    "assistant: Avec systemctl --user restart, ce n'est pas plus compliqué que ça.",
+    "user: Est-ce que la sauvegarde {n} est finie ?\n"
+    "assistant: Oui, elle s'est terminée sans erreur à {h}:12.",
+    "user: How do I list the timers on host {n}?\n"
+    "assistant: systemctl list-timers shows them, with the next run of each.",
+    "user: Why is disk {n} full?\n"
+    "assistant: The snapshots are not pruned; restic forget --prune will free the space.",
 ]
 
 
@@ -45,11 +49,8 @@ def precision(args: argparse.Namespace) -> int:
     from forge.store import rag
     from forge.recall.hot_memory import render_hot_block
 
-    folder = args.keep or Path(tempfile.mkdtemp(prefix="forge-aggregate-"))
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="forge-aggregate-"))
     started = time.perf_counter()
-    if (folder / "forge_rag.db").exists():
-        (folder / "forge_rag.db").unlink()
     _, cases = build_store(folder)
     built = time.perf_counter() - started
     with rag.open_store(harness.data_settings(folder)) as store:
@@ -81,8 +82,9 @@ def precision(args: argparse.Namespace) -> int:
     return 0 if s.precision == 1.0 else 1
 
 
-def rows(total: int, deliberate: float, seed: int = 7) -> list[tuple[str, str | None, str]]:
-    """Notes (three per machine name, a label and details) and archive exchanges."""
+def rows(total: int, deliberate: float = 0.2, seed: int = 7) -> list[tuple]:
+    """(kind, project, content): notes (three per machine name, a label and details), the
+    `deliberate` share, then archive exchanges."""
     rnd = random.Random(seed)
     out: list[tuple[str, str | None, str]] = []
     notes = int(total * deliberate)
@@ -102,27 +104,21 @@ def rows(total: int, deliberate: float, seed: int = 7) -> list[tuple[str, str | 
     return out
 
 
-def build(path: Path, data: list[tuple[str, str | None, str]]) -> None:
+def timed_pass(args: argparse.Namespace) -> int:
+    from forge.memory import aggregate
     from forge.store import db, rag
     from forge.store.history import utc_now
 
-    with rag.open_store(harness.data_settings(path.parent), path=path,
-                        check_identity=False) as store:
+    folder = Path(tempfile.mkdtemp(prefix="forge-aggregate-pass-"))
+    path = folder / "forge_rag.db"
+    with rag.open_store(harness.data_settings(folder), path=path, check_identity=False) as store:
         now = utc_now()
         with db.transaction(store.conn) as conn:
             conn.executemany(
-                "insert into memory_entries(kind, project, content, source, refs, created, updated) "
-                "values (?, ?, ?, ?, '{}', ?, ?)",
-                [(k, p, c, "import" if k == "archive" else "remember", now, now) for k, p, c in data])
-
-
-def timed_pass(args: argparse.Namespace) -> int:
-    from forge.memory import aggregate
-    from forge.store import rag
-
-    folder = Path(tempfile.mkdtemp(prefix="forge-aggregate-pass-"))
-    path = folder / "forge_rag.db"
-    build(path, rows(args.entries, args.deliberate))
+                "insert into memory_entries(kind, project, content, source, refs, created, "
+                "updated) values (?, ?, ?, ?, '{}', ?, ?)",
+                [(k, p, c, "import" if k == "archive" else "remember", now, now)
+                 for k, p, c in rows(args.entries)])
     with rag.open_store(harness.data_settings(folder), path=path) as store:
         times, cpu = [], []
         for _ in range(3):
@@ -134,26 +130,21 @@ def timed_pass(args: argparse.Namespace) -> int:
         print(f"{args.entries} entries ({report.entries_scanned} active deliberate): "
               f"{len(report.subjects)} subjects, {c['written']} would be written, "
               f"{c['absorbed']} absorbed, {c['refused']} refused")
-        print(f"dry run (the pass): best {min(times) * 1000:.0f} ms, worst {max(times) * 1000:.0f} ms "
-              f"of {len(times)} (CPU time: best {min(cpu) * 1000:.0f} ms)")
-        if not args.no_apply:
-            started = time.perf_counter()
-            applied = aggregate.run(store, apply=True)
-            total = time.perf_counter() - started
-            print(f"--apply: {total:.2f} s, of which embedding {applied.counts()['written']} "
-                  f"aggregate lines is the rest over the pass")
+        print(f"dry run (the pass): best {min(times) * 1000:.0f} ms, worst "
+              f"{max(times) * 1000:.0f} ms of {len(times)} "
+              f"(CPU time: best {min(cpu) * 1000:.0f} ms)")
+        started = time.perf_counter()
+        applied = aggregate.run(store, apply=True)
+        print(f"--apply: {time.perf_counter() - started:.2f} s, of which embedding "
+              f"{applied.counts()['written']} aggregate lines is the rest over the pass")
     print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
     return 0
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("what", choices=["precision", "pass"])
-    parser.add_argument("--keep", type=Path, help="precision: build (or re-use) the store here")
     parser.add_argument("--entries", type=int, default=10_000, help="pass: the store's size")
-    parser.add_argument("--deliberate", type=float, default=0.2,
-                        help="pass: share of deliberate notes (the rest are archive exchanges)")
-    parser.add_argument("--no-apply", action="store_true", help="pass: time the dry run only")
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
     with docs_figures.tee(f"aggregate-{args.what}", args.write_docs):

@@ -5,23 +5,24 @@
 recall_latency.py's store (random unit vectors, Zipf-distributed text). Half the questions are
 hits (an entry's first eight words, its vector plus noise: some rank far outside the top 5), half
 misses; the embedder hands out precomputed vectors, so the figures are the database side of
-`forge calibrate` and of `forge recall --queries` on the same 500.
+`forge calibrate` and of `forge recall --queries` on the same questions.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
 
+import harness
 import docs_figures
 import recall_latency
 from recall_latency import DIM, Precomputed, build, unit_vectors
 
 
 class QueryVectors(Precomputed):
-    def __init__(self, queries):
-        super().__init__(queries)
+    """Every question's vector, handed out in one call."""
 
     def embed_queries(self, texts):
         assert len(texts) == len(self.vectors), "one call for every question"
@@ -34,19 +35,18 @@ def main() -> None:
     p.add_argument("--questions", type=int, default=500)
     p.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = p.parse_args()
+    import numpy as np
+
+    from forge.recall import calibrate, many
+    from forge.store import rag
+
     with docs_figures.tee("calibration_scale", args.write_docs):
-        import numpy as np
-
-        from forge.recall import calibrate, many
-        from forge.store import rag
-        from forge.core.settings import load_settings
-
         folder = Path(tempfile.mkdtemp(prefix="forge-calscale-"))
         path = folder / "store.db"
         t = time.perf_counter()
         build(path, args.entries, seed=args.entries)
         built = time.perf_counter() - t
-        settings = load_settings({"FORGE_DATA_DIR": str(folder), "RAG_DB_FILE": str(path)}, cwd=folder)
+        settings = harness.data_settings(folder, RAG_DB_FILE=str(path))
         rng = np.random.default_rng(3)
         n_hits = args.questions // 2
         with rag.open_store(settings, embedder=Precomputed(unit_vectors(1, rng))) as store:
@@ -57,8 +57,8 @@ def main() -> None:
         scale = rng.uniform(0.02, 0.3, size=(n_hits, 1)).astype(np.float32)
         noise = rng.standard_normal((n_hits, DIM)).astype(np.float32) * scale
         hit_vecs = np.stack([stored[i] for i in ids]) + noise
-        miss_vecs = unit_vectors(args.questions - n_hits, rng)
-        vectors = np.vstack([hit_vecs, miss_vecs]).astype(np.float32)
+        vectors = np.vstack([hit_vecs, unit_vectors(args.questions - n_hits, rng)])
+        vectors = vectors.astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         cases = calibrate.Cases(
             [calibrate.HitCase(" ".join(entries[i].content.split()[:8]), i) for i in ids],
@@ -72,15 +72,16 @@ def main() -> None:
             batch = many.search_many(store, [h.question for h in cases.hits] + cases.misses)
             batch_cpu = time.process_time() - cpu
         outside = sum(not h.in_top_k for h in result.hits)
-        print(f"{args.entries} entries (built in {built:.1f} s), {args.questions} questions "
+        n = args.questions
+        print(f"{args.entries} entries (built in {built:.1f} s), {n} questions "
               f"({n_hits} hits, {outside} of them outside the top 5)")
         print(f"forge calibrate:        {total:.2f} s wall, {total_cpu:.2f} s CPU; database "
-              f"{result.db_seconds:.2f} s wall ({result.db_seconds / args.questions * 1000:.1f} ms per "
+              f"{result.db_seconds:.2f} s wall ({result.db_seconds / n * 1000:.1f} ms per "
               f"question), embedding call {result.embed_seconds:.3f} s (precomputed)")
-        print(f"forge recall --queries: search {batch.search_seconds:.2f} s wall, {batch_cpu:.2f} s CPU "
-              f"({batch.search_seconds / args.questions * 1000:.1f} ms per query)")
-        load = " ".join(f"{x:.1f}" for x in __import__("os").getloadavg())
-        print(f"load average {load} on {__import__('os').cpu_count()} CPUs (wall time includes waiting)")
+        print(f"forge recall --queries: search {batch.search_seconds:.2f} s wall, "
+              f"{batch_cpu:.2f} s CPU ({batch.search_seconds / n * 1000:.1f} ms per query)")
+        load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+        print(f"load average {load} on {os.cpu_count()} CPUs (wall time includes waiting)")
         print(f"worst hit {result.worst_hit}, best miss {result.best_miss}, gap {result.gap}, "
               f"proposed {result.proposed}")
         for suffix in ("", "-wal", "-shm"):

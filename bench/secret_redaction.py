@@ -1,16 +1,14 @@
 #!/usr/bin/env python3
-"""Secrets never enter the memory, measured: the scanner as Forge configures it on the labelled
-set, what each of Forge's own rules adds, what it redacts in texts that hold no secret, and what
-it costs an import.
+"""Secrets never enter the memory: the scanner as Forge configures it on labelled sets, what each
+of Forge's own rules adds, what it redacts in texts that hold no secret, and what it costs.
 
-    python bench/secret_redaction.py [--locomo DIR] [--rounds 3] [--write-docs]
+    python bench/secret_redaction.py [--rounds 3] [--write-docs]
 
-(Not `bench/secrets.py`: that name would shadow the standard library's `secrets`.) The sets:
-bench/secrets_set.json and the held-out bench/secrets_prose_heldout.json (caught, look-alikes
-kept); each of forge/core/secret_rules.py's plugins and filters left out in turn; LoCoMo's and
-the personal sets' texts (the target: none redacted); the scanner's load, the scan per message,
-and `history import --compact` of LoCoMo's first conversation with and without the scan
-(FORGE_KEEP_SECRETS=1), rounds interleaved (`--rounds 0` leaves it out). docs/secrets.md.
+Sets: bench/secrets_set.json and the held-out bench/secrets_prose_heldout.json (targets: every
+secret caught, every look-alike kept); LoCoMo's and the personal sets' texts (target: none
+redacted). Costs: the scanner's load, the scan per message, and `history import --compact` of
+LoCoMo's first conversation with and without the scan, `--rounds` interleaved (0: left out).
+(Not `bench/secrets.py`: that name would shadow the standard library's `secrets`.)
 """
 from __future__ import annotations
 
@@ -21,70 +19,62 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import harness
 import docs_figures
 import locomo
 
 ROOT = harness.ROOT
-
 SET = ROOT / "bench" / "secrets_set.json"
 HELDOUT = ROOT / "bench" / "secrets_prose_heldout.json"
-LOCOMO = locomo.DEFAULT_DATA.parent   # the folder of FORGE_LOCOMO's file
 
 
-def score(data: dict) -> tuple[int, int, dict[str, list[int]], list[str], list[str]]:
-    """(caught, kept, {type or language: [caught, total]}, missed, flagged)."""
+def score(data: dict) -> tuple[int, int, dict[str, list[int]], list[str]]:
+    """(caught, kept, {type or language: [caught, total]}, the secrets missed and look-alikes
+    flagged)."""
     from forge.core.secret_scan import redact
 
-    caught, kept, by, missed, flagged = 0, 0, {}, [], []
+    caught, kept, by, wrong = 0, 0, {}, []
     for item in data["secrets"]:
-        stored, _ = redact(item["text"])
-        ok = all(s not in stored for s in item["secret"])
+        ok = all(s not in redact(item["text"])[0] for s in item["secret"])
         caught += ok
         for key in (item["type"], f"({item['lang']})"):
             by.setdefault(key, [0, 0])
             by[key][0] += ok
             by[key][1] += 1
         if not ok:
-            missed.append(f"{item['type']}: {item['text'][:60]!r}")
+            wrong.append(f"{item['type']}: {item['text'][:60]!r}")
     for item in data["lookalikes"]:
         found = redact(item["text"])[1]
         kept += not found
         if found:
-            flagged.append(f"{item['kind']}: {item['text'][:60]!r} -> {found}")
-    return caught, kept, by, missed, flagged
+            wrong.append(f"{item['kind']}: {item['text'][:60]!r} -> {found}")
+    return caught, kept, by, wrong
 
 
 def report(title: str, data: dict) -> None:
-    caught, kept, by, missed, flagged = score(data)
+    caught, kept, by, wrong = score(data)
     n, m = len(data["secrets"]), len(data["lookalikes"])
     types = len({s["type"] for s in data["secrets"]})
     print(f"{title}: {n} secrets of {types} types, {m} look-alikes")
     print(f"  caught {caught}/{n} = {caught / n:.2f}   look-alikes kept {kept}/{m} = "
           f"{kept / m:.2f}")
-    print("  " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(by.items(),
-                                                                   key=lambda kv: kv[0].lower())))
-    for line in missed + flagged:
+    print("  " + ", ".join(f"{k} {v[0]}/{v[1]}"
+                           for k, v in sorted(by.items(), key=lambda kv: kv[0].lower())))
+    for line in wrong:
         print(f"  {line}")
 
 
-def found_again(data: dict) -> int:
-    """Secrets found when the set's redacted messages are scanned again (`memory scan` on a
-    store Forge wrote): a marker must never be taken for a secret."""
-    from forge.core.secret_scan import redact
-
-    return sum(len(redact(redact(item["text"])[0])[1]) for item in data["secrets"])
-
-
 def ablation(data: dict, heldout: dict) -> list[tuple]:
-    """Forge's configuration, then each of its own plugins and each filter left out:
-    (rule, caught, kept, found again, held-out caught, held-out kept)."""
+    """Forge's configuration, then each of its own plugins and each filter left out: (rule,
+    caught, kept, secrets found again when the redacted set is scanned again (a marker must never
+    be taken for a secret), held-out caught, held-out kept)."""
     from forge.core import secret_scan
 
     def row(rule: str) -> tuple:
-        return (rule, *score(data)[:2], found_again(data), *score(heldout)[:2])
+        again = sum(len(secret_scan.redact(secret_scan.redact(item["text"])[0])[1])
+                    for item in data["secrets"])
+        return (rule, *score(data)[:2], again, *score(heldout)[:2])
 
     plugins, filters = secret_scan._engine()
     rows = [row("all of them")]
@@ -101,25 +91,21 @@ def ablation(data: dict, heldout: dict) -> list[tuple]:
     return rows
 
 
-def locomo_texts(folder: Path) -> tuple[list[str], list[list[dict]]]:
-    """Every text of the LoCoMo subset, and each conversation's messages in order."""
-    data = json.loads((folder / "locomo-dev.json").read_text(encoding="utf-8"))
-    texts, conversations = [], []
-    for sample in data:
-        messages = []
-        conv = sample["conversation"]
-        for key in sorted((k for k in conv if k.startswith("session_") and
-                           isinstance(conv[k], list)), key=lambda k: int(k.split("_")[1])):
-            for turn in conv[key]:
-                texts.append(turn.get("text", ""))
-                if turn.get("blip_caption"):
-                    texts.append(turn["blip_caption"])
-                role = "user" if turn.get("speaker") == conv.get("speaker_a") else "assistant"
-                messages.append({"role": role, "content": turn.get("text", "")})
-        conversations.append(messages)
+def locomo_texts() -> tuple[list[str], list[dict]]:
+    """Every text of the LoCoMo subset, and the first conversation's messages in order."""
+    texts, first = [], []
+    for n, sample in enumerate(json.loads(locomo.DEFAULT_DATA.read_text(encoding="utf-8"))):
+        speaker = sample["conversation"].get("speaker_a")
+        for _, turn in locomo.turns(sample):
+            texts.append(turn.get("text", ""))
+            if turn.get("blip_caption"):
+                texts.append(turn["blip_caption"])
+            if n == 0:
+                first.append({"role": "user" if turn.get("speaker") == speaker else "assistant",
+                              "content": turn.get("text", "")})
         for qa in sample.get("qa", []):
             texts += [str(qa.get("question", "")), str(qa.get("answer", ""))]
-    return texts, conversations
+    return texts, first
 
 
 def personal_texts() -> list[str]:
@@ -141,23 +127,22 @@ def load_ms() -> float:
     return statistics.median(runs)
 
 
-def import_seconds(messages: list[dict], keep: bool) -> tuple[float, dict]:
-    from forge.core.settings import load_settings
+def import_seconds(messages: list[dict], keep: bool) -> float:
+    """`history import --compact` of `messages` into a fresh store (LoCoMo holds no secret)."""
     from forge.memory.history_import import import_history
 
     with tempfile.TemporaryDirectory() as tmp:
-        env = {"FORGE_DATA_DIR": tmp, "LLAMA_CPP_URL": "http://127.0.0.1:9",
-               "FORGE_KEEP_SECRETS": "1" if keep else "0"}
-        settings = load_settings(env, cwd=Path(tmp))
+        settings = harness.data_settings(tmp, LLAMA_CPP_URL="http://127.0.0.1:9",
+                                         FORGE_KEEP_SECRETS="1" if keep else "0")
         text = "\n".join(json.dumps(m, ensure_ascii=False) for m in messages)
         started = time.perf_counter()
         report = import_history(settings, text, compact=True)
-        return time.perf_counter() - started, report.secrets_redacted
+        assert not report.secrets_redacted, report.secrets_redacted
+        return time.perf_counter() - started
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--locomo", type=Path, default=LOCOMO)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
@@ -176,9 +161,8 @@ def main() -> None:
               "caught, look-alikes kept):")
         for rule, c, k, again, hc, hk in ablation(data, heldout):
             print(f"  {rule:<50} {c:>3}/{n}  {k:>3}/{m}  {again:>3}   {hc:>3}/{hn}  {hk:>3}/{hm}")
-        texts, conversations = locomo_texts(args.locomo)
-        personal = personal_texts()
-        for name, pool in (("LoCoMo texts", texts), ("personal sets", personal)):
+        texts, messages = locomo_texts()
+        for name, pool in (("LoCoMo texts", texts), ("personal sets", personal_texts())):
             redacted = [t for t in pool if secret_scan.redact(t)[1]]
             passing = sum(secret_scan.could_hold(t) for t in pool)
             print(f"\n{name}: {len(pool)} texts, {len(redacted)} redacted, {passing} pass the "
@@ -193,13 +177,10 @@ def main() -> None:
         print(f"scan per LoCoMo text (pre-filter included): {per * 1e6:.0f} µs")
         if args.rounds < 1:
             return
-        messages = conversations[0]
         timings: dict[bool, list[float]] = {True: [], False: []}
         for _ in range(args.rounds):
             for keep in (True, False):
-                seconds, counts = import_seconds(messages, keep)
-                timings[keep].append(seconds)
-                assert not counts, counts   # LoCoMo holds no secret
+                timings[keep].append(import_seconds(messages, keep))
         off, on = statistics.median(timings[True]), statistics.median(timings[False])
         print(f"import of LoCoMo conversation 1 ({len(messages)} messages, --compact, embedded "
               f"model), median of {args.rounds}:")

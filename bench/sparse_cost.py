@@ -2,11 +2,10 @@
 
     python bench/sparse_cost.py writes [--texts 100] [--write-docs]
 
-The first N LoCoMo turns remembered one at a time (`rag.remember`, a `forge remember` each,
-in-process) and in one `rag.remember_many` (`remember --batch`), into two fresh stores,
-RECALL_SPARSE=off and on, alternated text by text so the machine's load weighs on both alike;
-the ratio on/off is the index's write cost. What it costs a recall in a fresh process is
-process_latency.py's figure.
+The first N LoCoMo turns remembered into two fresh stores, RECALL_SPARSE=off and on, one at a
+time (`rag.remember`, as `forge remember`; alternated text by text so the machine's load weighs
+on both alike), then in one `rag.remember_many` (`remember --batch`): the ratio on/off is the
+index's write cost. What it costs a recall in a fresh process is process_latency.py's figure.
 """
 from __future__ import annotations
 
@@ -18,25 +17,21 @@ import tempfile
 import time
 from pathlib import Path
 
-import harness  # noqa: F401  (the checkout on sys.path)
+import harness
 import docs_figures
+import locomo
 
 
 def writes(count: int) -> list[dict]:
-    import locomo
-
     from forge.store import rag
-    from forge.core.settings import load_settings
 
-    texts = [r["content"] for r in locomo.records(json.loads(locomo.DEFAULT_DATA.read_text())[0])][:count]
+    first = json.loads(locomo.DEFAULT_DATA.read_text())[0]
+    texts = [r["content"] for r in locomo.records(first)][:count]
     base = Path(tempfile.mkdtemp(prefix="forge-sparse-writes-"))
-    stores = {}
-    for mode in ("off", "on"):
-        folder = base / mode
-        folder.mkdir()
-        stores[mode] = rag.open_store(load_settings({"FORGE_DATA_DIR": str(folder),
-                                                     "RECALL_SPARSE": mode}, cwd=folder))
-        rag.remember(stores[mode], "fact", "warm-up")    # the model loads, the identity written
+    stores = {mode: rag.open_store(harness.data_settings(base / mode, RECALL_SPARSE=mode))
+              for mode in ("off", "on")}
+    for store in stores.values():
+        rag.remember(store, "fact", "warm-up")    # the model loads, the identity written
     single = {"off": 0.0, "on": 0.0}
     for n, text in enumerate(texts):
         for mode in (("off", "on") if n % 2 else ("on", "off")):
@@ -44,20 +39,17 @@ def writes(count: int) -> list[dict]:
             rag.remember(stores[mode], "fact", text)
             single[mode] += time.perf_counter() - started
     batch = {}
-    for mode in ("off", "on"):
+    for mode, store in stores.items():
         started = time.perf_counter()
-        rag.remember_many(stores[mode], [rag.NewEntry("fact", f"{t} (batch)") for t in texts])
+        rag.remember_many(store, [rag.NewEntry("fact", f"{t} (batch)") for t in texts])
         batch[mode] = time.perf_counter() - started
-    for store in stores.values():
         store.close()
-    return [{"write": "one remember per text", "texts": len(texts),
-             "off_ms_per_text": round(1000 * single["off"] / len(texts), 1),
-             "on_ms_per_text": round(1000 * single["on"] / len(texts), 1),
-             "on/off": round(single["on"] / single["off"], 2)},
-            {"write": "one remember_many (--batch)", "texts": len(texts),
-             "off_ms_per_text": round(1000 * batch["off"] / len(texts), 1),
-             "on_ms_per_text": round(1000 * batch["on"] / len(texts), 1),
-             "on/off": round(batch["on"] / batch["off"], 2)}]
+    return [{"write": write, "texts": len(texts),
+             "off_ms_per_text": round(1000 * spent["off"] / len(texts), 1),
+             "on_ms_per_text": round(1000 * spent["on"] / len(texts), 1),
+             "on/off": round(spent["on"] / spent["off"], 2)}
+            for write, spent in (("one remember per text", single),
+                                 ("one remember_many (--batch)", batch))]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,31 +29,27 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
 
 
 def self_sample(store, sample: int, project: str | None) -> dict:
+    """A sample of entries, each asked by its first 12 words: the distance to itself and to the
+    nearest other entry."""
     import numpy as np
 
-    from forge.recall import calibrate, many
+    from forge.recall import calibrate, channels, many
     from forge.store import rag
-    from forge.recall import channels
 
     entries = [e for e in rag.list_entries(store, project=project) if e.content.strip()]
-    step = max(1, len(entries) // max(1, sample))
-    chosen = entries[::step][:sample]
-    questions = [" ".join(e.content.split()[:12]) for e in chosen]
-    vectors = many.embed_queries(store, questions)
-    own, other, ranks = [], [], []
+    chosen = entries[::max(1, len(entries) // max(1, sample))][:sample]
+    vectors = many.embed_queries(store, [" ".join(e.content.split()[:12]) for e in chosen])
+    own, other, first = [], [], 0
     for entry, vector in zip(chosen, vectors):
         near = channels.search_vector(store, vector, k=2, project=project)
         stored = calibrate.entry_vectors(store, [entry.id]).get(entry.id)
         if stored is None:
             continue
-        d_own = float(np.linalg.norm(vector - stored))
-        own.append(d_own)
-        others = [d for i, d in near if i != entry.id]
-        if others:
-            other.append(float(others[0]))
-        ranks.append(1 if near and near[0][0] == entry.id else 2)
+        own.append(float(np.linalg.norm(vector - stored)))
+        other += [float(d) for i, d in near if i != entry.id][:1]
+        first += bool(near and near[0][0] == entry.id)
     return {"sampled": len(own), "own": percentiles(own), "nearest_other": percentiles(other),
-            "own_is_nearest": sum(r == 1 for r in ranks)}
+            "own_is_nearest": first}
 
 
 def distance(args) -> int:
@@ -153,8 +149,9 @@ def aggregate(args) -> int:
              "members": s.members, "outcome": s.outcome, "gate": s.gate or "",
              "line": s.line or (f"#{s.into}" if s.into else "")} for s in report.subjects]
     before, after = report.block_before, report.block_after
+    counts = ", ".join(f"{k} {v}" for k, v in report.counts().items())
     lines = [f"{len(report.subjects)} subjects over {report.entries_scanned} active entries "
-             f"in {report.seconds:.3f} s: " + ", ".join(f"{k} {v}" for k, v in report.counts().items()),
+             f"in {report.seconds:.3f} s: {counts}",
              f"hot block: {before.entries} entries / {before.tokens} tokens before, "
              f"{after.entries} / {after.tokens} after"]
     if args.apply:
@@ -171,8 +168,10 @@ def aggregate(args) -> int:
 def main() -> int:
     p = harness.parser(__doc__.split("\n")[0])
     p.add_argument("what", choices=["distance", "channels", "aggregate"])
-    p.add_argument("--sample", type=int, default=50, help="distance: entries asked about themselves")
-    p.add_argument("--apply", action="store_true", help="aggregate: write the folds into the snapshot")
+    p.add_argument("--sample", type=int, default=50,
+                   help="distance: entries asked about themselves")
+    p.add_argument("--apply", action="store_true",
+                   help="aggregate: write the folds into the snapshot")
     args = p.parse_args()
     return {"distance": distance, "channels": channels, "aggregate": aggregate}[args.what](args)
 
