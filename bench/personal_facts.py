@@ -1,4 +1,4 @@
-"""A personal-facts store through `forge recall`: top-1, any@5, what calibrate finds, the refusal rules.
+"""A personal-facts store through `forge recall`: top-1, any@5, calibrate, the refusal rules.
 
     python bench/personal_facts.py [--keep DIR] [--json] [--no-sparse] [--write-docs]
 
@@ -16,30 +16,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-import harness
 import docs_figures
+import recall_sets
 
-ROOT = harness.ROOT
-FIXTURE = ROOT / "tests" / "fixtures" / "personal_facts.json"
-
-
-def build(folder: Path, data: dict) -> dict[str, int]:
-    """Remember the entries once, each note with its sentence row as `forge remember --batch`
-    stores it; {key: entry id} (kept beside the store for reuse)."""
-    from forge.recall.writing import rows_written
-    from forge.store import rag
-    from forge.core.settings import load_settings
-
-    ids_file = folder / "personal-facts-ids.json"
-    if ids_file.exists():
-        return json.loads(ids_file.read_text())
-    settings = load_settings({"FORGE_DATA_DIR": str(folder)}, cwd=folder)
-    with rag.open_store(settings) as store:
-        done = rag.remember_many(rows_written(store), [rag.NewEntry(e["kind"], e["content"])
-                                         for e in data["entries"]])
-    ids = {e["key"]: r.id for e, r in zip(data["entries"], done)}
-    ids_file.write_text(json.dumps(ids))
-    return ids
+FIXTURE = recall_sets.FIXTURES / "personal_facts.json"
 
 
 def kept_and_refused(settings, questions: list[str], vectors, expected: list[int],
@@ -66,11 +46,9 @@ def kept_and_refused(settings, questions: list[str], vectors, expected: list[int
 
 def rule(settings, questions: list[str], vectors, expected: list[int], threshold: float) -> dict:
     """RECALL_MIN_COVERAGE=threshold through `forge recall --limit 10`'s code: hits kept, misses
-    refused, and its ms per recall: `cold`, the entries' latent terms NOT cached (what one
-    `forge recall` process pays: the sparse head's pass over the question and its 5 nearest
-    entries; the first recall also loads the head), `warm`, cached (a chat session or `recall
-    --queries` that met those entries before: the question's pass only); beside the recall
-    without it and the question's dense embedding, which every recall pays."""
+    refused, its ms per recall with the entries' latent terms not cached (one `forge recall`
+    process; the first also loads the head) and cached (a chat session), beside the recall
+    without it and the question's dense embedding."""
     import statistics
     import time
     from dataclasses import replace
@@ -91,8 +69,9 @@ def rule(settings, questions: list[str], vectors, expected: list[int], threshold
             rag.entries_by_id(store, result.coverage["nearest"])
             read_ms.append((time.perf_counter() - started) * 1000)
         for question, vec in zip(questions, vectors):
-            refusal.latent_terms(store, [e.content for e in rag.entries_by_id(
-                store, [i for i, _ in channels.search_vector(store, vec, k=refusal.POOL)]).values()])
+            nearest = [i for i, _ in channels.search_vector(store, vec, k=refusal.POOL)]
+            refusal.latent_terms(store, [e.content
+                                         for e in rag.entries_by_id(store, nearest).values()])
             warm_ms.append(rank.search(store, question, limit=10, query_vector=vec)
                            .coverage["seconds"] * 1000)
     with rag.open_store(settings) as store:
@@ -118,19 +97,18 @@ def rule(settings, questions: list[str], vectors, expected: list[int], threshold
 def run(folder: Path, with_sparse: bool = True) -> dict:
     from forge.recall import calibrate, many
     from forge.store import rag
-    from forge.core.settings import load_settings
 
     data = json.loads(FIXTURE.read_text(encoding="utf-8"))
-    ids = build(folder, data)
-    settings = load_settings({"FORGE_DATA_DIR": str(folder)}, cwd=folder)
+    ids = recall_sets.build_notes(folder, data)
+    settings = recall_sets.settings(folder)
     hits = data["hits"]
     expected = [ids[h["expect"]] for h in hits]
     questions = [h["question"] for h in hits] + data["misses"]
     with rag.open_store(settings) as store:
         vectors = many.embed_queries(store, questions)
         batch = many.search_many(store, questions, vectors=vectors, limit=10)
-        cases = calibrate.Cases([calibrate.HitCase(h["question"], e) for h, e in zip(hits, expected)],
-                                list(data["misses"]))
+        cases = calibrate.Cases([calibrate.HitCase(h["question"], e)
+                                 for h, e in zip(hits, expected)], list(data["misses"]))
         cal = calibrate.calibrate(store, cases, coverage=with_sparse)
         hot = {e.id for e in rag.hot_entries(store)}
         total = rag.count_entries(store)
@@ -155,8 +133,8 @@ def run(folder: Path, with_sparse: bool = True) -> dict:
         # also judged word matches, i.e. refuse whenever the nearest entry is beyond d
         kept_all = sum(n <= d for n in nearest[:len(hits)]) / len(hits)
         refused_all = sum(n > d for n in nearest[len(hits):]) / len(data["misses"])
-        sweep.append({"cutoff": round(d, 6), "hits_kept": round(kept, 3), "misses_refused": round(refused, 3),
-                      "all_rows_hits_kept": round(kept_all, 3),
+        sweep.append({"cutoff": round(d, 6), "hits_kept": round(kept, 3),
+                      "misses_refused": round(refused, 3), "all_rows_hits_kept": round(kept_all, 3),
                       "all_rows_misses_refused": round(refused_all, 3)})
     return {
         "entries": total, "hits": len(hits), "misses": len(data["misses"]),
@@ -221,8 +199,9 @@ def report(out: dict, args: argparse.Namespace) -> int:
               f"refused. The rule's ms per recall, median: {r['cold_ms_median']} entries' latent "
               f"terms not cached (the first recall, loading the head: {r['first_ms']}), "
               f"{r['warm_ms_median']} cached; its read of the 5 nearest entries "
-              f"{r['read_ms_median']} ms. Without it: the recall {r['recall_ms_median_without']} ms "
-              f"(database side), the question's dense embedding {r['dense_query_ms_median']} ms")
+              f"{r['read_ms_median']} ms. Without it: the recall "
+              f"{r['recall_ms_median_without']} ms (database side), the question's dense "
+              f"embedding {r['dense_query_ms_median']} ms")
         print(f"calibrate --coverage: {r['calibrate']}")
     for m in out["misses_detail"]:
         print(f"  miss {m['q']!r}: nearest {m['nearest']}, word rows {m['word_rows']}")
