@@ -118,9 +118,9 @@ def run(folder: Path, with_sparse: bool = True) -> dict:
         shipped_rule["calibrate"] = cal.coverage["message"]
     rows = [a.result.rows for a in batch.answers]
     hit_rows, miss_rows = rows[:len(hits)], rows[len(hits):]
-    top1 = sum(r[:1] and r[0].entry.id == e for r, e in zip(hit_rows, expected)) / len(hits)
-    any5 = sum(e in {x.entry.id for x in r[:5]} for r, e in zip(hit_rows, expected)) / len(hits)
-    any10 = sum(e in {x.entry.id for x in r[:10]} for r, e in zip(hit_rows, expected)) / len(hits)
+    ranks = [next((n for n, x in enumerate(r) if x.entry.id == e), None)
+             for r, e in zip(hit_rows, expected)]
+    share = {k: sum(r is not None and r < k for r in ranks) / len(hits) for k in (1, 5, 10)}
     misses_with_words = sum(any(x.channel != "vector" for x in r) for r in miss_rows)
     hits_with_words = sum(any(x.entry.id == e and x.channel != "vector" for x in r)
                           for r, e in zip(hit_rows, expected))
@@ -138,7 +138,7 @@ def run(folder: Path, with_sparse: bool = True) -> dict:
                       "all_rows_misses_refused": round(refused_all, 3)})
     return {
         "entries": total, "hits": len(hits), "misses": len(data["misses"]),
-        "top1": round(top1, 3), "any@5": round(any5, 3), "any@10": round(any10, 3),
+        "top1": round(share[1], 3), "any@5": round(share[5], 3), "any@10": round(share[10], 3),
         "hits_word_channel": hits_with_words, "misses_with_word_rows": misses_with_words,
         "hot_block_entries": len(hot),
         "calibrate": {"worst_hit": cal.worst_hit, "best_miss": cal.best_miss, "gap": cal.gap,
@@ -153,9 +153,8 @@ def run(folder: Path, with_sparse: bool = True) -> dict:
                            "nearest": round(r[0].distance, 4) if r and r[0].distance else None}
                           for q, r in zip(data["misses"], miss_rows)],
         "hits_missed": [{"q": h["question"], "expect": h["expect"],
-                         "rank": next((n for n, x in enumerate(r, 1) if x.entry.id == e), None)}
-                        for h, r, e in zip(hits, hit_rows, expected)
-                        if not (r[:1] and r[0].entry.id == e)],
+                         "rank": None if r is None else r + 1}
+                        for h, r in zip(hits, ranks) if r != 0],
     }
 
 
@@ -175,10 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def report(out: dict, args: argparse.Namespace) -> int:
+def report(out: dict, args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=2))
-        return 0
+        return
     from tabulate import tabulate
 
     print(f"{out['entries']} entries, {out['hits']} hit questions, {out['misses']} misses "
@@ -207,7 +206,6 @@ def report(out: dict, args: argparse.Namespace) -> int:
         print(f"  miss {m['q']!r}: nearest {m['nearest']}, word rows {m['word_rows']}")
     for h in out["hits_missed"]:
         print(f"  hit not first: {h['q']!r} -> {h['expect']} at rank {h['rank']}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -225,12 +225,11 @@ def main(argv: list[str] | None = None) -> int:
     if convs:
         headers += ["LoCoMo any@5", "any@10", "per conversation any@5/any@10"]
     with docs_figures.tee("recall_sets", args.write_docs):
-        print("; ".join(f"{name}: {len(data['entries'])} entries, {len(data['hits'])} questions"
-                        + (f" ({len(admitting)} of these two sets' admitting a word"
-                           f"{': ' if admitting else ''}{'; '.join(admitting)})"
-                           if name == "held-out" else "")
-                        for name, (_, data, _) in sets.items())
-              + f"; LoCoMo: {len(convs)} conversations, {sum(len(a) for _, a, _ in convs)} "
+        sizes = "; ".join(f"{name}: {len(d['entries'])} entries, {len(d['hits'])} questions"
+                          for name, (_, d, _) in sets.items())
+        words = f": {'; '.join(admitting)}" if admitting else ""
+        print(f"{sizes} ({len(admitting)} of these two sets' admitting a word{words}); "
+              f"LoCoMo: {len(convs)} conversations, {sum(len(a) for _, a, _ in convs)} "
               "questions (forge recall --limit 10's code)")
         print(tabulate(table, headers=headers, tablefmt="github"))
     return 0

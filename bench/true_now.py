@@ -84,13 +84,9 @@ def expected(q: dict) -> list[str]:
 
 def recall_rows(folder: Path, data: dict, sentence: str) -> list[list[int]]:
     """Every question's rows, as `forge recall --limit 10` gives them at the set's "now"."""
-    from forge.recall import many
-    from forge.store import rag
-
-    settings = recall_sets.dated_settings(folder, data, RECALL_SENTENCE=sentence)
-    with rag.open_store(settings, mode="read") as store:
-        batch = many.search_many(store, [q["q"] for q in data["questions"]], limit=10)
-    return [[r.entry.id for r in a.result.rows] for a in batch.answers]
+    answers = recall_sets.answers(folder, [q["q"] for q in data["questions"]], sentence,
+                                  data["now"], {})
+    return [[r.entry.id for r in a.result.rows] for a in answers]
 
 
 def judge(data: dict, ids: dict[str, int], rows: list[list[int]]) -> list[dict]:
