@@ -202,10 +202,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--locomo", type=Path, help="the --keep DIR of bench/locomo.py")
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args(argv)
+    convs = locomo_sets(args.locomo) if args.locomo else []
     sets = small_sets(args.keep)
     admitting = [line for name in ("no-word", "held-out")
                  for line in admitted_words(*sets[name][:2])]
-    convs = locomo_sets(args.locomo) if args.locomo else []
     got = measured(sets, convs)
     table = []
     for variant, s in got.items():

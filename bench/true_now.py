@@ -6,8 +6,8 @@ note first, a question about the past the older one, two notes that both stay tr
 
 The held-out sets true-now and true-now-2 (facts changed in other words; the pairs `forge
 memory conflicts` is scored against) and dated; dev, the development set a rule is designed on
-(tests/fixtures/true_now_dev.json). Each store written as time_questions.py writes its own, read
-as `forge recall --limit 10` reads it at the set's "now", RECALL_SENTENCE on and off. `--all`:
+(tests/fixtures/true_now_dev.json). Each store written by recall_sets.build_dated, read as
+`forge recall --limit 10` reads it at the set's "now", RECALL_SENTENCE on and off. `--all`:
 the held-out sets beside recall_sets.py's, LoCoMo's (`--locomo DIR`) and time_questions.py's,
 then each in detail. The sets: docs/benchmarks/true-now.md.
 """
