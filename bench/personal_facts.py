@@ -1,4 +1,4 @@
-"""A personal-facts store through `forge recall`: top-1, any@5, what calibrate finds, the refusal rules.
+"""A personal-facts store through `forge recall`: top-1, any@5, calibrate, the refusal rules.
 
     python bench/personal_facts.py [--keep DIR] [--json] [--no-sparse] [--write-docs]
 
@@ -16,30 +16,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-import harness
 import docs_figures
+import recall_sets
 
-ROOT = harness.ROOT
-FIXTURE = ROOT / "tests" / "fixtures" / "personal_facts.json"
-
-
-def build(folder: Path, data: dict) -> dict[str, int]:
-    """Remember the entries once, each note with its sentence row as `forge remember --batch`
-    stores it; {key: entry id} (kept beside the store for reuse)."""
-    from forge.recall.writing import rows_written
-    from forge.store import rag
-    from forge.core.settings import load_settings
-
-    ids_file = folder / "personal-facts-ids.json"
-    if ids_file.exists():
-        return json.loads(ids_file.read_text())
-    settings = load_settings({"FORGE_DATA_DIR": str(folder)}, cwd=folder)
-    with rag.open_store(settings) as store:
-        done = rag.remember_many(rows_written(store), [rag.NewEntry(e["kind"], e["content"])
-                                         for e in data["entries"]])
-    ids = {e["key"]: r.id for e, r in zip(data["entries"], done)}
-    ids_file.write_text(json.dumps(ids))
-    return ids
+FIXTURE = recall_sets.FIXTURES / "personal_facts.json"
 
 
 def kept_and_refused(settings, questions: list[str], vectors, expected: list[int],
@@ -66,11 +46,9 @@ def kept_and_refused(settings, questions: list[str], vectors, expected: list[int
 
 def rule(settings, questions: list[str], vectors, expected: list[int], threshold: float) -> dict:
     """RECALL_MIN_COVERAGE=threshold through `forge recall --limit 10`'s code: hits kept, misses
-    refused, and its ms per recall: `cold`, the entries' latent terms NOT cached (what one
-    `forge recall` process pays: the sparse head's pass over the question and its 5 nearest
-    entries; the first recall also loads the head), `warm`, cached (a chat session or `recall
-    --queries` that met those entries before: the question's pass only); beside the recall
-    without it and the question's dense embedding, which every recall pays."""
+    refused, its ms per recall with the entries' latent terms not cached (one `forge recall`
+    process; the first also loads the head) and cached (a chat session), beside the recall
+    without it and the question's dense embedding."""
     import statistics
     import time
     from dataclasses import replace
@@ -91,8 +69,9 @@ def rule(settings, questions: list[str], vectors, expected: list[int], threshold
             rag.entries_by_id(store, result.coverage["nearest"])
             read_ms.append((time.perf_counter() - started) * 1000)
         for question, vec in zip(questions, vectors):
-            refusal.latent_terms(store, [e.content for e in rag.entries_by_id(
-                store, [i for i, _ in channels.search_vector(store, vec, k=refusal.POOL)]).values()])
+            nearest = [i for i, _ in channels.search_vector(store, vec, k=refusal.POOL)]
+            refusal.latent_terms(store, [e.content
+                                         for e in rag.entries_by_id(store, nearest).values()])
             warm_ms.append(rank.search(store, question, limit=10, query_vector=vec)
                            .coverage["seconds"] * 1000)
     with rag.open_store(settings) as store:
@@ -118,19 +97,18 @@ def rule(settings, questions: list[str], vectors, expected: list[int], threshold
 def run(folder: Path, with_sparse: bool = True) -> dict:
     from forge.recall import calibrate, many
     from forge.store import rag
-    from forge.core.settings import load_settings
 
     data = json.loads(FIXTURE.read_text(encoding="utf-8"))
-    ids = build(folder, data)
-    settings = load_settings({"FORGE_DATA_DIR": str(folder)}, cwd=folder)
+    ids = recall_sets.build_notes(folder, data)
+    settings = recall_sets.settings(folder)
     hits = data["hits"]
     expected = [ids[h["expect"]] for h in hits]
     questions = [h["question"] for h in hits] + data["misses"]
     with rag.open_store(settings) as store:
         vectors = many.embed_queries(store, questions)
         batch = many.search_many(store, questions, vectors=vectors, limit=10)
-        cases = calibrate.Cases([calibrate.HitCase(h["question"], e) for h, e in zip(hits, expected)],
-                                list(data["misses"]))
+        cases = calibrate.Cases([calibrate.HitCase(h["question"], e)
+                                 for h, e in zip(hits, expected)], list(data["misses"]))
         cal = calibrate.calibrate(store, cases, coverage=with_sparse)
         hot = {e.id for e in rag.hot_entries(store)}
         total = rag.count_entries(store)
@@ -140,9 +118,9 @@ def run(folder: Path, with_sparse: bool = True) -> dict:
         shipped_rule["calibrate"] = cal.coverage["message"]
     rows = [a.result.rows for a in batch.answers]
     hit_rows, miss_rows = rows[:len(hits)], rows[len(hits):]
-    top1 = sum(r[:1] and r[0].entry.id == e for r, e in zip(hit_rows, expected)) / len(hits)
-    any5 = sum(e in {x.entry.id for x in r[:5]} for r, e in zip(hit_rows, expected)) / len(hits)
-    any10 = sum(e in {x.entry.id for x in r[:10]} for r, e in zip(hit_rows, expected)) / len(hits)
+    ranks = [next((n for n, x in enumerate(r) if x.entry.id == e), None)
+             for r, e in zip(hit_rows, expected)]
+    share = {k: sum(r is not None and r < k for r in ranks) / len(hits) for k in (1, 5, 10)}
     misses_with_words = sum(any(x.channel != "vector" for x in r) for r in miss_rows)
     hits_with_words = sum(any(x.entry.id == e and x.channel != "vector" for x in r)
                           for r, e in zip(hit_rows, expected))
@@ -155,12 +133,12 @@ def run(folder: Path, with_sparse: bool = True) -> dict:
         # also judged word matches, i.e. refuse whenever the nearest entry is beyond d
         kept_all = sum(n <= d for n in nearest[:len(hits)]) / len(hits)
         refused_all = sum(n > d for n in nearest[len(hits):]) / len(data["misses"])
-        sweep.append({"cutoff": round(d, 6), "hits_kept": round(kept, 3), "misses_refused": round(refused, 3),
-                      "all_rows_hits_kept": round(kept_all, 3),
+        sweep.append({"cutoff": round(d, 6), "hits_kept": round(kept, 3),
+                      "misses_refused": round(refused, 3), "all_rows_hits_kept": round(kept_all, 3),
                       "all_rows_misses_refused": round(refused_all, 3)})
     return {
         "entries": total, "hits": len(hits), "misses": len(data["misses"]),
-        "top1": round(top1, 3), "any@5": round(any5, 3), "any@10": round(any10, 3),
+        "top1": round(share[1], 3), "any@5": round(share[5], 3), "any@10": round(share[10], 3),
         "hits_word_channel": hits_with_words, "misses_with_word_rows": misses_with_words,
         "hot_block_entries": len(hot),
         "calibrate": {"worst_hit": cal.worst_hit, "best_miss": cal.best_miss, "gap": cal.gap,
@@ -175,9 +153,8 @@ def run(folder: Path, with_sparse: bool = True) -> dict:
                            "nearest": round(r[0].distance, 4) if r and r[0].distance else None}
                           for q, r in zip(data["misses"], miss_rows)],
         "hits_missed": [{"q": h["question"], "expect": h["expect"],
-                         "rank": next((n for n, x in enumerate(r, 1) if x.entry.id == e), None)}
-                        for h, r, e in zip(hits, hit_rows, expected)
-                        if not (r[:1] and r[0].entry.id == e)],
+                         "rank": None if r is None else r + 1}
+                        for h, r in zip(hits, ranks) if r != 0],
     }
 
 
@@ -197,10 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def report(out: dict, args: argparse.Namespace) -> int:
+def report(out: dict, args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=2))
-        return 0
+        return
     from tabulate import tabulate
 
     print(f"{out['entries']} entries, {out['hits']} hit questions, {out['misses']} misses "
@@ -221,14 +198,14 @@ def report(out: dict, args: argparse.Namespace) -> int:
               f"refused. The rule's ms per recall, median: {r['cold_ms_median']} entries' latent "
               f"terms not cached (the first recall, loading the head: {r['first_ms']}), "
               f"{r['warm_ms_median']} cached; its read of the 5 nearest entries "
-              f"{r['read_ms_median']} ms. Without it: the recall {r['recall_ms_median_without']} ms "
-              f"(database side), the question's dense embedding {r['dense_query_ms_median']} ms")
+              f"{r['read_ms_median']} ms. Without it: the recall "
+              f"{r['recall_ms_median_without']} ms (database side), the question's dense "
+              f"embedding {r['dense_query_ms_median']} ms")
         print(f"calibrate --coverage: {r['calibrate']}")
     for m in out["misses_detail"]:
         print(f"  miss {m['q']!r}: nearest {m['nearest']}, word rows {m['word_rows']}")
     for h in out["hits_missed"]:
         print(f"  hit not first: {h['q']!r} -> {h['expect']} at rank {h['rank']}")
-    return 0
 
 
 if __name__ == "__main__":

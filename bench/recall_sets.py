@@ -1,77 +1,117 @@
 """Recall measured on every set at once: the personal, French, no-word, held-out and LoCoMo sets.
 
-    python bench/recall_sets.py --keep DIR [--locomo DIR] [--misses] [--write-docs]
+    python bench/recall_sets.py --keep DIR [--locomo DIR] [--write-docs]
 
-The small sets of tests/fixtures (personal_facts, french_personal, french_no_word,
-no_word_heldout), their stores built once under --keep DIR; LoCoMo's stores built by
-`bench/locomo.py --keep DIR` (--locomo DIR), every category 1-4 question read at its
+The small sets of tests/fixtures, their stores built once under --keep DIR; LoCoMo's stores
+built by `bench/locomo.py --keep DIR` (--locomo DIR), every category 1-4 question read at its
 conversation's last session. Two rows, as `forge recall --limit 10` reads them: shipped, and the
-three channels alone (RECALL_SENTENCE=off). The sets: docs/benchmarks/recall.md.
+three channels alone (RECALL_SENTENCE=off). The sets: docs/benchmarks/recall.md. The set
+harnesses (time_questions.py, true_now.py, personal_facts.py) build their stores here.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import random
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+import harness
+
+ROOT = harness.ROOT
 FIXTURES = ROOT / "tests" / "fixtures"
-THREE = "three channels alone (RECALL_SENTENCE=off)"
-SHIPPED = "shipped (RECALL_SENTENCE=on)"
+SMALL = {"personal": "personal_facts.json", "french": "french_personal.json",
+         "no-word": "french_no_word.json", "held-out": "no_word_heldout.json"}
+VARIANTS = {"shipped (RECALL_SENTENCE=on)": "on",
+            "three channels alone (RECALL_SENTENCE=off)": "off"}
 
 
-def variants() -> dict[str, dict]:
-    """Each row's settings: the default, and the sentence model off."""
-    return {SHIPPED: {"settings": {"RECALL_SENTENCE": "on"}},
-            THREE: {"settings": {"RECALL_SENTENCE": "off"}}}
+def settings(folder: Path, **env: str):
+    """A set's store: no chat server (a compacted exchange is cut, not summarised), `env`."""
+    return harness.data_settings(folder, LLAMA_CPP_URL="http://127.0.0.1:9", **env)
 
 
-def personal_store(folder: Path, fixture: Path) -> tuple[dict, dict[str, int]]:
-    from personal_facts import build
-
-    data = json.loads(fixture.read_text(encoding="utf-8"))
-    folder.mkdir(parents=True, exist_ok=True)
-    return data, build(folder, data)
+def dated_settings(folder: Path, data: dict, **env: str):
+    """A dated set's store, read at the set's fixed "now"."""
+    return settings(folder, FORGE_NOW=data["now"], COMPACTION_KEEP_RECENT="0", **env)
 
 
-def open_settings(folder: Path, extra: dict | None = None):
-    from forge.core.settings import load_settings
-
-    return load_settings({"FORGE_DATA_DIR": str(folder), "LLAMA_CPP_URL": "http://127.0.0.1:9",
-                          **(extra or {})}, cwd=folder)
-
-
-def score_personal(folder: Path, data: dict, ids: dict[str, int], run) -> dict:
-    questions = [h["question"] for h in data["hits"]]
-    wanted = [ids[h["expect"]] for h in data["hits"]]
-    answers = run(folder, questions)
-    ranks = [next((i for i, r in enumerate(a.result.rows) if r.entry.id == w), None)
-             for a, w in zip(answers, wanted)]
-    n = len(ranks)
-    return {"n": n, "top1": sum(r == 0 for r in ranks), "any5": sum(r is not None and r < 5 for r in ranks),
-            "any10": sum(r is not None for r in ranks),
-            "misses": [q for q, r in zip(questions, ranks) if r != 0]}
+def zone(tz: str) -> None:
+    """Read the questions in the set's time zone."""
+    os.environ["TZ"] = tz
+    time.tzset()
 
 
-def admitted_words(folder: Path, data: dict) -> list[str]:
-    """The set's questions that admit a word in its store (none should), with those words."""
+def build_notes(folder: Path, data: dict) -> dict[str, int]:
+    """Remember a small set's entries once, each note with its sentence row as `forge remember
+    --batch` stores it: key -> entry id (kept beside the store, a second run reuses it)."""
+    from forge.recall.writing import rows_written
     from forge.store import rag
-    from forge.recall import channels
 
-    with rag.open_store(open_settings(folder)) as store:
-        found = [(h["question"], channels.admitted_words(store, h["question"]))
-                 for h in data["hits"]]
-    return [f"{q} {words}" for q, words in found if words]
+    index = folder / "personal-facts-ids.json"
+    if index.exists():
+        return json.loads(index.read_text())
+    folder.mkdir(parents=True, exist_ok=True)
+    with rag.open_store(settings(folder)) as store:
+        done = rag.remember_many(rows_written(store), [rag.NewEntry(e["kind"], e["content"])
+                                                       for e in data["entries"]])
+    ids = {e["key"]: r.id for e, r in zip(data["entries"], done)}
+    index.write_text(json.dumps(ids))
+    return ids
+
+
+def build_dated(folder: Path, data: dict) -> dict[str, int]:
+    """A dated set's store, written once: its entries dated by `forge remember --at`'s code, its
+    conversations imported with their timestamps (`history import --compact`), all in a
+    shuffled order (the set's `seed`, default 7) so ids do not follow dates: key -> entry id."""
+    from forge.memory import compaction, history_import
+    from forge.store import rag
+
+    index = folder / "time-built.json"
+    if index.exists():
+        return json.loads(index.read_text())
+    folder.mkdir(parents=True, exist_ok=True)
+    dated = dated_settings(folder, data)
+    items = [("entry", e) for e in data["entries"]] + [("history", h) for h in data["history"]]
+    random.Random(data.get("seed", 7)).shuffle(items)
+    ids: dict[str, int] = {}
+    with rag.open_store(dated) as store:
+        for what, item in items:
+            if what == "entry":   # forge remember KIND TEXT [-p P] --at WHEN
+                ids[item["key"]] = rag.remember(store, item["kind"], item["content"],
+                                                project=item.get("project"),
+                                                created=item["at"]).id
+                continue
+            records = [{"role": role, "content": text, "ts": item["ts"]}
+                       for role, text in item["messages"]]
+            history_import.import_history(dated, "\n".join(json.dumps(r) for r in records),
+                                          source=item["key"], compact=True)
+            compaction.compact(dated, strategy="rag_pointer", store=store)
+            archived = [e for e in rag.list_entries(store, kind=rag.ARCHIVE_KIND)
+                        if e.id not in ids.values()]
+            ids[item["key"]] = archived[-1].id
+    index.write_text(json.dumps(ids))
+    return ids
+
+
+def small_sets(keep: Path) -> dict[str, tuple[Path, dict, dict[str, int]]]:
+    """Each small set: (its store under `keep`, its data, key -> entry id)."""
+    out = {}
+    for name, file in SMALL.items():
+        data = json.loads((FIXTURES / file).read_text(encoding="utf-8"))
+        out[name] = (keep / name, data, build_notes(keep / name, data))
+    return out
 
 
 def locomo_sets(base: Path) -> list[tuple[Path, list[dict], str | None]]:
     """(store folder, questions, the moment they are read at: the last session's time)."""
     import locomo
 
+    if not locomo.DEFAULT_DATA.is_file():
+        sys.exit(f"error: no LoCoMo data at {locomo.DEFAULT_DATA} (set FORGE_LOCOMO)")
     data = json.loads(locomo.DEFAULT_DATA.read_text(encoding="utf-8"))
     out = []
     for number, conversation in enumerate(data, 1):
@@ -82,42 +122,75 @@ def locomo_sets(base: Path) -> list[tuple[Path, list[dict], str | None]]:
         refs = {r["ref"] for r in records}
         ended = max((r["ts"] for r in records if r.get("ts")), default=None)
         out.append((folder, locomo.questions(conversation, refs, None), ended))
+    if not out:
+        sys.exit(f"error: --locomo {base}: no store built there "
+                 "(bench/locomo.py --keep DIR builds them)")
     return out
 
 
-def score_locomo(folder: Path, asked: list[dict], run, now: str | None = None) -> dict:
-    answers = run(folder, [q["q"] for q in asked], now)
-    hit5 = hit10 = 0
-    for q, a in zip(asked, answers):
-        wanted = set(q["evidence"])
-        found = [bool(wanted & set((r.entry.refs or {}).get("external") or [])) for r in a.result.rows]
-        hit5 += any(found[:5])
-        hit10 += any(found[:10])
-    return {"n": len(asked), "any5": hit5, "any10": hit10}
+def answers(folder: Path, questions: list[str], sentence: str, now: str | None,
+            vectors: dict, **options) -> list:
+    """`forge recall --limit 10`'s answers (RECALL_SENTENCE=sentence, read at `now`; `options`:
+    search_many's), each store's question vectors embedded once (`vectors`, shared by the
+    variants)."""
+    from forge.recall import many
+    from forge.store import rag
+
+    env = {**({"FORGE_NOW": now} if now else {}), "RECALL_SENTENCE": sentence}
+    with rag.open_store(settings(folder, **env)) as store:
+        if folder not in vectors:
+            vectors[folder] = many.embed_queries(store, questions)
+        return many.search_many(store, questions, vectors=vectors[folder], limit=10,
+                                **options).answers
 
 
-class Runner:
-    """Runs one variant's recalls, with each set's question vectors embedded once."""
+def locomo_read(folder: Path, asked: list[dict], ended: str | None, sentence: str,
+                vectors: dict, **options) -> list[tuple[bool, bool, Any]]:
+    """Each question of a LoCoMo conversation: (one of its evidence turns in the first 5 rows,
+    in the first 10, the answer)."""
+    out = []
+    for q, a in zip(asked, answers(folder, [q["q"] for q in asked], sentence, ended, vectors,
+                                   **options)):
+        found = [bool(set(q["evidence"]) & set((r.entry.refs or {}).get("external") or []))
+                 for r in a.result.rows]
+        out.append((any(found[:5]), any(found[:10]), a))
+    return out
 
-    def __init__(self, keep: Path) -> None:
-        self.keep = keep
-        self.vectors: dict[tuple[str, int], object] = {}
-        self.ms: list[float] = []
 
-    def __call__(self, variant: dict):
-        from forge.recall import many
-        from forge.store import rag
+def measured(sets: dict, convs: list) -> dict[str, dict[str, dict]]:
+    """{variant: {set: {"n", "top1", "any5"}}}: the small sets; each LoCoMo conversation (by its
+    folder's name) and "LoCoMo", their sum: {"n", "any5", "any10"}."""
+    vectors: dict = {}
+    out = {}
+    for variant, sentence in VARIANTS.items():
+        got = out[variant] = {}
+        for name, (folder, data, ids) in sets.items():
+            questions = [h["question"] for h in data["hits"]]
+            wanted = [ids[h["expect"]] for h in data["hits"]]
+            ranks = [next((i for i, r in enumerate(a.result.rows) if r.entry.id == w), None)
+                     for a, w in zip(answers(folder, questions, sentence, None, vectors), wanted)]
+            got[name] = {"n": len(ranks), "top1": sum(r == 0 for r in ranks),
+                         "any5": sum(r is not None and r < 5 for r in ranks)}
+        total = {"n": 0, "any5": 0, "any10": 0}
+        for folder, asked, ended in convs:
+            read = locomo_read(folder, asked, ended, sentence, vectors)
+            got[folder.name] = {"n": len(read), "any5": sum(r[0] for r in read),
+                                "any10": sum(r[1] for r in read)}
+            total = {k: total[k] + got[folder.name][k] for k in total}
+        if convs:
+            got["LoCoMo"] = total
+    return out
 
-        def run(folder: Path, questions: list[str], now: str | None = None):
-            key = (str(folder), len(questions))
-            extra = {**({"FORGE_NOW": now} if now else {}), **variant.get("settings", {})}
-            with rag.open_store(open_settings(folder, extra)) as store:
-                if key not in self.vectors:
-                    self.vectors[key] = many.embed_queries(store, questions)
-                batch = many.search_many(store, questions, vectors=self.vectors[key], limit=10)
-                self.ms.append(1000 * batch.search_seconds / max(1, len(questions)))
-                return batch.answers
-        return run
+
+def admitted_words(folder: Path, data: dict) -> list[str]:
+    """The set's questions that admit a word in its store (none should), with those words."""
+    from forge.store import rag
+    from forge.recall import channels
+
+    with rag.open_store(settings(folder)) as store:
+        found = [(h["question"], channels.admitted_words(store, h["question"]))
+                 for h in data["hits"]]
+    return [f"{q} {words}" for q, words in found if words]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,59 +200,38 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--keep", type=Path, required=True, help="build the small stores under DIR")
     parser.add_argument("--locomo", type=Path, help="the --keep DIR of bench/locomo.py")
-    parser.add_argument("--misses", action="store_true", help="print the questions missed at top-1")
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args(argv)
-    personal, personal_ids = personal_store(args.keep / "personal", FIXTURES / "personal_facts.json")
-    french, french_ids = personal_store(args.keep / "french", FIXTURES / "french_personal.json")
-    no_word, no_word_ids = personal_store(args.keep / "no-word", FIXTURES / "french_no_word.json")
-    held, held_ids = personal_store(args.keep / "held-out", FIXTURES / "no_word_heldout.json")
-    admitting = (admitted_words(args.keep / "no-word", no_word)
-                 + admitted_words(args.keep / "held-out", held))
     convs = locomo_sets(args.locomo) if args.locomo else []
-    runner = Runner(args.keep)
-    table, notes = [], []
-    for name, variant in variants().items():
-        started = time.perf_counter()
-        run = runner(variant)
-        p = score_personal(args.keep / "personal", personal, personal_ids, run)
-        f = score_personal(args.keep / "french", french, french_ids, run)
-        nw = score_personal(args.keep / "no-word", no_word, no_word_ids, run)
-        ho = score_personal(args.keep / "held-out", held, held_ids, run)
-        row = [name, f"{p['top1'] / p['n']:.3f}", f"{p['any5'] / p['n']:.3f}",
+    sets = small_sets(args.keep)
+    admitting = [line for name in ("no-word", "held-out")
+                 for line in admitted_words(*sets[name][:2])]
+    got = measured(sets, convs)
+    table = []
+    for variant, s in got.items():
+        p, f, nw, ho = (s[name] for name in SMALL)
+        row = [variant, f"{p['top1'] / p['n']:.3f}", f"{p['any5'] / p['n']:.3f}",
                f"{f['top1']}/{f['n']}", f"{f['any5']}/{f['n']}",
                f"{nw['top1']}/{nw['n']} ({nw['top1'] / nw['n']:.3f})", f"{nw['any5']}/{nw['n']}",
                f"{ho['top1']}/{ho['n']} ({ho['top1'] / ho['n']:.3f})", f"{ho['any5']}/{ho['n']}"]
-        total = {"n": 0, "any5": 0, "any10": 0}
-        per = []
-        for folder, asked, ended in convs:
-            c = score_locomo(folder, asked, run, ended)
-            per.append(f"{c['any5'] / c['n']:.3f}/{c['any10'] / c['n']:.3f}")
-            for k in total:
-                total[k] += c[k]
         if convs:
-            row += [f"{total['any5'] / total['n']:.3f}", f"{total['any10'] / total['n']:.3f}", " ".join(per)]
+            c = s["LoCoMo"]
+            row += [f"{c['any5'] / c['n']:.3f}", f"{c['any10'] / c['n']:.3f}",
+                    " ".join(f"{s[d.name]['any5'] / s[d.name]['n']:.3f}/"
+                             f"{s[d.name]['any10'] / s[d.name]['n']:.3f}" for d, _, _ in convs)]
         table.append(row)
-        notes.append((name, p["misses"], f["misses"] + nw["misses"] + ho["misses"],
-                      time.perf_counter() - started))
     headers = ["variant", "personal top-1", "any@5", "french top-1", "any@5", "no-word top-1",
                "any@5", "held-out top-1", "any@5"]
     if convs:
         headers += ["LoCoMo any@5", "any@10", "per conversation any@5/any@10"]
     with docs_figures.tee("recall_sets", args.write_docs):
-        print(f"personal: {len(personal['entries'])} entries, {len(personal['hits'])} questions; "
-              f"french: {len(french['entries'])} entries, {len(french['hits'])} questions; "
-              f"no-word: {len(no_word['entries'])} entries, {len(no_word['hits'])} questions; "
-              f"held-out: {len(held['entries'])} entries, {len(held['hits'])} questions "
-              f"({len(admitting)} of these two sets' admitting a word{': ' if admitting else ''}"
-              f"{'; '.join(admitting)}); "
-              f"LoCoMo: {len(convs)} conversations, {sum(len(a) for _, a, _ in convs)} questions "
-              "(forge recall --limit 10's code)")
+        sizes = "; ".join(f"{name}: {len(d['entries'])} entries, {len(d['hits'])} questions"
+                          for name, (_, d, _) in sets.items())
+        words = f": {'; '.join(admitting)}" if admitting else ""
+        print(f"{sizes} ({len(admitting)} of these two sets' admitting a word{words}); "
+              f"LoCoMo: {len(convs)} conversations, {sum(len(a) for _, a, _ in convs)} "
+              "questions (forge recall --limit 10's code)")
         print(tabulate(table, headers=headers, tablefmt="github"))
-        if args.misses:
-            for name, pm, fm, _ in notes:
-                print(f"\n{name}: personal top-1 misses: {pm}\n  french, no-word and held-out "
-                      f"top-1 misses: {fm}")
     return 0
 
 

@@ -1,37 +1,36 @@
 """What is true now comes first, measured: a question about a fact that changed gets the newer
 note first, a question about the past the older one, two notes that both stay true both.
 
-    python bench/true_now.py [--set true-now|true-now-2|dated] [--keep DIR] [--write-docs]
+    python bench/true_now.py [--set true-now|true-now-2|dated|dev] [--keep DIR] [--write-docs]
     python bench/true_now.py --all [--keep DIR] [--locomo DIR] [--write-docs]
 
-The held-out sets (each written before any rule that reads them): true-now
-(bench/true_now_heldout.json) and true-now-2 (bench/true_now_heldout2.json), facts changed in
-other words, with `current`, `former` and `both` questions and labels `forge memory conflicts`
-is scored against; dated (bench/dated_heldout.json), `month` and `current` questions. Each store
-is written as time_questions.py writes its own and read as `forge recall --limit 10` reads it at
-the set's fixed "now", with RECALL_SENTENCE on and off. `--all`: every set side by side
-(these, recall_sets.py's, LoCoMo's with `--locomo DIR`, time_questions.py's), then these three
-in detail. The sets in full: docs/benchmarks/true-now.md.
+The held-out sets true-now and true-now-2 (facts changed in other words; the pairs `forge
+memory conflicts` is scored against) and dated; dev, the development set a rule is designed on
+(tests/fixtures/true_now_dev.json). Each store written by recall_sets.build_dated, read as
+`forge recall --limit 10` reads it at the set's "now", RECALL_SENTENCE on and off. `--all`:
+the held-out sets beside recall_sets.py's, LoCoMo's (`--locomo DIR`) and time_questions.py's,
+then each in detail. The sets: docs/benchmarks/true-now.md.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+import recall_sets
+
+ROOT = recall_sets.ROOT
 SETS = {"true-now": ROOT / "bench" / "true_now_heldout.json",
         "true-now-2": ROOT / "bench" / "true_now_heldout2.json",
-        "dated": ROOT / "bench" / "dated_heldout.json"}
-TIME_SET = ROOT / "bench" / "time_set.json"
+        "dated": ROOT / "bench" / "dated_heldout.json",
+        "dev": recall_sets.FIXTURES / "true_now_dev.json",
+        "time": ROOT / "bench" / "time_set.json"}
+HELD_OUT = ["true-now", "true-now-2", "dated"]
 SENTENCE = {"RECALL_SENTENCE=on": "on", "RECALL_SENTENCE=off": "off"}
-# a question's type -> what it is scored on: the first row, or every expected note in the first 3
+# the questions of these types ("A|B"), scored on the first row (every expected note in the
+# first 3 when two are), or "@10" on the expected note anywhere in the rows
 GROUPS = {
     "true-now": [("current value first (top-1)", "current"),
                  ("  the current value in the 10 rows", "current@10"),
@@ -41,22 +40,42 @@ GROUPS = {
     "dated": [("a month named (top-1)", "month"),
               ("a current state, no time named (top-1)", "current"),
               ("every question (top-1)", None)],
+    "time": [("time in the question (top-1)", "absolute|relative|range"),
+             ("the newer of two facts (top-1)", "newer")],
 }
-GROUPS["true-now-2"] = GROUPS["true-now"]
+GROUPS["true-now-2"] = GROUPS["dev"] = GROUPS["true-now"]
 
 
-def load(path: Path) -> dict:
+def read(path: Path) -> dict:
+    """A set in the held-out sets' form (the development set's compact form adapted)."""
     data = json.loads(path.read_text(encoding="utf-8"))
-    os.environ["TZ"] = data["tz"]   # the questions are read in the set's time zone
-    time.tzset()
-    return data
+    return data if "entries" in data else from_dev(data)
 
 
-def build(folder: Path, data: dict) -> dict[str, int]:
-    """The store under `folder`, written once (bench/time_questions.py's way): key -> id."""
-    import time_questions
-
-    return time_questions.build(folder, data)
+def from_dev(dev: dict) -> dict:
+    """The development set's notes as entries `KEY.old`/`KEY.new` (a changed fact), `KEY.a`/
+    `KEY.b` (a pair), `u0`... (unrelated), written in its own shuffled order (seed 11), read in
+    UTC; a changed fact's `q` a `current` question, its `past` a `former` one, a pair's `q` a
+    `both` one."""
+    entries, questions = [], []
+    for group, sides in (("changed", ("old", "new")), ("both", ("a", "b"))):
+        for c in dev[group]:
+            entries += [{"key": f"{c['key']}.{side}", "kind": "fact", "at": c[side][0],
+                         "content": c[side][1]} for side in sides]
+    entries += [{"key": f"u{i}", "kind": "fact", "at": at, "content": text}
+                for i, (at, text) in enumerate(dev["unrelated"])]
+    for c in dev["changed"]:
+        questions.append({"id": f"current-{c['key']}", "q": c["q"], "type": "current",
+                          "expect": [f"{c['key']}.new"]})
+        if "past" in c:
+            questions.append({"id": f"former-{c['key']}", "q": c["past"], "type": "former",
+                              "expect": [f"{c['key']}.old"]})
+    questions += [{"id": f"both-{c['key']}", "q": c["q"], "type": "both",
+                   "expect": [f"{c['key']}.a", f"{c['key']}.b"]} for c in dev["both"]]
+    return {"now": dev["now"], "tz": "UTC", "seed": 11, "entries": entries, "history": [],
+            "questions": questions,
+            "changed": [[f"{c['key']}.old", f"{c['key']}.new"] for c in dev["changed"]],
+            "stay_true": [[f"{c['key']}.a", f"{c['key']}.b"] for c in dev["both"]]}
 
 
 def expected(q: dict) -> list[str]:
@@ -65,16 +84,9 @@ def expected(q: dict) -> list[str]:
 
 def recall_rows(folder: Path, data: dict, sentence: str) -> list[list[int]]:
     """Every question's rows, as `forge recall --limit 10` gives them at the set's "now"."""
-    import recall_sets
-    from forge.recall import many
-    from forge.store import rag
-
-    settings = recall_sets.open_settings(folder, {"FORGE_NOW": data["now"],
-                                                  "COMPACTION_KEEP_RECENT": "0",
-                                                  "RECALL_SENTENCE": sentence})
-    with rag.open_store(settings, mode="read") as store:
-        batch = many.search_many(store, [q["q"] for q in data["questions"]], limit=10)
-    return [[r.entry.id for r in a.result.rows] for a in batch.answers]
+    answers = recall_sets.answers(folder, [q["q"] for q in data["questions"]], sentence,
+                                  data["now"], {})
+    return [[r.entry.id for r in a.result.rows] for a in answers]
 
 
 def judge(data: dict, ids: dict[str, int], rows: list[list[int]]) -> list[dict]:
@@ -94,14 +106,12 @@ def judge(data: dict, ids: dict[str, int], rows: list[list[int]]) -> list[dict]:
 def conflict_scores(folder: Path, data: dict, ids: dict[str, int]) -> dict:
     """conflicts.find on the store against the set's labels: the pairs listed under the reason
     "changed", and the pairs listed under any reason."""
-    import recall_sets
     from forge.memory import conflicts
     from forge.store import rag
 
     key_of = {v: k for k, v in ids.items()}
     changed = {frozenset((ids[a], ids[b])) for a, b in data["changed"]}
-    with rag.open_store(recall_sets.open_settings(folder, {"FORGE_NOW": data["now"]}),
-                        mode="read") as store:
+    with rag.open_store(recall_sets.dated_settings(folder, data), mode="read") as store:
         report = conflicts.find(store)
     listed = {frozenset(c.ids): c.reason for c in report.conflicts}
 
@@ -130,20 +140,23 @@ def precision_recall(s: dict) -> str:
 def run_set(name: str, keep: Path) -> dict:
     """One set: its store, its questions judged with the sentence model on and off, its
     conflicts when it labels them."""
-    data = load(SETS[name])
+    data = read(SETS[name])
+    recall_sets.zone(data["tz"])
     folder = keep / name
-    ids = build(folder, data)
+    ids = recall_sets.build_dated(folder, data)
     judged = {col: judge(data, ids, recall_rows(folder, data, value))
               for col, value in SENTENCE.items()}
     out = {"name": name, "data": data, "judged": judged, "rows": []}
     for label, kind in GROUPS[name]:
-        # "TYPE@10": the expected note anywhere in the rows (what an ordering can bring first)
-        kind, _, anywhere = (kind or "").partition("@")
-        row = [label, sum(1 for q in data["questions"] if kind in ("", q["type"]))]
+        kinds, _, anywhere = (kind or "").partition("@")
+
+        def chosen(questions: list[dict]) -> list[dict]:
+            return [q for q in questions if not kinds or q["type"] in kinds.split("|")]
+
+        row = [label, len(chosen(data["questions"]))]
         for scored in judged.values():
-            chosen = [s for s in scored if kind in ("", s["type"])]
             hit = ((lambda s: None not in s["ranks"]) if anywhere else (lambda s: s["ok"]))
-            row.append(fraction(sum(hit(s) for s in chosen), len(chosen)))
+            row.append(fraction(sum(hit(s) for s in chosen(scored)), len(chosen(scored))))
         out["rows"].append(row)
     if "changed" in data:
         c = out["conflicts"] = conflict_scores(folder, data, ids)
@@ -179,61 +192,19 @@ def print_set(result: dict) -> None:
             print(f"  listed, not a changed fact: {pair[0]} / {pair[1]} ({why})")
 
 
-def recall_sets_rows(keep: Path, locomo_dir: Path | None) -> list[list]:
-    """bench/recall_sets.py's shipped rows (the sentence model on; the three channels alone)
-    on its sets and LoCoMo's, through its own functions."""
-    import recall_sets
-
-    fixtures = recall_sets.FIXTURES
-    stores = {label: (keep / folder, *recall_sets.personal_store(keep / folder, fixtures / file))
-              for label, folder, file in (
-                  ("personal", "personal", "personal_facts.json"),
-                  ("french", "french", "french_personal.json"),
-                  ("no-word", "no-word", "french_no_word.json"),
-                  ("held-out (no word)", "held-out", "no_word_heldout.json"))}
-    convs = recall_sets.locomo_sets(locomo_dir) if locomo_dir else []
-    every = recall_sets.variants()
-    runner = recall_sets.Runner(keep)
-    figures: dict[str, dict[str, str]] = {}
-    for col, variant in ((list(SENTENCE)[0], every[recall_sets.SHIPPED]),
-                         (list(SENTENCE)[1], every[recall_sets.THREE])):
-        run = runner(variant)
-        for label, (folder, data, ids) in stores.items():
-            s = recall_sets.score_personal(folder, data, ids, run)
-            figures.setdefault(f"{label}|top-1", {})[col] = fraction(s["top1"], s["n"])
-            figures.setdefault(f"{label}|any@5", {})[col] = fraction(s["any5"], s["n"])
-        if convs:
-            total = {"n": 0, "any5": 0, "any10": 0}
-            for folder, asked, ended in convs:
-                c = recall_sets.score_locomo(folder, asked, run, ended)
-                for k in total:
-                    total[k] += c[k]
-            figures.setdefault("LoCoMo|any@5", {})[col] = fraction(total["any5"], total["n"])
-            figures.setdefault("LoCoMo|any@10", {})[col] = fraction(total["any10"], total["n"])
-    rows = []
-    for key, cols in figures.items():
-        label, metric = key.split("|")
-        n = cols[list(SENTENCE)[0]].split("/")[1].split(" ")[0]
-        rows.append([label, metric, n, *(cols[c] for c in SENTENCE)])
-    return rows
-
-
-def time_rows(keep: Path) -> list[list]:
-    """bench/time_questions.py's set, its store and its questions, read as forge recall reads
-    them (its "after (forge recall)" column), with the sentence model on and off."""
-    data = load(TIME_SET)
-    folder = keep / "time" / "store"   # where bench/time_questions.py --keep DIR builds it
-    ids = build(folder, data)
-    judged = {col: judge(data, ids, recall_rows(folder, data, value))
-              for col, value in SENTENCE.items()}
-    rows = []
-    for metric, keep_q in (("time in the question (top-1)", lambda q: q["type"] != "newer"),
-                           ("the newer of two facts (top-1)", lambda q: q["type"] == "newer")):
-        cols = []
-        for scored in judged.values():
-            chosen = [s for s in scored if keep_q(s)]
-            cols.append(fraction(sum(s["ok"] for s in chosen), len(chosen)))
-        rows.append(["time", metric, sum(1 for q in data["questions"] if keep_q(q)), *cols])
+def recall_sets_rows(keep: Path, convs: list) -> list[list]:
+    """bench/recall_sets.py's figures (the sentence model on; the three channels alone) on its
+    sets and LoCoMo's conversations (recall_sets.locomo_sets)."""
+    sets = recall_sets.small_sets(keep)
+    got = list(recall_sets.measured(sets, convs).values())
+    labels = {**{name: name for name in sets}, "held-out": "held-out (no word)"}
+    rows = [[labels[name], metric, got[0][name]["n"],
+             *(fraction(g[name][key], g[name]["n"]) for g in got)]
+            for name in sets for metric, key in (("top-1", "top1"), ("any@5", "any5"))]
+    if convs:
+        rows += [["LoCoMo", metric, got[0]["LoCoMo"]["n"],
+                  *(fraction(g["LoCoMo"][key], g["LoCoMo"]["n"]) for g in got)]
+                 for metric, key in (("any@5", "any5"), ("any@10", "any10"))]
     return rows
 
 
@@ -242,10 +213,10 @@ def main(argv: list[str] | None = None) -> int:
     from tabulate import tabulate
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--set", choices=list(SETS), default="true-now",
+    parser.add_argument("--set", choices=[*HELD_OUT, "dev"], default="true-now",
                         help="the set scored alone (default true-now)")
     parser.add_argument("--all", action="store_true",
-                        help="every set side by side in one table, then these three in detail")
+                        help="the held-out sets beside every other, then each in detail")
     parser.add_argument("--keep", type=Path, help="build the stores under DIR and reuse them")
     parser.add_argument("--locomo", type=Path, metavar="DIR",
                         help="with --all: LoCoMo's stores (bench/locomo.py --keep DIR)")
@@ -253,26 +224,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.locomo and not args.all:
         parser.error("--locomo goes with --all")
-    if args.locomo:
-        import locomo   # recall_sets reads LoCoMo's questions from locomo.DEFAULT_DATA
-
-        if os.environ.get("FORGE_LOCOMO"):
-            locomo.DEFAULT_DATA = Path(os.environ["FORGE_LOCOMO"])
-        if not locomo.DEFAULT_DATA.is_file():
-            parser.error(f"no LoCoMo data at {locomo.DEFAULT_DATA} (set FORGE_LOCOMO)")
-        if not list(args.locomo.glob("conversation-*/locomo-built.json")):
-            parser.error(f"--locomo {args.locomo}: no store built there "
-                         "(bench/locomo.py --keep DIR builds them)")
+    convs = recall_sets.locomo_sets(args.locomo) if args.locomo else []
     keep = args.keep or Path(tempfile.mkdtemp(prefix="forge-true-now-"))
-    names = list(SETS) if args.all else [args.set]
-    results = [run_set(name, keep) for name in names]
-    with docs_figures.tee("true_now", args.write_docs):
+    results = [run_set(name, keep) for name in (HELD_OUT if args.all else [args.set])]
+    with docs_figures.tee("true_now" if args.all else f"true_now-{args.set}", args.write_docs):
         if args.all:
             rows = []
             for r in results:
                 rows += [[r["name"], label, n, *cols] for label, n, *cols in r["rows"]]
-            rows += recall_sets_rows(keep, args.locomo)
-            rows += time_rows(keep)
+            rows += recall_sets_rows(keep, convs)
+            rows += [["time", *row] for row in run_set("time", keep)["rows"]]
             print("every set side by side: forge recall --limit 10's code; 'k/n (fraction)'; "
                   "the conflicts rows read no recall (the same in both columns)")
             print(tabulate(rows, headers=["set", "", "n", *SENTENCE], tablefmt="github"))

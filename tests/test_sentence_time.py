@@ -19,12 +19,13 @@ sys.path.insert(0, str(ROOT / "bench"))
 @pytest.fixture(scope="module")
 def time_store(tmp_path_factory):
     """bench/time_set.json's store, written and read in its zone (as the bench does)."""
+    import recall_sets
     import time_questions
 
     data = json.loads(time_questions.SET.read_text(encoding="utf-8"))
     with local_zone(data["tz"]):
         folder = tmp_path_factory.mktemp("time-set")
-        yield folder, data, time_questions.build(folder, data)
+        yield folder, data, recall_sets.build_dated(folder, data)
 
 
 @pytest.mark.parametrize("question, expected", [
@@ -33,13 +34,13 @@ def time_store(tmp_path_factory):
 ])
 def test_a_time_named_in_the_question_is_not_read_by_the_sentence_model(
         time_store, question, expected):
-    import time_questions
+    import recall_sets
 
     from forge.recall import rank
     from forge.store import rag
 
     folder, data, ids = time_store
-    settings = time_questions.settings_for(folder, data)
+    settings = recall_sets.dated_settings(folder, data)
     assert settings.recall_sentence   # the default
     with rag.open_store(settings, mode="read") as store:
         result = rank.recall(store, question, limit=10)

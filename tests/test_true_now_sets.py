@@ -1,10 +1,10 @@
-"""The held-out dated sets bench/true_now.py scores (true-now, true-now-2, dated): every label
-names a note of the set, every pair it calls a changed fact or a pair that stays true is an
-older and a newer note of one kind and project, and a question is scored on its first row (one
-note expected) or its first 3 (two)."""
+"""The dated sets bench/true_now.py scores (the held-out true-now, true-now-2 and dated, the
+development set read through its adapter, the time set): every label names a note of the set,
+every pair it calls a changed fact or a pair that stays true is an older and a newer note of one
+kind and project, and a question is scored on its first row (one note expected) or its first 3
+(two)."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -15,7 +15,7 @@ import true_now  # noqa: E402
 
 
 def load(name: str) -> dict:
-    return json.loads(true_now.SETS[name].read_text(encoding="utf-8"))
+    return true_now.read(true_now.SETS[name])
 
 
 def test_every_label_names_a_note_and_every_changed_pair_is_older_then_newer():
@@ -27,8 +27,8 @@ def test_every_label_names_a_note_and_every_changed_pair_is_older_then_newer():
         assert all(e["at"] < data["now"] for e in data["entries"]), name
         for q in data["questions"]:
             assert set(true_now.expected(q)) | set(q.get("also", [])) <= set(keys), q
-            assert q["type"] in {kind.partition("@")[0] for _, kind in true_now.GROUPS[name]
-                                 if kind}, q
+            assert q["type"] in {t for _, kind in true_now.GROUPS[name] if kind
+                                 for t in kind.partition("@")[0].split("|")}, q
         for older, newer in data.get("changed", []) + data.get("stay_true", []):
             a, b = notes[older], notes[newer]
             assert a["at"] < b["at"], (older, newer)
@@ -69,6 +69,19 @@ def test_the_second_true_now_set_has_the_shape_it_promises():
     assert not ({e["content"] for e in data["entries"]}
                 & {e["content"] for e in first["entries"]})
     assert not {q["q"] for q in data["questions"]} & {q["q"] for q in first["questions"]}
+
+
+def test_the_development_set_reads_as_the_held_out_sets_do():
+    """Its compact form (a changed fact's old and new notes, its current and past questions; a
+    pair's notes and question; unrelated notes) adapted: one note per entry, in the order its
+    seed shuffles, each question expecting the note its form names."""
+    data = load("dev")
+    kinds = [q["type"] for q in data["questions"]]
+    assert (kinds.count("current"), kinds.count("former"), kinds.count("both")) == (32, 10, 10)
+    assert (len(data["entries"]), len(data["changed"]), len(data["stay_true"])) == (114, 32, 10)
+    assert [e["key"] for e in data["entries"]][:3] == ["work.old", "work.new", "operator.old"]
+    assert data["seed"] == 11 and data["questions"][0] == {
+        "id": "current-work", "q": "Where do I work?", "type": "current", "expect": ["work.new"]}
 
 
 def test_a_question_is_right_on_its_first_row_or_both_notes_in_the_first_three():
