@@ -169,3 +169,21 @@ def test_a_child_never_asked_ends_with_the_recall(forge_env):
     assert done.returncode == 0, done.stderr
     assert "numpy here: False" in done.stderr
     assert gone(forge_env, 2)
+
+
+def test_a_closed_child_is_never_signalled_again(monkeypatch):
+    """A recall can end the child twice (its answer failed, then the command ends it): once it
+    is closed and reaped, its pid may be another process's, which must get no signal."""
+    from forge.recall import beside
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    to_child, from_child = os.pipe()
+    ended = beside.Beside(child.pid, to_child, from_child)
+    ended.close()
+    assert child.wait(timeout=10) != 0   # SIGTERM ended it
+    beside._reap()                       # and it is reaped: its pid is free
+    signals = []
+    monkeypatch.setattr(os, "kill", lambda pid, sig: signals.append((pid, sig)))
+    ended.close()
+    ended.close(kill=True)
+    assert signals == []

@@ -76,7 +76,7 @@ class Beside:
     def embed(self, question: str) -> None:
         """Have the child embed `question` as soon as it has the model."""
         try:
-            self._send(("question", question), time.monotonic() + ANSWER_WITHIN)
+            _write(self._to, ("question", question), time.monotonic() + ANSWER_WITHIN)
         except (OSError, TimeoutError):   # `nearest` finds it closed: this process loads it
             self.close(kill=True)
 
@@ -88,8 +88,9 @@ class Beside:
             return None
         deadline = time.monotonic() + ANSWER_WITHIN
         try:
-            self._send(("nearest", question, entries, stored, recorded), deadline)
-            answer = self._receive(deadline)
+            _write(self._to, ("nearest", question, entries, stored, recorded), deadline)
+            _wait(self._from, select.POLLIN, deadline)
+            answer = _read(self._from)
         except (OSError, EOFError, TimeoutError, pickle.PickleError, struct.error):
             self.close(kill=True)
             return None
@@ -101,8 +102,9 @@ class Beside:
     def close(self, *, kill: bool = False) -> None:
         """End the child: its pipes closed and a SIGTERM, which it leaves on (cleaning what it
         was writing), or, `kill`, a SIGKILL (one that did not answer). Reaped without waiting,
-        now or at the next `start`."""
-        if self.pid in _ended:
+        now or at the next `start`. Once closed, a call does nothing (the pid, once reaped,
+        may be another process's)."""
+        if not self.open:
             return
         for fd in (self._to, self._from):
             try:
@@ -121,17 +123,6 @@ class Beside:
     def open(self) -> bool:
         return self._to >= 0
 
-    def _send(self, message: Any, deadline: float) -> None:
-        view = _frame(message)
-        while view:
-            try:
-                view = view[os.write(self._to, view):]
-            except BlockingIOError:
-                _wait(self._to, select.POLLOUT, deadline)
-
-    def _receive(self, deadline: float) -> Any:
-        _wait(self._from, select.POLLIN, deadline)
-        return _read(self._from)
 
 
 def _wait(fd: int, event: int, deadline: float) -> None:
@@ -153,15 +144,16 @@ def _reap() -> None:
             _ended.remove(pid)
 
 
-def _frame(message: Any) -> memoryview:
+def _write(fd: int, message: Any, deadline: float) -> None:
+    """`message` whole to `fd`; on a non-blocking `fd` (the recall's), waiting for room until
+    `deadline`."""
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    return memoryview(_HEADER.pack(len(data)) + data)
-
-
-def _write(fd: int, message: Any) -> None:
-    view = _frame(message)
+    view = memoryview(_HEADER.pack(len(data)) + data)
     while view:
-        view = view[os.write(fd, view):]
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            _wait(fd, select.POLLOUT, deadline)
 
 
 def _read(fd: int) -> Any:
@@ -218,6 +210,6 @@ def _serve(asks: int, answers: int, load: Callable[[], Any], embed: Callable[[An
         except Exception:
             answer = ("failed",)
         try:
-            _write(answers, answer)
+            _write(answers, answer, time.monotonic() + ANSWER_WITHIN)
         except OSError:
             return

@@ -104,8 +104,7 @@ def load_later() -> None:
     global _beside
     if _model is not None or _loading.locked():
         return
-    if _beside is not None:
-        _beside.close()
+    end_beside()
     from .beside import Beside
 
     _beside = Beside.start(model, lambda encoder, question: rows_of(encoder, [question]), scored)
