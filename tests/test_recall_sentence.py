@@ -256,6 +256,44 @@ def test_a_broken_or_unwritable_cache_still_loads(tmp_path, monkeypatch):
     assert blocked.read_text() == "not a folder"
 
 
+def test_a_damaged_copy_is_replaced_by_the_next_load(tmp_path, monkeypatch):
+    """A copy cut short (a cache cleaner, a disk error) is written again by the next load, so the
+    loads after it map it again instead of decompressing the package's weights every time."""
+    from forge.recall import sentence
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    sentence._load()
+    (folder,) = (tmp_path / "forge").glob(f"{sentence.UNPACKED}-*")
+    with open(folder / "arrays.bin", "r+b") as half:
+        half.truncate(4096)
+    assert not mapped(sentence._load().table)
+    assert mapped(sentence._load().table)
+    assert not list((tmp_path / "forge").glob(".*"))   # nothing left beside it
+
+
+def test_a_copy_left_half_written_by_a_killed_load_is_removed(tmp_path, monkeypatch):
+    """A load killed while it wrote (SIGKILL, a power cut) leaves its work folder; the next load
+    that writes a copy removes such folders once they are an hour old, never a newer one (another
+    process may be writing it now)."""
+    import os
+    import time
+
+    from forge.recall import sentence
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cache = tmp_path / "forge"
+    cache.mkdir()
+    old, new = cache / ".unpacking-killed", cache / ".unpacking-writing"
+    for folder in (old, new):
+        folder.mkdir()
+        (folder / "arrays.bin").write_bytes(bytes(1000))
+    hours_ago = time.time() - 2 * 3600
+    os.utime(old / "arrays.bin", (hours_ago, hours_ago))
+    os.utime(old, (hours_ago, hours_ago))
+    sentence._load()
+    assert not old.exists() and new.is_dir()
+
+
 def test_a_note_scores_the_same_whatever_was_embedded_beside_it():
     """The same row in a fresh process and in a server that embedded other texts first."""
     import numpy as np

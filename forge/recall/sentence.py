@@ -271,6 +271,7 @@ def _unpack(backend: Any, folder: "Path") -> Any:
             return backend   # a version that holds something else: not cached
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
+        _sweep(folder.parent)
         work = tempfile.mkdtemp(prefix=".unpacking-", dir=folder.parent)
         try:
             layout: dict[str, Any] = {}
@@ -284,12 +285,29 @@ def _unpack(backend: Any, folder: "Path") -> Any:
             with open(f"{work}/manifest.json", "w", encoding="utf-8") as out:
                 json.dump({"format": UNPACKED, "arrays": layout, "scalars": scalars,
                            "size": size}, out)
+            if folder.exists():   # a copy `_mapped` could not use: replaced, not kept forever
+                os.rename(folder, f"{work}.damaged")
+                shutil.rmtree(f"{work}.damaged", ignore_errors=True)
             os.rename(work, folder)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     except OSError:
         pass   # read-only home, a full disk, another process first: the next load decompresses
     return backend
+
+
+def _sweep(cache: "Path") -> None:
+    """Remove the work folders of loads killed while they wrote a copy (SIGKILL, a power cut):
+    an hour old, so never one another process is writing now."""
+    import shutil
+    import time
+
+    for left in cache.glob(".unpacking-*"):
+        try:
+            if time.time() - left.stat().st_mtime > 3600:
+                shutil.rmtree(left, ignore_errors=True)
+        except OSError:
+            pass
 
 
 def _mapped(cls: type, folder: "Path", tokenizer: Any) -> Any:
