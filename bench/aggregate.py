@@ -1,22 +1,22 @@
 #!/usr/bin/env python3
-"""The aggregation tier: is it right on a labelled set, and how long does its pass take on a big
-store (it can run after a chat turn's compaction: under a second at 10,000 entries)?
+"""The aggregation tier: right on a labelled set, fast on a big store (it can run after a chat
+turn's compaction: under a second at 10,000 entries), and what it does to your store.
 
     python bench/aggregate.py precision [--write-docs]
     python bench/aggregate.py pass [--entries 10000] [--write-docs]
+    python bench/aggregate.py snapshot [--db PATH] [--project P] [--apply] [--json]
 
-- precision: the real pass, as a dry run, on a store built from tests/fixtures/aggregate_cases.json
-  (the embedded model): fold precision (target 1.00: a wrong fold rewrites what a user said),
-  fold recall, and the hot block's tokens before and after.
-- pass: N entries inserted with SQL from templates (the pass reads rows and words, never
-  vectors), timed as the dry run and then with --apply (which embeds each aggregate written).
+precision: the dry run on tests/fixtures/aggregate_cases.json's store (target: fold precision
+1.00, a wrong fold rewrites what a user said), fold recall, the hot block's tokens; pass: the
+dry run and --apply timed on N entries inserted from templates; snapshot: `forge aggregate`'s
+pass on a fresh copy of your store (never opened itself); --apply writes the folds into the
+copy and asks for every folded source by its own text (both channels must return it).
 """
 from __future__ import annotations
 
 import argparse
 import os
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -141,15 +141,57 @@ def timed_pass(args: argparse.Namespace) -> int:
     return 0
 
 
+def snapshot(args: argparse.Namespace) -> int:
+    """The pass on a snapshot: what it would fold, and (--apply) what it did."""
+    from forge.memory import aggregate
+    from forge.recall import channels
+    from forge.store import rag
+
+    with harness.snapshot_store(args, readonly=False) as store:
+        report = aggregate.run(store, project=args.project, apply=args.apply)
+        document = report.to_dict()
+        if args.apply:   # every folded source, asked for by its own text
+            folded = [rag.get_entry(store, i) for s in report.subjects
+                      if s.outcome in (aggregate.WRITTEN, aggregate.ABSORBED) for i in s.sources]
+            found = [channels.search_hybrid(store, e.content, vector_k=10, lexical_k=10,
+                                            project=e.project) for e in folded]
+            document["recall"] = {"folded_sources": len(folded), "still_recalled": sum(
+                any(r.entry.id == e.id for r in f.rows) for e, f in zip(folded, found))}
+    rows = [{"subject": s.name, "kind": s.kind, "project": s.project or "",
+             "members": s.members, "outcome": s.outcome, "gate": s.gate or "",
+             "line": s.line or (f"#{s.into}" if s.into else "")} for s in report.subjects]
+    before, after = report.block_before, report.block_after
+    counts = ", ".join(f"{k} {v}" for k, v in report.counts().items())
+    lines = [f"{len(report.subjects)} subjects over {report.entries_scanned} active entries "
+             f"in {report.seconds:.3f} s: {counts}",
+             f"hot block: {before.entries} entries / {before.tokens} tokens before, "
+             f"{after.entries} / {after.tokens} after"]
+    if args.apply:
+        kept = document["recall"]
+        lines.append(f"recall still returns {kept['still_recalled']} of {kept['folded_sources']} "
+                     "folded sources (asked by their own text)")
+    lines.append(f"{'written to' if args.apply else 'ran on'} a snapshot; the store itself was "
+                 "not opened")
+    harness.output(args, document, rows,
+                   ["subject", "kind", "project", "members", "outcome", "gate", "line"], lines)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["precision", "pass"])
+    parser.add_argument("what", choices=["precision", "pass", "snapshot"])
     parser.add_argument("--entries", type=int, default=10_000, help="pass: the store's size")
+    parser.add_argument("--db", type=Path, help="snapshot: the store to copy (RAG_DB_FILE)")
+    parser.add_argument("--project", help="snapshot: this project's subjects only")
+    parser.add_argument("--apply", action="store_true", help="snapshot: write the folds")
+    parser.add_argument("--json", action="store_true", help="snapshot: one JSON document")
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
+    if args.what == "snapshot":
+        return snapshot(args)
     with docs_figures.tee(f"aggregate-{args.what}", args.write_docs):
         return (precision if args.what == "precision" else timed_pass)(args)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    harness.run(main)

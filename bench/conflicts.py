@@ -2,18 +2,18 @@
 """Are the conflicts right? Precision and recall of `forge memory conflicts` (and of `forge
 remember`'s note) on labelled pairs and on whole stores.
 
-    python bench/conflicts.py [--keep DIR] [--locomo 300] [--remember] [--write-docs]
+    python bench/conflicts.py [--keep DIR] [--locomo 300] [--write-docs]
 
 Sets: bench/conflicts_cases.json (each pair in its own project, then every case in one store and
 a mixed store of several subjects) and the held-out bench/conflicts_heldout.json; each whole
-store also scores recall's newer-first mark. Targets: pairs recall >= 0.9, precision >= 0.95;
-whole stores >= 0.9 both. The protocol: docs/benchmarks/conflicts.md.
+store also scores recall's newer-first mark, and the pairs `forge remember`'s note. Targets:
+pairs recall >= 0.9, precision >= 0.95; whole stores >= 0.9 both. The protocol:
+docs/benchmarks/conflicts.md.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import tempfile
 import time
@@ -132,9 +132,10 @@ def heldout_store() -> WholeStore:
     return whole
 
 
-def score_store(folder: Path, whole: WholeStore, *, remember_path: bool = False) -> dict:
+def score_store(folder: Path, whole: WholeStore, *, remember: bool = False) -> dict:
     """Write the store (once under --keep DIR: the embedding is the slow part), list its
-    conflicts (conflicts.find), score every pair listed, and recall's newer-first mark."""
+    conflicts (conflicts.find), score every pair listed and recall's newer-first mark;
+    `remember`: the labelled conflicts `forge remember`'s note names, one write at a time."""
     from forge.memory import conflicts
     from forge.store import rag
 
@@ -167,18 +168,16 @@ def score_store(folder: Path, whole: WholeStore, *, remember_path: bool = False)
            "newer": {"seconds": time.process_time() - started, "marked": len(marked),
                      "right": len(marked & set(whole.expected)),
                      "wrong": sorted(sorted(k[2] for k in p) for p in wrong_marks)}}
-    if remember_path:
-        # forge remember's note, one write at a time: every pair it names is scored alike
-        fresh = Path(tempfile.mkdtemp(prefix="forge-conflicts-remember-"))
+    if remember:
         named: set[frozenset] = set()
-        with rag.open_store(harness.data_settings(fresh)) as store:
-            keys: dict[int, tuple] = {}
-            for _, kind, project, content in whole.items:
-                noted = conflicts.remember(store, kind, content, project=project)
-                keys[noted.id] = (kind, project, content)
-                named.update(frozenset((keys[noted.id], keys[o])) for o in noted.conflict_ids)
-        shutil.rmtree(fresh, ignore_errors=True)
-        out["remember"] = {"named": len(named), "right": len(named & set(whole.expected))}
+        with tempfile.TemporaryDirectory(prefix="forge-conflicts-remember-") as fresh:
+            with rag.open_store(harness.data_settings(fresh)) as store:
+                keys: dict[int, tuple] = {}
+                for _, kind, project, content in whole.items:
+                    noted = conflicts.remember(store, kind, content, project=project)
+                    keys[noted.id] = (kind, project, content)
+                    named.update(frozenset((keys[noted.id], keys[o])) for o in noted.conflict_ids)
+        out["remember"] = len(named & set(whole.expected))
     return out
 
 
@@ -217,7 +216,7 @@ def print_pairs(r: dict, whole: WholeStore, pairs: list[dict]) -> None:
     print(f"\nmemory conflicts: precision {precision:.2f} "
           f"({r['right']}/{r['listed']}), recall {r['right'] / r['expected']:.2f} "
           f"({r['right']}/{r['expected']})   targets: >= 0.95, >= 0.9")
-    named = r["remember"]["right"]
+    named = r["remember"]
     print(f"remember's note:  recall {named / r['expected']:.2f} ({named}/{r['expected']}) "
           "(the second entry of a conflict names the first)")
     for c, _ in r["wrong"]:
@@ -248,11 +247,6 @@ def print_store(r: dict) -> None:
         n, of = sum(v[0] for v in ruled), sum(v[1] for v in ruled)
         print(f"  recall on the {of} pairs said otherwise by a negation or a number: "
               f"{n / of:.2f} ({n}/{of})")
-    if "remember" in r:
-        rem = r["remember"]
-        print(f"remember's note:  precision {rem['right'] / max(1, rem['named']):.2f} "
-              f"({rem['right']}/{rem['named']}), recall {rem['right'] / r['expected']:.2f} "
-              f"({rem['right']}/{r['expected']})")
     for c, across in r["wrong"]:
         print(f"  listed, not a conflict{' (across cases)' if across else ''}: "
               f"{c.contents[0]!r} / {c.contents[1]!r} ({c.reason})")
@@ -275,24 +269,19 @@ def main() -> int:
                         help="LoCoMo texts in the mixed store (0: none)")
     parser.add_argument("--keep", type=Path, metavar="DIR",
                         help="write the whole stores under DIR once and reuse them")
-    parser.add_argument("--remember", action="store_true",
-                        help="also score forge remember's note on the whole stores")
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
-    with docs_figures.tee("conflicts", args.write_docs):
-        folder = Path(tempfile.mkdtemp(prefix="forge-conflicts-set-"))
-        try:
-            cases = json.loads(CASES.read_text(encoding="utf-8"))
-            pairs = pairs_store(cases, "labelled pairs", own_projects=True)
-            print_pairs(score_store(folder / "pairs", pairs, remember_path=True), pairs,
-                        cases["pairs"])
-            stores = (pairs_store(cases, "labelled pairs + machines", own_projects=False),
-                      mixed_store(cases, args.locomo), heldout_store())
-            for n, whole in enumerate(stores):
-                print_store(score_store((args.keep or folder) / f"whole-{n}-{len(whole.items)}",
-                                        whole, remember_path=args.remember))
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+    with docs_figures.tee("conflicts", args.write_docs), \
+            tempfile.TemporaryDirectory(prefix="forge-conflicts-set-") as scratch:
+        cases = json.loads(CASES.read_text(encoding="utf-8"))
+        pairs = pairs_store(cases, "labelled pairs", own_projects=True)
+        print_pairs(score_store(Path(scratch) / "pairs", pairs, remember=True), pairs,
+                    cases["pairs"])
+        stores = (pairs_store(cases, "labelled pairs + machines", own_projects=False),
+                  mixed_store(cases, args.locomo), heldout_store())
+        for n, whole in enumerate(stores):
+            folder = args.keep or Path(scratch)
+            print_store(score_store(folder / f"whole-{n}-{len(whole.items)}", whole))
     return 0
 
 

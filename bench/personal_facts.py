@@ -22,33 +22,29 @@ import recall_sets
 FIXTURE = recall_sets.FIXTURES / "personal_facts.json"
 
 
-def kept_and_refused(settings, questions: list[str], vectors, expected: list[int],
-                     cutoff: float) -> tuple[float, float]:
-    """`forge recall` (--limit 10) with RECALL_MAX_DISTANCE=cutoff@fingerprint: the share of
-    hits whose entry is still among the rows, of misses left with no row (which the recall graph
-    refuses)."""
+def kept_and_refused(settings, fingerprint: str, questions: list[str], vectors,
+                     expected: list[int], cutoff: float) -> tuple[float, float]:
+    """`forge recall --limit 10` with RECALL_MAX_DISTANCE=cutoff@fingerprint: the share of hits
+    whose entry is still a row, of misses left with no row (which the recall graph refuses)."""
     from dataclasses import replace
 
     from forge.store import rag
     from forge.recall import many
     from forge.core.settings import Cutoff
 
-    with rag.open_store(settings) as store:
-        fp = rag.query_fingerprint(settings, store.identity)
-    with rag.open_store(replace(settings, recall_max_distance=Cutoff(cutoff, fp))) as store:
-        batch = many.search_many(store, questions, vectors=vectors, limit=10)
-    rows = [a.result.rows for a in batch.answers]
-    hit_rows, miss_rows = rows[:len(expected)], rows[len(expected):]
-    kept = sum(e in {r.entry.id for r in r_} for r_, e in zip(hit_rows, expected))
-    refused = sum(not r_ for r_ in miss_rows)
-    return kept / len(expected), refused / len(miss_rows)
+    cut = replace(settings, recall_max_distance=Cutoff(cutoff, fingerprint))
+    with rag.open_store(cut) as store:
+        rows = [a.result.rows for a in many.search_many(store, questions, vectors=vectors,
+                                                        limit=10).answers]
+    kept = sum(e in {r.entry.id for r in r_} for r_, e in zip(rows, expected))
+    refused = sum(not r_ for r_ in rows[len(expected):])
+    return kept / len(expected), refused / (len(rows) - len(expected))
 
 
 def rule(settings, questions: list[str], vectors, expected: list[int], threshold: float) -> dict:
     """RECALL_MIN_COVERAGE=threshold through `forge recall --limit 10`'s code: hits kept, misses
-    refused, its ms per recall with the entries' latent terms not cached (one `forge recall`
-    process; the first also loads the head) and cached (a chat session), beside the recall
-    without it and the question's dense embedding."""
+    refused, its ms per recall uncached (one process; the first loads the head) and cached (a
+    chat session), beside the recall without it and the question's dense embedding."""
     import statistics
     import time
     from dataclasses import replace
@@ -125,17 +121,12 @@ def run(folder: Path, with_sparse: bool = True) -> dict:
     hits_with_words = sum(any(x.entry.id == e and x.channel != "vector" for x in r)
                           for r, e in zip(hit_rows, expected))
     hit_d = sorted(m.distance for m in cal.hits)
-    nearest = [m.distance for m in cal.hits] + [m.distance for m in cal.misses]
     sweep = []
     for d in sorted({0.0, *hit_d}):
-        kept, refused = kept_and_refused(settings, questions, vectors, expected, d)
-        # for comparison only, never shipped (a category error): a distance that
-        # also judged word matches, i.e. refuse whenever the nearest entry is beyond d
-        kept_all = sum(n <= d for n in nearest[:len(hits)]) / len(hits)
-        refused_all = sum(n > d for n in nearest[len(hits):]) / len(data["misses"])
+        kept, refused = kept_and_refused(settings, cal.fingerprint, questions, vectors, expected,
+                                         d)
         sweep.append({"cutoff": round(d, 6), "hits_kept": round(kept, 3),
-                      "misses_refused": round(refused, 3), "all_rows_hits_kept": round(kept_all, 3),
-                      "all_rows_misses_refused": round(refused_all, 3)})
+                      "misses_refused": round(refused, 3)})
     return {
         "entries": total, "hits": len(hits), "misses": len(data["misses"]),
         "top1": round(share[1], 3), "any@5": round(share[5], 3), "any@10": round(share[10], 3),
@@ -167,7 +158,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args(argv)
     folder = args.keep or Path(tempfile.mkdtemp(prefix="forge-personal-"))
-    folder.mkdir(parents=True, exist_ok=True)
     out = run(folder, with_sparse=not args.no_sparse)
     with docs_figures.tee("personal_facts", args.write_docs):
         report(out, args)
@@ -188,8 +178,8 @@ def report(out: dict, args: argparse.Namespace) -> None:
           f"{out['hot_block_entries']} entries")
     print(f"calibrate: {out['calibrate']['message']}")
     print(f"hit distances {out['hit_distances']}, miss nearest {out['miss_nearest']}")
-    print("refusal rules (a miss is refused when no row is left; all_rows_*: a distance that "
-          "also judged word matches, for comparison only)")
+    print("RECALL_MAX_DISTANCE at 0 and at every hit's distance (a miss is refused when no row "
+          "is left)")
     print(tabulate(out["sweep"], headers="keys", tablefmt="simple"))
     if out["rule"]:
         r = out["rule"]

@@ -4,18 +4,16 @@
 
 The small sets of tests/fixtures, their stores built once under --keep DIR; LoCoMo's stores
 built by `bench/locomo.py --keep DIR` (--locomo DIR), every category 1-4 question read at its
-conversation's last session. Two rows, as `forge recall --limit 10` reads them: shipped, and the
-three channels alone (RECALL_SENTENCE=off). The sets: docs/benchmarks/recall.md. The set
-harnesses (time_questions.py, true_now.py, personal_facts.py) build their stores here.
+conversation's last session. Two columns, as `forge recall --limit 10` reads them: shipped
+(RECALL_SENTENCE=on), and the three channels alone (off). The sets: docs/benchmarks/recall.md.
+true_now.py and personal_facts.py build their stores here.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +23,8 @@ ROOT = harness.ROOT
 FIXTURES = ROOT / "tests" / "fixtures"
 SMALL = {"personal": "personal_facts.json", "french": "french_personal.json",
          "no-word": "french_no_word.json", "held-out": "no_word_heldout.json"}
-VARIANTS = {"shipped (RECALL_SENTENCE=on)": "on",
-            "three channels alone (RECALL_SENTENCE=off)": "off"}
+VARIANTS = {"RECALL_SENTENCE=on": "on", "RECALL_SENTENCE=off": "off"}
+METRICS = {"top-1": "top1", "any@5": "any5", "any@10": "any10"}
 
 
 def settings(folder: Path, **env: str):
@@ -37,12 +35,6 @@ def settings(folder: Path, **env: str):
 def dated_settings(folder: Path, data: dict, **env: str):
     """A dated set's store, read at the set's fixed "now"."""
     return settings(folder, FORGE_NOW=data["now"], COMPACTION_KEEP_RECENT="0", **env)
-
-
-def zone(tz: str) -> None:
-    """Read the questions in the set's time zone."""
-    os.environ["TZ"] = tz
-    time.tzset()
 
 
 def build_notes(folder: Path, data: dict) -> dict[str, int]:
@@ -131,8 +123,7 @@ def locomo_sets(base: Path) -> list[tuple[Path, list[dict], str | None]]:
 def answers(folder: Path, questions: list[str], sentence: str, now: str | None,
             vectors: dict, **options) -> list:
     """`forge recall --limit 10`'s answers (RECALL_SENTENCE=sentence, read at `now`; `options`:
-    search_many's), each store's question vectors embedded once (`vectors`, shared by the
-    variants)."""
+    search_many's), each store's questions embedded once (`vectors`, shared by the variants)."""
     from forge.recall import many
     from forge.store import rag
 
@@ -171,14 +162,13 @@ def measured(sets: dict, convs: list) -> dict[str, dict[str, dict]]:
                      for a, w in zip(answers(folder, questions, sentence, None, vectors), wanted)]
             got[name] = {"n": len(ranks), "top1": sum(r == 0 for r in ranks),
                          "any5": sum(r is not None and r < 5 for r in ranks)}
-        total = {"n": 0, "any5": 0, "any10": 0}
         for folder, asked, ended in convs:
             read = locomo_read(folder, asked, ended, sentence, vectors)
             got[folder.name] = {"n": len(read), "any5": sum(r[0] for r in read),
                                 "any10": sum(r[1] for r in read)}
-            total = {k: total[k] + got[folder.name][k] for k in total}
         if convs:
-            got["LoCoMo"] = total
+            got["LoCoMo"] = {k: sum(got[d.name][k] for d, _, _ in convs)
+                             for k in ("n", "any5", "any10")}
     return out
 
 
@@ -191,6 +181,19 @@ def admitted_words(folder: Path, data: dict) -> list[str]:
         found = [(h["question"], channels.admitted_words(store, h["question"]))
                  for h in data["hits"]]
     return [f"{q} {words}" for q, words in found if words]
+
+
+def fraction(n: int, of: int) -> str:
+    return f"{n}/{of} ({n / of:.3f})" if of else "-"
+
+
+def rows(got: dict) -> list[list]:
+    """`measured`'s figures as rows: set, metric, n, then "k/n (fraction)" for each variant."""
+    first = next(iter(got.values()))
+    return [["held-out (no word)" if name == "held-out" else name, metric, first[name]["n"],
+             *(fraction(g[name][key], g[name]["n"]) for g in got.values())]
+            for name in [*SMALL, "LoCoMo"] if name in first
+            for metric, key in METRICS.items() if key in first[name]]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -207,23 +210,6 @@ def main(argv: list[str] | None = None) -> int:
     admitting = [line for name in ("no-word", "held-out")
                  for line in admitted_words(*sets[name][:2])]
     got = measured(sets, convs)
-    table = []
-    for variant, s in got.items():
-        p, f, nw, ho = (s[name] for name in SMALL)
-        row = [variant, f"{p['top1'] / p['n']:.3f}", f"{p['any5'] / p['n']:.3f}",
-               f"{f['top1']}/{f['n']}", f"{f['any5']}/{f['n']}",
-               f"{nw['top1']}/{nw['n']} ({nw['top1'] / nw['n']:.3f})", f"{nw['any5']}/{nw['n']}",
-               f"{ho['top1']}/{ho['n']} ({ho['top1'] / ho['n']:.3f})", f"{ho['any5']}/{ho['n']}"]
-        if convs:
-            c = s["LoCoMo"]
-            row += [f"{c['any5'] / c['n']:.3f}", f"{c['any10'] / c['n']:.3f}",
-                    " ".join(f"{s[d.name]['any5'] / s[d.name]['n']:.3f}/"
-                             f"{s[d.name]['any10'] / s[d.name]['n']:.3f}" for d, _, _ in convs)]
-        table.append(row)
-    headers = ["variant", "personal top-1", "any@5", "french top-1", "any@5", "no-word top-1",
-               "any@5", "held-out top-1", "any@5"]
-    if convs:
-        headers += ["LoCoMo any@5", "any@10", "per conversation any@5/any@10"]
     with docs_figures.tee("recall_sets", args.write_docs):
         sizes = "; ".join(f"{name}: {len(d['entries'])} entries, {len(d['hits'])} questions"
                           for name, (_, d, _) in sets.items())
@@ -231,7 +217,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{sizes} ({len(admitting)} of these two sets' admitting a word{words}); "
               f"LoCoMo: {len(convs)} conversations, {sum(len(a) for _, a, _ in convs)} "
               "questions (forge recall --limit 10's code)")
-        print(tabulate(table, headers=headers, tablefmt="github"))
+        print(tabulate(rows(got), headers=["set", "", "n", *VARIANTS], tablefmt="github"))
+        if convs:
+            print("LoCoMo per conversation, any@5/any@10: " + "; ".join(
+                f"{variant} " + " ".join(f"{s[d.name]['any5'] / s[d.name]['n']:.3f}/"
+                                         f"{s[d.name]['any10'] / s[d.name]['n']:.3f}"
+                                         for d, _, _ in convs) for variant, s in got.items()))
     return 0
 
 

@@ -343,7 +343,7 @@ def test_precision_is_1_on_the_labelled_set_whatever_the_rarity_rule(labelled, f
 
 def test_the_rag_aggregate_harness_folds_a_snapshot_and_leaves_the_store_as_it_was(runner, store,
                                                                                   settings):
-    """bench/store_check.py aggregate (C2): the real pass on a copy made by the shared snapshot helper;
+    """bench/aggregate.py snapshot (C2): the real pass on a copy made by the shared snapshot helper;
     the folded sources stay findable there, and the live store keeps its bytes."""
     import os
     import subprocess
@@ -351,8 +351,8 @@ def test_the_rag_aggregate_harness_folds_a_snapshot_and_leaves_the_store_as_it_w
 
     live = Path(settings.rag_db_file)
     before = live.read_bytes()
-    bench = Path(__file__).resolve().parent.parent / "bench" / "store_check.py"
-    proc = subprocess.run([sys.executable, str(bench), "aggregate", "--apply", "--json"],
+    bench = Path(__file__).resolve().parent.parent / "bench" / "aggregate.py"
+    proc = subprocess.run([sys.executable, str(bench), "snapshot", "--apply", "--json"],
                           capture_output=True,
                           text=True, timeout=600, env=os.environ.copy())
     assert proc.returncode == 0, proc.stderr

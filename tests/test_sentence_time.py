@@ -20,9 +20,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 def time_store(tmp_path_factory):
     """bench/time_set.json's store, written and read in its zone (as the bench does)."""
     import recall_sets
-    import time_questions
+    import true_now
 
-    data = json.loads(time_questions.SET.read_text(encoding="utf-8"))
+    data = json.loads(true_now.SETS["time"].read_text(encoding="utf-8"))
     with local_zone(data["tz"]):
         folder = tmp_path_factory.mktemp("time-set")
         yield folder, data, recall_sets.build_dated(folder, data)

@@ -72,9 +72,9 @@ def test_the_second_true_now_set_has_the_shape_it_promises():
 
 
 def test_the_development_set_reads_as_the_held_out_sets_do():
-    """Its compact form (a changed fact's old and new notes, its current and past questions; a
-    pair's notes and question; unrelated notes) adapted: one note per entry, in the order its
-    seed shuffles, each question expecting the note its form names."""
+    """In the held-out sets' form: a changed fact's old and new notes (`KEY.old`, `KEY.new`),
+    its current and past questions, a pair's notes and question, unrelated notes; its own seed,
+    read in UTC."""
     data = load("dev")
     kinds = [q["type"] for q in data["questions"]]
     assert (kinds.count("current"), kinds.count("former"), kinds.count("both")) == (32, 10, 10)

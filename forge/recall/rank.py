@@ -91,7 +91,7 @@ if TYPE_CHECKING:
 DEFAULT_LIMIT = 10
 # What the vector channel embeds when the question names a time: "question" (all of it) or
 # "rest" (without the time expression, as the word and latent channels read it). Measured on
-# bench/time_questions.py (docs/time.md).
+# bench/true_now.py --set time (docs/time.md).
 VECTOR_READS = "question"
 RRF_K = 60
 MIN_POOL = 30

@@ -70,7 +70,7 @@ def told(period: "Window") -> "Window | None":
     told during its period or after it ("the NAS I ordered in May has arrived"), or announced
     shortly before it ("I start the new job on the 3rd"), never long before. So: from
     ANNOUNCED before the period's start, with no end (None when the period has no start:
-    "before August 3" bounds nothing). Measured on bench/time_questions.py and LoCoMo
+    "before August 3" bounds nothing). Measured on bench/true_now.py --set time and LoCoMo
     (docs/time.md): the period alone as a window lost LoCoMo questions whose answer was told in
     a later session, or a few days before the date the question names."""
     from ..core.timestamps import utc_text
