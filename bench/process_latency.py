@@ -2,6 +2,7 @@
 
     python bench/process_latency.py STORE_DIR [--runs 15] [--trace-mb 200] [--compare DIR]
                                     [--write-docs]
+    python bench/process_latency.py --imports [--runs 15] [--write-docs]
 
 STORE_DIR holds a real store (`bench/locomo_store.py DIR`), copied first so `remember` never
 changes it. Each figure is the median of `--runs` fresh processes through the `forge` script pip
@@ -9,6 +10,8 @@ wrote, interleaved with the baseline (one of each per round). Targets: `--help` 
 `recall` <= 300 ms or 3.5x; `remember` <= 250 ms; `memory ls`, `trace tail` and `config`
 <= 1.5x. Run it with the Python of a NON-editable install: an editable install's finder charges
 ~15-20 ms of imports to `import click` too and flatters every ratio (the script warns).
+`--imports`: what printing a table costs, tabulate's import, and `importlib.metadata` alone
+(tabulate 0.10 reads its own version through it at import), each beside `import click`.
 """
 from __future__ import annotations
 
@@ -23,6 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import docs_figures
+import harness
+
 QUERY = "When did Caroline go to the LGBTQ support group?"
 # The same question with a time expression (its window holds every entry of a store built this
 # year: the channels' filter runs over the whole store, and dateparser is imported and read).
@@ -31,8 +37,9 @@ QUERY_TIMED = "What did Caroline say this year about the LGBTQ support group?"
 
 def _trace_file(path: Path, megabytes: int) -> None:
     line = json.dumps({"run_id": "0" * 12, "timestamp": "2026-11-30T00:00:00.000Z",
-                       "user_input_preview": "x" * 200, "steps": [{"tool": "chat", "duration_ms": 1.0}],
-                       "total_ms": 1.0, "ok": True, "not_answered": None, "error": None}) + "\n"
+                       "user_input_preview": "x" * 200,
+                       "steps": [{"tool": "chat", "duration_ms": 1.0}], "total_ms": 1.0,
+                       "ok": True, "not_answered": None, "error": None}) + "\n"
     block = line * ((1 << 20) // len(line) + 1)
     with open(path, "w") as fh:
         for _ in range(megabytes):
@@ -81,21 +88,38 @@ def _editable_finders() -> list[str]:
     return sorted(p.name for d in site.getsitepackages() for p in Path(d).glob("__editable__*.pth"))
 
 
+def imports(runs: int, write_docs: bool) -> None:
+    modules = ("click", "click, tabulate", "click, importlib.metadata")
+    commands = {f'python -c "import {m}"': ([sys.executable, "-c", f"import {m}"], {})
+                for m in modules}
+    times = harness.interleaved(commands, runs, warm=False)
+    import tabulate
+
+    base = statistics.median(times[harness.CLICK])
+    with docs_figures.tee("process_latency-imports", write_docs):
+        print(f"{'command':46} {'median ms':>9}  x import click")
+        for name, values in times.items():
+            median = statistics.median(values)
+            print(f"{name:46} {median:9.1f}  {median / base:13.2f}")
+        print(f"\n{runs} runs each, interleaved; tabulate {tabulate.__version__}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("store", type=Path)
+    parser.add_argument("store", type=Path, nargs="?", help="STORE_DIR (all but --imports)")
+    parser.add_argument("--imports", action="store_true", help="tabulate's import instead")
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--trace-mb", type=int, default=200)
     parser.add_argument("--compare", type=Path, metavar="DIR",
                         help="also run each forge command with another copy of the `forge` "
                         "package (DIR/forge, e.g. `git archive OLD forge | tar -x -C DIR`), "
                         "interleaved, and print new / old")
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import docs_figures
-
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    if args.imports:
+        return imports(args.runs, args.write_docs)
+    if args.store is None:
+        parser.error("STORE_DIR is required (a real store: bench/locomo_store.py DIR)")
     from forge.store import db
 
     work = Path(tempfile.mkdtemp(prefix="forge-bench-"))
@@ -105,7 +129,7 @@ def main() -> None:
         os.sync()   # the copy and the trace file written back now, not during the timed runs
         # The children run in `work`: `python -m` puts its working directory first on sys.path,
         # so from the repo root every run (--compare's old ones too) imported the repo's forge.
-        repo = str(Path(__file__).resolve().parents[1])
+        repo = str(harness.ROOT)
         env = {**os.environ, "FORGE_DATA_DIR": str(work), "PYTHONPATH": repo}
         env.pop("EMBEDDING_URL", None)
         # An installed package runs from bytecode (pip compiles it); a shell that sets
@@ -113,7 +137,7 @@ def main() -> None:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         import compileall
 
-        compileall.compile_dir(str(Path(__file__).resolve().parents[1] / "forge"), quiet=1)
+        compileall.compile_dir(str(harness.ROOT / "forge"), quiet=1)
         script = Path(sys.executable).with_name("forge")
         forge = [str(script)] if script.is_file() else [sys.executable, "-m", "forge"]
         # the notes' sentence rows, as `forge remember` stores them: a store built before they

