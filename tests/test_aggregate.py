@@ -131,7 +131,7 @@ def test_a_negation_never_folds_into_its_positive(runner, store):
     run(runner, "remember", "fact", "Le NiPoGi n'a pas 32 Go de RAM", "--project", "homelab")
     report = plan(runner, "--apply", "--project", "homelab")
     subject = subject_of(report, store["nipogi"])
-    # Issue 21: the conflict gate names it before any containment rule is tried.
+    # The conflict gate names it before any containment rule is tried.
     assert (subject["outcome"], subject["gate"]) == ("refused", "conflict")
     assert "negation: pas" in subject["reason"]
     rows = entries(runner)
@@ -240,7 +240,7 @@ def test_score_counts_a_fold_of_a_must_not_case_as_wrong(labelled):
     assert (s.made, s.right, s.precision) == (2, 1, 0.5)
 
 
-# -- COMPACTION_AGGREGATE (A6) ----------------------------------------------------------------
+# -- COMPACTION_AGGREGATE: the pass after a compaction ----------------------------------------
 
 def _fill_history(monkeypatch, **env) -> object:
     from forge.core.settings import load_settings
@@ -321,10 +321,10 @@ def test_nl_prints_one_subject_per_line(runner, store):
     assert len(subjects) == 32 and {"name", "members", "outcome", "gate", "line"} <= set(subjects[0])
 
 
-@pytest.mark.parametrize("rule", ["V5", "at most one entry", "share 0.1"])
+@pytest.mark.parametrize("rule", ["as shipped", "at most one entry", "share 0.1"])
 def test_precision_is_1_on_the_labelled_set_whatever_the_rarity_rule(labelled, forge_env,
                                                                      settings, monkeypatch, rule):
-    """The word channel's small-store rule may change (V5); a fold must stay right under it."""
+    """The word channel's small-store rule may change; a fold must stay right under it."""
     from forge.memory import aggregate
     from forge.store import rag
 
@@ -338,12 +338,12 @@ def test_precision_is_1_on_the_labelled_set_whatever_the_rarity_rule(labelled, f
     with rag.open_store(settings, path=path, check_identity=False) as store:
         result = score(aggregate.run(store).subjects, cases)
     assert result.precision == 1.0, result.wrong
-    assert result.recall >= (1.0 if rule == "V5" else 0.6)
+    assert result.recall >= (1.0 if rule == "as shipped" else 0.6)
 
 
 def test_the_rag_aggregate_harness_folds_a_snapshot_and_leaves_the_store_as_it_was(runner, store,
                                                                                   settings):
-    """bench/aggregate.py snapshot (C2): the real pass on a copy made by the shared snapshot helper;
+    """bench/aggregate.py snapshot: the real pass on a copy made by the shared snapshot helper;
     the folded sources stay findable there, and the live store keeps its bytes."""
     import os
     import subprocess

@@ -153,8 +153,8 @@ def test_no_module_imports_one_that_imports_it_back():
 @pytest.mark.parametrize("path", SOURCES, ids=module_name)
 def test_only_the_lazy_logger_imports_logging(path):
     """Modules log through `forge.core.log.log`, which imports `logging` on the first message: a
-    command that logs nothing never loads it (issue 11). The CLI's handler setup imports it
-    inside the function that forge.core.log runs at that moment."""
+    command that logs nothing never loads it (a shell loop pays each command's start-up). The
+    CLI's handler setup imports it inside the function that forge.core.log runs at that moment."""
     if module_name(path) in ("forge.core.log", "forge.cli.main"):
         return
     tree = ast.parse(path.read_text(encoding="utf-8"))

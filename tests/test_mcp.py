@@ -317,7 +317,7 @@ def test_an_agent_writing_while_an_import_compacts_loses_nothing(monkeypatch):
 
 
 def test_conflicts_and_replaces_as_the_cli_has_them():
-    """Issue 21 through MCP: remember answers the entries it may contradict, memory_conflicts is
+    """Conflicts through MCP: remember answers the entries it may contradict, memory_conflicts is
     `forge memory conflicts --json`, and `replaces` links the old entry in the same write."""
     async def run() -> dict[str, Any]:
         async with stdio() as client:

@@ -325,8 +325,8 @@ EXCHANGES = [
 
 def test_batch_recall_on_the_default_path_gives_the_rows_of_single_recalls(filled, settings):
     """`recall --queries` is `forge recall` per query on the default path (--limit): the same
-    rows, channels, scores and neighbours (issue 22: only the --vector-k path was compared, and
-    a batch path that dropped the neighbours passed every test)."""
+    rows, channels, scores and neighbours (when only the --vector-k path was compared, a batch
+    path that dropped the neighbours passed every test)."""
     from forge.store import rag
 
     with rag.open_store(settings) as store:
@@ -348,7 +348,7 @@ def test_batch_recall_on_the_default_path_gives_the_rows_of_single_recalls(fille
     latent: set[int] = set()
     # the default budget (10), and --limit 40: deep enough that word-only rows come back in a
     # 64-entry store, where the vector pool holds most entries
-    # (--limit 30 since issue 22: with the latent-term channel the word-only rows of this store
+    # (--limit 30 too: with the latent-term channel the word-only rows of this store
     # come back within a pool of 30, and fall below the 40th row when the pool is 40)
     for budget in ([], ["--limit", "30"], ["--limit", "40"]):
         batch = invoke(runner, "recall", "--queries", "-", "--nl", *budget,
@@ -366,7 +366,7 @@ def test_batch_recall_on_the_default_path_gives_the_rows_of_single_recalls(fille
             channels |= {r["channel"] for r in answer["rows"]}
             latent |= {r["id"] for r in answer["rows"] if r.get("sparse")}
     assert {"neighbour", "both", "vector", "lexical"} <= channels   # every path fired
-    assert latent   # and the latent-term channel (issue 22 item 3) scored rows in both
+    assert latent   # and the latent-term channel scored rows in both
 
 
 def test_batch_recall_errors_name_the_line_and_write_nothing(filled):

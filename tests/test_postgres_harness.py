@@ -1,4 +1,4 @@
-"""The harness workflow on a PostgreSQL store (issue 23, item 5): a snapshot of the shared store
+"""The harness workflow on a PostgreSQL store: a snapshot of the shared store
 is a scratch SQLite file made by `forge store migrate`'s transfer (bench/store_snapshot.py);
 `forge aggregate --db SNAPSHOT` and calibration run on it, and the shared store is left as it
 was; `forge calibrate` reads the PostgreSQL store itself without writing to it."""

@@ -146,7 +146,7 @@ def test_a_bad_item_in_a_batch_writes_nothing(settings):
         assert rag.count_entries(store) == 0
 
 
-# ------------------------------------------------------------------ hybrid search (V5, V6)
+# ------------------------------------------------------------------ hybrid search
 
 def test_nipogi_question_finds_the_nipogi_entries(store):
     result = channels.search_hybrid(store, "Quel processeur a mon NiPoGi ?")
@@ -191,7 +191,7 @@ def test_common_words_question_gets_nothing_from_the_word_channel(store):
 
 def test_document_frequency_bound_follows_the_setting(store):
     # "podman" sits in 5 of the 52 entries: refused at 0.05 (2.6 entries), admitted at 0.2
-    # (a function word such as "de" is never admitted, whatever the setting: issue 22)
+    # (a function word such as "de" is never admitted, whatever the setting)
     store.settings = replace(store.settings, recall_lexical_max_df=0.05)
     assert channels.admitted_words(store, "podman") == []
     store.settings = replace(store.settings, recall_lexical_max_df=0.2)
@@ -413,7 +413,7 @@ def test_store_report_reads_without_embedding(store, settings):
     assert missing["exists"] is False and missing["entries"] == 0
 
 
-# ------------------------------------------------------------------ V5 on a small store (issue 14)
+# ------------------------------------------------------------------ word rarity on a small store
 
 SMALL = ["My cat is called Pixel", "My NAS is a Synology DS920+", "The backup runs at 3am",
          "Buy a UPS for the rack", "Prefers tea over coffee", "The router runs OpenWrt",

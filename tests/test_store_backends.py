@@ -246,7 +246,7 @@ def test_vectors_read_back_and_stream(opener):
     assert list(only[0][0]) == [ids[1], ids[3]]
 
 
-# ------------------------------------------------------------------ words (V5)
+# ------------------------------------------------------------------ words
 
 def test_words_are_folded_alike_and_counted_by_document(opener):
     b = opener()
@@ -314,8 +314,8 @@ def test_reindex_staging_swaps_in_a_new_dimension(opener):
 
 @pytest.mark.postgres
 def test_both_backends_admit_the_same_words_for_the_same_question(postgres_url, settings):
-    """V5 on both: the 52-entry FR/EN fixture in each store; for every question, the same
-    folded words with the same document frequencies, so `is_informative` admits the same
+    """Word rarity on both: the 52-entry FR/EN fixture in each store; for every question, the
+    same folded words with the same document frequencies, so `is_informative` admits the same
     words, and the word channel ranks the same entries first (BM25 with FTS5's constants)."""
     from forge.store import rag
     from forge.store import postgres, sqlite

@@ -1,4 +1,4 @@
-"""Issue 15, item 1: the commands that touch the deliberate store print the same thing on both
+"""The commands that touch the deliberate store print the same thing on both
 backends. One script of real `forge` commands runs against a SQLite store and against a real
 PostgreSQL store; their outputs, timestamps masked, must be equal line for line."""
 from __future__ import annotations
@@ -75,7 +75,7 @@ def test_the_store_commands_print_the_same_on_both_backends(runner, postgres_url
                                                              settings):
     monkeypatch.setenv("COMPACTION_THRESHOLD", "4")
     monkeypatch.setenv("COMPACTION_KEEP_RECENT", "2")
-    # the latent-term channel is SQLite's only (issue 22): its third share would change `fused`
+    # the latent-term channel is SQLite's only: its third share would change `fused`
     monkeypatch.setenv("RECALL_SPARSE", "off")
     on_sqlite = run_script(runner)
     assert settings.rag_db_file.exists()

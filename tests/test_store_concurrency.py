@@ -1,10 +1,10 @@
-"""Several machines, one PostgreSQL store (issue 15, item 4): real `forge` processes, each with
+"""Several machines, one PostgreSQL store: real `forge` processes, each with
 its own history file and data folder, writing at once into the same database.
 
 - two `forge compact` at once, histories whose message ids and texts are the SAME (both start
   at #1): nothing lost, nothing duplicated, each archive entry tied to its own history;
-- `forge remember` of the same note from several processes at once: stored once (V11 under
-  the unique constraint and the write lock);
+- `forge remember` of the same note from several processes at once: stored once (an exact
+  duplicate writes nothing, under the unique constraint and the write lock);
 - kill -9 in the middle of a compaction's write transaction, and after the store write but
   before the history rewrite: the next run repairs exactly as with SQLite;
 - a server that is down or refuses the password: one line naming the URL without the
@@ -219,7 +219,7 @@ def test_an_unreachable_server_is_one_line_exit_1_and_nothing_written_locally(
     assert not list(data.glob("*.db*"))
 
 
-# -- two connections whose transactions really overlap (issue 23, item 5) ---------------------
+# -- two connections whose transactions really overlap ----------------------------------------
 
 def two_backends(url: str, root: Path):
     from forge.store import postgres

@@ -185,7 +185,7 @@ def test_a_postgres_target_that_is_down_is_one_line_without_its_password(runner,
 
 
 def test_a_store_of_schema_1_gets_the_reason_column_and_its_links_say_fold(settings):
-    """The migration: a SQLite store written before issue 21 (schema 1) opens, its fold links
+    """The migration: a SQLite store of schema 1 (no reason on a link) opens, its fold links
     read `fold`, and a replacement can be written."""
     from forge.store import db
     from forge.store import sqlite as sqlite_backend

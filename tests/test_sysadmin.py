@@ -273,7 +273,7 @@ def test_one_failing_command_among_several_is_reported_in_the_block(local_invent
 
 @pytest.mark.parametrize("turn", ["why did nginx stop on nas?", "pourquoi nginx est tombé sur nas ?"])
 def test_every_refusal_string_is_one_compaction_recognises(turn):
-    """H7: the text says so, even for a block written before the `answered` flag (resplit)."""
+    """The text says it is no answer, even in a block older than the `answered` flag (resplit)."""
     texts = [non_answer.target_not_found(turn, "nas", ["box"]),
              non_answer.target_not_found(turn, None, ["box"]),
              non_answer.collect_failed(turn, "nas", "ssh exit 255"),
@@ -283,7 +283,7 @@ def test_every_refusal_string_is_one_compaction_recognises(turn):
 
 
 def test_an_answer_that_echoes_the_answer_prompt_is_a_placeholder(local_inventory, chat_fake):
-    """H2: the answering model parroting its own instructions is never kept as an answer."""
+    """The answering model parroting its own instructions is never kept as an answer."""
     from forge.chat.run import run_turn
 
     chat_fake.chat_reply(envelope("sysadmin", payload={"target": "box", "command": "tail"}))

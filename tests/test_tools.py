@@ -197,7 +197,7 @@ def test_memory_remember_keeps_a_valid_kind_and_project():
 
 
 def test_question_turn_never_writes_and_is_answered_with_a_recall():
-    """V9: the payload lost the question mark; the turn did not."""
+    """The question rule: the payload lost the question mark; the turn did not."""
     result = dispatch("memory", {"op": "remember", "kind": "fact", "content": "Possède un serveur"},
                       ctx("Je possède un serveur ?"))
     assert entries() == []
@@ -225,7 +225,7 @@ def test_memory_without_an_op_or_content_is_a_tool_error():
     assert dispatch("memory", {"kind": "fact"}, ctx()).text.startswith(non_answer.TOOL_ERROR)
 
 
-# -- issue 14, item 8: no link followed at open time, git confined to the workspace, secrets
+# -- no link followed at open time, git confined to the workspace, secrets
 
 
 def test_a_symlink_swapped_in_after_the_check_is_not_followed(workspace, monkeypatch):

@@ -1,4 +1,4 @@
-"""Traces (T1–T3): single-write appends, tail from the end, torn lines, the three states."""
+"""Traces: single-write appends, tail from the end, torn lines, the three states."""
 from __future__ import annotations
 
 import json

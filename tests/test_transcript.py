@@ -1,4 +1,4 @@
-"""Transcript units (H6), the envelope unwrap, and the non-answer filters (H7)."""
+"""Transcript units, the envelope unwrap, and the non-answer filters."""
 from __future__ import annotations
 
 import pytest
@@ -126,7 +126,7 @@ def test_every_fixed_non_answer_string_starts_with_a_listed_marker():
 
 
 def test_split_of_a_rendered_window_gives_back_the_units_live_eviction_cut():
-    """H6: live eviction (units) and resplit (split) must see the same exchanges, even when a
+    """Live eviction (units) and resplit (split) must see the same exchanges, even when a
     message holds lines that look like a role name (a login, a config key)."""
     window = [
         msg(1, "user", "mes identifiants ?"),

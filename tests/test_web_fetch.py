@@ -271,7 +271,7 @@ def test_https_connects_to_the_checked_address_and_verifies_the_named_host(tmp_p
         server.server_close()
 
 
-# -- public addresses only (issue 23): every range that is not global, however it is written ---
+# -- public addresses only: every range that is not global, however it is written --------------
 
 NOT_PUBLIC = [
     ("127.0.0.1", "loopback"), ("127.8.9.10", "loopback"), ("::1", "loopback"),
