@@ -4,15 +4,11 @@ its prompt cache across chat turns, and whether the model can tell a log block d
     python bench/chat_model.py tokens|cache|verdict [--url URL] [--turns 4] [--write-docs]
 
 The server is `--url`, or the small chat model started for the run (one slot).
-- tokens: `forge.core.tokens.estimate_tokens` against `/tokenize` on the sample transcript, the
-  router prompt, PROSE and the forge package in 40-line chunks: mean absolute error, worst over-
-  and under-estimate, ratio of the sums, per category.
-- cache: `--turns` turns of `run_turn` in a scratch folder: the trace's prompt_n, cache_n,
-  prompt_ms, total_ms. Turn 1 is cold; from turn 2 the system prompt, tools and history are a
-  cached prefix.
-- verdict: THE INPUTS ARE WRITTEN, NOT COLLECTED: every block and question is in
-  bench/sysadmin_verdict.yaml, written by hand. The model sees each block as the sysadmin tool
-  shows it and answers YES or NO: each case, then the verdict matrix.
+- tokens: `estimate_tokens` against `/tokenize` on the sample transcript, the router prompt, PROSE
+  and the forge package in 40-line chunks, per category: the error, mean and worst.
+- cache: `--turns` turns of `run_turn`: the trace's prompt_n, cache_n, prompt_ms, total_ms.
+- verdict: the blocks of bench/sysadmin_verdict.yaml (WRITTEN, NOT COLLECTED) as the sysadmin
+  tool shows them, the model asked YES or NO: each case, then the verdict matrix.
 """
 from __future__ import annotations
 
@@ -47,10 +43,9 @@ PROSE = {
 FRENCH = (" le ", " la ", " les ", " je ", " un ", " une ", " de ", " est ", "é")
 TURNS = ["Bonjour !", "What can you do?", "Say something short.", "Merci, au revoir."]
 CASES = harness.ROOT / "bench" / "sysadmin_verdict.yaml"
-VERDICT_INSTRUCTION = (
-    "Before answering, judge only this: does the log block above contain the answer to the "
-    "question? Reply with exactly one word: YES if it does, NO if it does not."
-)
+VERDICT_INSTRUCTION = ("Before answering, judge only this: does the log block above contain the "
+                       "answer to the question? Reply with exactly one word: YES if it does, NO "
+                       "if it does not.")
 VERDICTS = ("YES", "NO", "unclear")
 
 
