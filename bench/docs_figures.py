@@ -20,15 +20,14 @@ HELP = "also write the command line and this output to docs/bench/NAME.txt (the 
 ENV_SHOWN = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "FORGE_LOCOMO", "RECALL_SPARSE")
 
 
-def command_line(argv: list[str] | None = None) -> str:
+def command_line() -> str:
     """The command as a user would type it again, `--write-docs` left out."""
-    argv = list(sys.argv if argv is None else argv)
-    script = Path(argv[0])
+    script = Path(sys.argv[0])
     try:
         script = script.resolve().relative_to(Path(__file__).resolve().parent.parent)
     except ValueError:
         pass
-    args = [a for a in argv[1:] if a != "--write-docs"]
+    args = [a for a in sys.argv[1:] if a != "--write-docs"]
     env = [f"{k}={shlex.quote(os.environ[k])}" for k in ENV_SHOWN if k in os.environ]
     return " ".join(env + ["python", str(script)] + [shlex.quote(a) for a in args])
 
@@ -46,7 +45,7 @@ class _Tee(io.TextIOBase):
 
 
 @contextlib.contextmanager
-def tee(name: str, enabled: bool, argv: list[str] | None = None) -> Iterator[None]:
+def tee(name: str, enabled: bool) -> Iterator[None]:
     """Copy stdout into docs/bench/NAME.txt when `enabled`, headed by the command line."""
     if not enabled:
         yield
@@ -58,15 +57,8 @@ def tee(name: str, enabled: bool, argv: list[str] | None = None) -> Iterator[Non
         yield
     finally:
         sys.stdout = real
-    write(name, copy.getvalue(), command_line(argv))
-
-
-def write(name: str, output: str, command: str) -> Path:
-    """Write docs/bench/NAME.txt (temp file + rename, so a reader never sees half of it)."""
-    DOCS_BENCH.mkdir(parents=True, exist_ok=True)
     target = DOCS_BENCH / f"{name}.txt"
-    temp = target.with_suffix(".txt.tmp")
-    temp.write_text(f"$ {command}\n{output.rstrip()}\n", encoding="utf-8")
+    temp = target.with_suffix(".txt.tmp")   # then a rename: a reader never sees half of it
+    temp.write_text(f"$ {command_line()}\n{copy.getvalue().rstrip()}\n", encoding="utf-8")
     os.replace(temp, target)
     print(f"wrote {target}", file=sys.stderr)
-    return target

@@ -8,8 +8,7 @@
 - default: a generated ChatGPT-shaped export imported with `--compact` on the embedded model:
   messages/s, the share outside the embedder, peak memory; baseline: the first `--baseline`
   conversations' kept messages as Forge JSONL.
-- `--stream`: the validation pass's peak Python allocations against `json.load`: a stream stays
-  flat.
+- `--stream`: the validation pass's peak Python allocations against `json.load`'s: flat.
 - `--adversarial`: files under 1 MB built to hurt, each imported by a `forge history import`
   process; target: peak RSS under 500 MB.
 """
@@ -101,7 +100,8 @@ def conversation(c: int, exchanges: int, rng: random.Random) -> tuple[dict, list
 
 
 def build(folder: Path, conversations: int, baseline: int) -> tuple[Path, Path, int]:
-    """(the zipped export, the baseline's JSONL, conversations.json's size); 10 exchanges each."""
+    """(the zipped export, the baseline's JSONL, conversations.json's size); 10 exchanges each,
+    conversations.json left beside them."""
     rng = random.Random(11)
     convs, records = [], []
     for c in range(conversations):
@@ -118,9 +118,7 @@ def build(folder: Path, conversations: int, baseline: int) -> tuple[Path, Path, 
     jsonl = folder / "transcript.jsonl"
     jsonl.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
                      encoding="utf-8")
-    size = raw.stat().st_size
-    raw.unlink()
-    return export, jsonl, size
+    return export, jsonl, raw.stat().st_size
 
 
 def peak(fn) -> tuple[float, float]:
@@ -134,14 +132,9 @@ def peak(fn) -> tuple[float, float]:
     return top, seconds
 
 
-def rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def timed_import(args: argparse.Namespace) -> None:
     from forge.embedders import embedded
     from forge.memory.export_import import ExportReport, _validate, import_export
-    from forge.memory.exports import sniff
     from forge.memory.history_import import import_history
     from forge.store import history, rag
 
@@ -167,9 +160,9 @@ def timed_import(args: argparse.Namespace) -> None:
         # The model loaded and warm before anything is measured (its weight is not the import's).
         with rag.open_store(fresh("warm")) as store:
             rag.remember(store, "fact", "warm-up entry")
-        rss_model = rss_mb()
+        rss_model = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # MB
         settings = fresh("export")
-        parse_peak, _ = peak(lambda: _validate(export, sniff(export) or "chatgpt", set(),
+        parse_peak, _ = peak(lambda: _validate(export, "chatgpt", set(),
                                                ExportReport("x", "chatgpt"), False))
 
         embedding[0] = 0.0
@@ -177,7 +170,7 @@ def timed_import(args: argparse.Namespace) -> None:
         report = import_export(settings, export, compact=True)
         total = time.perf_counter() - started
         spent_embedding = embedding[0]
-        rss_after = rss_mb()
+        rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         with rag.open_store(settings, check_identity=False) as store:
             entries = rag.count_entries(store)
         left = len(history.read(settings.memory_file).messages)
@@ -232,10 +225,7 @@ def stream(args: argparse.Namespace) -> None:
                 export, _, size = build(Path(tmp), n, 0)
                 report = ExportReport("bench", "chatgpt")
                 streamed, seconds = peak(lambda: _validate(export, "chatgpt", set(), report, False))
-                raw = Path(tmp) / "conversations.json"
-                with zipfile.ZipFile(export) as z:
-                    raw.write_bytes(z.read("conversations.json"))
-                whole, _ = peak(lambda: json.loads(raw.read_bytes()))
+                whole, _ = peak(lambda: json.loads((Path(tmp) / "conversations.json").read_bytes()))
                 print(f"{n:>13}  {report.messages:>8}  {size / 2**20:>15.1f} MB  "
                       f"{streamed:>10.1f} MB  {whole:>11.1f} MB  {seconds:>10.1f}")
 
@@ -245,6 +235,8 @@ def stream(args: argparse.Namespace) -> None:
 FORGE = str(Path(sys.executable).parent / "forge")
 LIMIT_BYTES = 2 ** 20          # every file stays under 1 MB
 BOUND_MB = 500
+PLAIN = 355                    # the most conversations chatgpt() fits under 0.95 MB
+DEEP_ARRAY = "[" * 100_000 + "]" * 100_000
 
 
 def chatgpt(n: int, metadata: str = "{}") -> str:
@@ -255,24 +247,8 @@ def chatgpt(n: int, metadata: str = "{}") -> str:
     return text.replace('"metadata": {}', '"metadata": ' + metadata, 1)
 
 
-def plain() -> str:
-    """The baseline: real-shaped conversations up to just under 1 MB."""
-    n = 1
-    while len(chatgpt(n * 2).encode()) < LIMIT_BYTES * 0.95:
-        n *= 2
-    lo, hi = n, n * 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if len(chatgpt(mid).encode()) < LIMIT_BYTES * 0.95 else (lo, mid)
-    return chatgpt(lo)
-
-
 def deep_object(levels: int) -> str:
     return '{"a":' * levels + "1" + "}" * levels
-
-
-def deep_array(levels: int) -> str:
-    return "[" * levels + "]" * levels
 
 
 def claude_deep(levels: int) -> str:
@@ -308,10 +284,10 @@ def tiny_conversations() -> str:
 
 
 CASES = [
-    ("plain ChatGPT export (baseline)", plain),
+    ("plain ChatGPT export (baseline)", lambda: chatgpt(PLAIN)),
     ("object nested 100,000 deep", lambda: chatgpt(1, deep_object(100_000))),
     ("object nested 40,000 deep", lambda: chatgpt(1, deep_object(40_000))),
-    ("array nested 100,000 deep", lambda: chatgpt(1, deep_array(100_000))),
+    ("array nested 100,000 deep", lambda: chatgpt(1, DEEP_ARRAY)),
     ("Claude attachment 100,000 deep", lambda: claude_deep(100_000)),
     ("0.45 MB title, 100 messages", lambda: one_conversation(50, title="T" * 450_000)),
     ("one 0.95 MB message", lambda: one_conversation(1, text="x" * 950_000)),
@@ -320,7 +296,7 @@ CASES = [
         f'"k{i}":0' for i in range(80_000)) + "}")),
     ("2,400 tiny conversations", tiny_conversations),
     ("Forge transcript 100,000 deep",
-     lambda: '[{"role": "user", "content": "a", "ref": ' + deep_array(100_000) + "}]"),
+     lambda: '[{"role": "user", "content": "a", "ref": ' + DEEP_ARRAY + "}]"),
 ]
 
 

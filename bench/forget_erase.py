@@ -16,19 +16,15 @@ import argparse
 import shutil
 import statistics
 import string
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-import docs_figures  # noqa: E402
-import numpy as np  # noqa: E402
-from recall_latency import KINDS, PROJECTS, Precomputed, sentences, unit_vectors  # noqa: E402
-from tabulate import tabulate  # noqa: E402
+import docs_figures
+import harness
+import numpy as np
+from recall_latency import KINDS, PROJECTS, Precomputed, sentences, unit_vectors
+from tabulate import tabulate
 
 
 def embedder(n: int, rng) -> Precomputed:
@@ -38,11 +34,8 @@ def embedder(n: int, rng) -> Precomputed:
 
 
 def settings_for(folder: Path, url: str | None = None):
-    from forge.core.settings import load_settings
-
-    return load_settings({"FORGE_DATA_DIR": str(folder), "LLAMA_CPP_URL": "http://127.0.0.1:9",
-                          "FORGE_KEEP_SECRETS": "1",
-                          **({"FORGE_DATABASE_URL": url} if url else {})}, cwd=folder)
+    return harness.data_settings(folder, LLAMA_CPP_URL="http://127.0.0.1:9", FORGE_KEEP_SECRETS="1",
+                                 **({"FORGE_DATABASE_URL": url} if url else {}))
 
 
 def build(folder: Path, size: int, secrets: int, url: str | None = None,
@@ -75,26 +68,20 @@ def copies(paths, tokens: list[str]) -> tuple[int, int]:
     return whole, words
 
 
-def chosen(store, op: str, tokens: list[str]) -> tuple[list[int], list[str]]:
-    """The ids `op` works on (one secret entry, or all of them) and the tokens they hold."""
+def operate(store, op: str, tokens: list[str]) -> tuple[float, list[str]]:
+    """Forget one secret entry, forget them all or redact them: (seconds, the tokens gone)."""
+    from forge.memory.scan import entries_holding_secrets
     from forge.store import rag
 
     texts = dict(rag.texts(store))
     ids = [i for i, text in texts.items() if "ghp_" in text]
     ids = ids[len(ids) // 2:][:1] if op == "forget one" else ids
-    return ids, [t for t in tokens if any(t in texts[i] for i in ids)]
-
-
-def operate(store, op: str, ids: list[int]) -> float:
-    from forge.memory.scan import entries_holding_secrets
-    from forge.store import rag
-
     started = time.perf_counter()
     if op == "redact all":
         rag.redact_entries(store, entries_holding_secrets(rag.texts(store)))
     else:
         rag.forget_many(store, ids)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, [t for t in tokens if any(t in texts[i] for i in ids)]
 
 
 def run(source: Path, work: Path, op: str, tokens: list[str]) -> tuple[float, float, int, int]:
@@ -106,8 +93,7 @@ def run(source: Path, work: Path, op: str, tokens: list[str]) -> tuple[float, fl
     shutil.copytree(source, work)
     fresh = embedder(2 * len(tokens), np.random.default_rng(8))   # what a redaction embeds
     with rag.open_store(settings_for(work), embedder=fresh) as store:
-        ids, gone = chosen(store, op, tokens)
-        seconds = operate(store, op, ids)
+        seconds, gone = operate(store, op, tokens)
     found = copies(work.rglob("*"), gone)
     with rag.open_store(settings_for(work), embedder=fresh) as store:
         return (seconds, rag.vacuum(store)["seconds"], *found)
@@ -149,8 +135,7 @@ def postgres_part(size: int, secrets: int, rounds: int) -> None:
                 work = server.rsplit("/", 1)[0] + "/forge_erase_work"
                 fresh = embedder(2 * secrets, np.random.default_rng(8))
                 with rag.open_store(settings_for(folder, work), embedder=fresh) as store:
-                    ids, gone = chosen(store, op, tokens)
-                    op_s = operate(store, op, ids)
+                    op_s, gone = operate(store, op, tokens)
                     after_op = pg_left(work, gone)
                     tables = ", ".join(t for t in store.backend.VACUUM_TABLES
                                        if store.backend._table_exists(t))
@@ -176,10 +161,10 @@ def main() -> None:
                         help="also on PostgreSQL (a server started for the run)")
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="forge-erase-"))
-    base = tmp / "store"
-    base.mkdir()
-    with docs_figures.tee("forget_erase", args.write_docs):
+    with tempfile.TemporaryDirectory(prefix="forge-erase-") as tmp, \
+            docs_figures.tee("forget_erase", args.write_docs):
+        base = Path(tmp) / "store"
+        base.mkdir()
         started = time.perf_counter()
         tokens = build(base, args.size, args.secrets)
         print(f"built {args.size} entries ({args.secrets} with a token) in "
@@ -192,7 +177,7 @@ def main() -> None:
         found: dict[str, list[tuple[float, float, int, int]]] = {}
         for _ in range(args.rounds):   # rounds interleaved: the load weighs on every operation
             for op in ("forget one", "forget all", "redact all"):
-                found.setdefault(op, []).append(run(base, tmp / "work", op, tokens))
+                found.setdefault(op, []).append(run(base, Path(tmp) / "work", op, tokens))
         print("\n" + tabulate([[op.replace("all", str(args.secrets)),
                                 *(statistics.median(r[k] for r in runs) for k in (0, 1)),
                                 *runs[-1][2:]] for op, runs in found.items()],
@@ -202,7 +187,6 @@ def main() -> None:
               "rewrite inside each operation costs; medians of the rounds, a shared machine")
         if args.postgres:
             postgres_part(args.size, args.secrets, args.rounds)
-    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -49,14 +49,11 @@ def interleaved(commands: dict[str, tuple[list[str], dict]], runs: int, *,
             raise SystemExit(f"{' '.join(argv)}: {done.stderr.decode()[-500:]}")
         return (time.perf_counter() - started) * 1000
 
-    if warm:
-        for argv, extra in commands.values():
-            one(argv, extra)
     times: dict[str, list[float]] = {name: [] for name in commands}
-    for _ in range(runs):
+    for _ in range(runs + int(warm)):
         for name, (argv, extra) in commands.items():
             times[name].append(one(argv, extra))
-    return times
+    return {name: found[int(warm):] for name, found in times.items()}
 
 
 @contextlib.contextmanager
@@ -113,15 +110,6 @@ def output(args: argparse.Namespace, document: dict, rows: Sequence[dict], colum
            lines: Sequence[str] = ()) -> None:
     """Print the table (or the JSON document); with `--write-docs`, also into
     docs/bench/SCRIPT.txt, headed by the command line."""
-    with docs_figures.tee(Path(sys.argv[0]).stem, getattr(args, "write_docs", False)):
-        _print(args, document, rows, columns, lines)
-
-
-def _print(args: argparse.Namespace, document: dict, rows: Sequence[dict], columns: Sequence[str],
-           lines: Sequence[str]) -> None:
-    if args.json:
-        print(json.dumps(document, ensure_ascii=False, indent=2, default=str))
-        return
     from tabulate import tabulate
 
     def cell(v: Any) -> Any:
@@ -133,10 +121,14 @@ def _print(args: argparse.Namespace, document: dict, rows: Sequence[dict], colum
             return ",".join(map(str, v))
         return v
 
-    print(tabulate([[cell(r.get(c)) for c in columns] for r in rows], headers=list(columns),
-                   tablefmt="simple", disable_numparse=True, maxcolwidths=[60] * len(columns)))
-    for line in lines:
-        print(line)
+    with docs_figures.tee(Path(sys.argv[0]).stem, getattr(args, "write_docs", False)):
+        if args.json:
+            print(json.dumps(document, ensure_ascii=False, indent=2, default=str))
+            return
+        print(tabulate([[cell(r.get(c)) for c in columns] for r in rows], headers=list(columns),
+                       tablefmt="simple", disable_numparse=True, maxcolwidths=[60] * len(columns)))
+        for line in lines:
+            print(line)
 
 
 def fail(message: str) -> int:

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""Secrets never enter the memory: the scanner as Forge configures it on labelled sets, what each
-of Forge's own rules adds, what it redacts in texts that hold no secret, and what it costs.
+"""Secrets never enter the memory: the scanner as Forge configures it on labelled sets, what it
+redacts in texts that hold no secret, and what it costs.
 
     python bench/secret_redaction.py [--rounds 3] [--write-docs]
 
 Sets: bench/secrets_set.json and the held-out bench/secrets_prose_heldout.json (targets: every
-secret caught, every look-alike kept); LoCoMo's and the personal sets' texts (target: none
-redacted). Costs: the scanner's load, the scan per message, and `history import --compact` of
-LoCoMo's first conversation with and without the scan, `--rounds` interleaved (0: left out).
-(Not `bench/secrets.py`: that name would shadow the standard library's `secrets`.)
+secret caught, every look-alike kept, nothing found again in the redacted set); LoCoMo's and the
+personal sets' texts (target: none redacted). Costs: the scanner's load, the scan per message,
+and `history import --compact` of LoCoMo's first conversation with and without the scan,
+`--rounds` interleaved (0: left out).
 """
 from __future__ import annotations
 
@@ -29,9 +29,8 @@ SET = ROOT / "bench" / "secrets_set.json"
 HELDOUT = ROOT / "bench" / "secrets_prose_heldout.json"
 
 
-def score(data: dict) -> tuple[int, int, dict[str, list[int]], list[str]]:
-    """(caught, kept, {type or language: [caught, total]}, the secrets missed and look-alikes
-    flagged)."""
+def report(title: str, data: dict) -> None:
+    """The secrets caught, the look-alikes kept, by type and language; each miss and false alarm."""
     from forge.core.secret_scan import redact
 
     caught, kept, by, wrong = 0, 0, {}, []
@@ -49,11 +48,6 @@ def score(data: dict) -> tuple[int, int, dict[str, list[int]], list[str]]:
         kept += not found
         if found:
             wrong.append(f"{item['kind']}: {item['text'][:60]!r} -> {found}")
-    return caught, kept, by, wrong
-
-
-def report(title: str, data: dict) -> None:
-    caught, kept, by, wrong = score(data)
     n, m = len(data["secrets"]), len(data["lookalikes"])
     types = len({s["type"] for s in data["secrets"]})
     print(f"{title}: {n} secrets of {types} types, {m} look-alikes")
@@ -63,32 +57,6 @@ def report(title: str, data: dict) -> None:
                            for k, v in sorted(by.items(), key=lambda kv: kv[0].lower())))
     for line in wrong:
         print(f"  {line}")
-
-
-def ablation(data: dict, heldout: dict) -> list[tuple]:
-    """Forge's configuration, then each of its own plugins and each filter left out: (rule,
-    caught, kept, secrets found again when the redacted set is scanned again (a marker must never
-    be taken for a secret), held-out caught, held-out kept)."""
-    from forge.core import secret_scan
-
-    def row(rule: str) -> tuple:
-        again = sum(len(secret_scan.redact(secret_scan.redact(item["text"])[0])[1])
-                    for item in data["secrets"])
-        return (rule, *score(data)[:2], again, *score(heldout)[:2])
-
-    plugins, filters = secret_scan._engine()
-    rows = [row("all of them")]
-    try:
-        for name in secret_scan.OWN_PLUGINS:
-            secret_scan._ENGINE = ([(p, l) for p, l in plugins if type(p).__name__ != name],
-                                   filters)
-            rows.append(row(f"without {name}"))
-        for path in secret_scan.FILTERS:
-            secret_scan._ENGINE = (plugins, [f for f in filters if f.path != path])
-            rows.append(row(f"without filter {path.rsplit('.', 1)[1]}"))
-    finally:
-        secret_scan._ENGINE = (plugins, filters)
-    return rows
 
 
 def locomo_texts() -> tuple[list[str], list[dict]]:
@@ -149,18 +117,14 @@ def main() -> None:
     from forge.core import secret_scan
 
     data = json.loads(SET.read_text(encoding="utf-8"))
-    heldout = json.loads(HELDOUT.read_text(encoding="utf-8"))
     with docs_figures.tee("secret_redaction", args.write_docs):
         loaded = load_ms()
-        n, m = len(data["secrets"]), len(data["lookalikes"])
-        hn, hm = len(heldout["secrets"]), len(heldout["lookalikes"])
         report("labelled set", data)
-        report("held-out prose set", heldout)
-        print("\nForge's own plugins and the filters, each left out (labelled set: caught, "
-              "look-alikes kept, secrets found again in the redacted set; held-out prose set: "
-              "caught, look-alikes kept):")
-        for rule, c, k, again, hc, hk in ablation(data, heldout):
-            print(f"  {rule:<50} {c:>3}/{n}  {k:>3}/{m}  {again:>3}   {hc:>3}/{hn}  {hk:>3}/{hm}")
+        report("held-out prose set", json.loads(HELDOUT.read_text(encoding="utf-8")))
+        # a marker must never be taken for a secret: a find that overlaps one is dropped
+        again = sum(len(secret_scan.redact(secret_scan.redact(item["text"])[0])[1])
+                    for item in data["secrets"])
+        print(f"\nsecrets found again when the redacted labelled set is scanned again: {again}")
         texts, messages = locomo_texts()
         for name, pool in (("LoCoMo texts", texts), ("personal sets", personal_texts())):
             redacted = [t for t in pool if secret_scan.redact(t)[1]]

@@ -172,10 +172,8 @@ def cron(env: dict, stop: threading.Event, runs: list[str]) -> None:
     """`forge compact --json` every COMPACT_EVERY s until `stop`; each run's outcome."""
     while not stop.wait(COMPACT_EVERY):
         done = subprocess.run([FORGE, "compact", "--json"], env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            runs.append(f"compact exit {done.returncode}: {done.stderr.strip()[:200]}")
-        else:
-            runs.append("archived " + str(len(json.loads(done.stdout).get("removed_ids") or [])))
+        runs.append(f"compact exit {done.returncode}: {done.stderr.strip()[:200]}" if done.returncode
+                    else "archived " + str(len(json.loads(done.stdout).get("removed_ids") or [])))
 
 
 def check_stores(env: dict, clients: list[Client]) -> dict:
@@ -225,38 +223,34 @@ def load(args: argparse.Namespace) -> None:
         compactor.join()
         checks = check_stores(env, clients)
     with docs_figures.tee("serve_load", args.write_docs):
-        report(args, clients, elapsed, runs, checks)
-
-
-def report(args, clients: list[Client], elapsed: float, runs: list[str], checks: dict) -> None:
-    total = sum(len(t) for c in clients for t in c.times.values())
-    statuses = sum((c.statuses for c in clients), Counter())
-    print(f"{args.clients} clients, {args.entries} seed entries, at most {args.requests} "
-          f"requests each and {args.seconds:g} s; forge compact every {COMPACT_EVERY:g} s; "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    print(f"{total} requests in {elapsed:.1f} s: {total / elapsed:.1f} requests/s; "
-          f"statuses {dict(sorted(statuses.items()))}")
-    print(f"{'route':<10} {'n':>5} {'p50 ms':>9} {'p99 ms':>9} {'x health':>9}")
-    baseline = None
-    for route in ROUTES:
-        times = [t for c in clients for t in c.times[route]]
-        if times:
-            p50 = statistics.median(times)
-            baseline = baseline or p50
-            print(f"{route:<10} {len(times):>5} {p50:>9.1f} {percentile(times, 0.99):>9.1f} "
-                  f"{p50 / baseline:>9.1f}")
-    compactions = [r for r in runs if r.startswith("archived")]
-    print(f"forge compact: {len(runs)} runs, {sum(r != 'archived 0' for r in compactions)} "
-          f"archived something, {len(runs) - len(compactions)} failed")
-    errors = [e for c in clients for e in c.errors]
-    print(f"remembered {checks['remembered']} texts ({checks['forgotten']} forgotten), "
-          f"{checks['chat_turns']} chat turns")
-    print(f"lost writes {len(checks['lost'])}, duplicates {len(checks['duplicates'])}, "
-          f"forgotten but stored {len(checks['resurrected'])}, 5xx "
-          f"{sum(n for s, n in statuses.items() if s >= 500)}, errors {len(errors)}")
-    failed = [r for r in runs if not r.startswith("archived")]
-    for line in (errors + checks["lost"] + checks["duplicates"] + failed)[:10]:
-        print("  " + line)
+        total = sum(len(t) for c in clients for t in c.times.values())
+        statuses = sum((c.statuses for c in clients), Counter())
+        print(f"{args.clients} clients, {args.entries} seed entries, at most {args.requests} "
+              f"requests each and {args.seconds:g} s; forge compact every {COMPACT_EVERY:g} s; "
+              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        print(f"{total} requests in {elapsed:.1f} s: {total / elapsed:.1f} requests/s; "
+              f"statuses {dict(sorted(statuses.items()))}")
+        print(f"{'route':<10} {'n':>5} {'p50 ms':>9} {'p99 ms':>9} {'x health':>9}")
+        baseline = None
+        for route in ROUTES:
+            times = [t for c in clients for t in c.times[route]]
+            if times:
+                p50 = statistics.median(times)
+                baseline = baseline or p50
+                print(f"{route:<10} {len(times):>5} {p50:>9.1f} {percentile(times, 0.99):>9.1f} "
+                      f"{p50 / baseline:>9.1f}")
+        compactions = [r for r in runs if r.startswith("archived")]
+        print(f"forge compact: {len(runs)} runs, {sum(r != 'archived 0' for r in compactions)} "
+              f"archived something, {len(runs) - len(compactions)} failed")
+        errors = [e for c in clients for e in c.errors]
+        print(f"remembered {checks['remembered']} texts ({checks['forgotten']} forgotten), "
+              f"{checks['chat_turns']} chat turns")
+        print(f"lost writes {len(checks['lost'])}, duplicates {len(checks['duplicates'])}, "
+              f"forgotten but stored {len(checks['resurrected'])}, 5xx "
+              f"{sum(n for s, n in statuses.items() if s >= 500)}, errors {len(errors)}")
+        failed = [r for r in runs if not r.startswith("archived")]
+        for line in (errors + checks["lost"] + checks["duplicates"] + failed)[:10]:
+            print("  " + line)
 
 
 def main() -> None:

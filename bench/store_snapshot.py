@@ -22,15 +22,11 @@ class LiveStoreRefused(RuntimeError):
     """A harness was about to open (or write) the live store."""
 
 
-def _settings(settings: Any) -> Any:
-    from forge.core.settings import load_settings
-
-    return load_settings() if settings is None else settings
-
-
 def refuse_live(path: Path | str, settings: Any = None) -> Path:
     """`path`, unless it is the live RAG_DB_FILE (same file, whatever the spelling)."""
-    live = Path(_settings(settings).rag_db_file)
+    from forge.core.settings import load_settings
+
+    live = Path((settings or load_settings()).rag_db_file)
     try:
         same = os.path.samefile(path, live)
     except FileNotFoundError:
@@ -45,10 +41,10 @@ def fresh_snapshot(source: Path | str | None = None, settings: Any = None, *,
                    folder: Path | str | None = None) -> Path:
     """A consistent copy of `source` (default: the configured store) in a new temporary folder,
     always a SQLite file."""
-    from forge.core.settings import is_database_url
+    from forge.core.settings import is_database_url, load_settings
     from forge.store import db
 
-    settings = _settings(settings)
+    settings = settings or load_settings()
     url = str(source) if is_database_url(str(source or "")) else \
         settings.database_url if source is None else None
     source = Path(source) if source is not None else Path(settings.rag_db_file)

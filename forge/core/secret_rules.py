@@ -5,8 +5,8 @@ both; this file imports nothing of Forge, since detect-secrets loads it by path.
 
 Each rule is here because the labelled set (bench/secrets_set.json) measured a miss or a false
 alarm of detect-secrets' own plugins without it; the prose rule was made general after a held-out
-set of sentences (bench/secrets_prose_heldout.json) measured what it missed. `python
-bench/secret_redaction.py` prints, rule by rule, what both sets lose when that rule is left out.
+set of sentences (bench/secrets_prose_heldout.json) measured what it missed; what both sets lose
+when each rule is left out is a row of docs/benchmarks.md's "Tried, not shipped".
 """
 from __future__ import annotations
 

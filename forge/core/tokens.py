@@ -2,7 +2,7 @@
 offline estimate.
 
 The estimate is a few regular-expression rules tuned against a real tokenizer (Gemma 3's, through
-llama-server's `/tokenize`); `bench/token_estimator.py` measures its error on French, English and
+llama-server's `/tokenize`); `bench/chat_model.py tokens` measures its error on French, English and
 code, and the README states the result. Every threshold it feeds (the compaction token trigger,
 the hot block budget) is a coarse budget, so a bounded error is enough; what matters is that the
 error is known.
@@ -21,11 +21,11 @@ from .log import log
 _PIECES = re.compile(r"[^\W\d_]+|\d+|\n+|[ \t]+|[^\w\s]+|_", re.UNICODE)
 _CAMEL = re.compile(r"[a-z][A-Z]")
 
-# Tuned with bench/token_estimator.py against Gemma 3's tokenizer (262k vocabulary).
+# Tuned with bench/chat_model.py tokens against Gemma 3's tokenizer (262k vocabulary).
 WORD_CHARS_FREE = 7          # a word up to this length is usually one token
 WORD_CHARS_PER_TOKEN = 5.5   # longer (rarer) words split about every this many characters
 SYMBOLS_PER_TOKEN = 3        # punctuation merges: ' ("', ' ->', '"""' are one token each
-# The estimate's worst error on one text, measured by bench/token_estimator.py (README table:
+# The estimate's worst error on one text, measured by bench/chat_model.py tokens (README table:
 # +22.2% worst over, -17.6% worst under). The aggregation tier's budget gate takes it as margin.
 ESTIMATE_WORST_ERROR = 0.222
 
@@ -38,7 +38,7 @@ def _word_tokens(word: str) -> int:
 
 
 def estimate_tokens(text: str) -> int:
-    """An offline estimate of the tokens `text` costs; error measured in bench/token_estimator.py."""
+    """An offline estimate of the tokens `text` costs; error measured by bench/chat_model.py."""
     total = 0
     for m in _PIECES.finditer(text):
         piece = m.group(0)

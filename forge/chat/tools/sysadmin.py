@@ -12,7 +12,7 @@ a timeout) is `[collecte impossible]`, in the language of the user's turn (forge
 
 Then one model call answers the question from the block (the chat server, or for a delegated turn
 the second model at DELEGATE_URL). Whether that model can tell that a block does not answer the
-question is a judgement, measured by bench/sysadmin_verdict.py, not filtered by a phrase rule.
+question is a judgement, measured by bench/chat_model.py verdict, not filtered by a phrase rule.
 The trace step records the target and the command name, never the block (a trace holds no
 tool output).
 """
