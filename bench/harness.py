@@ -1,11 +1,6 @@
 """What the bench scripts share: the checkout on sys.path, scratch settings, fresh processes
-timed against an in-run baseline, the small chat server, and the store harnesses' options,
-snapshot and output.
-
-Store harnesses take the cases `forge calibrate` takes: `--hit Q --expect ID` (repeated), `--miss
-Q`, or `--cases FILE` (YAML; see deploy/calibrate.example.yaml). `--db PATH` names the store to
-copy (default RAG_DB_FILE); the harness opens only the copy `store_snapshot.fresh_snapshot` makes.
-Every harness prints a table, or one JSON document with `--json`.
+timed against an in-run baseline, the small chat server, and a harness on the user's store: the
+snapshot it opens instead of the store (`--db PATH`, default RAG_DB_FILE), its table or JSON.
 """
 from __future__ import annotations
 
@@ -71,32 +66,6 @@ def chat_server(url: str | None) -> Iterator[str]:
         yield server.url
     finally:
         ls.stop(server)
-
-
-def parser(description: str) -> argparse.ArgumentParser:
-    """A store harness's options: the store to copy, the cases, the budgets, the output."""
-    p = argparse.ArgumentParser(description=description)
-    p.add_argument("--db", type=Path, help="the store to snapshot (default RAG_DB_FILE); "
-                                           "never opened itself")
-    p.add_argument("--hit", action="append", default=[], metavar="QUESTION")
-    p.add_argument("--expect", action="append", default=[], type=int, metavar="ID")
-    p.add_argument("--miss", action="append", default=[], metavar="QUESTION")
-    p.add_argument("--cases", type=Path, metavar="FILE", help="YAML cases (as forge calibrate)")
-    p.add_argument("--project", help="search this project only")
-    p.add_argument("--vector-k", type=int, default=5)
-    p.add_argument("--lexical-k", type=int, default=5)
-    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    p.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
-    return p
-
-
-def cases(args: argparse.Namespace) -> Any:
-    from forge.recall import calibrate
-
-    found = calibrate.cases_from_options(args.hit, args.expect, args.miss)
-    if args.cases:
-        found = calibrate.merge(calibrate.load_cases(args.cases), found)
-    return found
 
 
 def snapshot_store(args: argparse.Namespace, *, readonly: bool = True) -> Any:

@@ -1,5 +1,5 @@
-"""The bench harnesses (C2): the shared snapshot helper, a harness run end to end on a snapshot,
-and bench/locomo.py on one conversation so it cannot rot."""
+"""The bench harnesses: the shared snapshot helper (the live store is never opened), a harness
+run end to end on a snapshot, and bench/locomo.py on one conversation so it cannot rot."""
 from __future__ import annotations
 
 import json
