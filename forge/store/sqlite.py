@@ -22,6 +22,7 @@ from __future__ import annotations
 import array
 import json
 import re
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -235,16 +236,25 @@ def erase_leftovers(conn: Any, path: Path | str) -> None:
 
     Measured on a 10k-entry store of 43 MB: 0.5-1.8 s (bench/forget_erase.py, a shared
     machine). VACUUM takes the write lock (another writer is waited for, the busy timeout); a
-    reader does not stop it, but the checkpoint waits for readers of older snapshots to finish.
-    Either failing past the busy timeout is a StoreError saying the forget is done and its old bytes are not yet
+    reader does not stop it, but the checkpoint waits for readers of older snapshots to finish
+    (and is asked again while other connections' checkpoints and writes refuse it). Either
+    failing past the busy timeout is a StoreError saying the forget is done and its old bytes are not yet
     overwritten: the next erase (or `forge memory scan --redact --vacuum`) finishes it."""
     try:
         conn.execute("vacuum")
-        busy = conn.execute("pragma wal_checkpoint(truncate)").fetchone()[0]
+        # SQLite refuses a checkpoint at once, busy timeout or not, while another connection's
+        # is under way or a writer has added to the WAL since: under load (forge serve, a
+        # compact cron) that is most of the time, so it is asked again until the timeout
+        deadline = time.monotonic() + db.BUSY_TIMEOUT_MS / 1000
+        while busy := conn.execute("pragma wal_checkpoint(truncate)").fetchone()[0]:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
     except db.binding().module.OperationalError as e:
         raise StoreError(_unfinished(path, str(e))) from None
     if busy:
-        raise StoreError(_unfinished(path, "another process still reads an older snapshot"))
+        raise StoreError(_unfinished(path, "another process still reads an older snapshot or keeps "
+                                         "writing"))
 
 
 def _unfinished(path: Path | str, why: str) -> str:
