@@ -500,3 +500,11 @@ def test_the_history_pattern_sees_each_kind_of_mention():
         assert HISTORY.search(line), line
     for line in ("rrf-K1", "ThinkPad T14", "Mac mini M2", "IPv4", "the L2 distance", "v5.2"):
         assert not HISTORY.search(line), line
+
+
+def test_no_manual_page_is_over_400_lines():
+    """A page a reader can take in: past 400 lines the reference or the measurement narrative
+    belongs on a page of its own (docs/benchmarks/ for the narrative)."""
+    long = {page.relative_to(DOCS).as_posix(): n for page in pages()
+            if (n := len(page.read_text(encoding="utf-8").splitlines())) > 400}
+    assert long == {}
