@@ -174,8 +174,10 @@ def cron(env: dict, stop: threading.Event, runs: list[str]) -> None:
     """`forge compact --json` every COMPACT_EVERY s until `stop`; each run's outcome."""
     while not stop.wait(COMPACT_EVERY):
         done = subprocess.run([FORGE, "compact", "--json"], env=env, capture_output=True, text=True)
-        runs.append(f"compact exit {done.returncode}: {done.stderr.strip()[:200]}" if done.returncode
-                    else "archived " + str(len(json.loads(done.stdout).get("removed_ids") or [])))
+        if done.returncode:
+            runs.append(f"compact exit {done.returncode}: {done.stderr.strip()[:200]}")
+        else:
+            runs.append(f"archived {len(json.loads(done.stdout).get('removed_ids') or [])}")
 
 
 def check_stores(env: dict, clients: list[Client]) -> dict:

@@ -5,9 +5,9 @@ import, most of it) holds the interpreter's lock: on two cores it slowed the cha
 much as it overlapped them (docs/recall.md measures it). A child forked before the store opens
 loads the model under a lock of its own, on the other core: it embeds the question as soon as it
 has the model, then answers the recall's one request, the notes' cosines, computed by the same
-functions a server runs in-process (`sentence.scored`, given to `Beside.start`), on one BLAS thread as there, so the rows
-are the same. The recall sends it the notes and their stored rows and receives (entry id,
-cosine) pairs: this process never imports numpy.
+functions a server runs in-process (`sentence.scored`, given to `Beside.start`), on one BLAS
+thread as there, so the rows are the same. The recall sends it the notes and their stored rows
+and receives (entry id, cosine) pairs: this process never imports numpy.
 
 Only where it is cheap and safe: Linux (fork without exec is not safe where system libraries
 forbid it, macOS), a process with one thread and without numpy (a server, the chat, a process

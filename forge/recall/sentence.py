@@ -25,15 +25,15 @@ the `depth` nearest the question (cosine) get a share in [0, 1], min-max over th
 latent channel's; a row no other channel found gets none (the model adds evidence to a
 candidate, it brings none of its own).
 
-Its cost: a process loads the model once while the channels run: a fresh `forge recall` in a
-process forked before its store opens, on Linux (`load_later`, recall/beside.py: numpy's import
-there holds that process's lock, not the channels'), any other in a second thread; numpy's
-import, most of it, with OpenBLAS on one thread; the weights mapped from an uncompressed copy in the user's cache folder
-that the first load writes: `_unpack`; the tokenizer loaded per text from the pieces it can
-use, their index mapped from the same folder: `pieces`), and that thread embeds the question as
-soon as the model is there (`model_later`); then the recall embeds the notes it reads (~1-3.5 ms
-each; a long-running front, the chat, `forge serve`, the MCP server, keeps the rows it
-embedded: `rows_of`). docs/recall.md measures a fresh recall with it and without it.
+Its cost: a process loads the model once while the channels run (a fresh `forge recall` in a
+process forked before its store opens, on Linux: `load_later`, recall/beside.py, where numpy's
+import holds that process's lock, not the channels'; any other in a second thread; numpy's
+import, most of it, with OpenBLAS on one thread; the weights mapped from an uncompressed copy
+in the user's cache folder that the first load writes: `_unpack`; the tokenizer loaded per
+text from the pieces it can use, their index mapped from the same folder: `pieces`), and that
+thread or process embeds the question as soon as the model is there (`model_later`); then the
+recall embeds the notes it reads (~1-3.5 ms each; a long-running front, the chat, `forge
+serve`, the MCP server, keeps the rows it embedded: `rows_of`). docs/recall.md measures a fresh recall with it and without it.
 RECALL_SENTENCE=off leaves the three channels alone and imports none of it.
 """
 from __future__ import annotations

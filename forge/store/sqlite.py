@@ -238,8 +238,9 @@ def erase_leftovers(conn: Any, path: Path | str) -> None:
     machine). VACUUM takes the write lock (another writer is waited for, the busy timeout); a
     reader does not stop it, but the checkpoint waits for readers of older snapshots to finish
     (and is asked again while other connections' checkpoints and writes refuse it). Either
-    failing past the busy timeout is a StoreError saying the forget is done and its old bytes are not yet
-    overwritten: the next erase (or `forge memory scan --redact --vacuum`) finishes it."""
+    failing past the busy timeout is a StoreError saying the forget is done and its old bytes
+    are not yet overwritten: the next erase (or `forge memory scan --redact --vacuum`) finishes
+    it."""
     try:
         conn.execute("vacuum")
         # SQLite refuses a checkpoint at once, busy timeout or not, while another connection's
@@ -253,8 +254,8 @@ def erase_leftovers(conn: Any, path: Path | str) -> None:
     except db.binding().module.OperationalError as e:
         raise StoreError(_unfinished(path, str(e))) from None
     if busy:
-        raise StoreError(_unfinished(path, "another process still reads an older snapshot or keeps "
-                                         "writing"))
+        raise StoreError(_unfinished(
+            path, "another process still reads an older snapshot or keeps writing"))
 
 
 def _unfinished(path: Path | str, why: str) -> str:
