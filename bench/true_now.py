@@ -152,6 +152,52 @@ def run_set(name: str, keep: Path, columns: dict = SENTENCE,
     return out
 
 
+# --linked: the sets whose changed facts are labelled, read as they are, then linked as a
+# reader would link them (`forge memory supersede OLD --by NEW`): one who recognises the older
+# note among the first LINK_ROWS rows written before it of `forge recall NEW-NOTE` (what an
+# agent is told to read before it remembers), and one who links every change.
+LINK_ROWS = 5
+LINKED_SETS = ["dev", "true-now", "true-now-2"]
+
+
+def linked(name: str, keep: Path) -> list[list]:
+    """--linked: each question type's score on the store as written and linked two ways."""
+    import shutil
+
+    from forge.recall import rank
+    from forge.store import rag
+
+    data = read(SETS[name])
+    os.environ["TZ"] = data["tz"]
+    time.tzset()
+    ids = recall_sets.build_dated(keep / name, data)
+    text = {e["key"]: e["content"] for e in data["entries"]}
+    columns = {"as written": (keep / name, [])}
+    for label in ("linked among 5 rows", "every change linked"):
+        folder = keep / f"{name}-{label.split()[0]}"
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.copytree(keep / name, folder)
+        columns[label] = (folder, [])
+        with rag.open_store(recall_sets.dated_settings(folder, data)) as store:
+            for old, new in data["changed"]:
+                written = rag.get_entry(store, ids[new]).created
+                rows = rank.recall(store, text[new], limit=LINK_ROWS + 5).rows
+                before = [r.entry.id for r in rows if r.entry.created < written][:LINK_ROWS]
+                if label.startswith("every") or ids[old] in before:
+                    rag.replace(store, [ids[old]], ids[new])
+                    columns[label][1].append(old)
+    out = [[name, "changes linked", len(data["changed"]),
+            *(len(done) if done else "-" for _, done in columns.values())]]
+    judged = [judge(data, ids, recall_rows(folder, data, "on")) for folder, _ in columns.values()]
+    for label, kind in (("current value first (top-1)", "current"),
+                        ("former value first (top-1)", "former"),
+                        ("both stay true, both in the first 3", "both")):
+        chosen = [[s for s in scored if of_kind(s, kind)] for scored in judged]
+        out.append([name, label, len(chosen[0]),
+                    *(recall_sets.fraction(sum(s["ok"] for s in c), len(c)) for c in chosen)])
+    return out
+
+
 def print_set(result: dict) -> None:
     from tabulate import tabulate
 
@@ -212,12 +258,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="build the stores under DIR and reuse them")
     parser.add_argument("--locomo", type=Path, metavar="DIR",
                         help="with --all or --set time: bench/locomo.py --keep DIR's stores")
+    parser.add_argument("--linked", action="store_true",
+                        help="the labelled sets as written, then with their changes linked")
     parser.add_argument("--write-docs", action="store_true", help=docs_figures.HELP)
     args = parser.parse_args(argv)
     if args.locomo and not (args.all or args.set == "time"):
         parser.error("--locomo goes with --all or --set time")
     convs = recall_sets.locomo_sets(args.locomo) if args.locomo else []
     keep = args.keep or Path(tempfile.mkdtemp(prefix="forge-true-now-"))
+    if args.linked:
+        rows = [row for name in LINKED_SETS for row in linked(name, keep)]
+        with docs_figures.tee("true_now-linked", args.write_docs):
+            print("forge recall --limit 10 (RECALL_SENTENCE on) on each labelled store as "
+                  "written, then with `memory supersede OLD --by NEW` on the changes a reader "
+                  f"finds among the first {LINK_ROWS} rows written before it of `forge recall "
+                  "NEW-NOTE`, and on every change")
+            print(tabulate(rows, headers=["set", "", "n", "as written", "linked among 5 rows",
+                                          "every change linked"], tablefmt="github"))
+        return 0
     alone = (READINGS, TIME_GROUPS) if args.set == "time" and not args.all else ()
     results = [run_set(name, keep, *alone) for name in (HELD_OUT if args.all else [args.set])]
     with docs_figures.tee("true_now" if args.all else f"true_now-{args.set}", args.write_docs):

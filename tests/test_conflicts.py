@@ -173,6 +173,58 @@ def test_remember_replaces_links_in_one_step_and_the_old_fact_leaves_hot_and_rec
     assert "8 Go" in run(runner, "memory", "hot").stdout and other in entries(runner)
 
 
+OFFICE = ("My desk at the office is by the window", "The work laptop is a ThinkPad X1",
+          "I cycle to work when it does not rain")
+
+
+def test_a_replaced_note_the_question_finds_brings_its_replacement_in_its_place(runner):
+    """The old note is worded like the question and the notes that replaced it are not: the
+    chain's newest takes the old one's place, tagged with what it stands in for."""
+    for other in OFFICE:
+        remember(runner, other)
+    old = remember(runner, "I work at Acme, in the platform team", "--at", "2023-02-01")
+    mid = remember(runner, "Hired by Initech as a backend developer", "--at", "2024-03-01",
+                   "--replaces", str(old))
+    new = remember(runner, "Started at Globex in January as a data engineer",
+                   "--at", "2025-01-20", "--replaces", str(mid))
+    asked = ("recall", "Where do I work?", "--limit", "1")
+    rows = json.loads(run(runner, *asked, "--json").stdout)["rows"]
+    assert [(r["id"], r["channel"], r["in_place_of"], r["distance"]) for r in rows] == \
+        [(new, "replacement", [old], None)]
+    assert f"(in place of #{old}) Started at Globex" in run(runner, *asked).stdout
+    ids = [r["id"] for r in json.loads(run(runner, "recall", "Where do I work?",
+                                           "--json").stdout)["rows"]]
+    assert ids.count(new) == 1 and old not in ids and mid not in ids
+    # --all shows what was replaced, as it was found; --as-of follows no link
+    rows = json.loads(run(runner, *asked, "--all", "--json").stdout)["rows"]
+    assert rows[0]["id"] == old and "in_place_of" not in rows[0]
+    rows = json.loads(run(runner, *asked, "--as-of", "2023", "--json").stdout)["rows"]
+    assert rows[0]["id"] == old
+
+
+def test_a_question_about_the_past_gets_the_note_that_was_replaced(runner):
+    """A replaced note leaves a question about now, not one about a former value: it comes
+    back first, marked with what replaced it."""
+    for other in OFFICE:
+        remember(runner, other)
+    old = remember(runner, "I work at Acme, in the platform team", "--at", "2023-02-01")
+    new = remember(runner, "Started at Globex in January as a data engineer",
+                   "--at", "2025-01-20", "--replaces", str(old))
+    for question in ("Where did I work before?", "Où est-ce que je travaillais avant ?",
+                     "Which company did I work for before Globex?"):
+        doc = json.loads(run(runner, "recall", question, "--limit", "3", "--json").stdout)
+        first = doc["rows"][0]
+        assert (first["id"], first["newer"], first["superseded_by"]) == (old, new, new)
+        assert doc["order"] == "past"
+    table = run(runner, "recall", "Where did I work before?", "--limit", "3").stdout
+    assert f"(replaced by #{new}) I work at Acme" in table
+    rows = json.loads(run(runner, "recall", "Where do I work?", "--json").stdout)["rows"]
+    assert old not in [r["id"] for r in rows]
+    # a period named: the store as it stood at its end, when #old was not replaced yet
+    rows = json.loads(run(runner, "recall", "Where did I work in 2023?", "--json").stdout)["rows"]
+    assert rows[0]["id"] == old and "in_place_of" not in rows[0]
+
+
 def test_the_per_channel_budgets_leave_replaced_entries_out_too(runner):
     """recall --vector-k/--lexical-k (calibration's path, GET /search's vector_k) filters
     replaced entries itself: it does not go through the fused ranking."""

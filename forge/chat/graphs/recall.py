@@ -57,9 +57,12 @@ def synthesis_messages(hot: HotBlock, question: str, rows: list, *,
 
 
 def retrieved_line(row: Any) -> str:
-    """One retrieved row as the model reads it: the hot block's line, its id, and which row is
-    newer when it states an older value of the same fact."""
+    """One retrieved row as the model reads it: the hot block's line, its id, which row is
+    newer when it states an older value of the same fact, and what it replaced when it stands
+    in the place of a replaced entry the question found."""
     older = f"; older: #{row.newer} is newer" if getattr(row, "newer", None) is not None else ""
+    if getattr(row, "in_place_of", None):
+        older += f"; replaced #{', #'.join(map(str, row.in_place_of))}"
     return f"{entry_line(row.entry)} (#{row.entry.id}{older})"
 
 
