@@ -327,6 +327,30 @@ def test_the_memory_list_loads_a_page_at_a_time_and_filters_by_text(browser, tmp
         assert "showing 6 of 6" in one(browser, "#memory-shown").text
 
 
+def test_the_page_marks_a_replacement_in_the_place_of_what_it_replaced(browser, tmp_path):
+    """A fact changed in other words and linked (`remember --replaces`): the page's recall row
+    says what the newer entry stands in for, and a question about the past what replaced the
+    older one, as the CLI's table does."""
+    data = tmp_path / "linked" / "data"
+    env = {**{k: v for k, v in os.environ.items() if k not in FORGE_VARS},
+           "FORGE_DATA_DIR": str(data)}
+    for args in (("I work at Acme, in the platform team", "--at", "2023-02-01"),
+                 ("Started at Globex in January as a data engineer", "--at", "2025-01-20",
+                  "--replaces", "1")):
+        subprocess.run([sys.executable, "-m", "forge", "remember", "fact", *args],
+                       env=env, check=True, capture_output=True, timeout=120)
+    with forge_server(data, LLAMA_CPP_URL=closed_url()) as url:
+        open_page(browser, url)
+        query = one(browser, "#recall-query")
+        for question, mark in (("Where do I work?", "(in place of #1) Started at Globex"),
+                               ("Where did I work before?", "(replaced by #2) I work at Acme")):
+            query.clear()
+            query.send_keys(question)
+            one(browser, "#recall-form button").click()
+            wait(browser, lambda d: mark in " ".join(texts(d, "#recall-results tbody tr")))
+            assert mark in texts(browser, "#recall-results tbody tr")[0]
+
+
 def test_the_page_shows_each_entrys_date_the_newer_fact_first_and_the_window(browser, tmp_path):
     """Dates where people read (issue "Forge knows when"): the memory list and recall's rows
     show each entry's date, the older of two changed facts says which row is newer, and a

@@ -586,6 +586,11 @@ def test_the_chats_lines_say_which_row_is_newer_and_an_empty_window_is_said():
     row = SearchRow(old, "vector", 0.4, None, newer=7)
     user = synthesis_messages(HotBlock(""), "RAM ?", [row], today="2026-03-18")[1]["content"]
     assert "- [fact, 2024-05-02] Le serveur a 8 Go de RAM (#3; older: #7 is newer)" in user
+    new = SearchRow(Entry(9, "fact", None, "Le serveur a 64 Go de RAM", "remember", {},
+                          z("2025-02-10T10:00"), "", None), "replacement", None, None,
+                    in_place_of=[3])
+    user = synthesis_messages(HotBlock(""), "RAM ?", [new], today="2026-03-18")[1]["content"]
+    assert "Le serveur a 64 Go de RAM (#9; replaced #3)" in user
     empty = synthesis_messages(HotBlock(""), "hier ?", [], today="2026-03-18",
                                time={"since": z("2026-03-16T23:00"),
                                      "until": z("2026-03-17T23:00")})[1]["content"]

@@ -339,6 +339,19 @@ $("remember-form").addEventListener("submit", async (ev) => {
 
 // -- recall: each row's channel and distance ----------------------------------------------------
 
+// What the CLI's table says before a row's content: what replaced it, which row is newer, what
+// a replacement stands in for.
+function rowMarks(r) {
+  const marks = [];
+  if (r.in_place_of) marks.push(`(in place of ${r.in_place_of.map((i) => "#" + i).join(", ")}) `);
+  if (r.superseded_reason === "replace" && r.superseded_by != null) {
+    marks.push(`(replaced by #${r.superseded_by}) `);
+  } else if (r.newer != null) {
+    marks.push(`(older: #${r.newer} is newer) `);
+  }
+  return marks.join("");
+}
+
 $("recall-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   showError("");
@@ -351,7 +364,7 @@ $("recall-form").addEventListener("submit", async (ev) => {
       el("td", { text: r.kind }),
       el("td", { class: "channel", text: r.channel }),
       el("td", { class: "distance", text: r.distance == null ? "—" : r.distance.toFixed(4) }),
-      el("td", { text: (r.newer == null ? "" : `(older: #${r.newer} is newer) `) + r.content }))));
+      el("td", { text: rowMarks(r) + r.content }))));
     const t = result.time;
     const window = t ? `time window ${t.from_query ? `"${t.from_query}" ` : ""}` +
       `${t.since ? localDate(t.since) : "…"} to ${t.until ? localDate(t.until) : "now"}` : "";
