@@ -169,6 +169,13 @@ def main() -> None:
             _as_old_package_wrote(old_work / "forge_rag.db", args.compare)
             shutil.copy(work / "traces.jsonl", old_work / "traces.jsonl")
             old_env = {**env, "PYTHONPATH": str(args.compare), "FORGE_DATA_DIR": str(old_work)}
+            # its notes' sentence rows too, or its recall embeds every candidate note at each
+            # run (a copy of this very package read 0.58x): a package too old to store them
+            # says so and is timed without
+            if subprocess.run(forge + ["reindex", "--sentence"], env=old_env, cwd=work,
+                              capture_output=True).returncode:
+                print(f"note: {args.compare}'s forge stores no sentence rows (reindex "
+                      "--sentence failed): its recall embeds the notes it reads", file=sys.stderr)
             for name, (cmd, target) in list(commands.items()):
                 if name.startswith("forge"):
                     commands[f"{name} [old]"] = (cmd, target)
