@@ -218,6 +218,11 @@ def test_a_question_about_the_past_gets_the_note_that_was_replaced(runner):
         assert doc["order"] == "past"
     table = run(runner, "recall", "Where did I work before?", "--limit", "3").stdout
     assert f"(replaced by #{new}) I work at Acme" in table
+    # found through what replaced it: a question worded like the newer note still gets the old
+    asked = ("recall", "Before Globex, which company did I work for?", "--limit", "1")
+    rows = json.loads(run(runner, *asked, "--json").stdout)["rows"]
+    assert [(r["id"], r["channel"], r["newer"], r["distance"]) for r in rows] == \
+        [(old, "replaced", new, None)]
     rows = json.loads(run(runner, "recall", "Where do I work?", "--json").stdout)["rows"]
     assert old not in [r["id"] for r in rows]
     # a period named: the store as it stood at its end, when #old was not replaced yet

@@ -431,7 +431,8 @@ def test_every_channel_a_row_can_carry_is_documented_in_the_manual_and_the_help(
 
     page = (DOCS / "recall.md").read_text(encoding="utf-8")
     help_text = " ".join(CliRunner().invoke(cli, ["recall", "--help"]).output.split())
-    assert set(CHANNELS) == {"vector", "lexical", "both", "latent", "neighbour", "replacement"}
+    assert set(CHANNELS) == {"vector", "lexical", "both", "latent", "neighbour", "replacement",
+                             "replaced"}
     assert [c for c in CHANNELS if f"| `{c}` |" not in page] == []
     tags = help_text.split("channel says what found it:", 1)[1].split(". ", 1)[0]
     assert [c for c in CHANNELS if not re.search(rf"(?<![-\w]){c}(?![-\w])", tags)] == []

@@ -250,9 +250,10 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
     words (bm25), the latent-term channel the terms of meaning it shares with an entry
     (sparse, embedded embedder only). Each row's channel says what found it: vector, lexical,
     both (vector and word channels), latent (the latent-term channel alone), neighbour (an
-    archived exchange beside the best row) or replacement (what replaced an entry they found,
-    in its place). Its fused score orders the rows: each channel
-    that found it adds a share in [0, 1], and a second model re-reads the candidate notes
+    archived exchange beside the best row), replacement (what replaced an entry they found,
+    in its place) or replaced (for a question about the past, what a row replaced). Its
+    fused score orders the rows: each channel that found it adds a share in [0, 1], and a
+    second model re-reads the candidate notes
     (RECALL_SENTENCE, on by default: `sentence`), so fused is in [0, 4]. --since/--until narrow every channel to that window. A time
     expression in QUERY ("last week", "en mars 2024") names a period: every channel searches
     what was said from 14 days before it on, and the rows said in it come first. With no

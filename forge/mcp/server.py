@@ -172,8 +172,9 @@ def create_server(settings: Any) -> MCPServer:
         past decisions or earlier conversations. Each row is one entry: its `content`, `kind`
         (archive = a past exchange; `refs.external` names the imported conversation it came
         from), `id` (for memory_show and forget), `channel` (vector = found by meaning, lexical = by words,
-        both, neighbour = the exchange beside a strong hit, or replacement = the entry that
-        replaced one found, in its place: `in_place_of`), `distance` (lower is closer), and
+        both, neighbour = the exchange beside a strong hit, replacement = the entry that
+        replaced one found, in its place: `in_place_of`, or replaced = for a question about the
+        past, what a row replaced), `distance` (lower is closer), and
         `fused`, the score rows are ordered by; `created` says when it happened (UTC), and
         `newer`, on an older statement of a fact that changed, the id of the newer one.
         `since`/`until` limit the rows to that window. A time in the query ("last week", "en

@@ -18,7 +18,8 @@ A row the vector channel found is tagged "vector", one the word channel found "l
 both found "both", whether or not the latent-term channel found it too; "latent" is a row only
 the latent-term channel found; "neighbour" a row brought in beside the best one (below);
 "replacement" the newest entry of the chain that replaced an entry the channels found, in its
-place (`fill`, `following`: a question about a former value gets the replaced entry instead).
+place (`fill`, `following`: a question about a former value gets the replaced entry instead);
+"replaced", for such a question, an entry a row replaced, before it (`with_replaced`).
 
 How a row earns its place (`fused`, printed with every row):
 - Each channel searches a deeper pool than the budget: `pool(limit)` = max(30, limit)
@@ -511,10 +512,12 @@ def take(store: "Store", question: Question, heard: Heard, found: Found,
     as_of = question.as_of
     if as_of is None and question.period is not None:   # what was true then: the store as it
         as_of = question.period.until                     # stood at the period's end
+    follow = following(question, replaced)
     result = fill(store, ranked, limit=limit, cutoff=heard.cutoff,
                   fingerprint=heard.fingerprint, words=found.words, replaced=replaced,
-                  as_of=as_of, farthest=found.vector[-1][1] if full else None,
-                  follow=following(question, replaced))
+                  as_of=as_of, farthest=found.vector[-1][1] if full else None, follow=follow)
+    if follow == "past":
+        result.rows = with_replaced(store, result.rows, limit)
     after = (neighbours_after(result.rows, found.vector, found.lexical, strong)
              if neighbours else None)
     if after is not None:
@@ -701,6 +704,22 @@ def following(question: Question, replaced: bool) -> str | None:
     if replaced or not question.timed or question.asked is not None or question.as_of:
         return None
     return "past" if question.past else "newest"
+
+
+def with_replaced(store: "Store", rows: list["rag.SearchRow"], limit: int) -> list:
+    """For a question about a former value: the entries a row replaced that are not rows join
+    just before it (channel "replaced", `newer` = that row), the budget still `limit` (they
+    push the last rows out), so a question worded like the newer note still gets the older."""
+    present = {r.entry.id for r in rows}
+    out: list[rag.SearchRow] = []
+    for row in rows:
+        older = [i for i in rag.folded_into(store, row.entry.id) if i not in present]
+        for entry in rag.entries_by_id(store, older).values() if older else ():
+            if rag.is_replaced(entry):   # a fold's sources stay where the channels put them
+                out.append(rag.SearchRow(entry, "replaced", None, None, newer=row.entry.id))
+                present.add(entry.id)
+        out.append(row)
+    return out[:limit]
 
 
 def in_place(store: "Store", rows: list["rag.SearchRow"], entry: "Entry") -> int | None:

@@ -21,6 +21,8 @@ CHANNELS = {
                  "beside it (`neighbour_of`); no score of its own",
     "replacement": "the newest entry of a replacement chain, in the place of the replaced entry "
                    "the channels found (`in_place_of`); no score of its own",
+    "replaced": "for a question about a former value, an entry a row replaced, brought in "
+                "just before that row (`newer`); no score of its own",
 }
 
 
