@@ -154,9 +154,8 @@ def run_set(name: str, keep: Path, columns: dict = SENTENCE,
 
 # --linked: the sets whose changed facts are labelled, read as they are, then linked as a
 # reader would link them (`forge memory supersede OLD --by NEW`): one who recognises the older
-# note among the first LINK_ROWS rows written before it of `forge recall NEW-NOTE` (what an
-# agent is told to read before it remembers), and one who links every change.
-LINK_ROWS = 5
+# note among those the MCP `remember` names (`may_replace`: conflicts.may_replace), and one
+# who links every change.
 LINKED_SETS = ["dev", "true-now", "true-now-2"]
 
 
@@ -164,26 +163,23 @@ def linked(name: str, keep: Path) -> list[list]:
     """--linked: each question type's score on the store as written and linked two ways."""
     import shutil
 
-    from forge.recall import rank
+    from forge.memory import conflicts
     from forge.store import rag
 
     data = read(SETS[name])
     os.environ["TZ"] = data["tz"]
     time.tzset()
     ids = recall_sets.build_dated(keep / name, data)
-    text = {e["key"]: e["content"] for e in data["entries"]}
     columns = {"as written": (keep / name, [])}
-    for label in ("linked among 5 rows", "every change linked"):
+    for label in ("linked from may_replace", "every change linked"):
         folder = keep / f"{name}-{label.split()[0]}"
         shutil.rmtree(folder, ignore_errors=True)
         shutil.copytree(keep / name, folder)
         columns[label] = (folder, [])
         with rag.open_store(recall_sets.dated_settings(folder, data)) as store:
             for old, new in data["changed"]:
-                written = rag.get_entry(store, ids[new]).created
-                rows = rank.recall(store, text[new], limit=LINK_ROWS + 5).rows
-                before = [r.entry.id for r in rows if r.entry.created < written][:LINK_ROWS]
-                if label.startswith("every") or ids[old] in before:
+                named = [n["id"] for n in conflicts.may_replace(store, ids[new])]
+                if label.startswith("every") or ids[old] in named:
                     rag.replace(store, [ids[old]], ids[new])
                     columns[label][1].append(old)
     out = [[name, "changes linked", len(data["changed"]),
@@ -267,13 +263,15 @@ def main(argv: list[str] | None = None) -> int:
     convs = recall_sets.locomo_sets(args.locomo) if args.locomo else []
     keep = args.keep or Path(tempfile.mkdtemp(prefix="forge-true-now-"))
     if args.linked:
+        from forge.memory import conflicts
+
         rows = [row for name in LINKED_SETS for row in linked(name, keep)]
         with docs_figures.tee("true_now-linked", args.write_docs):
             print("forge recall --limit 10 (RECALL_SENTENCE on) on each labelled store as "
                   "written, then with `memory supersede OLD --by NEW` on the changes a reader "
-                  f"finds among the first {LINK_ROWS} rows written before it of `forge recall "
-                  "NEW-NOTE`, and on every change")
-            print(tabulate(rows, headers=["set", "", "n", "as written", "linked among 5 rows",
+                  "finds among the notes the MCP `remember` names (may_replace, up to "
+                  f"{conflicts.MAY_REPLACE_ROWS}), and on every change")
+            print(tabulate(rows, headers=["set", "", "n", "as written", "linked from may_replace",
                                           "every change linked"], tablefmt="github"))
         return 0
     alone = (READINGS, TIME_GROUPS) if args.set == "time" and not args.all else ()

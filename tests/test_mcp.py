@@ -338,6 +338,40 @@ def test_conflicts_and_replaces_as_the_cli_has_them():
     assert got["fix"]["replaced"] == [got["old"]["id"]]
 
 
+def test_remember_names_what_it_may_replace_by_meaning_and_the_agent_links_it():
+    """A fact changed in other words: no word repeats, so `conflicts` is empty, but
+    `may_replace` names the older note among the notes nearest by meaning written before it;
+    passing it to `supersede` makes recall answer with the newer in its place."""
+    async def run() -> dict[str, Any]:
+        async with stdio() as client:
+            out = {"old": ok(await client.call_tool("remember", {
+                "content": "I work at Acme, in the platform team", "at": "2023-02-01"}))}
+            for other in ("The work laptop is a ThinkPad X1", "Ma fille est au collège Rosa Parks",
+                          "I cycle to work when it does not rain"):
+                await client.call_tool("remember", {"content": other, "at": "2024-01-10"})
+            out["later"] = ok(await client.call_tool("remember", {   # stored first, dated after
+                "content": "Le routeur est une Freebox Pop", "at": "2025-03-01"}))
+            out["new"] = ok(await client.call_tool("remember", {
+                "content": "Started at Globex in January as a data engineer", "at": "2025-01-20"}))
+            out["again"] = ok(await client.call_tool("remember", {
+                "content": "Started at Globex in January as a data engineer"}))
+            await client.call_tool("supersede", {"ids": [out["old"]["id"]],
+                                                 "by": out["new"]["id"]})
+            out["recall"] = ok(await client.call_tool("recall", {"query": "Where do I work?",
+                                                                 "limit": 1}))
+            return out
+
+    got = asyncio.run(run())
+    named = got["new"]["may_replace"]
+    assert got["new"]["conflicts"] == [] and got["old"]["id"] in [n["id"] for n in named]
+    assert 1 <= len(named) <= 5 and set(named[0]) == {"id", "content", "created"}
+    assert got["later"]["id"] not in [n["id"] for n in named]   # not written before it
+    assert got["again"]["created"] is False and got["again"]["may_replace"] == []
+    assert got["old"]["may_replace"] == []   # nothing written before it
+    row = got["recall"]["rows"][0]
+    assert (row["id"], row["in_place_of"]) == (got["new"]["id"], [got["old"]["id"]])
+
+
 # -- raw frames ----------------------------------------------------------------------------------
 
 class RawSession:

@@ -473,7 +473,7 @@ def test_the_newer_of_two_facts_comes_first_and_the_older_says_so(runner, dated)
 @pytest.mark.parametrize("question", [
     "combien de RAM avait le serveur avant ?", "quelle était l'ancienne RAM du serveur ?",
     "How much RAM did the server have before?", "what RAM did the server use to have?",
-    "la RAM précédente du serveur ?"])
+    "la RAM précédente du serveur ?", "what was my old server's RAM?"])
 def test_a_question_about_the_past_gets_the_older_of_two_facts_first(runner, dated, question):
     """A past word in the question (before, used to, avant, ancien, précédent…): the older
     value first, still marked as the older, and the JSON says the order was the past's."""
@@ -486,7 +486,7 @@ def test_a_question_about_the_past_gets_the_older_of_two_facts_first(runner, dat
 
 def test_a_question_without_a_past_word_keeps_the_newer_first(runner, dated):
     for question in ("combien de RAM a le serveur ?", "What RAM does the server have first thing?"
-                     .replace(" first thing", "")):
+                     .replace(" first thing", ""), "how old is the server's RAM?"):
         doc = _recall(runner, question)
         ids = [r["id"] for r in doc["rows"]]
         assert ids.index(dated["ram_new"]) < ids.index(dated["ram_old"]), (question, ids)

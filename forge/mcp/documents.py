@@ -89,7 +89,9 @@ def check_project(value: Any) -> str | None:
 def remember(settings: Any, content: Any, kind: Any = None, project: Any = None,
              replaces: Any = None, at: Any = None) -> dict[str, Any]:
     """`forge remember KIND CONTENT [--replaces ID]... [--at WHEN] --json` ({id, created,
-    replaced, conflicts, secrets_redacted}): conflicts.remember, as the CLI calls it."""
+    replaced, conflicts, secrets_redacted}): conflicts.remember, as the CLI calls it, and
+    `may_replace` (conflicts.may_replace: for the agent to judge; none for a duplicate or a
+    write that names what it replaces)."""
     from ..memory import conflicts
     from ..store import rag
 
@@ -103,8 +105,10 @@ def remember(settings: Any, content: Any, kind: Any = None, project: Any = None,
 
         created = to_stored(check_text(at, "at"), what="at")
     with rag.open_store(settings) as store:
-        return conflicts.remember(store, kind, content, project=project, replaces=ids,
-                                  created=created).to_dict()
+        noted = conflicts.remember(store, kind, content, project=project, replaces=ids,
+                                   created=created)
+        named = conflicts.may_replace(store, noted.id) if noted.created and not ids else []
+        return {**noted.to_dict(), "may_replace": named}
 
 
 def supersede(settings: Any, ids: Any, by: Any) -> dict[str, Any]:

@@ -147,17 +147,19 @@ def create_server(settings: Any) -> MCPServer:
         setting, a choice, a fact about their machines or people), written so it stands alone
         without this conversation. An exact duplicate writes nothing and returns the existing
         id. When it makes an older entry obsolete, pass that entry's id in `replaces`. A fact
-        that may change one stored (a new employer, phone, address, provider) is rarely worded
-        like the old one, and Forge does not pair them by itself: `recall` the new content
-        first, and when a row states the same thing with its former value, pass that row's id
-        in `replaces`. Recall then answers a question about now with this entry in the old
-        one's place, and one about the former value with the old one. `conflicts` lists active
-        entries whose words it may contradict (it is written all the same): ask the user which
-        holds; when the old one is over, call `supersede` with its id and this entry's id.
-        `at`: when it happened, for something
-        the user tells after the fact (default now). Answers `forge remember --json`:
-        {"id", "created", "replaced", "conflicts", "secrets_redacted"}: a secret in the content
-        (an API key, a password) is replaced by a marker naming its type before the write."""
+        that changed (a new employer, phone, address, provider) is rarely worded like the old
+        one, and Forge does not pair them by itself: `may_replace` lists the notes nearest this
+        one by meaning, written before it ({id, content, created}); when one states the same
+        thing with its former value (not a second thing of the kind, as a second cat), call
+        `supersede` with its id and this entry's id. Recall then answers a question about now
+        with this entry in the old one's place, and one about the former value with the old
+        one. `conflicts` lists active entries whose words it may contradict (it is written all
+        the same): ask the user which holds; when the old one is over, call `supersede` with
+        its id and this entry's id. `at`: when it happened, for something the user tells after
+        the fact (default now). Answers `forge remember --json`: {"id", "created", "replaced",
+        "conflicts", "secrets_redacted"}, and "may_replace" (empty for a duplicate or with
+        `replaces`): a secret in the content (an API key, a password) is replaced by a marker
+        naming its type before the write."""
         return await answer(lambda: documents.remember(settings, content, kind, project,
                                                        replaces, at), "remember")
 

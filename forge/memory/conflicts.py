@@ -21,7 +21,8 @@ from ..core.notes import parse_note
 from ..core.words import NEGATIONS
 
 __all__ = ["Conflict", "ConflictReport", "Noted", "Side", "against", "conflict", "evidence",
-           "find", "in_time", "read_clause", "read_side", "remember", "remember_many", "subject_conflict"]
+           "find", "in_time", "may_replace", "read_clause", "read_side", "remember", "remember_many",
+           "subject_conflict"]
 
 if TYPE_CHECKING:
     from ..store.rag import Entry, Store
@@ -250,6 +251,30 @@ def remember(store: "Store", kind: str | None, content: str, *, project: str | N
     result = rag.remember(rows_written(store), kind, content, project=project, source=source, refs=refs,
                           replaces=replaces, created=created)
     return _noted(store, result)
+
+
+# How many notes `may_replace` names: with 5, the older note of a fact changed in other words is
+# among them for 26/32, 26/32 and 29/35 of the labelled stores' changes (bench/true_now.py
+# --linked); each one more is ~20 tokens more in the agent's context on every write.
+MAY_REPLACE_ROWS = 5
+
+
+def may_replace(store: "Store", entry_id: int, rows: int = MAY_REPLACE_ROWS) -> list[dict]:
+    """The notes a new one may replace, for a reader to judge ({id, content, created}): the
+    first `rows` of a recall of its content (no time read) of its kind and project, written
+    before it and not replaced. No rule of Forge pairs a fact changed in other words
+    (docs/benchmarks/true-now.md); a model or a person reading these does, then links them
+    (`supersede`), and recall follows the link."""
+    from ..recall import rank
+    from ..store import rag
+
+    entry = rag.get_entry(store, entry_id)
+    found = rank.recall(store, entry.content, limit=rows + 5, kind=entry.kind,
+                        project=entry.project, neighbours=False, read_time=False)
+    named = [r.entry for r in found.rows if r.entry.id != entry.id
+             and r.entry.project == entry.project and not rag.is_replaced(r.entry)
+             and r.entry.created < entry.created]
+    return [{"id": e.id, "content": e.content, "created": e.created} for e in named[:rows]]
 
 
 def remember_many(store: "Store", items: list[Any], **kwargs: Any) -> list[Noted]:

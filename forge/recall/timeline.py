@@ -196,7 +196,7 @@ def replaced_first(rows: list["SearchRow"]) -> None:
 # Whole words, any case, with or without accents; ’ is read as '.
 PAST_WORDS = {
     "en": ("before", "previous", "previously", "used to", "use to", "former", "formerly",
-           "first", "earlier", "originally"),
+           "first", "earlier", "originally", "my old", "our old", "the old"),
     "fr": ("avant", "auparavant", "ancien", "ancienne", "anciens", "anciennes", "précédent",
            "précédente", "précédents", "précédentes", "premier", "première", "avais-je",
            "j'avais", "avait-il", "avait-elle", "étais-je", "j'étais", "était"),
