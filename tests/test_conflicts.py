@@ -230,6 +230,39 @@ def test_a_question_about_the_past_gets_the_note_that_was_replaced(runner):
     assert rows[0]["id"] == old and "in_place_of" not in rows[0]
 
 
+def test_remember_may_replace_names_the_notes_nearest_by_meaning_on_request(runner):
+    """`forge remember ... --may-replace` (and POST /remember's "may_replace": true) names the
+    notes nearest the new one by meaning, written before it, for the user to judge; nothing
+    is linked until they say so."""
+    from starlette.testclient import TestClient
+
+    from forge.core.settings import load_settings
+    from forge.serve.app import create_app
+
+    for other in OFFICE:
+        remember(runner, other, "--at", "2024-01-10")
+    old = remember(runner, "I work at Acme, in the platform team", "--at", "2023-02-01")
+    text = "Started at Globex in January as a data engineer"
+    result = run(runner, "remember", "fact", text, "--at", "2025-01-20", "--may-replace")
+    new = int(result.stdout.split("#")[1])
+    assert f"#{old} 2023-02-01 I work at Acme, in the platform team" in result.stderr
+    assert f"forge memory supersede ID --by {new}" in result.stderr
+    assert entries(runner)[old]["superseded_by"] is None
+    doc = json.loads(run(runner, "remember", "fact", "Joined Initech as an analyst",
+                         "--may-replace", "--json").stdout)
+    assert new in [n["id"] for n in doc["may_replace"]] and len(doc["may_replace"]) <= 5
+    assert "may_replace" not in json.loads(run(runner, "remember", "fact", "Plain note",
+                                               "--json").stdout)
+    refused = run(runner, "remember", "--batch", "-", "--may-replace", code=2)
+    assert "--may-replace" in refused.stderr
+    client = TestClient(create_app(load_settings()), base_url="http://127.0.0.1:8765")
+    answer = client.post("/remember", json={"content": "Hired by Umbrella as a data lead",
+                                            "may_replace": True}).json()
+    assert new in [n["id"] for n in answer["may_replace"]]
+    assert "may_replace" not in client.post("/remember", json={"content": "Another"}).json()
+    assert client.post("/remember", json={"content": "x", "may_replace": "yes"}).status_code == 400
+
+
 def test_the_per_channel_budgets_leave_replaced_entries_out_too(runner):
     """recall --vector-k/--lexical-k (calibration's path, GET /search's vector_k) filters
     replaced entries itself: it does not go through the fused ranking."""

@@ -94,9 +94,15 @@ class Kind(click.ParamType):
               help="When it happened, for a note written after the fact: an ISO date or "
                    "datetime (2024-03-05, 2024-03-05T14:30; local time unless it has an "
                    "offset), years 0001 to 9999, not after today [default: now].")
+@click.option("--may-replace", "may_replace", is_flag=True,
+              help="Also name the notes nearest this one by meaning, written before it (up to "
+                   "5; --json: \"may_replace\"): a fact changed in other words is rarely worded "
+                   "like the old one; `forge memory supersede ID --by NEW` links the one that "
+                   "states the former value.")
 @output_options
 def remember(kind_or_content: str | None, content: str | None, project: str | None,
-             batch: Any, replaces: tuple[int, ...], at: str | None, fmt: str) -> None:
+             batch: Any, replaces: tuple[int, ...], at: str | None, may_replace: bool,
+             fmt: str) -> None:
     """Write one deliberate memory: KIND (decision, todo, fact, preference, correction;
     fact when left out) and CONTENT (`-` reads it from stdin).
 
@@ -124,6 +130,9 @@ def remember(kind_or_content: str | None, content: str | None, project: str | No
         if replaces:
             raise click.UsageError("--replaces names what ONE new entry replaces; give it "
                                    "without --batch")
+        if may_replace:
+            raise click.UsageError("--may-replace names what ONE new entry may replace; give "
+                                   "it without --batch")
         items = _read_batch(batch, project)
         with _open() as store, progress(items, length=len(items), label="embedding") as bar:
             results = conflicts.remember_many(store, items, on_progress=bar.update)
@@ -160,14 +169,22 @@ def remember(kind_or_content: str | None, content: str | None, project: str | No
     with _open() as store:
         result = conflicts.remember(store, kind, text, project=project, replaces=replaces,
                                     created=created)
+        named = (conflicts.may_replace(store, result.id) if result.created and not replaces
+                 else []) if may_replace else None
     message = (f"remembered #{result.id}" if result.created
                else f"already stored as #{result.id} (exact duplicate, nothing written)")
     if result.replaced:
         message += "; it replaces " + ", ".join(f"#{i}" for i in result.replaced)
-    emit_one(result.to_dict(), fmt, text=message)
+    data = result.to_dict() if named is None else {**result.to_dict(), "may_replace": named}
+    emit_one(data, fmt, text=message)
     note_secrets(result.secrets_redacted)
     for line in result.notes():
         note(f"note: {line}")
+    if named:
+        for n in named:
+            note(f"may replace: #{n['id']} {_date(n['created'])} {n['content']}")
+        note(f"`forge memory supersede ID --by {result.id}` links the one that states the "
+             "former value (a second thing of the kind replaces nothing)")
 
 
 def _read_batch(stream: Any, project: str | None) -> list[Any]:

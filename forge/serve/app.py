@@ -175,7 +175,8 @@ def _open(settings: Any) -> Any:
 # -- the library calls, one per CLI twin (each returns the twin's --json document) --------------
 
 def do_remember(settings: Any, kind: str | None, content: str, project: str | None,
-                replaces: list[int] | None = None, at: str | None = None) -> dict:
+                replaces: list[int] | None = None, at: str | None = None,
+                may_replace: bool = False) -> dict:
     from ..memory import conflicts
 
     created = None
@@ -184,8 +185,12 @@ def do_remember(settings: Any, kind: str | None, content: str, project: str | No
 
         created = to_stored(at, what="at")
     with _open(settings) as store:
-        return conflicts.remember(store, kind or "fact", content, project=project,
-                                  replaces=replaces or (), created=created).to_dict()
+        result = conflicts.remember(store, kind or "fact", content, project=project,
+                                    replaces=replaces or (), created=created)
+        if not may_replace:
+            return result.to_dict()
+        named = conflicts.may_replace(store, result.id) if result.created and not replaces else []
+        return {**result.to_dict(), "may_replace": named}
 
 
 def do_conflicts(settings: Any, kind: str | None, project: str | None) -> dict:
@@ -375,9 +380,9 @@ async def remember(request: Request) -> Response:
     requestBody:
       content:
         application/json:
-          schema: {type: object, required: [content], properties: {kind: {type: string}, content: {type: string}, project: {type: string}, replaces: {type: array, items: {type: integer}}, at: {type: string, description: 'when it happened (remember --at): an ISO date or datetime, years 0001 to 9999, not after today'}}}
+          schema: {type: object, required: [content], properties: {kind: {type: string}, content: {type: string}, project: {type: string}, replaces: {type: array, items: {type: integer}}, at: {type: string, description: 'when it happened (remember --at): an ISO date or datetime, years 0001 to 9999, not after today'}, may_replace: {type: boolean, default: false, description: 'remember --may-replace: also name the notes nearest it by meaning, written before it'}}}
     responses:
-      200: {description: '{"id", "created", "replaced", "conflicts", "secrets_redacted"}: created false for an exact duplicate; conflicts = the active entries it may contradict (written all the same); secrets_redacted = the secrets replaced by a marker before the write, by type'}
+      200: {description: '{"id", "created", "replaced", "conflicts", "secrets_redacted"}: created false for an exact duplicate; conflicts = the active entries it may contradict (written all the same); secrets_redacted = the secrets replaced by a marker before the write, by type; with may_replace true, "may_replace": [{id, content, created}]'}
       400: {description: 'bad input (unknown kind, over a cap, bad JSON, a refused replacement, an "at" that is not a date Forge stores, or after today)'}
       404: {description: a replaced id that does not exist; nothing written}
       502: {description: the embedding server is down; nothing written}
@@ -388,8 +393,9 @@ async def remember(request: Request) -> Response:
     project = text_field(body, "project", required=False)
     replaces = _ids(body, "replaces", required=False)
     at = text_field(body, "at", required=False)
+    named = bool_field(body, "may_replace")
     return JSONResponse(await call(do_remember, settings_of(request), kind, content, project,
-                                   replaces, at))
+                                   replaces, at, named))
 
 
 def _ids(body: dict[str, Any], name: str, *, required: bool = True) -> list[int]:
