@@ -263,6 +263,52 @@ def test_remember_may_replace_names_the_notes_nearest_by_meaning_on_request(runn
     assert client.post("/remember", json={"content": "x", "may_replace": "yes"}).status_code == 400
 
 
+def test_a_replacement_the_channels_also_found_keeps_their_scores_and_a_period_follows_links_of_then(runner):
+    """A chain #1 -> #2 -> #3: the newest row keeps the channel and scores the channels gave
+    it even when the older ones were met first; a question naming a period follows only the
+    links made by its end (#2 in the place of #1 for 2024, when #3 did not exist yet)."""
+    one = remember(runner, "My phone number is 06 11 11 11 11", "--at", "2024-02-10")
+    two = remember(runner, "New SIM, the number changed: 06 22 22 22 22", "--at", "2024-10-10",
+                   "--replaces", str(one))
+    three = remember(runner, "Ported to a new operator, now reachable on 07 33 33 33 33",
+                     "--at", "2025-03-10", "--replaces", str(two))
+    for other in OFFICE:
+        remember(runner, other, "--at", "2021-05-01")
+    rows = json.loads(run(runner, "recall", "What is my phone number?", "--json").stdout)["rows"]
+    ids = [r["id"] for r in rows]
+    assert ids.count(three) == 1 and one not in ids and two not in ids
+    newest = rows[ids.index(three)]
+    assert newest["channel"] != "replacement" and newest["distance"] is not None
+    assert newest["fused"] is not None and one in newest["in_place_of"]
+    rows = json.loads(run(runner, "recall", "What was my phone number in 2024?", "--limit", "1",
+                          "--json").stdout)["rows"]
+    assert (rows[0]["id"], rows[0]["in_place_of"]) == (two, [one])
+    assert rows[0]["superseded_by"] is None   # not replaced yet, then
+
+
+def test_may_replace_reads_notes_of_unknown_time_and_of_no_project_among_projects(runner, tmp_path):
+    """An imported note (its time unknown) is a candidate whatever the new note's date, shown
+    with its time unknown; a note of no project is found past nearer notes of other projects."""
+    old = remember(runner, "My dentist is Dr Martin, rue de la Paix", "--at", "2020-03-01")
+    for n in range(12):
+        remember(runner, f"Switched colleague {n} to Dr Leroy as dentist", "--project", "work",
+                 "--at", "2021-01-01")
+    doc = json.loads(run(runner, "remember", "fact", "Switched to Dr Leroy as my dentist",
+                         "--at", "2024-05-01", "--may-replace", "--json").stdout)
+    assert old in [n["id"] for n in doc["may_replace"]]
+    imported = ('{"content": "I work at Acme, in the platform team", "created": "2026-12-01", '
+                '"created_known": false}\n')
+    assert invoke(runner, "remember", "--batch", "-", input=imported).exit_code == 0
+    acme = max(entries(runner))
+    result = run(runner, "remember", "fact", "Started at Globex in January as a data engineer",
+                 "--at", "2025-01-20", "--may-replace")
+    assert f"may replace: #{acme} 2026-12-01? I work at Acme" in result.stderr
+    doc = json.loads(run(runner, "remember", "fact", "Hired by Initech as an analyst",
+                         "--at", "2025-02-01", "--may-replace", "--json").stdout)
+    named = {n["id"]: n for n in doc["may_replace"]}
+    assert named[acme]["created_known"] is False
+
+
 def test_the_per_channel_budgets_leave_replaced_entries_out_too(runner):
     """recall --vector-k/--lexical-k (calibration's path, GET /search's vector_k) filters
     replaced entries itself: it does not go through the fused ranking."""

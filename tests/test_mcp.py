@@ -364,7 +364,7 @@ def test_remember_names_what_it_may_replace_by_meaning_and_the_agent_links_it():
     got = asyncio.run(run())
     named = got["new"]["may_replace"]
     assert got["new"]["conflicts"] == [] and got["old"]["id"] in [n["id"] for n in named]
-    assert 1 <= len(named) <= 5 and set(named[0]) == {"id", "content", "created"}
+    assert 1 <= len(named) <= 5 and set(named[0]) == {"id", "content", "created", "created_known"}
     assert got["later"]["id"] not in [n["id"] for n in named]   # not written before it
     assert got["again"]["created"] is False and got["again"]["may_replace"] == []
     assert got["old"]["may_replace"] == []   # nothing written before it

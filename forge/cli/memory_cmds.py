@@ -182,7 +182,8 @@ def remember(kind_or_content: str | None, content: str | None, project: str | No
         note(f"note: {line}")
     if named:
         for n in named:
-            note(f"may replace: #{n['id']} {_date(n['created'])} {n['content']}")
+            note(f"may replace: #{n['id']} {_date(n['created'], n['created_known'])} "
+                 f"{n['content']}")
         note(f"`forge memory supersede ID --by {result.id}` links the one that states the "
              "former value (a second thing of the kind replaces nothing)")
 
@@ -336,8 +337,9 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
         elif r.newer is not None:
             row["content"] = f"(older: #{r.newer} is newer) {row['content']}"
         if r.in_place_of:
-            row["content"] = (f"(in place of {', '.join(f'#{i}' for i in r.in_place_of)}) "
-                              f"{row['content']}")
+            ids = ", ".join(f"#{i}" for i in r.in_place_of[:3])
+            more = f" and {len(r.in_place_of) - 3} more" if len(r.in_place_of) > 3 else ""
+            row["content"] = f"(in place of {ids}{more}) {row['content']}"
     if result.time is not None:
         _note_window(result.time)
     if result.cutoff is not None:

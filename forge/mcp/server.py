@@ -149,17 +149,17 @@ def create_server(settings: Any) -> MCPServer:
         id. When it makes an older entry obsolete, pass that entry's id in `replaces`. A fact
         that changed (a new employer, phone, address, provider) is rarely worded like the old
         one, and Forge does not pair them by itself: `may_replace` lists the notes nearest this
-        one by meaning, written before it ({id, content, created}); when one states the same
-        thing with its former value (not a second thing of the kind, as a second cat), call
-        `supersede` with its id and this entry's id. Recall then answers a question about now
-        with this entry in the old one's place, and one about the former value with the old
-        one. `conflicts` lists active entries whose words it may contradict (it is written all
-        the same): ask the user which holds; when the old one is over, call `supersede` with
-        its id and this entry's id. `at`: when it happened, for something the user tells after
-        the fact (default now). Answers `forge remember --json`: {"id", "created", "replaced",
-        "conflicts", "secrets_redacted"}, and "may_replace" (empty for a duplicate or with
-        `replaces`): a secret in the content (an API key, a password) is replaced by a marker
-        naming its type before the write."""
+        one by meaning, written before it ({id, content, created, created_known}); when one
+        states the same thing with its former value (not a second thing of the kind, as a
+        second cat), call `supersede` with its id and this entry's id. Recall then answers a
+        question about now with this entry in the old one's place, and one about the former
+        value with the old one. `conflicts` lists active entries whose words it may contradict
+        (it is written all the same): ask the user which holds; when the old one is over, call
+        `supersede` with its id and this entry's id. `at`: when it happened, for something the
+        user tells after the fact (default now). Answers `forge remember --json`: {"id",
+        "created", "replaced", "conflicts", "secrets_redacted"}, and "may_replace" (empty for a
+        duplicate or with `replaces`): a secret in the content (an API key, a password) is
+        replaced by a marker naming its type before the write."""
         return await answer(lambda: documents.remember(settings, content, kind, project,
                                                        replaces, at), "remember")
 

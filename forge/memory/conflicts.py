@@ -254,27 +254,38 @@ def remember(store: "Store", kind: str | None, content: str, *, project: str | N
 
 
 # How many notes `may_replace` names: with 5, the older note of a fact changed in other words is
-# among them for 26/32, 26/32 and 29/35 of the labelled stores' changes (bench/true_now.py
+# among them for 26/32, 26/32 and 30/35 of the labelled stores' changes (bench/true_now.py
 # --linked); each one more is ~20 tokens more in the agent's context on every write.
 MAY_REPLACE_ROWS = 5
 
 
+# What `may_replace` shows of each note: enough to judge it (`memory show ID` has the rest)
+MAY_REPLACE_CHARS = 300
+
+
 def may_replace(store: "Store", entry_id: int, rows: int = MAY_REPLACE_ROWS) -> list[dict]:
-    """The notes a new one may replace, for a reader to judge ({id, content, created}): the
-    first `rows` of a recall of its content (no time read) of its kind and project, written
-    before it and not replaced. No rule of Forge pairs a fact changed in other words
-    (docs/benchmarks/true-now.md); a model or a person reading these does, then links them
-    (`supersede`), and recall follows the link."""
+    """The notes a new one may replace, for a reader to judge ({id, content (its first
+    MAY_REPLACE_CHARS), created, created_known}): the first `rows` of a recall of its content
+    (no time read, a full pool: a note of no project is read past other projects' notes) of its
+    kind and project, not replaced, written before it or of unknown time (never older nor
+    newer). No rule of Forge pairs a fact changed in other words (docs/benchmarks/true-now.md);
+    a model or a person reading these does, links them (`supersede`), and recall follows."""
     from ..recall import rank
     from ..store import rag
 
     entry = rag.get_entry(store, entry_id)
-    found = rank.recall(store, entry.content, limit=rows + 5, kind=entry.kind,
-                        project=entry.project, neighbours=False, read_time=False)
+    found = rank.recall(store, entry.content, limit=max(rank.MIN_POOL, rows + 5),
+                        kind=entry.kind, project=entry.project, neighbours=False,
+                        read_time=False)
     named = [r.entry for r in found.rows if r.entry.id != entry.id
              and r.entry.project == entry.project and not rag.is_replaced(r.entry)
-             and r.entry.created < entry.created]
-    return [{"id": e.id, "content": e.content, "created": e.created} for e in named[:rows]]
+             and (not r.entry.created_known or r.entry.created < entry.created)]
+    return [{"id": e.id, "content": _cut(e.content), "created": e.created,
+             "created_known": e.created_known} for e in named[:rows]]
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAY_REPLACE_CHARS else text[:MAY_REPLACE_CHARS - 1] + "…"
 
 
 def remember_many(store: "Store", items: list[Any], **kwargs: Any) -> list[Noted]:

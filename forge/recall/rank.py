@@ -661,6 +661,7 @@ def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
     never brings back a row farther than it."""
     rows: list[rag.SearchRow] = []
     placed: set[int | None] = set()
+    ends: dict[int, "Entry | None"] = {}   # a replaced entry -> the end of its chain (in_place)
     dropped: list[float] = []
     passing: list[tuple[Candidate, float]] = []
     for candidate, score in ranked:
@@ -684,9 +685,13 @@ def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
                 continue
             if not replaced and rag.is_replaced(entry) and follow != "past":
                 if follow == "newest":
-                    placed.add(in_place(store, rows, entry))
+                    placed.add(in_place(store, rows, entry, ends, as_of))
                 continue
-            if entry.id in placed:   # a replacement row took the place of what it replaced
+            if entry.id in placed:   # its row took the place of what it replaced: the channels'
+                row = next(r for r in rows if r.entry.id == entry.id)   # scores are its own
+                row.channel, row.distance, row.bm25 = candidate.channel, candidate.distance, \
+                    candidate.bm25
+                row.fused, row.sparse, row.sentence = score, candidate.sparse, candidate.sentence
                 continue
             rows.append(rag.SearchRow(entry, candidate.channel, candidate.distance,
                                       candidate.bm25, fused=score, sparse=candidate.sparse,
@@ -698,12 +703,13 @@ def fill(store: "Store", ranked: list[tuple[Candidate, float]], *, limit: int,
 
 
 def following(question: Question, replaced: bool) -> str | None:
-    """What a replaced entry the channels found becomes (`fill`): with a time read and none
-    asked (no period, window or --as-of), "past" for a question about a former value, else
-    "newest"; None (left out, or a row as any other with `replaced`) otherwise."""
-    if replaced or not question.timed or question.asked is not None or question.as_of:
+    """What a replaced entry the channels found becomes (`fill`), with a time read: "past" for
+    a question about a former value that names no period, else "newest" (at --as-of or the
+    end of the period named: the links made by then); None with --since/--until (left out)
+    and with `replaced` (a row as any other)."""
+    if replaced or not question.timed or (question.period is None and question.asked is not None):
         return None
-    return "past" if question.past else "newest"
+    return "past" if question.past and question.period is None else "newest"
 
 
 def with_replaced(store: "Store", rows: list["rag.SearchRow"], limit: int) -> list:
@@ -722,12 +728,12 @@ def with_replaced(store: "Store", rows: list["rag.SearchRow"], limit: int) -> li
     return out[:limit]
 
 
-def in_place(store: "Store", rows: list["rag.SearchRow"], entry: "Entry") -> int | None:
-    """In place: the newest entry of the chain that replaced `entry` joins `rows` (channel
-    "replacement"), or the replacement row already there also stands for `entry`; a
-    replacement the channels found themselves is left where they put it. Its id (None: the
-    chain leads nowhere)."""
-    newest = rag.newest_replacing(store, entry)
+def in_place(store: "Store", rows: list["rag.SearchRow"], entry: "Entry",
+             ends: dict[int, "Entry | None"], as_of: str | None) -> int | None:
+    """In place: the newest entry of the chain that replaced `entry` (`chain_end`) joins `rows`
+    (channel "replacement"), or the row already there for it also stands for `entry`. Its id
+    (None: the chain leads nowhere)."""
+    newest = chain_end(store, entry, ends, as_of)
     if newest is None:
         return None
     for row in rows:
@@ -737,6 +743,35 @@ def in_place(store: "Store", rows: list["rag.SearchRow"], entry: "Entry") -> int
             return newest.id
     rows.append(rag.SearchRow(newest, "replacement", None, None, in_place_of=[entry.id]))
     return newest.id
+
+
+def chain_end(store: "Store", entry: "Entry", ends: dict[int, "Entry | None"],
+              as_of: str | None) -> "Entry | None":
+    """The entry at the end of the chain that replaced `entry` (its replacement's replacement,
+    and so on); with `as_of`, the last one created before it, its later link left out (as
+    timeline.as_they_stood leaves it). `ends` keeps each chain's end for the recall: each link
+    is read once. None when a link leads nowhere."""
+    from dataclasses import replace
+
+    path: list[int] = []
+    end: "Entry | None" = entry
+    while end is not None and rag.is_replaced(end):
+        if end.id in ends:
+            end = ends[end.id]
+            break
+        if end.id in path:   # a cycle: the write path refuses them
+            end = None
+            break
+        path.append(end.id)
+        link = end.superseded_by
+        later = rag.entries_by_id(store, [link]).get(link) if link is not None else None
+        if later is not None and as_of is not None and later.created >= as_of:
+            end = replace(end, superseded_by=None, superseded_reason=None)
+            break
+        end = later
+    for i in path:
+        ends[i] = end
+    return end
 
 
 def describe() -> dict[str, Any]:

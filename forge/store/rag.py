@@ -762,19 +762,6 @@ def is_replaced(entry: Entry) -> bool:
     return entry.superseded_by is not None and entry.superseded_reason == REPLACE
 
 
-def newest_replacing(store: Store, entry: Entry) -> Entry | None:
-    """The entry at the end of the chain that replaced `entry` (its replacement's replacement,
-    and so on), or None when a link leads nowhere."""
-    seen = {entry.id}
-    while is_replaced(entry):
-        link = entry.superseded_by
-        entry = entries_by_id(store, [link]).get(link) if link is not None else None
-        if entry is None or entry.id in seen:
-            return None
-        seen.add(entry.id)
-    return entry
-
-
 def folded_into(store: Store, entry_id: int) -> list[int]:
     """The entries an aggregate speaks for (their `superseded_by` is `entry_id`)."""
     return store.backend.sources_of(entry_id)
