@@ -169,8 +169,7 @@ def remember(kind_or_content: str | None, content: str | None, project: str | No
     with _open() as store:
         result = conflicts.remember(store, kind, text, project=project, replaces=replaces,
                                     created=created)
-        named = (conflicts.may_replace(store, result.id) if result.created and not replaces
-                 else []) if may_replace else None
+        named = conflicts.may_replace_written(store, result) if may_replace else None
     message = (f"remembered #{result.id}" if result.created
                else f"already stored as #{result.id} (exact duplicate, nothing written)")
     if result.replaced:

@@ -90,8 +90,7 @@ def remember(settings: Any, content: Any, kind: Any = None, project: Any = None,
              replaces: Any = None, at: Any = None) -> dict[str, Any]:
     """`forge remember KIND CONTENT [--replaces ID]... [--at WHEN] --json` ({id, created,
     replaced, conflicts, secrets_redacted}): conflicts.remember, as the CLI calls it, and
-    `may_replace` (conflicts.may_replace: for the agent to judge; none for a duplicate or a
-    write that names what it replaces)."""
+    `may_replace` (conflicts.may_replace_written: for the agent to judge)."""
     from ..memory import conflicts
     from ..store import rag
 
@@ -107,8 +106,7 @@ def remember(settings: Any, content: Any, kind: Any = None, project: Any = None,
     with rag.open_store(settings) as store:
         noted = conflicts.remember(store, kind, content, project=project, replaces=ids,
                                    created=created)
-        named = conflicts.may_replace(store, noted.id) if noted.created and not ids else []
-        return {**noted.to_dict(), "may_replace": named}
+        return {**noted.to_dict(), "may_replace": conflicts.may_replace_written(store, noted)}
 
 
 def supersede(settings: Any, ids: Any, by: Any) -> dict[str, Any]:

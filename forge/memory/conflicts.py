@@ -21,8 +21,8 @@ from ..core.notes import parse_note
 from ..core.words import NEGATIONS
 
 __all__ = ["Conflict", "ConflictReport", "Noted", "Side", "against", "conflict", "evidence",
-           "find", "in_time", "may_replace", "read_clause", "read_side", "remember", "remember_many",
-           "subject_conflict"]
+           "find", "in_time", "may_replace", "may_replace_written", "read_clause", "read_side",
+           "remember", "remember_many", "subject_conflict"]
 
 if TYPE_CHECKING:
     from ..store.rag import Entry, Store
@@ -282,6 +282,12 @@ def may_replace(store: "Store", entry_id: int, rows: int = MAY_REPLACE_ROWS) -> 
              and (not r.entry.created_known or r.entry.created < entry.created)]
     return [{"id": e.id, "content": _cut(e.content), "created": e.created,
              "created_known": e.created_known} for e in named[:rows]]
+
+
+def may_replace_written(store: "Store", noted: Noted) -> list[dict]:
+    """`may_replace` for what `remember` just wrote (every front's one call): nothing for a
+    duplicate (nothing was written) nor for a write that named what it replaces."""
+    return may_replace(store, noted.id) if noted.created and not noted.replaced else []
 
 
 def _cut(text: str) -> str:

@@ -189,8 +189,7 @@ def do_remember(settings: Any, kind: str | None, content: str, project: str | No
                                     replaces=replaces or (), created=created)
         if not may_replace:
             return result.to_dict()
-        named = conflicts.may_replace(store, result.id) if result.created and not replaces else []
-        return {**result.to_dict(), "may_replace": named}
+        return {**result.to_dict(), "may_replace": conflicts.may_replace_written(store, result)}
 
 
 def do_conflicts(settings: Any, kind: str | None, project: str | None) -> dict:
@@ -382,7 +381,7 @@ async def remember(request: Request) -> Response:
         application/json:
           schema: {type: object, required: [content], properties: {kind: {type: string}, content: {type: string}, project: {type: string}, replaces: {type: array, items: {type: integer}}, at: {type: string, description: 'when it happened (remember --at): an ISO date or datetime, years 0001 to 9999, not after today'}, may_replace: {type: boolean, default: false, description: 'remember --may-replace: also name the notes nearest it by meaning, written before it'}}}
     responses:
-      200: {description: '{"id", "created", "replaced", "conflicts", "secrets_redacted"}: created false for an exact duplicate; conflicts = the active entries it may contradict (written all the same); secrets_redacted = the secrets replaced by a marker before the write, by type; with may_replace true, "may_replace": [{id, content, created}]'}
+      200: {description: '{"id", "created", "replaced", "conflicts", "secrets_redacted"}: created false for an exact duplicate; conflicts = the active entries it may contradict (written all the same); secrets_redacted = the secrets replaced by a marker before the write, by type; with may_replace true, "may_replace": [{id, content, created, created_known}]'}
       400: {description: 'bad input (unknown kind, over a cap, bad JSON, a refused replacement, an "at" that is not a date Forge stores, or after today)'}
       404: {description: a replaced id that does not exist; nothing written}
       502: {description: the embedding server is down; nothing written}
