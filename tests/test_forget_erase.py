@@ -85,10 +85,12 @@ def secret_ids(settings) -> list[int]:
         return [i for i, text in rag.texts(store) if "ghp_" in text]
 
 
-def assert_gone(settings, tokens: list[str]) -> None:
+def assert_gone(settings, tokens: list[str], *, quiet: bool = True) -> None:
+    """No copy of a token in any file; when nothing else writes (`quiet`), an empty WAL too
+    (beside writers, theirs may start a new one at once)."""
     assert copies(settings.data_dir, tokens) == {}
     wal = Path(f"{settings.rag_db_file}-wal")
-    assert not wal.exists() or wal.stat().st_size == 0
+    assert not quiet or not wal.exists() or wal.stat().st_size == 0
     with rag.open_store(settings, mode="rows") as store:
         for t in tokens:
             word = t.split("_", 1)[1].lower()
@@ -223,15 +225,17 @@ def test_a_forget_beside_busy_writers_still_rewrites_the_file(settings, store_co
     connections keep writing and checkpointing while a forget rewrites the file: SQLite refuses
     its checkpoint at once, busy timeout or not, whenever another one is under way or a write
     came after it. The forget asks again until the timeout instead of answering at once that
-    the rewrite is left for later (it did for 19 forgets in 20 beside two writers)."""
+    the rewrite is left for later (it did for 19 forgets in 20 beside two writers), and asks
+    often enough to find the write lock free between the writers' transactions (SQLite's busy
+    handler, polling with sleeps up to 100 ms, waited up to 9.8 s of 10 beside four writers)."""
     import subprocess
     import sys
 
     ids = secret_ids(settings)
     writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(settings.rag_db_file), "60"])
-               for _ in range(2)]
+               for _ in range(4)]
     try:
-        time.sleep(1.5)   # both writing
+        time.sleep(1.5)   # all writing
         with rag.open_store(settings) as store:
             for entry_id in ids:
                 rag.forget(store, entry_id)   # no "could not be rewritten"
@@ -239,7 +243,7 @@ def test_a_forget_beside_busy_writers_still_rewrites_the_file(settings, store_co
         for writer in writers:
             writer.kill()
             writer.wait()
-    assert_gone(settings, store_copy)
+    assert_gone(settings, store_copy, quiet=False)   # the writers' new rows may be in a WAL
 
 
 # ------------------------------------------------------------------ PostgreSQL
