@@ -202,6 +202,22 @@ def test_a_replaced_note_the_question_finds_brings_its_replacement_in_its_place(
     assert rows[0]["id"] == old
 
 
+def test_recall_queries_marks_rows_as_one_recall_does(runner, tmp_path):
+    """`recall --queries` answers each line as `recall QUERY` does, marks included: a row
+    standing in for a replaced note says so, and one a past question brings back says what
+    replaced it (its table said neither)."""
+    for other in OFFICE:
+        remember(runner, other)
+    old = remember(runner, "I work at Acme, in the platform team", "--at", "2023-02-01")
+    new = remember(runner, "Started at Globex in January as a data engineer",
+                   "--at", "2025-01-20", "--replaces", str(old))
+    questions = tmp_path / "q.txt"
+    questions.write_text("Where do I work?\nWhere did I work before?\n", encoding="utf-8")
+    table = run(runner, "recall", "--queries", str(questions), "--limit", "1").stdout
+    assert f"(in place of #{old}) Started at Globex" in table
+    assert f"(replaced by #{new}) I work at Acme" in table
+
+
 def test_a_question_about_the_past_gets_the_note_that_was_replaced(runner):
     """A replaced note leaves a question about now, not one about a former value: it comes
     back first, marked with what replaced it."""

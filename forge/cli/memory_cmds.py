@@ -278,7 +278,6 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
     a question about a former value ("before", "avant"...) gets the older, replaced ones too.
     QUERY `-` reads stdin. `--queries FILE|-` answers many queries with one model load.
     """
-    from ..store import rag
     from ..recall import channels
     from ..recall import rank
 
@@ -331,14 +330,7 @@ def recall(query: str | None, queries_file: Any, project: str | None, limit: int
     rows = [row.to_dict() for row in result.rows]
     for row, r in zip(rows, result.rows):
         row["date"] = _date(r.entry.created, r.entry.created_known)
-        if rag.is_replaced(r.entry):
-            row["content"] = f"(replaced by #{r.entry.superseded_by}) {row['content']}"
-        elif r.newer is not None:
-            row["content"] = f"(older: #{r.newer} is newer) {row['content']}"
-        if r.in_place_of:
-            ids = ", ".join(f"#{i}" for i in r.in_place_of[:3])
-            more = f" and {len(r.in_place_of) - 3} more" if len(r.in_place_of) > 3 else ""
-            row["content"] = f"(in place of {ids}{more}) {row['content']}"
+        row["content"] = _marked(r, row["content"])
     if result.time is not None:
         _note_window(result.time)
     if result.cutoff is not None:
@@ -365,6 +357,22 @@ def _date(created: str, known: bool = True) -> str:
     from ..core.when import shown_date
 
     return shown_date(created, known)
+
+
+def _marked(r: Any, content: str) -> str:
+    """A row's content as a table shows it: what replaced it, or that a newer one states the
+    fact, or which replaced entries it stands in for."""
+    from ..store import rag
+
+    if rag.is_replaced(r.entry):
+        content = f"(replaced by #{r.entry.superseded_by}) {content}"
+    elif r.newer is not None:
+        content = f"(older: #{r.newer} is newer) {content}"
+    if r.in_place_of:
+        ids = ", ".join(f"#{i}" for i in r.in_place_of[:3])
+        more = f" and {len(r.in_place_of) - 3} more" if len(r.in_place_of) > 3 else ""
+        content = f"(in place of {ids}{more}) {content}"
+    return content
 
 
 def _note_window(time: dict[str, Any]) -> None:
@@ -422,7 +430,7 @@ def _recall_many(stream: Any, project: str | None, vector_k: int | None, lexical
     else:
         rows = [{"n": n, "id": a.query.id, "query": a.query.q, "entry": f"#{r.entry.id}",
                  "channel": r.channel, "distance": r.distance, "fused": r.fused,
-                 "content": r.entry.content}
+                 "content": _marked(r, r.entry.content)}
                 for n, a in enumerate(batch.answers, 1) for r in a.result.rows]
         emit(rows, fmt, columns=BATCH_COLUMNS, document=answers, empty="no results")
     dropped = sum(a.result.dropped_by_cutoff for a in batch.answers)
