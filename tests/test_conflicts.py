@@ -202,6 +202,26 @@ def test_a_replaced_note_the_question_finds_brings_its_replacement_in_its_place(
     assert rows[0]["id"] == old
 
 
+def test_a_question_about_the_past_gets_the_value_just_before_unless_it_asks_the_first(runner):
+    """Along a chain of replacements, "before" asks for the value just before the current one
+    (it had the oldest first when the channels found it); "first" asks for the oldest."""
+    for other in OFFICE:
+        remember(runner, other)
+    old = remember(runner, "I work at Acme, in the platform team", "--at", "2023-02-01")
+    mid = remember(runner, "Hired by Initech as a backend developer", "--at", "2024-03-01",
+                   "--replaces", str(old))
+    new = remember(runner, "Started at Globex in January as a data engineer", "--at",
+                   "2025-01-20", "--replaces", str(mid))
+    for question, first in (("Where did I work before?", mid),
+                            ("Which company did I work at previously?", mid),
+                            ("Où est-ce que je travaillais avant ?", mid),
+                            ("Where did I work first?", old),
+                            ("Chez qui ai-je travaillé en premier ?", old)):
+        rows = json.loads(run(runner, "recall", question, "--limit", "4", "--json").stdout)["rows"]
+        ids = [r["id"] for r in rows]
+        assert ids[0] == first and ids.index(new) > ids.index(mid), question
+
+
 def test_recall_queries_marks_rows_as_one_recall_does(runner, tmp_path):
     """`recall --queries` answers each line as `recall QUERY` does, marks included: a row
     standing in for a replaced note says so, and one a past question brings back says what

@@ -545,7 +545,7 @@ def mark(rows: list, question: Question, *, fuller: bool = True) -> list:
         if question.asked is None and len(rows) > 1:
             timeline.newer_first(rows, past=question.past)
             if question.past:
-                timeline.replaced_first(rows)
+                timeline.replaced_first(rows, oldest=timeline.asks_first(question.text))
     return rows
 
 

@@ -182,14 +182,33 @@ def newer_first(rows: list["SearchRow"], *, past: bool = False) -> bool:
     return bool(pairs)
 
 
-def replaced_first(rows: list["SearchRow"]) -> None:
+def replaced_first(rows: list["SearchRow"], *, oldest: bool = False) -> None:
     """In place, for a question about a former value: a row an entry replaced (its `newer`,
-    set by rank.fill from the link) moves up to just before the row of what replaced it."""
-    for row in [r for r in rows if r.newer is not None and r.entry.superseded_by == r.newer]:
+    set by rank.fill from the link) moves up to just before the row of what replaced it. Of
+    the replaced rows of one chain, the latest comes first: "before" asks for the value just
+    before the one that replaced it; `oldest` (the question asks for the first: FIRST_WORDS),
+    the oldest."""
+    linked = [r for r in rows if r.newer is not None and r.entry.superseded_by == r.newer]
+    for row in linked:
         at_new = next((i for i, r in enumerate(rows) if r.entry.id == row.newer), None)
         at_old = rows.index(row)
         if at_new is not None and at_old > at_new:
             rows.insert(at_new, rows.pop(at_old))
+    newer = {r.entry.id: r.newer for r in linked}
+    chains: dict[int, list["SearchRow"]] = {}
+    for row in linked:
+        end = row.entry.id
+        while end in newer:
+            end = newer[end]
+        chains.setdefault(end, []).append(row)
+    for end, chain in chains.items():
+        if len(chain) < 2:
+            continue
+        chain.sort(key=lambda r: (r.entry.created, r.entry.id), reverse=not oldest)
+        chain += [r for r in rows if r.entry.id == end]   # what is true now after them
+        at = min(rows.index(r) for r in chain)
+        rows[:] = [r for r in rows if r not in chain]
+        rows[at:at] = chain
 
 
 # A question about a former value, by its words: the one closed list (docs/time.md shows it).
@@ -201,24 +220,40 @@ PAST_WORDS = {
            "précédente", "précédents", "précédentes", "premier", "première", "avais-je",
            "j'avais", "avait-il", "avait-elle", "étais-je", "j'étais", "était"),
 }
+# Of those, the ones that ask for the first of the former values, not the one just before.
+FIRST_WORDS = ("first", "originally", "premier", "première")
 _past: Any = None
+_first: Any = None
 
 
 def asks_past(question: str) -> bool:
     """Whether `question` asks about a former value: it holds one of PAST_WORDS."""
     global _past
     if _past is None:
-        import re
-
-        from ..core.words import fold
-
-        forms = {w for ws in PAST_WORDS.values() for w in ws}
-        forms |= {fold(w) for w in forms}
-        alternatives = sorted((re.escape(w).replace(r"\ ", r"\s+") for w in forms), key=len,
-                              reverse=True)
-        _past = re.compile(r"(?<![\w'-])(?:" + "|".join(alternatives) + r")(?![\w'-])",
-                           re.IGNORECASE)
+        _past = _words_pattern({w for ws in PAST_WORDS.values() for w in ws})
     return _past.search(question.replace("’", "'")) is not None
+
+
+def asks_first(question: str) -> bool:
+    """Whether `question` asks for the first of the former values: it holds one of
+    FIRST_WORDS."""
+    global _first
+    if _first is None:
+        _first = _words_pattern(set(FIRST_WORDS))
+    return _first.search(question.replace("’", "'")) is not None
+
+
+def _words_pattern(forms: set[str]) -> Any:
+    """Whole words of `forms`, any case, with or without accents, a space any run of spaces."""
+    import re
+
+    from ..core.words import fold
+
+    forms |= {fold(w) for w in forms}
+    alternatives = sorted((re.escape(w).replace(r"\ ", r"\s+") for w in forms), key=len,
+                          reverse=True)
+    return re.compile(r"(?<![\w'-])(?:" + "|".join(alternatives) + r")(?![\w'-])",
+                      re.IGNORECASE)
 
 
 def _later(a: "Entry", b: "Entry") -> bool:
