@@ -636,3 +636,50 @@ def test_the_mcp_tools_take_since_until(runner, dated):
         with pytest.raises(ForgeError, match="is not text") as refused:
             documents.memory_list(settings, until=bad)
         assert "\n" not in str(refused.value)
+
+
+def _linked_row(entry_id: int, created: str, by: int | None = None):
+    from forge.store.common import REPLACE, Entry
+    from forge.store.search_results import SearchRow
+
+    entry = Entry(entry_id, "fact", None, f"note {entry_id}", "remember", {}, z(created),
+                  z(created), by, REPLACE if by else None)
+    return SearchRow(entry, "vector", 0.1, None, newer=by)
+
+
+def test_a_chain_is_ordered_by_its_links_not_by_the_notes_dates():
+    """Along 1 -> 2 -> 3 (#3 true now), "before" asks for what #3 replaced and "first" for
+    where the chain starts, whatever the dates say: a replacement written with an earlier
+    `--at`, or notes imported at one time, linked against their order."""
+    from forge.recall import timeline
+
+    for dates in (("2024-01-01T10:00", "2022-01-01T10:00", "2025-01-01T10:00"),
+                  ("2025-05-05T10:00",) * 3):
+        rows = [_linked_row(3, dates[2]), _linked_row(2, dates[1], by=3),
+                _linked_row(1, dates[0], by=2)]
+        timeline.replaced_first(rows)
+        assert [r.entry.id for r in rows] == [2, 1, 3]
+        timeline.replaced_first(rows, oldest=True)
+        assert [r.entry.id for r in rows] == [1, 2, 3]
+
+
+def test_a_cycle_of_links_ends_the_past_order():
+    """The write path refuses a cycle, but a shell UPDATE or an old file can hold one: the
+    order of a question about the past still ends, the rows all kept."""
+    import threading
+
+    from forge.recall import timeline
+
+    rows = [_linked_row(1, "2024-01-01T10:00", by=2), _linked_row(2, "2024-02-01T10:00", by=1)]
+    done = threading.Thread(target=timeline.replaced_first, args=(rows,), daemon=True)
+    done.start()
+    done.join(5)
+    assert not done.is_alive() and sorted(r.entry.id for r in rows) == [1, 2]
+
+
+def test_a_note_linked_to_itself_keeps_one_row():
+    from forge.recall import timeline
+
+    rows = [_linked_row(5, "2024-01-01T10:00", by=6), _linked_row(6, "2024-02-01T10:00", by=6)]
+    timeline.replaced_first(rows)
+    assert sorted(r.entry.id for r in rows) == [5, 6]

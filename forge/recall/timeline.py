@@ -185,9 +185,9 @@ def newer_first(rows: list["SearchRow"], *, past: bool = False) -> bool:
 def replaced_first(rows: list["SearchRow"], *, oldest: bool = False) -> None:
     """In place, for a question about a former value: a row an entry replaced (its `newer`,
     set by rank.fill from the link) moves up to just before the row of what replaced it. Of
-    the replaced rows of one chain, the latest comes first: "before" asks for the value just
-    before the one that replaced it; `oldest` (the question asks for the first: FIRST_WORDS),
-    the oldest."""
+    the replaced rows of one chain, the one fewest links from its end comes first: "before"
+    asks for the value just before the newest; `oldest` (the question asks for the first:
+    FIRST_WORDS), the chain's start."""
     linked = [r for r in rows if r.newer is not None and r.entry.superseded_by == r.newer]
     for row in linked:
         at_new = next((i for i, r in enumerate(rows) if r.entry.id == row.newer), None)
@@ -195,17 +195,20 @@ def replaced_first(rows: list["SearchRow"], *, oldest: bool = False) -> None:
         if at_new is not None and at_old > at_new:
             rows.insert(at_new, rows.pop(at_old))
     newer = {r.entry.id: r.newer for r in linked}
-    chains: dict[int, list["SearchRow"]] = {}
-    for row in linked:
-        end = row.entry.id
-        while end in newer:
+    chains: dict[int, list[tuple[int, "SearchRow"]]] = {}
+    for row in linked:   # each row's chain (its end among the rows) and its links to that end
+        end, walked = row.entry.id, [row.entry.id]
+        while end in newer and newer[end] not in walked:   # a cycle (none written) ends it
             end = newer[end]
-        chains.setdefault(end, []).append(row)
-    for end, chain in chains.items():
-        if len(chain) < 2:
+            walked.append(end)
+        chains.setdefault(end, []).append((len(walked), row))
+    for end, steps in chains.items():
+        if len(steps) < 2:
             continue
-        chain.sort(key=lambda r: (r.entry.created, r.entry.id), reverse=not oldest)
-        chain += [r for r in rows if r.entry.id == end]   # what is true now after them
+        # by the links, not the dates: a replacement may be written with an earlier --at
+        steps.sort(key=lambda step: step[0], reverse=oldest)
+        chain = [row for _, row in steps]
+        chain += [r for r in rows if r.entry.id == end and r not in chain]   # then the newest
         at = min(rows.index(r) for r in chain)
         rows[:] = [r for r in rows if r not in chain]
         rows[at:at] = chain
