@@ -18,6 +18,16 @@ def test_connection_has_sqlite_vec_wal_and_fts5(tmp_path):
     assert db.has_fts5(conn)
 
 
+def test_a_short_busy_timeout_ends_with_its_block_even_when_the_block_fails(tmp_path):
+    """A cache write or a checkpoint loop waits briefly for a lock; whatever happens in it,
+    the connection then waits the full timeout again for every later write."""
+    conn = db.connect(tmp_path / "x.db")
+    with pytest.raises(StoreError), db.busy_timeout(conn, 0):
+        assert conn.execute("pragma busy_timeout").fetchone()[0] == 0
+        raise StoreError("a long writer holds the lock")
+    assert conn.execute("pragma busy_timeout").fetchone()[0] == db.BUSY_TIMEOUT_MS
+
+
 def test_a_binding_that_cannot_load_extensions_is_refused_clearly():
     """This machine's stdlib sqlite3 has no enable_load_extension: forcing it must say so."""
     import sqlite3

@@ -284,6 +284,17 @@ def vec_version(conn: Any) -> str | None:
 
 
 @contextlib.contextmanager
+def busy_timeout(conn: Any, ms: int) -> Iterator[None]:
+    """`conn` waits at most `ms` for a lock inside the block (0: refused at once), then
+    BUSY_TIMEOUT_MS again, whatever the block raised."""
+    conn.execute(f"pragma busy_timeout = {int(ms)}")
+    try:
+        yield
+    finally:
+        conn.execute(f"pragma busy_timeout = {BUSY_TIMEOUT_MS}")
+
+
+@contextlib.contextmanager
 def transaction(conn: Any) -> Iterator[Any]:
     """BEGIN IMMEDIATE … COMMIT, ROLLBACK on any exception. Takes the write lock up front, so
     a second writer waits (busy timeout) instead of failing half-way."""

@@ -250,14 +250,11 @@ def erase_leftovers(conn: Any, path: Path | str) -> None:
         # with sleeps that grow to 100 ms, and busy writers take the lock in between (beside
         # four writers a rewrite waited up to 9.8 s of its 10, and past them in CI; 0.4 s so)
         deadline = time.monotonic() + db.BUSY_TIMEOUT_MS / 1000
-        conn.execute("pragma busy_timeout = 0")
-        try:
+        with db.busy_timeout(conn, 0):
             while busy := conn.execute("pragma wal_checkpoint(truncate)").fetchone()[0]:
                 if time.monotonic() > deadline:
                     break
                 time.sleep(0.002)
-        finally:
-            conn.execute(f"pragma busy_timeout = {db.BUSY_TIMEOUT_MS}")
     except db.binding().module.OperationalError as e:
         raise StoreError(_unfinished(path, str(e))) from None
     if busy:
@@ -578,16 +575,13 @@ class SQLiteBackend:
         self.conn.execute("delete from meta where key = ?", (key,))
 
     def try_write_meta(self, key: str, value: Any) -> bool:
-        self.conn.execute("pragma busy_timeout = 200")  # never wait long for a cache
-        try:
-            with db.transaction(self.conn):
+        try:   # never wait long for a cache
+            with db.busy_timeout(self.conn, 200), db.transaction(self.conn):
                 self.write_meta(key, value)
             return True
         except StoreError as e:  # a long writer holds the lock
             log.info("%s not recorded: %s", key.replace("_", " "), e)
             return False
-        finally:
-            self.conn.execute(f"pragma busy_timeout = {db.BUSY_TIMEOUT_MS}")
 
     # ------------------------------------------------------------------ reading entries
 

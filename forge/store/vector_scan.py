@@ -593,14 +593,11 @@ def _trim(conn: Any, seq: int) -> None:
     row = conn.execute(f"select min(seq) from {LOG_TABLE}").fetchone()
     if row[0] is None or seq - row[0] < _TRIM_EVERY:
         return
-    conn.execute("pragma busy_timeout = 200")
     try:
-        with db.transaction(conn):
+        with db.busy_timeout(conn, 200), db.transaction(conn):
             conn.execute(f"delete from {LOG_TABLE} where seq < ?", (seq,))
     except StoreError:
         pass  # a long writer: next time
-    finally:
-        conn.execute(f"pragma busy_timeout = {db.BUSY_TIMEOUT_MS}")
 
 
 # --------------------------------------------------------------------------- the scan
